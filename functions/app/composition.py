@@ -1,0 +1,68 @@
+"""Composition root: settings, sealing keys, registries and AWS-backed services, built once per container."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from typing import Any
+
+from mcp_runtime.context import RequestContext
+from mcp_runtime.lambda_http import request_from_event, response_to_proxy
+from mcp_runtime.sealing import SealingKey, StateSealer
+from mcp_runtime.server import McpServer
+from mcp_runtime.settings import DEV_STATE_KEY, Settings, get_settings
+from mcp_runtime.transport import McpHttpTransport
+
+
+def sealing_keys(settings: Settings) -> list[SealingKey]:
+    """Keys for requestState. AWS: a Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a
+    plain string), cached by Powertools parameters. Locally: MCP_STATE_KEY, or a fixed dev key."""
+    if settings.state_secret_arn:
+        from aws_lambda_powertools.utilities import parameters
+
+        raw = parameters.get_secret(settings.state_secret_arn, max_age=300)
+        text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
+        try:
+            document = json.loads(text_value)
+        except ValueError:
+            document = None
+        if isinstance(document, dict) and isinstance(document.get("keys"), list):
+            return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
+        return [SealingKey("k1", text_value.encode())]
+    return [SealingKey("dev", (settings.state_key or DEV_STATE_KEY).encode())]
+
+
+def build_server(settings: Settings) -> McpServer:
+    server = McpServer(settings, StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds))
+    import tools
+
+    tools.register(server)
+    if settings.fixtures == "conformance":
+        from fixtures import conformance
+
+        conformance.register(server)
+    return server
+
+
+@lru_cache(maxsize=1)
+def logger() -> Any:
+    from aws_lambda_powertools import Logger
+
+    return Logger(service=get_settings().server_name)
+
+
+def _correlate(ctx: RequestContext) -> None:
+    log = logger()
+    log.set_correlation_id(str(ctx.request_id))
+    log.append_keys(method=ctx.method)
+
+
+@lru_cache(maxsize=1)
+def transport() -> McpHttpTransport:
+    return McpHttpTransport(build_server(get_settings()), on_request=_correlate)
+
+
+def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    settings = get_settings()
+    response = transport().handle(request_from_event(event, dev_auth=settings.dev_auth))
+    return response_to_proxy(response)

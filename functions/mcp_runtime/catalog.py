@@ -1,0 +1,141 @@
+"""Prompts and resources: registered like tools, served by the same dispatch."""
+
+from __future__ import annotations
+
+import base64
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .mrtr import Asker
+
+PromptFunction = Callable[[dict[str, str], Asker], list[dict[str, Any]]]
+ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
+Completer = Callable[[str, dict[str, str]], list[str]]
+
+
+@dataclass(slots=True)
+class PromptSpec:
+    name: str
+    description: str
+    fn: PromptFunction
+    arguments: list[dict[str, Any]] = field(default_factory=list)
+    completers: dict[str, Completer] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        prompt: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.arguments:
+            prompt["arguments"] = self.arguments
+        return prompt
+
+
+@dataclass(slots=True)
+class ResourceSpec:
+    uri: str
+    name: str
+    mime_type: str
+    fn: ResourceFunction
+    description: str | None = None
+    template: bool = False
+    _pattern: re.Pattern[str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.template:
+            parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", self.uri)
+            regex = "".join(
+                re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)" for index, part in enumerate(parts)
+            )
+            self._pattern = re.compile(f"^{regex}$")
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        if not self.template:
+            return {} if uri == self.uri else None
+        assert self._pattern is not None
+        found = self._pattern.match(uri)
+        return found.groupdict() if found else None
+
+    def to_wire(self) -> dict[str, Any]:
+        key = "uriTemplate" if self.template else "uri"
+        entry: dict[str, Any] = {key: self.uri, "name": self.name, "mimeType": self.mime_type}
+        if self.description:
+            entry["description"] = self.description
+        return entry
+
+    def contents(self, uri: str, body: str | bytes) -> dict[str, Any]:
+        if isinstance(body, bytes):
+            return {"uri": uri, "mimeType": self.mime_type, "blob": base64.b64encode(body).decode("ascii")}
+        return {"uri": uri, "mimeType": self.mime_type, "text": body}
+
+
+class PromptRegistry:
+    def __init__(self) -> None:
+        self._prompts: dict[str, PromptSpec] = {}
+
+    def prompt(
+        self,
+        *,
+        description: str,
+        name: str | None = None,
+        arguments: list[dict[str, Any]] | None = None,
+        completers: dict[str, Completer] | None = None,
+    ) -> Callable[[PromptFunction], PromptFunction]:
+        def register(fn: PromptFunction) -> PromptFunction:
+            spec = PromptSpec(name or fn.__name__, description, fn, arguments or [], completers or {})
+            if spec.name in self._prompts:
+                raise ValueError(f"prompt {spec.name!r} is registered twice")
+            self._prompts[spec.name] = spec
+            return fn
+
+        return register
+
+    def get(self, name: str) -> PromptSpec | None:
+        return self._prompts.get(name)
+
+    def __iter__(self) -> Iterator[PromptSpec]:
+        return iter(sorted(self._prompts.values(), key=lambda spec: spec.name))
+
+    def __len__(self) -> int:
+        return len(self._prompts)
+
+
+class ResourceRegistry:
+    def __init__(self) -> None:
+        self._resources: list[ResourceSpec] = []
+
+    def resource(
+        self, uri: str, *, name: str, mime_type: str = "text/plain", description: str | None = None
+    ) -> Callable[[ResourceFunction], ResourceFunction]:
+        return self._register(uri, name, mime_type, description, template=False)
+
+    def template(
+        self, uri_template: str, *, name: str, mime_type: str = "text/plain", description: str | None = None
+    ) -> Callable[[ResourceFunction], ResourceFunction]:
+        return self._register(uri_template, name, mime_type, description, template=True)
+
+    def _register(
+        self, uri: str, name: str, mime_type: str, description: str | None, *, template: bool
+    ) -> Callable[[ResourceFunction], ResourceFunction]:
+        def register(fn: ResourceFunction) -> ResourceFunction:
+            if any(existing.uri == uri for existing in self._resources):
+                raise ValueError(f"resource {uri!r} is registered twice")
+            self._resources.append(ResourceSpec(uri, name, mime_type, fn, description, template))
+            return fn
+
+        return register
+
+    def static(self) -> list[ResourceSpec]:
+        return sorted((r for r in self._resources if not r.template), key=lambda r: r.uri)
+
+    def templates(self) -> list[ResourceSpec]:
+        return sorted((r for r in self._resources if r.template), key=lambda r: r.uri)
+
+    def resolve(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
+        for spec in self.static() + self.templates():
+            found = spec.match(uri)
+            if found is not None:
+                return spec, found
+        return None
+
+    def __len__(self) -> int:
+        return len(self._resources)

@@ -1,0 +1,90 @@
+"""Per-request context: who is calling, what this request declared, and what it streams back."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from . import wire
+
+LOG_LEVELS: Final[tuple[str, ...]] = (
+    "debug",
+    "info",
+    "notice",
+    "warning",
+    "error",
+    "critical",
+    "alert",
+    "emergency",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """The authenticated caller. Never taken from the body or `_meta`."""
+
+    id: str
+    source: str = "anonymous"
+
+
+ANONYMOUS: Final = Principal("anonymous")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestMeta:
+    protocol_version: str
+    client_capabilities: dict[str, Any]
+    client_info: dict[str, Any] | None = None
+    progress_token: str | int | None = None
+    log_level: str | None = None
+
+    def declares(self, capability: str) -> bool:
+        return isinstance(self.client_capabilities.get(capability), dict)
+
+    def declares_extension(self, extension: str) -> bool:
+        extensions = self.client_capabilities.get("extensions")
+        return isinstance(extensions, dict) and isinstance(extensions.get(extension), dict)
+
+    def declares_elicitation_mode(self, mode: str) -> bool:
+        elicitation = self.client_capabilities.get("elicitation")
+        if not isinstance(elicitation, dict):
+            return False
+        if mode == "form":
+            return not elicitation or isinstance(elicitation.get("form"), dict)
+        return isinstance(elicitation.get(mode), dict)
+
+
+@dataclass(slots=True)
+class RequestContext:
+    request_id: wire.RequestId
+    method: str
+    meta: RequestMeta
+    principal: Principal
+    headers: dict[str, str]
+    notifications: list[dict[str, Any]] = field(default_factory=list)
+    _progress_seen: float | None = None
+
+    def send_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        """Queue `notifications/progress` for this request's stream; a no-op without a token."""
+        token = self.meta.progress_token
+        if token is None:
+            return
+        if self._progress_seen is not None and progress <= self._progress_seen:
+            raise ValueError("progress must increase with every report")
+        self._progress_seen = progress
+        params: dict[str, Any] = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        self.notifications.append({"jsonrpc": wire.JSONRPC_VERSION, "method": "notifications/progress", "params": params})
+
+    def send_log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Queue `notifications/message` only when this request asked for logs at or below `level`."""
+        wanted = self.meta.log_level
+        if wanted is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(wanted):
+            return
+        params: dict[str, Any] = {"level": level, "data": data}
+        if logger is not None:
+            params["logger"] = logger
+        self.notifications.append({"jsonrpc": wire.JSONRPC_VERSION, "method": "notifications/message", "params": params})

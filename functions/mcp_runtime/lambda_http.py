@@ -1,0 +1,73 @@
+"""API Gateway HTTP API (payload 2.0) and Lambda Function URL events <-> the transport's HTTP types."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from collections.abc import Mapping
+from typing import Any
+
+from .context import ANONYMOUS, Principal
+from .transport import HttpRequest, HttpResponse
+
+DEV_BEARER_PREFIX = "bearer dev:"
+
+
+def principal_from_event(event: Mapping[str, Any], headers: Mapping[str, str], *, dev_auth: bool) -> Principal | None:
+    """The caller as the front authenticated it; None means unauthenticated (answered with 401).
+
+    Only the authorizer context set by API Gateway or the Function URL is trusted; nothing in the
+    body or `_meta` is.
+    """
+    if dev_auth:
+        authorization = headers.get("authorization", "")
+        if not authorization.lower().startswith(DEV_BEARER_PREFIX):
+            return None
+        name = authorization[len(DEV_BEARER_PREFIX) :].strip()
+        if not name or len(name) > 128 or not name.isprintable():
+            return None
+        return Principal(f"dev:{name}", "dev")
+    authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
+    jwt = authorizer.get("jwt") if isinstance(authorizer, dict) else None
+    if isinstance(jwt, dict):
+        claims = jwt.get("claims") or {}
+        subject = claims.get("sub")
+        client = claims.get("client_id") or claims.get("azp") or claims.get("aud") or "-"
+        if isinstance(subject, str) and subject:
+            return Principal(f"jwt:{subject}|{client}", "jwt")
+        return None
+    iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
+    if isinstance(iam, dict):
+        caller = iam.get("userArn") or iam.get("callerId")
+        if isinstance(caller, str) and caller:
+            return Principal(f"iam:{caller}", "iam")
+        return None
+    return ANONYMOUS
+
+
+def request_from_event(event: Mapping[str, Any], *, dev_auth: bool = False) -> HttpRequest:
+    raw_headers = event.get("headers") or {}
+    headers = {str(k).lower(): str(v) for k, v in raw_headers.items()} if isinstance(raw_headers, dict) else {}
+    http = (event.get("requestContext") or {}).get("http") or {}
+    method = str(http.get("method") or event.get("httpMethod") or "GET")
+    path = str(event.get("rawPath") or http.get("path") or "/")
+    body_text = event.get("body") or ""
+    if not isinstance(body_text, str):
+        body_text = ""
+    if event.get("isBase64Encoded"):
+        try:
+            body = base64.b64decode(body_text, validate=True)
+        except (binascii.Error, ValueError):
+            body = b"\x00invalid base64 body"  # surfaces as a parse error, never as a crash
+    else:
+        body = body_text.encode("utf-8", "surrogatepass")
+    return HttpRequest(method, path, headers, body, principal_from_event(event, headers, dev_auth=dev_auth))
+
+
+def response_to_proxy(response: HttpResponse) -> dict[str, Any]:
+    return {
+        "statusCode": response.status,
+        "headers": response.headers,
+        "body": response.body,
+        "isBase64Encoded": False,
+    }

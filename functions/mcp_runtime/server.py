@@ -1,0 +1,346 @@
+"""The MCP service: a registry of method -> params model -> handler, over the tool/prompt/resource registries.
+
+Handlers raise `McpError`s; the transport maps every exception to the wire in one place.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ValidationError
+
+from . import wire
+from .catalog import PromptRegistry, ResourceRegistry
+from .context import RequestContext
+from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
+from .headers import decode_header_value, header_matches
+from .mrtr import Asker, InputNeeded
+from .params import (
+    CallToolParams,
+    CompleteParams,
+    EmptyParams,
+    GetPromptParams,
+    MrtrParams,
+    PaginatedParams,
+    ReadResourceParams,
+    TaskIdParams,
+    UpdateTaskParams,
+)
+from .sealing import Binding, StateSealer
+from .settings import Settings
+from .tools import Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+
+PAGE_SIZE = 100
+MAX_INPUT_REQUEST_KEYS = 32
+
+Handler = Callable[[Any, RequestContext], dict[str, Any]]
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    params_model: type[BaseModel]
+    handler: Handler
+    # Server capability that must be advertised for the method to exist.
+    capability: str
+    # Client capability (or extension) a request must declare to use the method.
+    requires_extension: str | None = None
+
+
+class TaskGateway(Protocol):
+    """The durable-task side of the runtime (the tasks extension), injected when configured."""
+
+    def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]: ...
+
+    def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]: ...
+
+    def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None: ...
+
+    def cancel(self, task_id: str, ctx: RequestContext) -> None: ...
+
+
+@dataclass(slots=True)
+class McpServer:
+    settings: Settings
+    sealer: StateSealer
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    prompts: PromptRegistry = field(default_factory=PromptRegistry)
+    resources: ResourceRegistry = field(default_factory=ResourceRegistry)
+    tasks: TaskGateway | None = None
+    _methods: dict[str, MethodSpec] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self._methods = {
+            "server/discover": MethodSpec(EmptyParams, self.discover, "always"),
+            "tools/list": MethodSpec(PaginatedParams, self.list_tools, "tools"),
+            "tools/call": MethodSpec(CallToolParams, self.call_tool, "tools"),
+            "prompts/list": MethodSpec(PaginatedParams, self.list_prompts, "prompts"),
+            "prompts/get": MethodSpec(GetPromptParams, self.get_prompt, "prompts"),
+            "resources/list": MethodSpec(PaginatedParams, self.list_resources, "resources"),
+            "resources/templates/list": MethodSpec(PaginatedParams, self.list_resource_templates, "resources"),
+            "resources/read": MethodSpec(ReadResourceParams, self.read_resource, "resources"),
+            "completion/complete": MethodSpec(CompleteParams, self.complete, "completions"),
+            "tasks/get": MethodSpec(TaskIdParams, self.get_task, "tasks", wire.TASKS_EXTENSION),
+            "tasks/update": MethodSpec(UpdateTaskParams, self.update_task, "tasks", wire.TASKS_EXTENSION),
+            "tasks/cancel": MethodSpec(TaskIdParams, self.cancel_task, "tasks", wire.TASKS_EXTENSION),
+        }
+
+    # ---- capabilities and dispatch -------------------------------------------------------
+    def capabilities(self) -> dict[str, Any]:
+        capabilities: dict[str, Any] = {}
+        if len(self.tools):
+            capabilities["tools"] = {}
+        if len(self.prompts):
+            capabilities["prompts"] = {}
+            capabilities["completions"] = {}
+        if len(self.resources):
+            capabilities["resources"] = {}
+        if self.tasks is not None:
+            capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
+        return capabilities
+
+    def _serves(self, capability: str) -> bool:
+        if capability == "always":
+            return True
+        if capability == "tasks":
+            return self.tasks is not None
+        return capability in self.capabilities()
+
+    def method(self, name: str) -> MethodSpec | None:
+        """The spec of a method this server serves, or None (unknown, removed or not advertised)."""
+        if name in wire.REMOVED_METHODS:
+            return None
+        spec = self._methods.get(name)
+        if spec is None or not self._serves(spec.capability):
+            return None
+        return spec
+
+    def dispatch(self, spec: MethodSpec, raw_params: dict[str, Any], ctx: RequestContext) -> dict[str, Any]:
+        if spec.requires_extension and not ctx.meta.declares_extension(spec.requires_extension):
+            raise MissingRequiredClientCapability(
+                f"{ctx.method} needs the {spec.requires_extension} extension",
+                {"extensions": {spec.requires_extension: {}}},
+            )
+        try:
+            params = spec.params_model.model_validate(raw_params)
+        except ValidationError as exc:
+            raise InvalidParams(_describe_params_error(exc)) from None
+        return spec.handler(params, ctx)
+
+    # ---- discovery and lists --------------------------------------------------------------
+    def discover(self, params: EmptyParams, ctx: RequestContext) -> dict[str, Any]:
+        result: dict[str, Any] = {
+            "resultType": wire.RESULT_COMPLETE,
+            "supportedVersions": list(wire.SUPPORTED_PROTOCOL_VERSIONS),
+            "capabilities": self.capabilities(),
+            "ttlMs": self.settings.discover_ttl_ms,
+            "cacheScope": "public",
+            "_meta": {wire.META_SERVER_INFO: {"name": self.settings.server_name, "version": self.settings.server_version}},
+        }
+        if self.settings.instructions:
+            result["instructions"] = self.settings.instructions
+        return result
+
+    def _page(self, key: str, items: Sequence[dict[str, Any]], cursor: str | None) -> dict[str, Any]:
+        start = _decode_cursor(cursor, len(items))
+        page = list(items[start : start + PAGE_SIZE])
+        result: dict[str, Any] = {
+            "resultType": wire.RESULT_COMPLETE,
+            key: page,
+            "ttlMs": self.settings.list_ttl_ms,
+            "cacheScope": "public",
+        }
+        if start + PAGE_SIZE < len(items):
+            result["nextCursor"] = _encode_cursor(start + PAGE_SIZE)
+        return result
+
+    def list_tools(self, params: PaginatedParams, ctx: RequestContext) -> dict[str, Any]:
+        return self._page("tools", [spec.to_wire() for spec in self.tools], params.cursor)
+
+    def list_prompts(self, params: PaginatedParams, ctx: RequestContext) -> dict[str, Any]:
+        return self._page("prompts", [spec.to_wire() for spec in self.prompts], params.cursor)
+
+    def list_resources(self, params: PaginatedParams, ctx: RequestContext) -> dict[str, Any]:
+        return self._page("resources", [spec.to_wire() for spec in self.resources.static()], params.cursor)
+
+    def list_resource_templates(self, params: PaginatedParams, ctx: RequestContext) -> dict[str, Any]:
+        return self._page("resourceTemplates", [spec.to_wire() for spec in self.resources.templates()], params.cursor)
+
+    # ---- MRTR plumbing shared by tools, prompts and resources --------------------------------
+    def _open_round(self, params: MrtrParams, binding: Binding) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(answers gathered so far, tool scratch state) for this round; the state is verified first."""
+        if params.request_state is None:
+            return {}, {}
+        payload = self.sealer.open(params.request_state, binding)
+        answers = dict(payload.get("answers") or {})
+        asked = set(payload.get("asked") or [])
+        if isinstance(params.input_responses, dict):
+            # Only keys this server asked in the previous round count; others are ignored.
+            answers.update({k: v for k, v in params.input_responses.items() if k in asked})
+        return answers, dict(payload.get("state") or {})
+
+    def _input_required(self, needed: InputNeeded, asker: Asker, state: dict[str, Any], binding: Binding) -> dict[str, Any]:
+        if len(needed.requests) > MAX_INPUT_REQUEST_KEYS:
+            raise ValueError("too many input requests in one round")
+        sealed = self.sealer.seal(
+            binding, {"answers": asker.accepted_raw, "asked": sorted(needed.requests), "state": state}
+        )
+        return {
+            "resultType": wire.RESULT_INPUT_REQUIRED,
+            "inputRequests": {key: request.to_wire() for key, request in needed.requests.items()},
+            "requestState": sealed,
+        }
+
+    # ---- tools ------------------------------------------------------------------------------
+    def call_tool(self, params: CallToolParams, ctx: RequestContext) -> dict[str, Any]:
+        spec = self.tools.get(params.name)
+        if spec is None:
+            raise InvalidParams(f"Unknown tool: {params.name}")
+        arguments = params.arguments or {}
+        self._check_header_params(spec, arguments, ctx)
+        wants_task = spec.answers is Answers.TASK and ctx.meta.declares_extension(wire.TASKS_EXTENSION) and self.tasks is not None
+        if spec.task_required and not wants_task:
+            raise MissingRequiredClientCapability(
+                f"Tool {spec.name} runs only as a task", {"extensions": {wire.TASKS_EXTENSION: {}}}
+            )
+        try:
+            args = spec.parse_arguments(arguments)
+        except ToolError as exc:
+            return ToolResult([text(str(exc))], is_error=True).to_wire()
+        binding = Binding.of(ctx.principal.id, "tools/call", spec.name, arguments)
+        answers, state = self._open_round(params, binding)
+        tool_ctx = ToolContext(
+            ctx.meta,
+            ctx.principal,
+            answers,
+            state,
+            progress=ctx.send_progress,
+            log=lambda level, data: ctx.send_log(level, data, spec.name),
+        )
+        try:
+            if wants_task:
+                assert self.tasks is not None
+                prepared = spec.prepare(args, tool_ctx) if spec.prepare is not None else None
+                return self.tasks.create(spec, arguments, ctx, prepared)
+            if spec.prepare is not None:
+                tool_ctx.prepared = spec.prepare(args, tool_ctx)
+            return spec.run(args, tool_ctx).to_wire()
+        except InputNeeded as needed:
+            return self._input_required(needed, tool_ctx, tool_ctx.state, binding)
+        except ToolError as exc:  # raised by a prepare step
+            return ToolResult([text(str(exc))], is_error=True).to_wire()
+
+    def _check_header_params(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext) -> None:
+        for header, prop in spec.header_params.items():
+            value = arguments.get(prop)
+            raw = ctx.headers.get(wire.HEADER_PARAM_PREFIX + header)
+            if value is None:
+                continue
+            if raw is None:
+                raise HeaderMismatch(f"Missing Mcp-Param-{header} header for argument {prop}")
+            decoded = decode_header_value(raw)
+            if not header_matches(decoded, value):
+                raise HeaderMismatch(f"Mcp-Param-{header} header does not match argument {prop}")
+
+    # ---- prompts ----------------------------------------------------------------------------
+    def get_prompt(self, params: GetPromptParams, ctx: RequestContext) -> dict[str, Any]:
+        spec = self.prompts.get(params.name)
+        if spec is None:
+            raise InvalidParams(f"Unknown prompt: {params.name}")
+        arguments = params.arguments or {}
+        missing = [a["name"] for a in spec.arguments if a.get("required") and a["name"] not in arguments]
+        if missing:
+            raise InvalidParams(f"Missing required prompt arguments: {', '.join(missing)}")
+        binding = Binding.of(ctx.principal.id, "prompts/get", spec.name, arguments)
+        answers, state = self._open_round(params, binding)
+        asker = Asker(ctx.meta, answers)
+        try:
+            messages = spec.fn(arguments, asker)
+        except InputNeeded as needed:
+            return self._input_required(needed, asker, state, binding)
+        return {"resultType": wire.RESULT_COMPLETE, "description": spec.description, "messages": messages}
+
+    def complete(self, params: CompleteParams, ctx: RequestContext) -> dict[str, Any]:
+        values: list[str] = []
+        if params.ref.type == "ref/prompt":
+            spec = self.prompts.get(params.ref.name or "")
+            if spec is None:
+                raise InvalidParams(f"Unknown prompt: {params.ref.name}")
+            completer = spec.completers.get(params.argument.name)
+            if completer is not None:
+                context = params.context.arguments if params.context and params.context.arguments else {}
+                values = completer(params.argument.value, context)
+        elif params.ref.type == "ref/resource":
+            if self.resources.resolve(params.ref.uri or "") is None and not any(
+                t.uri == params.ref.uri for t in self.resources.templates()
+            ):
+                raise InvalidParams(f"Unknown resource: {params.ref.uri}")
+        else:
+            raise InvalidParams(f"Unknown completion reference type: {params.ref.type}")
+        capped = values[:100]
+        return {
+            "resultType": wire.RESULT_COMPLETE,
+            "completion": {"values": capped, "total": len(values), "hasMore": len(values) > len(capped)},
+        }
+
+    # ---- resources --------------------------------------------------------------------------
+    def read_resource(self, params: ReadResourceParams, ctx: RequestContext) -> dict[str, Any]:
+        found = self.resources.resolve(params.uri)
+        if found is None:
+            raise InvalidParams("Resource not found", data={"uri": params.uri})
+        spec, variables = found
+        binding = Binding.of(ctx.principal.id, "resources/read", params.uri, {})
+        answers, state = self._open_round(params, binding)
+        asker = Asker(ctx.meta, answers)
+        try:
+            body = spec.fn(variables, asker)
+        except InputNeeded as needed:
+            return self._input_required(needed, asker, state, binding)
+        return {
+            "resultType": wire.RESULT_COMPLETE,
+            "contents": [spec.contents(params.uri, body)],
+            "ttlMs": self.settings.list_ttl_ms,
+            "cacheScope": "public",
+        }
+
+    # ---- tasks extension ----------------------------------------------------------------------
+    def get_task(self, params: TaskIdParams, ctx: RequestContext) -> dict[str, Any]:
+        assert self.tasks is not None
+        return self.tasks.get(params.task_id, ctx)
+
+    def update_task(self, params: UpdateTaskParams, ctx: RequestContext) -> dict[str, Any]:
+        assert self.tasks is not None
+        self.tasks.update(params.task_id, params.input_responses, ctx)
+        return {"resultType": wire.RESULT_COMPLETE}
+
+    def cancel_task(self, params: TaskIdParams, ctx: RequestContext) -> dict[str, Any]:
+        assert self.tasks is not None
+        self.tasks.cancel(params.task_id, ctx)
+        return {"resultType": wire.RESULT_COMPLETE}
+
+
+def _encode_cursor(offset: int) -> str:
+    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode("ascii")
+
+
+def _decode_cursor(cursor: str | None, total: int) -> int:
+    if cursor is None:
+        return 0
+    try:
+        kind, _, number = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").partition(":")
+        offset = int(number)
+    except (ValueError, UnicodeError):
+        raise InvalidParams("Invalid cursor") from None
+    if kind != "offset" or not 0 < offset <= total:
+        raise InvalidParams("Invalid cursor")
+    return offset
+
+
+def _describe_params_error(exc: ValidationError) -> str:
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False)[:3]:
+        where = ".".join(str(part) for part in error["loc"]) or "params"
+        problems.append(f"'{where}' is missing" if error["type"] == "missing" else f"'{where}' is invalid")
+    return "Invalid params: " + "; ".join(problems)

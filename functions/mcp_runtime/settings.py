@@ -1,0 +1,51 @@
+"""Settings, read once per container from the environment into one validated model."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+# A fixed development key: fine on loopback, refused when a deployment forgets to configure one.
+DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    server_name: str = Field("serverless-mcp-tasks", alias="MCP_SERVER_NAME")
+    server_version: str = Field("0.1.0", alias="MCP_SERVER_VERSION")
+    instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
+    # Which tool sets to serve: "examples" (default), "conformance" adds the suite's fixtures.
+    fixtures: Literal["", "conformance"] = Field("", alias="MCP_FIXTURES")
+    # Loopback mode turns on Host/Origin checks against DNS rebinding.
+    local_mode: bool = Field(False, alias="MCP_LOCAL_MODE")
+    dev_auth: bool = Field(False, alias="DEV_AUTH")
+    # requestState sealing: a Secrets Manager secret in AWS, a configured key locally.
+    state_secret_arn: str | None = Field(None, alias="MCP_STATE_SECRET_ARN")
+    state_key: str | None = Field(None, alias="MCP_STATE_KEY")
+    state_lifetime_seconds: int = Field(900, alias="MCP_STATE_LIFETIME_SECONDS", ge=10, le=86_400)
+    list_ttl_ms: int = Field(60_000, alias="MCP_LIST_TTL_MS", ge=0)
+    discover_ttl_ms: int = Field(3_600_000, alias="MCP_DISCOVER_TTL_MS", ge=0)
+    # Durable tasks
+    task_table_name: str = Field("mcp-tasks", alias="TASK_TABLE_NAME")
+    state_machine_arn: str | None = Field(None, alias="TASK_STATE_MACHINE_ARN")
+    task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS")
+    task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
+    aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+    # Hardening
+    max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        source = os.environ if environ is None else environ
+        values = {field.alias: source[field.alias] for field in cls.model_fields.values() if field.alias in source}
+        return cls.model_validate(values)
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    return Settings.from_environ()

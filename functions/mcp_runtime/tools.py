@@ -1,0 +1,326 @@
+"""The tool authoring API: one decorated function per tool.
+
+    @registry.tool(description="Say hello.", answers=Answers.PLAIN)
+    def greet(args: GreetArgs, ctx: ToolContext) -> str:
+        return f"Hello, {args.name}!"
+
+The decorator reads the pydantic input model from the first parameter's annotation and publishes
+its JSON schema as `inputSchema`. `answers` states, in one place, which of the four patterns of the
+decision order the tool uses; the runtime does the protocol for it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import typing
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import ModuleType
+from typing import Any, Final
+
+from pydantic import BaseModel, ValidationError
+
+from .context import Principal, RequestMeta
+from .mrtr import Asker
+
+TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
+
+
+class Answers(StrEnum):
+    """The decision order: pick the first pattern that fits the tool."""
+
+    PLAIN = "plain"  # finishes well inside one request
+    INPUT_REQUIRED = "input_required"  # needs a short answer from the client first (MRTR)
+    TASK = "task"  # may outlive a request, needs input mid-flight, or must be cancellable
+    HANDLE = "handle"  # hands out server-minted handles for cross-call application state
+
+
+class ToolError(Exception):
+    """Raise from a tool to answer with `isError: true` and this text, visible to the model."""
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    content: list[dict[str, Any]]
+    structured: Any = None
+    is_error: bool = False
+
+    def to_wire(self) -> dict[str, Any]:
+        result: dict[str, Any] = {"resultType": "complete", "content": self.content}
+        if self.structured is not None:
+            result["structuredContent"] = self.structured
+        if self.is_error:
+            result["isError"] = True
+        return result
+
+
+def text(value: str) -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def image(data_base64: str, mime_type: str) -> dict[str, Any]:
+    return {"type": "image", "data": data_base64, "mimeType": mime_type}
+
+
+def audio(data_base64: str, mime_type: str) -> dict[str, Any]:
+    return {"type": "audio", "data": data_base64, "mimeType": mime_type}
+
+
+def embedded_text(uri: str, body: str, mime_type: str = "text/plain") -> dict[str, Any]:
+    return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": body}}
+
+
+class ToolContext(Asker):
+    """What a tool sees besides its arguments: the caller, the client's answers, progress, scratch state."""
+
+    def __init__(
+        self,
+        meta: RequestMeta,
+        principal: Principal,
+        answers: dict[str, Any] | None = None,
+        state: dict[str, Any] | None = None,
+        progress: Callable[[float, float | None, str | None], None] | None = None,
+        log: Callable[[str, Any], None] | None = None,
+        task_id: str | None = None,
+        prepared: Any = None,
+    ) -> None:
+        super().__init__(meta, dict(answers or {}))
+        self.principal = principal
+        # Scratch data the tool wants back on the next round (sealed into requestState).
+        self.state: dict[str, Any] = dict(state or {})
+        self.task_id = task_id
+        # What a task tool's `prepare` step gathered before the task was created.
+        self.prepared = prepared
+        self._progress = progress
+        self._log = log
+
+    def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
+        if self._progress is not None:
+            self._progress(progress, total, message)
+
+    def log(self, level: str, data: Any) -> None:
+        if self._log is not None:
+            self._log(level, data)
+
+
+ToolFunction = Callable[[Any, ToolContext], Any]
+
+
+@dataclass(slots=True)
+class ToolSpec:
+    name: str
+    description: str
+    fn: ToolFunction
+    input_model: type[BaseModel] | None
+    input_schema: dict[str, Any]
+    answers: Answers = Answers.PLAIN
+    task_required: bool = False
+    output_model: type[BaseModel] | None = None
+    title: str | None = None
+    annotations: dict[str, Any] | None = None
+    # Task tools only: an MRTR step run synchronously before the task is created.
+    prepare: ToolFunction | None = None
+    header_params: dict[str, str] = field(default_factory=dict)
+
+    def to_wire(self) -> dict[str, Any]:
+        tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
+        if self.title:
+            tool["title"] = self.title
+        if self.output_model is not None:
+            tool["outputSchema"] = self.output_model.model_json_schema()
+        if self.annotations:
+            tool["annotations"] = self.annotations
+        return tool
+
+    def parse_arguments(self, arguments: Mapping[str, Any]) -> Any:
+        """Validated arguments; raises ToolError with a short, pydantic-free explanation."""
+        if self.input_model is None:
+            return dict(arguments)
+        try:
+            return self.input_model.model_validate(dict(arguments))
+        except ValidationError as exc:
+            raise ToolError(describe_validation_error(exc)) from None
+
+    def run(self, args: Any, ctx: ToolContext) -> ToolResult:
+        try:
+            produced = self.fn(args, ctx)
+        except ToolError as exc:
+            return ToolResult([text(str(exc))], is_error=True)
+        return self.to_result(produced)
+
+    def to_result(self, produced: Any) -> ToolResult:
+        if isinstance(produced, ToolResult):
+            return produced
+        if isinstance(produced, str):
+            return ToolResult([text(produced)])
+        if isinstance(produced, BaseModel):
+            structured = produced.model_dump(mode="json")
+            return ToolResult([text(json.dumps(structured))], structured=structured)
+        if isinstance(produced, list):
+            return ToolResult(produced)
+        raise TypeError(f"tool {self.name} returned {type(produced).__name__}; return str, ToolResult or a model")
+
+
+_ERROR_PHRASES: Final[dict[str, str]] = {
+    "missing": "is required",
+    "extra_forbidden": "is not allowed",
+    "string_type": "must be a string",
+    "int_type": "must be an integer",
+    "int_parsing": "must be an integer",
+    "float_type": "must be a number",
+    "float_parsing": "must be a number",
+    "bool_type": "must be a boolean",
+    "bool_parsing": "must be a boolean",
+    "greater_than": "is too small",
+    "greater_than_equal": "is too small",
+    "less_than": "is too large",
+    "less_than_equal": "is too large",
+    "string_too_short": "is too short",
+    "string_too_long": "is too long",
+    "too_short": "has too few items",
+    "too_long": "has too many items",
+    "literal_error": "is not one of the allowed values",
+    "enum": "is not one of the allowed values",
+    "list_type": "must be an array",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+}
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    """Our own words for argument problems: pydantic's text and input echoes stay off the wire."""
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False)[:5]:
+        where = ".".join(str(part) for part in error["loc"]) or "arguments"
+        problems.append(f"'{where}' {_ERROR_PHRASES.get(error['type'], 'is invalid')}")
+    return "Invalid arguments: " + "; ".join(problems)
+
+
+def _input_model_of(fn: ToolFunction) -> type[BaseModel] | None:
+    hints = typing.get_type_hints(fn)
+    params = [name for name in fn.__code__.co_varnames[: fn.__code__.co_argcount]]
+    if not params:
+        return None
+    first = hints.get(params[0])
+    if isinstance(first, type) and issubclass(first, BaseModel):
+        return first
+    return None
+
+
+def _header_params(schema: dict[str, Any]) -> dict[str, str]:
+    """Map of `Mcp-Param-*` header name (lower case) to the root property it mirrors."""
+    found: dict[str, str] = {}
+    for prop_name, prop in (schema.get("properties") or {}).items():
+        if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str):
+            found[prop["x-mcp-header"].lower()] = prop_name
+    return found
+
+
+def _schema_of(model: type[BaseModel] | None) -> dict[str, Any]:
+    if model is None:
+        return dict(EMPTY_INPUT_SCHEMA)
+    schema = model.model_json_schema()
+    schema.setdefault("type", "object")
+    return schema
+
+
+def _build_spec(
+    fn: ToolFunction,
+    *,
+    description: str,
+    name: str | None,
+    answers: Answers,
+    task_required: bool,
+    output: type[BaseModel] | None,
+    title: str | None,
+    annotations: dict[str, Any] | None,
+    input_schema: dict[str, Any] | None,
+    prepare: ToolFunction | None,
+) -> ToolSpec:
+    model = _input_model_of(fn)
+    schema = input_schema if input_schema is not None else _schema_of(model)
+    return ToolSpec(
+        name=name or fn.__name__,
+        description=description,
+        fn=fn,
+        input_model=model,
+        input_schema=schema,
+        answers=answers,
+        task_required=task_required,
+        output_model=output,
+        title=title,
+        annotations=annotations,
+        prepare=prepare,
+        header_params=_header_params(schema),
+    )
+
+
+SPEC_ATTRIBUTE: Final = "__mcp_tool__"
+
+
+def tool(
+    *,
+    description: str,
+    name: str | None = None,
+    answers: Answers = Answers.PLAIN,
+    task_required: bool = False,
+    output: type[BaseModel] | None = None,
+    title: str | None = None,
+    annotations: dict[str, Any] | None = None,
+    input_schema: dict[str, Any] | None = None,
+    prepare: ToolFunction | None = None,
+) -> Callable[[ToolFunction], ToolFunction]:
+    """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it."""
+
+    def mark(fn: ToolFunction) -> ToolFunction:
+        spec = _build_spec(
+            fn,
+            description=description,
+            name=name,
+            answers=answers,
+            task_required=task_required,
+            output=output,
+            title=title,
+            annotations=annotations,
+            input_schema=input_schema,
+            prepare=prepare,
+        )
+        setattr(fn, SPEC_ATTRIBUTE, spec)
+        return fn
+
+    return mark
+
+
+class ToolRegistry:
+    def __init__(self) -> None:
+        self._tools: dict[str, ToolSpec] = {}
+
+    def include(self, module: ModuleType) -> None:
+        """Serve every `@tool` function defined in a module, in definition order."""
+        for value in vars(module).values():
+            spec = getattr(value, SPEC_ATTRIBUTE, None)
+            if isinstance(spec, ToolSpec) and getattr(value, "__module__", None) == module.__name__:
+                self.add(spec)
+
+    def add(self, spec: ToolSpec) -> None:
+        if not TOOL_NAME_PATTERN.match(spec.name):
+            raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_PATTERN.pattern}")
+        if spec.name in self._tools:
+            raise ValueError(f"tool {spec.name!r} is registered twice")
+        if spec.task_required and spec.answers is not Answers.TASK:
+            raise ValueError(f"tool {spec.name!r}: only task tools can require a task")
+        if spec.prepare is not None and spec.answers is not Answers.TASK:
+            raise ValueError(f"tool {spec.name!r}: only task tools take a prepare step")
+        self._tools[spec.name] = spec
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def __iter__(self) -> typing.Iterator[ToolSpec]:
+        return iter(sorted(self._tools.values(), key=lambda spec: spec.name))
+
+    def __len__(self) -> int:
+        return len(self._tools)

@@ -1,0 +1,251 @@
+"""Streamable HTTP (2026-07-28, stateless): the validation ladder and the one exception-to-wire mapping.
+
+Order (WIRE.md §2.7): HTTP method -> Origin/Host -> parse -> JSON-RPC shape -> required `_meta`
+-> header/body version cross-check -> version support -> Mcp-Method/Mcp-Name -> method known ->
+capability gate -> Mcp-Param-* -> handler params.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from . import wire
+from .context import Principal, RequestContext, RequestMeta
+from .errors import (
+    HeaderMismatch,
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    McpError,
+    MethodNotFound,
+    ParseError,
+    RequestRejected,
+    UnsupportedProtocolVersion,
+)
+from .headers import decode_header_value
+from .server import McpServer
+
+JSON_CONTENT_TYPE: Final = "application/json"
+SSE_CONTENT_TYPE: Final = "text/event-stream"
+_LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
+_LOOPBACK_ORIGIN: Final = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
+_MAX_DEPTH: Final = 64
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True)
+class HttpRequest:
+    method: str
+    path: str
+    headers: dict[str, str]  # names lower-cased
+    body: bytes
+    principal: Principal | None = None
+
+
+@dataclass(slots=True)
+class HttpResponse:
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
+    body: str = ""
+
+    def json(self) -> Any:
+        """The JSON-RPC message of a JSON or SSE body (the last one on a stream)."""
+        if self.headers.get("content-type", "").startswith(SSE_CONTENT_TYPE):
+            return sse_messages(self.body)[-1]
+        return json.loads(self.body)
+
+
+def sse_messages(body: str) -> list[Any]:
+    return [json.loads(line[5:].strip()) for line in body.splitlines() if line.startswith("data:")]
+
+
+def _json_response(status: int, message: dict[str, Any], extra_headers: dict[str, str] | None = None) -> HttpResponse:
+    headers = {"content-type": JSON_CONTENT_TYPE}
+    if extra_headers:
+        headers.update(extra_headers)
+    return HttpResponse(status, headers, json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+
+
+def _error_message(request_id: wire.RequestId | None, error: McpError) -> dict[str, Any]:
+    message: dict[str, Any] = {"jsonrpc": wire.JSONRPC_VERSION}
+    if request_id is not None:
+        message["id"] = request_id
+    message["error"] = error.to_error_object()
+    return message
+
+
+def _depth_ok(value: Any, limit: int = _MAX_DEPTH) -> bool:
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return False
+        if isinstance(item, dict):
+            stack.extend((child, depth + 1) for child in item.values())
+        elif isinstance(item, list):
+            stack.extend((child, depth + 1) for child in item)
+    return True
+
+
+def _readable_id(message: Any) -> wire.RequestId | None:
+    if isinstance(message, dict):
+        candidate = message.get("id")
+        if isinstance(candidate, str | int) and not isinstance(candidate, bool):
+            return candidate
+    return None
+
+
+class McpHttpTransport:
+    def __init__(self, server: McpServer, on_request: Callable[[RequestContext], None] | None = None) -> None:
+        self.server = server
+        self.settings = server.settings
+        # Called once the JSON-RPC id and method are known (correlation ids, metrics).
+        self.on_request = on_request
+
+    def handle(self, request: HttpRequest) -> HttpResponse:
+        try:
+            return self._handle(request)
+        except RequestRejected as rejected:
+            headers = {"content-type": JSON_CONTENT_TYPE, **rejected.headers}
+            body = json.dumps({"jsonrpc": wire.JSONRPC_VERSION, "error": {"code": wire.INVALID_REQUEST, "message": rejected.message}})
+            return HttpResponse(rejected.status, headers, body)
+
+    def _handle(self, request: HttpRequest) -> HttpResponse:
+        if request.method.upper() != "POST":
+            raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
+        if self.settings.local_mode:
+            self._check_loopback(request.headers)
+        if request.principal is None:
+            raise RequestRejected(401, "Authentication required", {"www-authenticate": 'Bearer realm="mcp"'})
+        if len(request.body) > self.settings.max_body_bytes:
+            raise RequestRejected(413, "Request body too large")
+
+        message: Any = None
+        try:
+            try:
+                message = json.loads(request.body)
+            except (ValueError, RecursionError):
+                raise ParseError("Parse error: the body is not valid JSON") from None
+            return self._handle_message(message, request)
+        except McpError as error:
+            return _json_response(error.http_status, _error_message(_readable_id(message), error))
+        except Exception:
+            # The one place an unexpected failure becomes a wire error: no detail leaves.
+            log.exception("unhandled error while serving a request")
+            return _json_response(200, _error_message(_readable_id(message), InternalError("Internal error")))
+
+    @staticmethod
+    def _check_loopback(headers: dict[str, str]) -> None:
+        host = headers.get("host")
+        if host is not None and not _LOOPBACK_HOST.match(host.strip()):
+            raise RequestRejected(403, "Forbidden: Host is not allowed")
+        origin = headers.get("origin")
+        if origin is not None and not _LOOPBACK_ORIGIN.match(origin.strip()):
+            raise RequestRejected(403, "Forbidden: Origin is not allowed")
+
+    def _handle_message(self, message: Any, request: HttpRequest) -> HttpResponse:
+        if isinstance(message, list):
+            raise InvalidRequest("Invalid request: batches are not supported")
+        if not isinstance(message, dict):
+            raise InvalidRequest("Invalid request: expected a JSON-RPC object")
+        if not _depth_ok(message):
+            raise InvalidRequest("Invalid request: nested too deeply")
+        if message.get("jsonrpc") != wire.JSONRPC_VERSION:
+            raise InvalidRequest("Invalid request: jsonrpc must be \"2.0\"")
+        method = message.get("method")
+        if not isinstance(method, str) or not method:
+            raise InvalidRequest("Invalid request: method must be a non-empty string")
+        if "id" not in message:
+            return HttpResponse(202)  # a notification: accepted, nothing to answer
+        request_id = _readable_id(message)
+        if request_id is None:
+            raise InvalidRequest("Invalid request: id must be a string or an integer")
+
+        params = message.get("params")
+        headers = request.headers
+        meta = self._request_meta(params, headers)
+        self._check_version(meta, headers)
+        self._check_routing_headers(method, params, headers)
+        spec = self.server.method(method)
+        if spec is None:
+            raise MethodNotFound(f"Method not found: {method}")
+        assert isinstance(params, dict)
+        ctx = RequestContext(request_id, method, meta, request.principal or Principal("anonymous"), headers)
+        if self.on_request is not None:
+            self.on_request(ctx)
+        result = self.server.dispatch(spec, params, ctx)
+        response = {"jsonrpc": wire.JSONRPC_VERSION, "id": request_id, "result": result}
+        if ctx.notifications:
+            frames = [*ctx.notifications, response]
+            body = "".join(f"event: message\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n" for frame in frames)
+            return HttpResponse(
+                200, {"content-type": SSE_CONTENT_TYPE, "cache-control": "no-cache", "x-accel-buffering": "no"}, body
+            )
+        return _json_response(200, response)
+
+    @staticmethod
+    def _request_meta(params: Any, headers: dict[str, str]) -> RequestMeta:
+        meta = params.get("_meta") if isinstance(params, dict) else None
+        if not isinstance(meta, dict):
+            if wire.HEADER_PROTOCOL_VERSION not in headers:
+                # Legacy traffic (e.g. a 2025 `initialize`): name the versions we serve.
+                requested = params.get("protocolVersion") if isinstance(params, dict) else None
+                raise UnsupportedProtocolVersion(requested if isinstance(requested, str) else "unspecified")
+            if not isinstance(params, dict):
+                raise InvalidParams("Invalid params: params with _meta are required", http_status=400)
+            raise InvalidParams("Invalid params: _meta is required", http_status=400)
+        version = meta.get(wire.META_PROTOCOL_VERSION)
+        if not isinstance(version, str):
+            raise InvalidParams(f"Invalid params: _meta[{wire.META_PROTOCOL_VERSION!r}] is required", http_status=400)
+        capabilities = meta.get(wire.META_CLIENT_CAPABILITIES)
+        if not isinstance(capabilities, dict):
+            raise InvalidParams(f"Invalid params: _meta[{wire.META_CLIENT_CAPABILITIES!r}] is required", http_status=400)
+        token = meta.get(wire.META_PROGRESS_TOKEN)
+        if isinstance(token, bool) or not isinstance(token, str | int | None):
+            raise InvalidParams("Invalid params: progressToken must be a string or an integer", http_status=400)
+        log_level = meta.get(wire.META_LOG_LEVEL)
+        if log_level is not None and log_level not in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
+            raise InvalidParams("Invalid params: unknown log level")
+        client_info = meta.get(wire.META_CLIENT_INFO)
+        return RequestMeta(
+            protocol_version=version,
+            client_capabilities=capabilities,
+            client_info=client_info if isinstance(client_info, dict) else None,
+            progress_token=token,
+            log_level=log_level,
+        )
+
+    @staticmethod
+    def _check_version(meta: RequestMeta, headers: dict[str, str]) -> None:
+        header = headers.get(wire.HEADER_PROTOCOL_VERSION)
+        if header is None:
+            raise HeaderMismatch("Missing MCP-Protocol-Version header")
+        if header.strip() != meta.protocol_version:
+            raise HeaderMismatch("MCP-Protocol-Version header does not match _meta protocolVersion")
+        if meta.protocol_version not in wire.SUPPORTED_PROTOCOL_VERSIONS:
+            raise UnsupportedProtocolVersion(meta.protocol_version)
+
+    @staticmethod
+    def _check_routing_headers(method: str, params: Any, headers: dict[str, str]) -> None:
+        method_header = headers.get(wire.HEADER_METHOD)
+        if method_header is None:
+            raise HeaderMismatch("Missing Mcp-Method header")
+        if method_header.strip() != method:
+            raise HeaderMismatch("Mcp-Method header does not match the request method")
+        field_name = wire.NAME_HEADER_SOURCES.get(method)
+        if field_name is None:
+            return
+        raw = headers.get(wire.HEADER_NAME)
+        body_value = params.get(field_name) if isinstance(params, dict) else None
+        if raw is None:
+            if method in wire.NAME_HEADER_OPTIONAL or body_value is None:
+                return
+            raise HeaderMismatch("Missing Mcp-Name header")
+        if decode_header_value(raw) != body_value:
+            raise HeaderMismatch(f"Mcp-Name header does not match params.{field_name}")

@@ -1,0 +1,85 @@
+"""Wire constants of MCP 2026-07-28 (stateless) and the tasks extension.
+
+Names, codes and header names are exact; everything else in the runtime imports them from here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Literal
+
+JSONRPC_VERSION: Final = "2.0"
+PROTOCOL_VERSION: Final = "2026-07-28"
+SUPPORTED_PROTOCOL_VERSIONS: Final[tuple[str, ...]] = (PROTOCOL_VERSION,)
+
+# params._meta keys
+META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
+META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
+META_LOG_LEVEL: Final = "io.modelcontextprotocol/logLevel"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+META_PROGRESS_TOKEN: Final = "progressToken"
+
+TASKS_EXTENSION: Final = "io.modelcontextprotocol/tasks"
+
+# HTTP headers, lower-cased: header names compare case-insensitively.
+HEADER_PROTOCOL_VERSION: Final = "mcp-protocol-version"
+HEADER_METHOD: Final = "mcp-method"
+HEADER_NAME: Final = "mcp-name"
+HEADER_PARAM_PREFIX: Final = "mcp-param-"
+X_MCP_HEADER: Final = "x-mcp-header"
+
+# JSON-RPC error codes
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+HEADER_MISMATCH: Final = -32020
+MISSING_REQUIRED_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+ResultType = Literal["complete", "input_required", "task"]
+RESULT_COMPLETE: Final = "complete"
+RESULT_INPUT_REQUIRED: Final = "input_required"
+RESULT_TASK: Final = "task"
+
+CacheScope = Literal["public", "private"]
+
+TaskStatus = Literal["working", "input_required", "completed", "failed", "cancelled"]
+TERMINAL_TASK_STATUSES: Final[frozenset[str]] = frozenset({"completed", "failed", "cancelled"})
+
+# Methods that earlier revisions had and 2026-07-28 removed: always -32601 / HTTP 404.
+REMOVED_METHODS: Final[frozenset[str]] = frozenset(
+    {
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "resources/unsubscribe",
+        "tasks/result",
+        "tasks/list",
+    }
+)
+
+# Methods whose Mcp-Name header mirrors a body field.
+NAME_HEADER_SOURCES: Final[dict[str, str]] = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
+# The real Python tasks client omits Mcp-Name on tasks/*; a missing header is tolerated there.
+NAME_HEADER_OPTIONAL: Final[frozenset[str]] = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
+
+# Methods that may answer with an InputRequiredResult.
+MRTR_METHODS: Final[frozenset[str]] = frozenset({"tools/call", "prompts/get", "resources/read"})
+
+INPUT_METHOD_ELICIT: Final = "elicitation/create"
+INPUT_METHOD_SAMPLING: Final = "sampling/createMessage"
+INPUT_METHOD_ROOTS: Final = "roots/list"
+
+JSONObject = dict[str, Any]
+RequestId = str | int

@@ -1,0 +1,14 @@
+"""The project's tools. Add a tool: write one file in this folder and import it below."""
+
+from __future__ import annotations
+
+from mcp_runtime.server import McpServer
+
+from . import count_words
+
+MODULES = (count_words,)
+
+
+def register(server: McpServer) -> None:
+    for module in MODULES:
+        server.tools.include(module)
