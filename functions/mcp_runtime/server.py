@@ -170,22 +170,23 @@ class McpServer:
 
     # ---- MRTR plumbing shared by tools, prompts and resources --------------------------------
     def _open_round(self, params: MrtrParams, binding: Binding) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(answers gathered so far, tool scratch state) for this round; the state is verified first."""
+        """(answers gathered so far, scratch state) for this round; a requestState is verified first.
+
+        Answers sealed in earlier rounds win over anything re-sent; fresh `inputResponses` fill the
+        rest. Keys nobody asks for are never read, which is how extra keys are ignored.
+        """
+        fresh = params.input_responses if isinstance(params.input_responses, dict) else {}
         if params.request_state is None:
-            return {}, {}
+            return dict(fresh), {}
         payload = self.sealer.open(params.request_state, binding)
-        answers = dict(payload.get("answers") or {})
-        asked = set(payload.get("asked") or [])
-        if isinstance(params.input_responses, dict):
-            # Only keys this server asked in the previous round count; others are ignored.
-            answers.update({k: v for k, v in params.input_responses.items() if k in asked})
+        answers = {**fresh, **(payload.get("answers") or {})}
         return answers, dict(payload.get("state") or {})
 
     def _input_required(self, needed: InputNeeded, asker: Asker, state: dict[str, Any], binding: Binding) -> dict[str, Any]:
         if len(needed.requests) > MAX_INPUT_REQUEST_KEYS:
             raise ValueError("too many input requests in one round")
         sealed = self.sealer.seal(
-            binding, {"answers": asker.accepted_raw, "asked": sorted(needed.requests), "state": state}
+            binding, {"answers": asker.accepted_raw, "state": state}
         )
         return {
             "resultType": wire.RESULT_INPUT_REQUIRED,
