@@ -66,3 +66,9 @@ def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, An
     settings = get_settings()
     response = transport().handle(request_from_event(event, dev_auth=settings.dev_auth))
     return response_to_proxy(response)
+
+
+def reset() -> None:
+    """Forget the per-container singletons (tests that change settings between servers)."""
+    get_settings.cache_clear()
+    transport.cache_clear()

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from mcp_runtime.server import McpServer
 
-from . import count_words
+from . import archive_project, count_words
 
-MODULES = (count_words,)
+MODULES = (count_words, archive_project)
 
 
 def register(server: McpServer) -> None:
