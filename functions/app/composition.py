@@ -64,7 +64,8 @@ def transport() -> McpHttpTransport:
 
 def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     settings = get_settings()
-    response = transport().handle(request_from_event(event, dev_auth=settings.dev_auth))
+    request = request_from_event(event, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
+    response = transport().handle(request)
     return response_to_proxy(response)
 
 

@@ -70,7 +70,7 @@ def make_request_handler(handler: LambdaHandler, path: str = "/mcp") -> type[Bas
                 self.close_connection = True
                 return
             body = self.rfile.read(length) if length else b""
-            if route != path:
+            if route != path and not route.startswith("/.well-known/oauth-protected-resource"):
                 self._write(404, {"content-type": "application/json"}, b'{"message":"Not Found"}')
                 return
             # API Gateway joins repeated headers with commas and lower-cases names.

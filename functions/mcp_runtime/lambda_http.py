@@ -13,7 +13,9 @@ from .transport import HttpRequest, HttpResponse
 DEV_BEARER_PREFIX = "bearer dev:"
 
 
-def principal_from_event(event: Mapping[str, Any], headers: Mapping[str, str], *, dev_auth: bool) -> Principal | None:
+def principal_from_event(
+    event: Mapping[str, Any], headers: Mapping[str, str], *, dev_auth: bool, require_principal: bool = False
+) -> Principal | None:
     """The caller as the front authenticated it; None means unauthenticated (answered with 401).
 
     Only the authorizer context set by API Gateway or the Function URL is trusted; nothing in the
@@ -42,10 +44,12 @@ def principal_from_event(event: Mapping[str, Any], headers: Mapping[str, str], *
         if isinstance(caller, str) and caller:
             return Principal(f"iam:{caller}", "iam")
         return None
-    return ANONYMOUS
+    return None if require_principal else ANONYMOUS
 
 
-def request_from_event(event: Mapping[str, Any], *, dev_auth: bool = False) -> HttpRequest:
+def request_from_event(
+    event: Mapping[str, Any], *, dev_auth: bool = False, require_principal: bool = False
+) -> HttpRequest:
     raw_headers = event.get("headers") or {}
     headers = {str(k).lower(): str(v) for k, v in raw_headers.items()} if isinstance(raw_headers, dict) else {}
     http = (event.get("requestContext") or {}).get("http") or {}
@@ -61,7 +65,8 @@ def request_from_event(event: Mapping[str, Any], *, dev_auth: bool = False) -> H
             body = b"\x00invalid base64 body"  # surfaces as a parse error, never as a crash
     else:
         body = body_text.encode("utf-8", "surrogatepass")
-    return HttpRequest(method, path, headers, body, principal_from_event(event, headers, dev_auth=dev_auth))
+    principal = principal_from_event(event, headers, dev_auth=dev_auth, require_principal=require_principal)
+    return HttpRequest(method, path, headers, body, principal)
 
 
 def response_to_proxy(response: HttpResponse) -> dict[str, Any]:

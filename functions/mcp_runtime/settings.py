@@ -24,6 +24,12 @@ class Settings(BaseModel):
     # Loopback mode turns on Host/Origin checks against DNS rebinding.
     local_mode: bool = Field(False, alias="MCP_LOCAL_MODE")
     dev_auth: bool = Field(False, alias="DEV_AUTH")
+    # Deployed behind a JWT authorizer or IAM auth: a request without that identity is refused.
+    require_principal: bool = Field(False, alias="MCP_REQUIRE_PRINCIPAL")
+    # OAuth 2.0 Protected Resource Metadata (RFC 9728)
+    resource_url: str | None = Field(None, alias="MCP_RESOURCE_URL")
+    authorization_servers: str = Field("", alias="MCP_AUTHORIZATION_SERVERS")
+    scopes_supported: str = Field("", alias="MCP_SCOPES_SUPPORTED")
     # requestState sealing: a Secrets Manager secret in AWS, a configured key locally.
     state_secret_arn: str | None = Field(None, alias="MCP_STATE_SECRET_ARN")
     state_key: str | None = Field(None, alias="MCP_STATE_KEY")
@@ -42,7 +48,8 @@ class Settings(BaseModel):
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:
         source = os.environ if environ is None else environ
-        values = {field.alias: source[field.alias] for field in cls.model_fields.values() if field.alias in source}
+        aliases = [field.alias for field in cls.model_fields.values() if field.alias is not None]
+        values = {alias: source[alias] for alias in aliases if alias in source}
         return cls.model_validate(values)
 
 

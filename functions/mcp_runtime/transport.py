@@ -35,6 +35,7 @@ SSE_CONTENT_TYPE: Final = "text/event-stream"
 _LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
 _LOOPBACK_ORIGIN: Final = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
 _MAX_DEPTH: Final = 64
+PROTECTED_RESOURCE_PATH: Final = "/.well-known/oauth-protected-resource"
 
 log = logging.getLogger(__name__)
 
@@ -117,12 +118,18 @@ class McpHttpTransport:
             return HttpResponse(rejected.status, headers, body)
 
     def _handle(self, request: HttpRequest) -> HttpResponse:
-        if request.method.upper() != "POST":
-            raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
         if self.settings.local_mode:
             self._check_loopback(request.headers)
+        if request.path.startswith(PROTECTED_RESOURCE_PATH):
+            if request.method.upper() not in ("GET", "HEAD"):
+                raise RequestRejected(405, "Method not allowed: use GET", {"allow": "GET"})
+            return _json_response(200, self._resource_metadata(request), {"cache-control": "max-age=3600"})
+        if request.method.upper() != "POST":
+            raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
         if request.principal is None:
-            raise RequestRejected(401, "Authentication required", {"www-authenticate": 'Bearer realm="mcp"'})
+            metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
+            challenge = f'Bearer resource_metadata="{metadata_url}"'
+            raise RequestRejected(401, "Authentication required", {"www-authenticate": challenge})
         if len(request.body) > self.settings.max_body_bytes:
             raise RequestRejected(413, "Request body too large")
 
@@ -139,6 +146,36 @@ class McpHttpTransport:
             # The one place an unexpected failure becomes a wire error: no detail leaves.
             log.exception("unhandled error while serving a request")
             return _json_response(200, _error_message(_readable_id(message), InternalError("Internal error")))
+
+    def _base_url(self, request: HttpRequest) -> str:
+        if self.settings.resource_url:
+            scheme, _, rest = self.settings.resource_url.partition("://")
+            return f"{scheme}://{rest.split('/', 1)[0]}"
+        host = request.headers.get("host", "localhost")
+        default_scheme = "http" if _LOOPBACK_HOST.match(host) else "https"
+        scheme = request.headers.get("x-forwarded-proto", default_scheme).split(",")[0].strip()
+        return f"{scheme}://{host}"
+
+    def _resource_path(self, request: HttpRequest) -> str:
+        if self.settings.resource_url:
+            path = self.settings.resource_url.partition("://")[2].partition("/")[2]
+            return f"/{path}" if path else ""
+        return "/mcp"
+
+    def _resource_metadata(self, request: HttpRequest) -> dict[str, Any]:
+        """OAuth 2.0 Protected Resource Metadata (RFC 9728) for the MCP endpoint."""
+        metadata: dict[str, Any] = {
+            "resource": self.settings.resource_url or self._base_url(request) + self._resource_path(request),
+            "bearer_methods_supported": ["header"],
+            "resource_name": self.settings.server_name,
+        }
+        servers = [s.strip() for s in self.settings.authorization_servers.split(",") if s.strip()]
+        if servers:
+            metadata["authorization_servers"] = servers
+        scopes = [s.strip() for s in self.settings.scopes_supported.split(",") if s.strip()]
+        if scopes:
+            metadata["scopes_supported"] = scopes
+        return metadata
 
     @staticmethod
     def _check_loopback(headers: dict[str, str]) -> None:
