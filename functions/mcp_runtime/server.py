@@ -35,6 +35,7 @@ from .tools import Answers, ToolContext, ToolError, ToolRegistry, ToolResult, To
 
 PAGE_SIZE = 100
 MAX_INPUT_REQUEST_KEYS = 32
+MAX_INPUT_RESPONSES = 64
 
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
@@ -176,6 +177,8 @@ class McpServer:
         rest. Keys nobody asks for are never read, which is how extra keys are ignored.
         """
         fresh = params.input_responses if isinstance(params.input_responses, dict) else {}
+        if len(fresh) > MAX_INPUT_RESPONSES:
+            raise InvalidParams(f"Invalid params: at most {MAX_INPUT_RESPONSES} inputResponses are accepted")
         if params.request_state is None:
             return dict(fresh), {}
         payload = self.sealer.open(params.request_state, binding)

@@ -34,7 +34,9 @@ JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
 _LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
 _LOOPBACK_ORIGIN: Final = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
-_MAX_DEPTH: Final = 64
+MAX_DEPTH: Final = 64
+MAX_STRING_CHARS: Final = 262_144
+MAX_COLLECTION_ITEMS: Final = 10_000
 PROTECTED_RESOURCE_PATH: Final = "/.well-known/oauth-protected-resource"
 
 log = logging.getLogger(__name__)
@@ -81,17 +83,26 @@ def _error_message(request_id: wire.RequestId | None, error: McpError) -> dict[s
     return message
 
 
-def _depth_ok(value: Any, limit: int = _MAX_DEPTH) -> bool:
+def _limit_breach(value: Any) -> str | None:
+    """Why a parsed body is too large to serve, or None: depth, string length and array length."""
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > limit:
-            return False
-        if isinstance(item, dict):
+        if depth > MAX_DEPTH:
+            return "nested too deeply"
+        if isinstance(item, str):
+            if len(item) > MAX_STRING_CHARS:
+                return "a string is too long"
+        elif isinstance(item, dict):
+            if len(item) > MAX_COLLECTION_ITEMS:
+                return "an object has too many members"
+            stack.extend((key, depth + 1) for key in item)
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
+            if len(item) > MAX_COLLECTION_ITEMS:
+                return "an array has too many items"
             stack.extend((child, depth + 1) for child in item)
-    return True
+    return None
 
 
 def _readable_id(message: Any) -> wire.RequestId | None:
@@ -191,8 +202,9 @@ class McpHttpTransport:
             raise InvalidRequest("Invalid request: batches are not supported")
         if not isinstance(message, dict):
             raise InvalidRequest("Invalid request: expected a JSON-RPC object")
-        if not _depth_ok(message):
-            raise InvalidRequest("Invalid request: nested too deeply")
+        breach = _limit_breach(message)
+        if breach is not None:
+            raise InvalidRequest(f"Invalid request: {breach}")
         if message.get("jsonrpc") != wire.JSONRPC_VERSION:
             raise InvalidRequest("Invalid request: jsonrpc must be \"2.0\"")
         method = message.get("method")
