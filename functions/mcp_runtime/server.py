@@ -16,6 +16,7 @@ from . import wire
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
 from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
+from .handles import CallerHandles, HandleStore
 from .headers import decode_header_value, header_matches
 from .mrtr import Asker, InputNeeded
 from .params import (
@@ -70,6 +71,7 @@ class McpServer:
     prompts: PromptRegistry = field(default_factory=PromptRegistry)
     resources: ResourceRegistry = field(default_factory=ResourceRegistry)
     tasks: TaskGateway | None = None
+    handles: HandleStore | None = None
     _methods: dict[str, MethodSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -222,6 +224,7 @@ class McpServer:
             state,
             progress=ctx.send_progress,
             log=lambda level, data: ctx.send_log(level, data, spec.name),
+            handles=CallerHandles(self.handles, ctx.principal.id) if self.handles is not None else None,
         )
         try:
             if wants_task:

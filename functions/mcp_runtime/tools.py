@@ -23,6 +23,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ValidationError
 
 from .context import Principal, RequestMeta
+from .handles import CallerHandles, HandleConflict, HandleNotFound
 from .mrtr import Asker
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -86,6 +87,7 @@ class ToolContext(Asker):
         log: Callable[[str, Any], None] | None = None,
         task_id: str | None = None,
         prepared: Any = None,
+        handles: CallerHandles | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
         self.principal = principal
@@ -96,6 +98,14 @@ class ToolContext(Asker):
         self.prepared = prepared
         self._progress = progress
         self._log = log
+        self._handles = handles
+
+    @property
+    def handles(self) -> CallerHandles:
+        """The caller's server-minted handles (pattern 4)."""
+        if self._handles is None:
+            raise RuntimeError("no handle store is configured for this server")
+        return self._handles
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self._progress is not None:
@@ -149,6 +159,10 @@ class ToolSpec:
             produced = self.fn(args, ctx)
         except ToolError as exc:
             return ToolResult([text(str(exc))], is_error=True)
+        except HandleNotFound:
+            return ToolResult([text("Unknown or expired handle.")], is_error=True)
+        except HandleConflict:
+            return ToolResult([text("The handle was changed by another call at the same time; try again.")], is_error=True)
         return self.to_result(produced)
 
     def to_result(self, produced: Any) -> ToolResult:
