@@ -30,6 +30,6 @@ def header_matches(header_value: str, body_value: Any) -> bool:
     if isinstance(body_value, int | float):
         try:
             return float(header_value) == float(body_value)
-        except ValueError:
+        except (ValueError, OverflowError):  # an integer beyond float range never matches
             return False
     return header_value == body_value

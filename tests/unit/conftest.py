@@ -1,0 +1,147 @@
+"""In-process builders for the unit tier: a server, its transport and a small client, no network, no AWS."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from mcp_runtime import wire
+from mcp_runtime.context import Principal
+from mcp_runtime.sealing import SealingKey, StateSealer
+from mcp_runtime.server import McpServer, TaskGateway
+from mcp_runtime.settings import Settings
+from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
+from tests.support import rpc, standard_headers
+
+ALICE = Principal("test:alice", "test")
+BOB = Principal("test:bob", "test")
+TEST_KEY = SealingKey("k1", b"unit-test-sealing-key-0123456789abcdef")
+
+
+@dataclass
+class FakeClock:
+    """A wall clock the tests move by hand (seconds since the epoch)."""
+
+    now: float = 1_800_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def make_settings(**values: Any) -> Settings:
+    """Settings by environment alias, e.g. make_settings(MCP_LOCAL_MODE=True)."""
+    return Settings.model_validate(values)
+
+
+def make_server(
+    *,
+    fixtures: bool = True,
+    examples: bool = True,
+    settings: Settings | None = None,
+    clock: FakeClock | None = None,
+    keys: Iterable[SealingKey] = (TEST_KEY,),
+    lifetime_seconds: int = 900,
+    tasks: TaskGateway | None = None,
+) -> McpServer:
+    sealer = StateSealer(list(keys), lifetime_seconds=lifetime_seconds, clock=clock or FakeClock())
+    server = McpServer(settings or make_settings(), sealer, tasks=tasks)
+    if examples:
+        import tools
+
+        tools.register(server)
+    if fixtures:
+        from fixtures import conformance
+
+        conformance.register(server)
+    return server
+
+
+@dataclass
+class Client:
+    """Posts JSON-RPC messages to a transport with the headers a well-behaved client sends."""
+
+    transport: McpHttpTransport
+    principal: Principal | None = ALICE
+    next_id: int = field(default=100)
+
+    def post(
+        self,
+        message: Any,
+        *,
+        headers: dict[str, str] | None = None,
+        drop: Iterable[str] = (),
+        principal: Principal | None | str = "default",
+        method: str = "POST",
+    ) -> HttpResponse:
+        final = standard_headers(message) if isinstance(message, dict) and isinstance(message.get("method"), str) else {
+            "content-type": "application/json",
+            "mcp-protocol-version": wire.PROTOCOL_VERSION,
+        }
+        for name in drop:
+            final.pop(name.lower(), None)
+        final.update({k.lower(): v for k, v in (headers or {}).items()})
+        body = message if isinstance(message, bytes) else json.dumps(message).encode()
+        who = self.principal if principal == "default" else principal
+        assert not isinstance(who, str)
+        return self.transport.handle(HttpRequest(method, "/mcp", final, body, who))
+
+    def request(
+        self,
+        method: str,
+        params: dict[str, Any] | None = None,
+        *,
+        capabilities: dict[str, Any] | None = None,
+        request_id: int | str | None = None,
+        **kwargs: Any,
+    ) -> HttpResponse:
+        if request_id is None:
+            self.next_id += 1
+            request_id = self.next_id
+        return self.post(rpc(method, params, request_id, capabilities), **kwargs)
+
+    def call_tool(
+        self, name: str, arguments: dict[str, Any] | None = None, *, capabilities: dict[str, Any] | None = None, **extra: Any
+    ) -> HttpResponse:
+        params: dict[str, Any] = {"name": name}
+        if arguments is not None:
+            params["arguments"] = arguments
+        kwargs = {k: extra.pop(k) for k in ("headers", "drop", "principal", "request_id") if k in extra}
+        params.update(extra)
+        return self.request("tools/call", params, capabilities=capabilities, **kwargs)
+
+
+def error_of(response: HttpResponse) -> dict[str, Any]:
+    message = response.json()
+    assert "result" not in message, message
+    error: dict[str, Any] = message["error"]
+    return error
+
+
+def result_of(response: HttpResponse) -> dict[str, Any]:
+    assert response.status == 200, response.body
+    message = response.json()
+    assert "error" not in message, message
+    result: dict[str, Any] = message["result"]
+    return result
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def server(clock: FakeClock) -> McpServer:
+    return make_server(clock=clock)
+
+
+@pytest.fixture
+def client(server: McpServer) -> Client:
+    return Client(McpHttpTransport(server))
