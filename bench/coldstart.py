@@ -1,0 +1,137 @@
+"""Cold start: fresh interpreters, each variant run N times, interleaved so they share machine noise.
+
+Figure: wall ms from spawning the interpreter until its answer is written (interpreter start, imports
+and the first invocation: what a Lambda init + first invoke costs); time to process exit is also kept.
+Variants:
+  boto3         python -c "import boto3"
+  api_discover  import the API handler, answer `server/discover` from a real-shaped API Gateway event
+  api_call      the same, answering a first plain `tools/call` (count_words)
+  sdk_discover  MCP Python SDK 2.3.0 low-level server + stateless streamable HTTP manager + Mangum,
+                answering the same `server/discover`
+  sdk_call      the SDK stack answering the same `tools/call` (context only, no budget)
+Budgets (DESIGN.md): api_discover / boto3 <= 1.0 and sdk_discover / api_discover >= 4.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import api_event, lambda_env, rpc, summary, verdict
+
+CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
+
+
+def _commands(event_dir: Path) -> dict[str, list[str]]:
+    py = sys.executable
+    return {
+        "python_pass": [py, "-c", "print('ready', flush=True)"],
+        "boto3": [py, "-c", "import boto3; print('ready', flush=True)"],
+        "api_discover": [py, str(CHILD), "api", str(event_dir / "discover.json")],
+        "api_call": [py, str(CHILD), "api", str(event_dir / "call.json")],
+        "sdk_discover": [py, str(CHILD), "sdk", str(event_dir / "discover.json")],
+        "sdk_call": [py, str(CHILD), "sdk", str(event_dir / "call.json")],
+    }
+
+
+def _run_once(command: list[str], env: dict[str, str]) -> tuple[float, float, dict[str, Any] | None]:
+    """(ms until the answer is out, ms until the process exited, the child's own report).
+
+    The first is the cold start a Lambda caller sees (init + first invoke; the process then stays);
+    the second adds interpreter shutdown, which Lambda never waits for.
+    """
+    start = time.perf_counter()
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    ready = (time.perf_counter() - start) * 1000
+    _, stderr = process.communicate()
+    exited = (time.perf_counter() - start) * 1000
+    if process.returncode != 0 or not line:
+        raise RuntimeError(f"{command} failed: {stderr[-2000:]}")
+    inner = None
+    if line.strip() != "ready":
+        inner = json.loads(line)
+        if not inner.get("ok"):
+            raise RuntimeError(f"{command} answered wrongly: {inner}")
+    return ready, exited, inner
+
+
+def run(runs: int = 21, seed: int = 7) -> dict[str, Any]:
+    env = lambda_env()
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
+        event_dir = Path(tmp)
+        (event_dir / "discover.json").write_text(json.dumps(api_event(rpc("server/discover"))))
+        call = rpc("tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}})
+        (event_dir / "call.json").write_text(json.dumps(api_event(call)))
+        commands = _commands(event_dir)
+        # Warm-up: compile bytecode caches and warm the page cache; not counted.
+        for command in commands.values():
+            _run_once(command, env)
+        walls: dict[str, list[float]] = {name: [] for name in commands}
+        exits: dict[str, list[float]] = {name: [] for name in commands}
+        inners: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
+        rng = random.Random(seed)
+        order = list(commands)
+        for _ in range(runs):
+            rng.shuffle(order)  # interleaved, in a fresh order each round
+            for name in order:
+                wall, exited, inner = _run_once(commands[name], env)
+                walls[name].append(wall)
+                exits[name].append(exited)
+                if inner is not None:
+                    inners[name].append(inner)
+    variants: dict[str, Any] = {}
+    for name, values in walls.items():
+        entry: dict[str, Any] = {"wall_ms": summary(values), "exit_ms": summary(exits[name]), "command": " ".join(Path(c).name if "/" in c else c for c in commands[name])}
+        if inners[name]:
+            entry["import_ms"] = summary([i["import_ms"] for i in inners[name]])
+            entry["first_call_ms"] = summary([i["call_ms"] for i in inners[name]])
+            entry["boto3_loaded"] = any(i["boto3_loaded"] for i in inners[name])
+            entry["modules"] = inners[name][-1]["modules"]
+        variants[name] = entry
+    med = {name: variants[name]["wall_ms"]["median"] for name in variants}
+    p90 = {name: variants[name]["wall_ms"]["p90"] for name in variants}
+    ratios = {
+        "api_discover/boto3": med["api_discover"] / med["boto3"],
+        "api_call/boto3": med["api_call"] / med["boto3"],
+        "sdk_discover/api_discover": med["sdk_discover"] / med["api_discover"],
+        "sdk_call/api_call": med["sdk_call"] / med["api_call"],
+        "sdk_discover/boto3": med["sdk_discover"] / med["boto3"],
+        "p90 api_discover/boto3": p90["api_discover"] / p90["boto3"],
+        "p90 sdk_discover/api_discover": p90["sdk_discover"] / p90["api_discover"],
+    }
+    budgets = {
+        "cold start api_discover/boto3 <= 1.0": ratios["api_discover/boto3"] <= 1.0,
+        "cold start sdk_discover/api_discover >= 4": ratios["sdk_discover/api_discover"] >= 4.0,
+    }
+    return {"runs": runs, "variants": variants, "ratios": ratios, "budgets": budgets}
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    lines = [f"Cold start ({result['runs']} fresh interpreters per variant, interleaved; ms from spawn to answer written)"]
+    lines.append(f"  {'variant':<14} {'median':>8} {'p90':>8} {'min':>8} {'to exit':>8}   in-process import / first call (median)")
+    for name, entry in result["variants"].items():
+        wall = entry["wall_ms"]
+        extra = ""
+        if "import_ms" in entry:
+            extra = f"   {entry['import_ms']['median']:.1f} / {entry['first_call_ms']['median']:.1f} ms, {entry['modules']} modules, boto3 loaded: {entry['boto3_loaded']}"
+        lines.append(
+            f"  {name:<14} {wall['median']:8.1f} {wall['p90']:8.1f} {wall['min']:8.1f} {entry['exit_ms']['median']:8.1f}{extra}"
+        )
+    for name, value in result["ratios"].items():
+        lines.append(f"  ratio {name:<32} {value:6.2f}")
+    for name, ok in result["budgets"].items():
+        lines.append(f"  budget {name}: {verdict(ok)}")
+    return lines
+
+
+if __name__ == "__main__":
+    outcome = run(int(sys.argv[1]) if len(sys.argv) > 1 else 21)
+    print("\n".join(report(outcome)))

@@ -1,0 +1,161 @@
+"""Shared helpers: statistics, the Lambda-like environment, real-shaped events and machine facts."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+FUNCTIONS = REPO / "functions"
+RESULTS = Path(__file__).resolve().parent / "results"
+PROTOCOL_VERSION = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+# What the Lambda runtime sets (plus our own settings as the CDK stack passes them). Nothing here
+# makes an AWS call: credentials are dummies, and clients must be built lazily anyway.
+LAMBDA_ENV: dict[str, str] = {
+    "AWS_REGION": "us-east-1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_LAMBDA_FUNCTION_NAME": "mcp-api",
+    "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
+    "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": "512",
+    "AWS_EXECUTION_ENV": "AWS_Lambda_python3.13",
+    "AWS_ACCESS_KEY_ID": "bench",
+    "AWS_SECRET_ACCESS_KEY": "bench",
+    "AWS_SESSION_TOKEN": "bench",
+    "POWERTOOLS_SERVICE_NAME": "serverless-mcp-tasks",
+    "POWERTOOLS_LOG_LEVEL": "INFO",
+    "POWERTOOLS_METRICS_NAMESPACE": "ServerlessMcpTasks",
+    "TASK_TABLE_NAME": "mcp-tasks",
+    "TASK_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:mcp-tasks",
+    "MCP_STATE_KEY": "bench-only-requestState-key-0123456789abcdef",
+}
+
+
+def lambda_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """A clean environment for a child interpreter: PATH, the repo on PYTHONPATH, Lambda-like variables."""
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "PYTHONPATH": f"{FUNCTIONS}{os.pathsep}{REPO}",
+        **LAMBDA_ENV,
+    }
+    env.update(extra or {})
+    return env
+
+
+def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
+        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0.0"},
+    }
+
+
+def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+    body_params = dict(params or {})
+    body_params.setdefault("_meta", meta(capabilities))
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
+
+
+def headers_for(message: dict[str, Any]) -> dict[str, str]:
+    headers = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": PROTOCOL_VERSION,
+        "mcp-method": message["method"],
+    }
+    params = message.get("params") or {}
+    for key in ("name", "uri", "taskId"):
+        if isinstance(params.get(key), str):
+            headers["mcp-name"] = params[key]
+            break
+    return headers
+
+
+def api_event(message: dict[str, Any]) -> dict[str, Any]:
+    """An API Gateway HTTP API (payload 2.0) event with a JWT authorizer context, as AWS sends it."""
+    body = json.dumps(message)
+    headers = {**headers_for(message), "host": "abc123.execute-api.us-east-1.amazonaws.com", "content-length": str(len(body))}
+    return {
+        "version": "2.0",
+        "routeKey": "POST /mcp",
+        "rawPath": "/mcp",
+        "rawQueryString": "",
+        "headers": headers,
+        "requestContext": {
+            "accountId": "123456789012",
+            "apiId": "abc123",
+            "authorizer": {"jwt": {"claims": {"sub": "user-1", "client_id": "bench-client"}, "scopes": None}},
+            "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
+            "domainPrefix": "abc123",
+            "http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.7", "userAgent": "bench"},
+            "requestId": "bench-request",
+            "routeKey": "POST /mcp",
+            "stage": "$default",
+            "time": "28/Jul/2026:10:00:00 +0000",
+            "timeEpoch": 1785232800000,
+        },
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    rank = (len(ordered) - 1) * q / 100.0
+    low = int(rank)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+
+
+def summary(values: list[float]) -> dict[str, float]:
+    return {
+        "n": len(values),
+        "median": statistics.median(values) if values else float("nan"),
+        "p90": percentile(values, 90),
+        "min": min(values) if values else float("nan"),
+        "max": max(values) if values else float("nan"),
+    }
+
+
+def machine() -> dict[str, Any]:
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.lower().startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    if not cpu:
+        try:
+            out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+            cpu = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+        except OSError:
+            cpu = platform.processor()
+    return {
+        "nproc": os.cpu_count(),
+        "cpu": cpu or "unknown",
+        "arch": platform.machine(),
+        "python": platform.python_version(),
+        "implementation": platform.python_implementation(),
+        "os": platform.platform(terse=True),
+        "executable": sys.executable,
+    }
+
+
+def verdict(ok: bool) -> str:
+    return "HOLDS" if ok else "MISSED"
