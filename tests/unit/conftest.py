@@ -77,13 +77,17 @@ class Client:
         *,
         headers: dict[str, str] | None = None,
         drop: Iterable[str] = (),
-        principal: Principal | None | str = "default",
+        principal: Principal | str | None = "default",
         method: str = "POST",
     ) -> HttpResponse:
-        final = standard_headers(message) if isinstance(message, dict) and isinstance(message.get("method"), str) else {
-            "content-type": "application/json",
-            "mcp-protocol-version": wire.PROTOCOL_VERSION,
-        }
+        final = (
+            standard_headers(message)
+            if isinstance(message, dict) and isinstance(message.get("method"), str)
+            else {
+                "content-type": "application/json",
+                "mcp-protocol-version": wire.PROTOCOL_VERSION,
+            }
+        )
         for name in drop:
             final.pop(name.lower(), None)
         final.update({k.lower(): v for k, v in (headers or {}).items()})
@@ -107,7 +111,12 @@ class Client:
         return self.post(rpc(method, params, request_id, capabilities), **kwargs)
 
     def call_tool(
-        self, name: str, arguments: dict[str, Any] | None = None, *, capabilities: dict[str, Any] | None = None, **extra: Any
+        self,
+        name: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        capabilities: dict[str, Any] | None = None,
+        **extra: Any,
     ) -> HttpResponse:
         params: dict[str, Any] = {"name": name}
         if arguments is not None:

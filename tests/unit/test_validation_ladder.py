@@ -15,7 +15,7 @@ from mcp_runtime.server import McpServer
 from mcp_runtime.tools import ToolSpec
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import api_event, meta, rpc
-from tests.unit.conftest import ALICE, Client, error_of, make_server, make_settings, result_of
+from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
 TASKS_CAPS = {"extensions": {wire.TASKS_EXTENSION: {}}}
 
@@ -86,7 +86,9 @@ def local_client() -> Client:
         {"host": "localhost", "origin": "null"},
     ],
 )
-def test_a_non_loopback_host_or_origin_is_forbidden_in_local_mode(local_client: Client, headers: dict[str, str]) -> None:
+def test_a_non_loopback_host_or_origin_is_forbidden_in_local_mode(
+    local_client: Client, headers: dict[str, str]
+) -> None:
     response = local_client.post(rpc("server/discover"), headers=headers)
     assert response.status == 403
     assert "id" not in response.json()
@@ -337,7 +339,9 @@ def test_a_missing_mcp_name_is_tolerated_on_task_methods(tasks_client: tuple[Cli
     assert backend.seen == [(method.split("/")[1], "t-1")]
 
 
-def test_a_mismatched_mcp_name_on_a_task_method_is_still_a_header_mismatch(tasks_client: tuple[Client, FakeTasks]) -> None:
+def test_a_mismatched_mcp_name_on_a_task_method_is_still_a_header_mismatch(
+    tasks_client: tuple[Client, FakeTasks],
+) -> None:
     client, backend = tasks_client
     response = client.request(
         "tasks/get", {"taskId": "t-1"}, capabilities=TASKS_CAPS, headers={"mcp-name": "t-2"}, request_id=14
@@ -346,7 +350,9 @@ def test_a_mismatched_mcp_name_on_a_task_method_is_still_a_header_mismatch(tasks
     assert backend.seen == []
 
 
-def test_task_methods_without_the_declared_extension_need_that_capability(tasks_client: tuple[Client, FakeTasks]) -> None:
+def test_task_methods_without_the_declared_extension_need_that_capability(
+    tasks_client: tuple[Client, FakeTasks],
+) -> None:
     client, backend = tasks_client
     response = client.request("tasks/get", {"taskId": "t-1"}, request_id=15)
     error = assert_error(response, wire.MISSING_REQUIRED_CLIENT_CAPABILITY, 400, request_id=15)
@@ -407,7 +413,9 @@ def test_a_mirrored_argument_with_its_matching_header_is_served(client: Client) 
 
 def test_a_base64_wrapped_mirrored_header_is_decoded(client: Client) -> None:
     region = " north \u00e9 "
-    response = client.call_tool("test_x_mcp_header", {"region": region}, headers={"Mcp-Param-Region": b64_header(region)})
+    response = client.call_tool(
+        "test_x_mcp_header", {"region": region}, headers={"Mcp-Param-Region": b64_header(region)}
+    )
     assert result_of(response)["content"][0]["text"] == f"region={region}"
 
 
@@ -418,7 +426,9 @@ def test_a_missing_mirrored_header_is_a_header_mismatch(client: Client) -> None:
 
 @pytest.mark.parametrize("value", ["us-east-1", "EU-WEST-1", "=?base64?ZXUtd2VzdC0x?", "=?base64?not base64?="])
 def test_a_mismatched_or_malformed_mirrored_header_is_a_header_mismatch(client: Client, value: str) -> None:
-    response = client.call_tool("test_x_mcp_header", {"region": "eu-west-1"}, headers={"Mcp-Param-Region": value}, request_id=23)
+    response = client.call_tool(
+        "test_x_mcp_header", {"region": "eu-west-1"}, headers={"Mcp-Param-Region": value}, request_id=23
+    )
     assert_error(response, wire.HEADER_MISMATCH, 400, request_id=23)
 
 
@@ -431,7 +441,9 @@ def test_a_null_mirrored_argument_needs_no_header_and_fails_as_a_tool_error(clie
 def test_a_huge_integer_in_a_mirrored_argument_is_a_header_mismatch_not_an_internal_error(
     client: Client, value: int
 ) -> None:
-    response = client.call_tool("test_x_mcp_header", {"region": value}, headers={"Mcp-Param-Region": "1"}, request_id=24)
+    response = client.call_tool(
+        "test_x_mcp_header", {"region": value}, headers={"Mcp-Param-Region": "1"}, request_id=24
+    )
     assert_error(response, wire.HEADER_MISMATCH, 400, request_id=24)
 
 
@@ -531,7 +543,7 @@ def test_every_error_echoes_the_request_id(
     assert body["id"] == request_id
 
 
-# ---- results: resultType everywhere, caching hints where required -------------------------------------------------------
+# ---- results: resultType everywhere, caching hints where required ----------------------------------------------
 CACHEABLE = ["server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list"]
 
 
@@ -563,7 +575,10 @@ def test_list_results_resource_reads_and_discover_carry_caching_hints(
         ("prompts/get", {"name": "test_input_required_result_prompt"}),
         (
             "completion/complete",
-            {"ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"}, "argument": {"name": "arg1", "value": "he"}},
+            {
+                "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+                "argument": {"name": "arg1", "value": "he"},
+            },
         ),
     ],
 )
@@ -630,4 +645,3 @@ def test_the_composition_root_serves_the_example_tools_without_fixtures() -> Non
     server = composition.build_server(make_settings())
     assert "prompts" not in server.capabilities()
     assert {spec.name for spec in server.tools} >= {"archive_project", "count_words"}
-
