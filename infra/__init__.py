@@ -1,0 +1,1 @@
+"""The CDK app that deploys the MCP server: one thin stack composed of one construct per capability."""

@@ -1,0 +1,48 @@
+"""CDK entry point: `npx cdk synth` (cdk.json runs this file) or `python -m infra.app`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+# Run as a script, Python puts infra/ itself on sys.path, where `app.py` would shadow the Lambda
+# package `app`. Import through the repository root instead, with functions/ for the schema.
+sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != REPO_ROOT / "infra"]
+for entry in (str(REPO_ROOT), str(REPO_ROOT / "functions")):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+from aws_cdk import App, Environment, Validations  # noqa: E402
+from cdk_nag import AwsSolutionsChecks  # noqa: E402
+
+from infra.config import DeploymentConfig  # noqa: E402
+from infra.stack import McpTasksStack  # noqa: E402
+
+DEFAULT_STACK_NAME = "ServerlessMcpTasks"
+
+
+def build_app(app: App | None = None, *, nag: bool = True) -> tuple[App, McpTasksStack]:
+    app = app or App()
+    stack_name = str(app.node.try_get_context("stackName") or DEFAULT_STACK_NAME)
+    stack = McpTasksStack(
+        app,
+        stack_name,
+        config=DeploymentConfig.from_context(app),
+        description="serverless-mcp-tasks: an MCP (2026-07-28) server on Lambda with durable tasks",
+        env=Environment(account=_env("CDK_DEFAULT_ACCOUNT"), region=_env("CDK_DEFAULT_REGION")),
+    )
+    if nag:
+        Validations.of(app).add_plugins(AwsSolutionsChecks(app))
+    return app, stack
+
+
+def _env(name: str) -> str | None:
+    import os
+
+    return os.environ.get(name) or None
+
+
+if __name__ == "__main__":
+    built, _ = build_app()
+    built.synth()

@@ -1,0 +1,185 @@
+"""Build a Lambda asset without Docker: pip for the target platform, then our own packages.
+
+CDK calls `PipLocalBundling.try_bundle` (an `ILocalBundling`) before it would start a container.
+The same `build_package` builds a copy for the host interpreter, which the tests import.
+
+Offline use: wheels are downloaded once into a wheelhouse under `build/` (git-ignored) and every
+install reads only from there, so a second build needs no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import aws_lambda as lambda_
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+LOCK_FILE = REPO_ROOT / "requirements-dev.lock"
+WHEELHOUSE_ROOT = REPO_ROOT / "build" / "wheelhouse"
+
+# What the functions import at run time. Not shipped: fixtures (conformance only) and local_stack.
+SHIPPED_PACKAGES: tuple[str, ...] = ("mcp_runtime", "app", "tools")
+# In the Lambda runtime already; shipping them would only grow the asset.
+RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
+# Bump when the layout of a built asset changes, so cached assets are rebuilt.
+BUILD_FORMAT = "1"
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the asset runs: a manylinux platform tag and a CPython version."""
+
+    platform: str
+    python_version: str
+
+    @property
+    def slug(self) -> str:
+        return f"cp{self.python_version.replace('.', '')}-{self.platform}"
+
+
+LAMBDA_TARGET = Target("manylinux2014_aarch64", "3.13")
+
+
+def host_target() -> Target:
+    """The interpreter running this code (x86_64 or aarch64 Linux), for import tests."""
+    import platform
+
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    return Target(f"manylinux2014_{arch}", f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def runtime_requirements() -> list[str]:
+    """The pinned runtime dependencies of pyproject.toml, minus what the Lambda runtime provides."""
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    return [req for req in project["dependencies"] if _requirement_name(req) not in RUNTIME_PROVIDED]
+
+
+def _requirement_name(requirement: str) -> str:
+    name = requirement
+    for separator in ("[", "=", "<", ">", "!", "~", ";", " "):
+        name = name.split(separator, 1)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _platform_args(target: Target) -> list[str]:
+    return [
+        "--platform",
+        target.platform,
+        "--implementation",
+        "cp",
+        "--python-version",
+        target.python_version,
+        "--only-binary=:all:",
+    ]
+
+
+def _constraints() -> list[str]:
+    # The dev lock pins the transitive dependencies (pydantic_core, typing_extensions, ...).
+    return ["--constraint", str(LOCK_FILE)] if LOCK_FILE.exists() else []
+
+
+def install_dependencies(target_dir: Path, target: Target, requirements: Sequence[str], wheelhouse: Path) -> None:
+    """pip install for `target` into `target_dir`, from the wheelhouse; fill the wheelhouse on a miss."""
+    install = [
+        "install",
+        "--quiet",
+        "--no-compile",  # host .pyc files are for the wrong interpreter: dead weight
+        "--no-index",
+        "--find-links",
+        str(wheelhouse),
+        "--target",
+        str(target_dir),
+        *_platform_args(target),
+        *_constraints(),
+        *requirements,
+    ]
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    if _pip(*install).returncode == 0:
+        return
+    download = _pip("download", "--quiet", "--dest", str(wheelhouse), *_platform_args(target), *_constraints(), *requirements)
+    if download.returncode != 0:
+        raise RuntimeError(
+            f"pip could not fetch wheels for {target.slug} into {wheelhouse} (offline with an empty wheelhouse?)\n"
+            + download.stderr[-4000:]
+        )
+    shutil.rmtree(target_dir, ignore_errors=True)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    result = _pip(*install)
+    if result.returncode != 0:
+        raise RuntimeError(f"pip install for {target.slug} failed\n{result.stderr[-4000:]}")
+
+
+def copy_sources(output_dir: Path, packages: Iterable[str] = SHIPPED_PACKAGES, source_root: Path = FUNCTIONS_DIR) -> None:
+    for package in packages:
+        shutil.copytree(source_root / package, output_dir / package, ignore=_IGNORED, dirs_exist_ok=True)
+
+
+def build_package(output_dir: Path | str, target: Target = LAMBDA_TARGET, *, wheelhouse_root: Path = WHEELHOUSE_ROOT) -> Path:
+    """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.api_handler`)."""
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    install_dependencies(output, target, runtime_requirements(), wheelhouse_root / target.slug)
+    shutil.rmtree(output / "bin", ignore_errors=True)  # console scripts are useless in Lambda
+    copy_sources(output)
+    return output
+
+
+def source_fingerprint(target: Target = LAMBDA_TARGET) -> str:
+    """Changes whenever a shipped file, a pin or the target changes: the asset's custom hash."""
+    digest = hashlib.sha256()
+    for part in (BUILD_FORMAT, target.slug, *runtime_requirements()):
+        digest.update(part.encode() + b"\0")
+    if LOCK_FILE.exists():
+        digest.update(LOCK_FILE.read_bytes())
+    for package in SHIPPED_PACKAGES:
+        for path in sorted((FUNCTIONS_DIR / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+                digest.update(path.relative_to(FUNCTIONS_DIR).as_posix().encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+@jsii.implements(ILocalBundling)
+class PipLocalBundling:
+    """Runs `build_package` on this machine instead of `docker run`."""
+
+    def __init__(self, target: Target = LAMBDA_TARGET) -> None:
+        self.target = target
+
+    def try_bundle(self, output_dir: str, **_options: object) -> bool:
+        build_package(output_dir, self.target)
+        return True
+
+
+def function_code(target: Target = LAMBDA_TARGET) -> lambda_.Code:
+    """The asset both functions run. The Docker image is only a fallback CDK never reaches here."""
+    packages = " ".join(f"/asset-input/{package}" for package in SHIPPED_PACKAGES)
+    requirements = " ".join(f"'{req}'" for req in runtime_requirements())
+    return lambda_.Code.from_asset(
+        str(FUNCTIONS_DIR),
+        asset_hash_type=AssetHashType.CUSTOM,
+        asset_hash=source_fingerprint(target),
+        bundling=BundlingOptions(
+            image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.13"),
+            command=["bash", "-c", f"pip install --no-compile -t /asset-output {requirements} && cp -r {packages} /asset-output/"],
+            local=PipLocalBundling(target),
+        ),
+    )

@@ -1,0 +1,196 @@
+"""The two Lambda functions: the MCP endpoint (API) and the task worker, on one Docker-free asset.
+
+Each function gets its own role holding only what its code calls; the grants live here, next to
+the action lists, so a reviewer reads one file. `tests/infra` checks the lists against the code.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.capabilities.sealing_secret import SealingSecret
+from infra.nag import acknowledge
+
+API_HANDLER = "app.api_handler.lambda_handler"
+WORKER_HANDLER = "app.worker_handler.lambda_handler"
+
+# DynamoDB actions on the task table, by function.
+API_TABLE_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
+WORKER_TABLE_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem")
+# Step Functions actions of the API function.
+API_START_ACTIONS: tuple[str, ...] = ("states:StartExecution",)  # on the state machine
+API_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution", "states:DescribeExecution")  # on its executions
+# Answering a parked callback. The authorization reference lists no resource type for these, yet IAM
+# evaluates them against the state machine that issued the token (AccessDenied names its ARN), and
+# CDK's own `grantTaskResponse` scopes them to it: so do we, instead of "*".
+API_CALLBACK_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
+
+RETENTION = {days.value: days for days in logs.RetentionDays}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    by_days = {
+        1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+        60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+        365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1827: "FIVE_YEARS",
+        3653: "TEN_YEARS",
+    }  # fmt: skip
+    if days not in by_days:
+        raise ValueError(f"log retention must be one of {sorted(by_days)} days, got {days}")
+    return RETENTION[by_days[days]]
+
+
+class McpFunction(Construct):
+    """One function with its own role, its own log group and X-Ray tracing."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str,
+        handler: str,
+        code: lambda_.Code,
+        memory_mb: int,
+        timeout: Duration,
+        environment: dict[str, str],
+        log_retention_days: int,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=retention(log_retention_days), removal_policy=removal_policy
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{description}: only the calls its code makes",
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=code,
+            memory_size=memory_mb,
+            timeout=timeout,
+            role=self.role,
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment=environment,
+        )
+        # The log group exists before the function runs, so no logs:CreateLogGroup is needed.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            "X-Ray PutTraceSegments/PutTelemetryRecords, added by tracing ACTIVE, have no resource-level permissions.",
+        )
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            "Pinned to python3.13, the version the asset's wheels (pydantic_core cp313) are built for; "
+            "move runtime and bundling target together.",
+        )
+
+
+class TaskFunctions(Construct):
+    """The API function (MCP endpoint) and the worker function (one step of a task's execution)."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        table: dynamodb.ITable,
+        server_name: str,
+        api_memory_mb: int,
+        worker_memory_mb: int,
+        worker_timeout: Duration,
+        log_retention_days: int,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        common = {
+            "MCP_SERVER_NAME": server_name,
+            "TASK_TABLE_NAME": table.table_name,
+            "POWERTOOLS_SERVICE_NAME": server_name,
+            "POWERTOOLS_METRICS_NAMESPACE": server_name,
+            "POWERTOOLS_LOG_LEVEL": "INFO",
+            "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+        }
+        self.api = McpFunction(
+            self,
+            "Api",
+            description="MCP endpoint: one stateless JSON-RPC call per invocation",
+            handler=API_HANDLER,
+            code=code,
+            memory_mb=api_memory_mb,
+            timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
+            environment=dict(common),
+            log_retention_days=log_retention_days,
+            removal_policy=removal_policy,
+        )
+        self.worker = McpFunction(
+            self,
+            "Worker",
+            description="Task worker: runs one step of a durable task for its Step Functions execution",
+            handler=WORKER_HANDLER,
+            code=code,
+            memory_mb=worker_memory_mb,
+            timeout=worker_timeout,
+            environment=dict(common),
+            log_retention_days=log_retention_days,
+            removal_policy=removal_policy,
+        )
+        self._grant(self.api.role, API_TABLE_ACTIONS, [table.table_arn])
+        self._grant(self.worker.role, WORKER_TABLE_ACTIONS, [table.table_arn])
+
+    @property
+    def api_function(self) -> lambda_.Function:
+        return self.api.function
+
+    @property
+    def worker_function(self) -> lambda_.Function:
+        return self.worker.function
+
+    def connect_workflow(self, state_machine: sfn.IStateMachine) -> None:
+        """Let the API function start, stop and answer this state machine's executions, and no other."""
+        self.api.function.add_environment("TASK_STATE_MACHINE_ARN", state_machine.state_machine_arn)
+        self._grant(self.api.role, API_START_ACTIONS + API_CALLBACK_ACTIONS, [state_machine.state_machine_arn])
+        executions = Stack.of(self).format_arn(
+            service="states",
+            resource="execution",
+            resource_name=f"{state_machine.state_machine_name}:*",
+            arn_format=ArnFormat.COLON_RESOURCE_NAME,
+        )
+        self._grant(self.api.role, API_EXECUTION_ACTIONS, [executions])
+        acknowledge(
+            self.api.role,
+            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+            f"<{Stack.of(self).get_logical_id(state_machine.node.default_child)}.Name>:*]",
+            "Executions are named by task id at run time; the grant is limited to executions of this one state machine.",
+        )
+
+    def connect_secret(self, secret: SealingSecret) -> None:
+        self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)
+        secret.grant_read(self.api.role)
+
+    @staticmethod
+    def _grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> None:
+        role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))

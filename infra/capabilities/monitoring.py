@@ -1,0 +1,157 @@
+"""Alarms on what needs a human (API errors and throttles, failed task executions, DynamoDB
+throttling) and one dashboard of the whole request and task path."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, Stack
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from mcp_runtime.tasks import schema
+
+PERIOD = Duration.minutes(5)
+
+
+class Monitoring(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        api_function: lambda_.IFunction,
+        worker_function: lambda_.IFunction,
+        state_machine: sfn.IStateMachine,
+        table: dynamodb.ITable,
+        http_api: apigwv2.IHttpApi,
+        alarm_email: str | None,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        table_throttles = cloudwatch.MathExpression(
+            label="Throttled reads and writes (table and index)",
+            expression="readTable + writeTable + readIndex + writeIndex",
+            using_metrics={
+                "readTable": table.metric("ReadThrottleEvents", period=PERIOD, statistic="Sum"),
+                "writeTable": table.metric("WriteThrottleEvents", period=PERIOD, statistic="Sum"),
+                "readIndex": self._index_metric(table, "ReadThrottleEvents"),
+                "writeIndex": self._index_metric(table, "WriteThrottleEvents"),
+            },
+            period=PERIOD,
+        )
+        self.alarms = {
+            "ApiErrors": (api_function.metric_errors(period=PERIOD, statistic="Sum"), "The MCP endpoint function raised"),
+            "ApiThrottles": (api_function.metric_throttles(period=PERIOD, statistic="Sum"), "MCP requests were throttled by Lambda"),
+            "WorkerErrors": (worker_function.metric_errors(period=PERIOD, statistic="Sum"), "A task step raised (Step Functions may retry)"),
+            "ExecutionsFailed": (state_machine.metric_failed(period=PERIOD, statistic="Sum"), "A task execution failed"),
+            "ExecutionsTimedOut": (state_machine.metric_timed_out(period=PERIOD, statistic="Sum"), "A task execution timed out"),
+            "TableThrottles": (table_throttles, "DynamoDB throttled the task table"),
+        }
+        topic: sns.Topic | None = None
+        if alarm_email:
+            topic = sns.Topic(self, "AlarmTopic", display_name="MCP server alarms", enforce_ssl=True)
+            topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        self.alarm_constructs: dict[str, cloudwatch.Alarm] = {}
+        for name, (metric, description) in self.alarms.items():
+            alarm = cloudwatch.Alarm(
+                self,
+                name,
+                alarm_description=description,
+                metric=metric,
+                threshold=1,
+                evaluation_periods=1,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+            if topic is not None:
+                alarm.add_alarm_action(actions.SnsAction(topic))
+            self.alarm_constructs[name] = alarm
+
+        self.dashboard = cloudwatch.Dashboard(
+            self, "Dashboard", dashboard_name=f"{Stack.of(self).stack_name}-mcp", default_interval=Duration.hours(3)
+        )
+        api_id = http_api.api_id
+        self.dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarm_constructs.values()), width=24, height=3),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="HTTP API: requests and errors",
+                left=[
+                    self._api_metric(api_id, "Count", "Requests"),
+                    self._api_metric(api_id, "4xx", "4xx (auth, throttling, bad routes)"),
+                    self._api_metric(api_id, "5xx", "5xx"),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="HTTP API: latency (p50, p99)",
+                left=[
+                    self._api_metric(api_id, "Latency", "p50", statistic="p50"),
+                    self._api_metric(api_id, "Latency", "p99", statistic="p99"),
+                ],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="API function",
+                left=[api_function.metric_invocations(period=PERIOD), api_function.metric_errors(period=PERIOD)],
+                right=[api_function.metric_duration(period=PERIOD, statistic="p99")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Worker function",
+                left=[worker_function.metric_invocations(period=PERIOD), worker_function.metric_errors(period=PERIOD)],
+                right=[worker_function.metric_duration(period=PERIOD, statistic="p99")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Task executions",
+                left=[
+                    state_machine.metric_started(period=PERIOD),
+                    state_machine.metric_succeeded(period=PERIOD),
+                    state_machine.metric_failed(period=PERIOD),
+                    state_machine.metric_aborted(period=PERIOD, label="Aborted (cancelled tasks)"),
+                    state_machine.metric_timed_out(period=PERIOD),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Task table",
+                left=[
+                    table.metric_consumed_read_capacity_units(period=PERIOD),
+                    table.metric_consumed_write_capacity_units(period=PERIOD),
+                ],
+                right=[table_throttles],
+                width=12,
+            ),
+        )
+
+    @staticmethod
+    def _index_metric(table: dynamodb.ITable, name: str) -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="AWS/DynamoDB",
+            metric_name=name,
+            dimensions_map={"TableName": table.table_name, "GlobalSecondaryIndexName": schema.OWNER_INDEX},
+            period=PERIOD,
+            statistic="Sum",
+        )
+
+    @staticmethod
+    def _api_metric(api_id: str, name: str, label: str, statistic: str = "Sum") -> cloudwatch.Metric:
+        return cloudwatch.Metric(
+            namespace="AWS/ApiGateway",
+            metric_name=name,
+            dimensions_map={"ApiId": api_id},
+            period=PERIOD,
+            statistic=statistic,
+            label=label,
+        )

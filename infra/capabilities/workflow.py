@@ -1,0 +1,152 @@
+"""The task workflow: a Standard state machine from the ASL file the local stack runs too.
+
+The definition is not repeated here. CDK loads `infra/statemachine/task_workflow.asl.json`
+(`DefinitionBody.from_file`) and fills its `${...}` placeholders. The role's permissions are read
+off the same file: every Task state's resource maps to exactly one IAM statement, and a resource
+this module does not know stops the synth, so a new integration cannot ship without its grant.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_stepfunctions as sfn
+from constructs import Construct
+
+from infra.capabilities.functions import retention
+from infra.nag import acknowledge
+
+ASL_PATH = Path(__file__).resolve().parents[1] / "statemachine" / "task_workflow.asl.json"
+WORKER_PLACEHOLDER = "WorkerFunctionArn"
+TABLE_PLACEHOLDER = "TaskTableName"
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+_LAMBDA_INVOKE = re.compile(r"^arn:aws:states:::lambda:invoke(\.waitForTaskToken)?$")
+_DYNAMODB = re.compile(r"^arn:aws:states:::dynamodb:(getItem|putItem|updateItem|deleteItem)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Integration:
+    """One service the definition calls: `target` is "worker" or "table"."""
+
+    action: str
+    target: str
+
+
+def placeholders(definition_text: str) -> set[str]:
+    return set(_PLACEHOLDER.findall(definition_text))
+
+
+def task_states(definition: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every Task state, including those inside Parallel branches and Map iterators."""
+    for name, state in (definition.get("States") or {}).items():
+        if state.get("Type") == "Task":
+            yield name, state
+        for branch in state.get("Branches") or ():
+            yield from task_states(branch)
+        for key in ("ItemProcessor", "Iterator"):
+            if isinstance(state.get(key), Mapping):
+                yield from task_states(state[key])
+
+
+def _argument(state: Mapping[str, Any], key: str) -> Any:
+    for block in ("Parameters", "Arguments"):
+        params = state.get(block) or {}
+        for candidate in (key, f"{key}.$"):
+            if candidate in params:
+                return params[candidate]
+    return None
+
+
+def integrations(definition: Mapping[str, Any]) -> set[Integration]:
+    """The IAM actions the definition needs, derived from its Task states."""
+    needed: set[Integration] = set()
+    worker_ref = f"${{{WORKER_PLACEHOLDER}}}"
+    table_ref = f"${{{TABLE_PLACEHOLDER}}}"
+    for name, state in task_states(definition):
+        resource = state.get("Resource")
+        if resource == worker_ref:
+            needed.add(Integration("lambda:InvokeFunction", "worker"))
+        elif isinstance(resource, str) and _LAMBDA_INVOKE.match(resource):
+            function = _argument(state, "FunctionName")
+            if function != worker_ref:
+                raise ValueError(f"state {name!r} invokes {function!r}; only {worker_ref} is granted")
+            needed.add(Integration("lambda:InvokeFunction", "worker"))
+        elif isinstance(resource, str) and (found := _DYNAMODB.match(resource)):
+            table = _argument(state, "TableName")
+            if table != table_ref:
+                raise ValueError(f"state {name!r} uses table {table!r}; only {table_ref} is granted")
+            operation = found.group(1)
+            needed.add(Integration(f"dynamodb:{operation[0].upper()}{operation[1:]}", "table"))
+        else:
+            raise ValueError(
+                f"state {name!r} calls {resource!r}, which infra/capabilities/workflow.py does not grant: add it there"
+            )
+    return needed
+
+
+class TaskWorkflow(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        worker: lambda_.IFunction,
+        table: dynamodb.ITable,
+        log_retention_days: int,
+        removal_policy: RemovalPolicy,
+        definition_path: Path = ASL_PATH,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        text = definition_path.read_text(encoding="utf-8")
+        definition = json.loads(text)
+        values = {WORKER_PLACEHOLDER: worker.function_arn, TABLE_PLACEHOLDER: table.table_name}
+        unknown = placeholders(text) - values.keys()
+        if unknown:
+            raise ValueError(f"{definition_path.name} uses placeholders with no value: {sorted(unknown)}")
+        substitutions = {key: value for key, value in values.items() if key in placeholders(text)}
+
+        self.log_group = logs.LogGroup(
+            self,
+            "Logs",
+            # The vended-logs prefix keeps CloudWatch's resource policy small (AWS guidance for Step Functions).
+            log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-tasks",
+            retention=retention(log_retention_days),
+            removal_policy=removal_policy,
+        )
+        self.state_machine = sfn.StateMachine(
+            self,
+            "StateMachine",
+            definition_body=sfn.DefinitionBody.from_file(str(definition_path)),
+            definition_substitutions=substitutions,
+            state_machine_type=sfn.StateMachineType.STANDARD,
+            tracing_enabled=True,
+            logs=sfn.LogOptions(
+                destination=self.log_group,
+                level=sfn.LogLevel.ALL,
+                # Execution data carries tool arguments and results: kept out of logs by default.
+                include_execution_data=False,
+            ),
+        )
+        targets = {"worker": worker.function_arn, "table": table.table_arn}
+        by_target: dict[str, list[str]] = {}
+        for integration in sorted(integrations(definition), key=lambda item: (item.target, item.action)):
+            by_target.setdefault(integration.target, []).append(integration.action)
+        for target, actions in by_target.items():
+            self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=actions, resources=[targets[target]]))
+        self.integrations = by_target
+        acknowledge(
+            self.state_machine.role.node.find_child("DefaultPolicy"),
+            "AwsSolutions-IAM5[Resource::*]",
+            "Step Functions log delivery (logs:*LogDelivery, PutResourcePolicy, Describe*) and X-Ray tracing "
+            "actions have no resource-level permissions; CDK adds exactly these for logging and tracing.",
+        )

@@ -1,0 +1,82 @@
+"""The stack: a thin composition of one construct per capability."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Duration, Stack
+from constructs import Construct
+
+from infra import bundling
+from infra.capabilities.functions import TaskFunctions
+from infra.capabilities.http_front import HttpFront
+from infra.capabilities.monitoring import Monitoring
+from infra.capabilities.sealing_secret import SealingSecret
+from infra.capabilities.task_table import TaskTable
+from infra.capabilities.workflow import TaskWorkflow
+from infra.config import DeploymentConfig
+
+
+class McpTasksStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs: object) -> None:
+        super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
+        self.config = config
+        self.tasks = TaskTable(self, "TaskTable", removal_policy=config.removal)
+        self.sealing = SealingSecret(self, "SealingSecret")
+        self.functions = TaskFunctions(
+            self,
+            "Functions",
+            code=bundling.function_code(),
+            table=self.tasks.table,
+            server_name=config.server_name,
+            api_memory_mb=config.api_memory_mb,
+            worker_memory_mb=config.worker_memory_mb,
+            worker_timeout=Duration.seconds(config.worker_timeout_seconds),
+            log_retention_days=config.log_retention_days,
+            removal_policy=config.removal,
+        )
+        self.workflow = TaskWorkflow(
+            self,
+            "Workflow",
+            worker=self.functions.worker_function,
+            table=self.tasks.table,
+            log_retention_days=config.log_retention_days,
+            removal_policy=config.removal,
+        )
+        self.functions.connect_workflow(self.workflow.state_machine)
+        self.functions.connect_secret(self.sealing)
+        self.front = HttpFront(
+            self,
+            "HttpFront",
+            handler=self.functions.api_function,
+            jwt_issuer=config.jwt_issuer,
+            jwt_audience=config.jwt_audience,
+            create_user_pool=config.create_user_pool,
+            function_url=config.function_url,
+            cors_allow_origins=config.cors_allow_origins,
+            throttle_rate_limit=config.throttle_rate_limit,
+            throttle_burst_limit=config.throttle_burst_limit,
+            log_retention_days=config.log_retention_days,
+            removal_policy=config.removal,
+        )
+        self.monitoring = Monitoring(
+            self,
+            "Monitoring",
+            api_function=self.functions.api_function,
+            worker_function=self.functions.worker_function,
+            state_machine=self.workflow.state_machine,
+            table=self.tasks.table,
+            http_api=self.front.api,
+            alarm_email=config.alarm_email,
+        )
+
+        CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, JWT)")
+        CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)
+        CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
+        CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        if self.front.function_url is not None:
+            CfnOutput(self, "FunctionUrl", value=f"{self.front.function_url.url}mcp", description="MCP endpoint (IAM)")
+        if self.front.user_pool is not None:
+            pool = self.front.user_pool
+            CfnOutput(self, "UserPoolId", value=pool.user_pool.user_pool_id)
+            CfnOutput(self, "UserPoolClientId", value=pool.client.user_pool_client_id)
+            CfnOutput(self, "TokenUrl", value=pool.token_url)
+            CfnOutput(self, "TokenScope", value=pool.scope_name)
