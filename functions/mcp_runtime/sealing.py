@@ -102,6 +102,8 @@ class StateSealer:
             raise StateRejected("must be a non-empty string")
         if len(token) > MAX_TOKEN_CHARS:
             raise StateRejected("too large")
+        if not token.isascii():  # the token alphabet is ASCII; anything else would crash the tag check
+            raise StateRejected("malformed")
         parts = token.split(".")
         if len(parts) != 4 or parts[0] != TOKEN_VERSION:
             raise StateRejected("malformed")
