@@ -41,6 +41,10 @@ def build_server(settings: Settings) -> McpServer:
         from fixtures import conformance
 
         conformance.register(server)
+    if settings.state_machine_arn:
+        from app.task_wiring import build_task_service
+
+        server.tasks = build_task_service(settings)
     return server
 
 

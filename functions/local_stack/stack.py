@@ -1,4 +1,5 @@
-"""Starts the local stack: configuration for loopback, then the HTTP front around the real handler."""
+"""Starts the local stack: configuration for loopback, the embedded AWS (moto: task table and state
+machine running the real ASL with the real worker in-process), then the HTTP front around the real handler."""
 
 from __future__ import annotations
 
@@ -8,12 +9,17 @@ import sys
 import threading
 from dataclasses import dataclass
 from http.server import ThreadingHTTPServer
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from local_stack.aws import EmbeddedAws
 
 
 @dataclass
 class LocalStack:
     http: ThreadingHTTPServer
     thread: threading.Thread
+    aws: EmbeddedAws | None = None
 
     @property
     def url(self) -> str:
@@ -24,6 +30,8 @@ class LocalStack:
         self.http.shutdown()
         self.http.server_close()
         self.thread.join(timeout=5)
+        if self.aws is not None:
+            self.aws.stop()
 
 
 def configure_environment(fixtures: str | None = None) -> None:
@@ -36,15 +44,36 @@ def configure_environment(fixtures: str | None = None) -> None:
         os.environ["MCP_FIXTURES"] = fixtures
 
 
-def start(port: int = 0, fixtures: str | None = None) -> LocalStack:
+def start_local_aws() -> EmbeddedAws:
+    """The embedded moto server with the task resources; exports what the settings read from the environment.
+
+    Dummy credentials are forced: the endpoint is local, and it keeps boto3 from probing for real ones.
+    """
+    from local_stack.aws import start_embedded_aws
+
+    aws = start_embedded_aws()
+    resources = aws.provision(worker=_worker_handler)
+    os.environ.pop("AWS_PROFILE", None)
+    os.environ.update(aws.app_environment(resources))
+    return aws
+
+
+def _worker_handler(event: dict[str, object], context: object) -> object:
+    from app.worker_handler import lambda_handler
+
+    return lambda_handler(event, context)
+
+
+def start(port: int = 0, fixtures: str | None = None, embedded_aws: bool = True) -> LocalStack:
     configure_environment(fixtures)
+    aws = start_local_aws() if embedded_aws and os.environ.get("LOCAL_EMBEDDED_AWS", "1") != "0" else None
     from app.composition import handle_api_event
     from local_stack.http_front import make_server
 
     http = make_server(handle_api_event, "127.0.0.1", port)
     thread = threading.Thread(target=http.serve_forever, name="local-api", daemon=True)
     thread.start()
-    return LocalStack(http, thread)
+    return LocalStack(http, thread, aws)
 
 
 def main() -> None:

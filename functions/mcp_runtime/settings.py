@@ -41,6 +41,12 @@ class Settings(BaseModel):
     state_machine_arn: str | None = Field(None, alias="TASK_STATE_MACHINE_ARN")
     task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS")
     task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
+    # An active task quiet for this long gets its execution checked on read (settled failed if it ended).
+    task_reconcile_after_seconds: float = Field(300.0, alias="TASK_RECONCILE_AFTER_SECONDS", ge=0)
+    # Minimum spacing of the statusMessage writes a running tool's progress reports cause.
+    task_progress_interval_ms: int = Field(1_000, alias="TASK_PROGRESS_INTERVAL_MS", ge=0)
+    # moto only: after StopExecution, send the parked callback so the execution settles (AWS aborts at once).
+    task_release_parked_on_stop: bool = Field(False, alias="TASK_RELEASE_PARKED_ON_STOP")
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)

@@ -1,0 +1,30 @@
+"""Domain errors of the task side. The store and the executor raise these, never botocore's."""
+
+from __future__ import annotations
+
+
+class TaskError(Exception):
+    """Base of every task-store and executor error."""
+
+
+class TaskNotFound(TaskError):
+    """Unknown id, expired item, or an item owned by another principal: callers cannot tell which."""
+
+
+class TaskConflict(TaskError):
+    """A conditional write lost: the task moved on (terminal, re-parked, or another writer won)."""
+
+
+class TaskStoreUnavailable(TaskError):
+    """DynamoDB throttled or failed; safe to retry. The state machine retries on this name."""
+
+
+class ExecutorUnavailable(TaskError):
+    """Step Functions refused or failed a call that the caller cannot complete without."""
+
+
+class TaskNoLongerRunning(Exception):
+    """Raised inside a running tool (from a progress report) once the task was cancelled or settled.
+
+    Deliberately not a TaskError: it unwinds the tool's code, and the worker treats it as "stop now".
+    """

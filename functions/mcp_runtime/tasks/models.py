@@ -1,0 +1,145 @@
+"""The task record as the store keeps it, and its two wire renderings (WIRE.md §14.3, §14.4).
+
+`CreateTaskResult` is flat (`resultType: "task"` plus the `Task` fields) and carries no payload;
+`tasks/get` answers `resultType: "complete"` plus a `DetailedTask`, whose payload depends on the
+status: `inputRequests` when input_required, `result` when completed, `error` when failed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, cast
+
+from .. import wire
+
+WORKING: Final = "working"
+INPUT_REQUIRED: Final = "input_required"
+COMPLETED: Final = "completed"
+FAILED: Final = "failed"
+CANCELLED: Final = "cancelled"
+ACTIVE_STATUSES: Final[tuple[str, ...]] = (WORKING, INPUT_REQUIRED)
+
+
+def iso_timestamp(epoch_seconds: float) -> str:
+    """ISO 8601 in UTC with milliseconds, e.g. 2026-07-28T10:30:00.123Z."""
+    moment = datetime.fromtimestamp(epoch_seconds, tz=UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def parse_timestamp(value: str) -> float:
+    return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+
+
+def expiry_epoch(created_epoch_seconds: float, ttl_ms: int | None) -> int | None:
+    """The DynamoDB TTL attribute: rounded up, so the item never counts as expired before its TTL lapses."""
+    if ttl_ms is None:
+        return None
+    return math.ceil(created_epoch_seconds + ttl_ms / 1000)
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSnapshot:
+    """What the creating request declared; the worker rebuilds the tool's `RequestMeta` from it."""
+
+    protocol_version: str
+    capabilities: dict[str, Any]
+    client_info: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"protocolVersion": self.protocol_version, "capabilities": self.capabilities}
+        if self.client_info is not None:
+            data["clientInfo"] = self.client_info
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClientSnapshot:
+        return cls(str(data.get("protocolVersion") or wire.PROTOCOL_VERSION), dict(data.get("capabilities") or {}), data.get("clientInfo"))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRecord:
+    task_id: str
+    owner: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    ttl_ms: int | None
+    version: int
+    tool_name: str
+    arguments: dict[str, Any]
+    client: ClientSnapshot
+    prepared: Any = None
+    poll_interval_ms: int | None = None
+    status_message: str | None = None
+    # Outstanding requests, wire key -> `{method, params}`.
+    input_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Every answer received, wire key -> the raw `inputResponses` value.
+    answers: dict[str, Any] = field(default_factory=dict)
+    # Every wire key ever issued, in order, with the tool's own key it stands for.
+    issued_keys: tuple[tuple[str, str], ...] = ()
+    # The tool's scratch state, carried from one run to the next like MRTR's sealed state.
+    scratch: dict[str, Any] = field(default_factory=dict)
+    task_token: str | None = None
+    result: dict[str, Any] | None = None
+    error: dict[str, Any] | None = None
+    expires_at: int | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in wire.TERMINAL_TASK_STATUSES
+
+    def is_expired(self, now: float | None = None) -> bool:
+        return self.expires_at is not None and (time.time() if now is None else now) >= self.expires_at
+
+    def seconds_since_update(self, now: float | None = None) -> float:
+        return (time.time() if now is None else now) - parse_timestamp(self.last_updated_at)
+
+    def answers_by_tool_key(self) -> dict[str, Any]:
+        """The answers as the tool asked for them: the newest answered wire key wins for each tool key."""
+        answers: dict[str, Any] = {}
+        for wire_key, tool_key in self.issued_keys:
+            if wire_key in self.answers:
+                answers[tool_key] = self.answers[wire_key]
+        return answers
+
+    def to_task(self) -> dict[str, Any]:
+        """The `Task` fields shared by both renderings."""
+        task: dict[str, Any] = {
+            "taskId": self.task_id,
+            "status": cast(wire.TaskStatus, self.status),
+            "createdAt": self.created_at,
+            "lastUpdatedAt": self.last_updated_at,
+            "ttlMs": self.ttl_ms,
+        }
+        if self.status_message:
+            task["statusMessage"] = self.status_message
+        if self.poll_interval_ms is not None:
+            task["pollIntervalMs"] = self.poll_interval_ms
+        return task
+
+
+def create_task_result(record: TaskRecord) -> dict[str, Any]:
+    """`CreateTaskResult`: flat, with no result, error, inputRequests or requestState."""
+    return {"resultType": wire.RESULT_TASK, **record.to_task()}
+
+
+def get_task_result(record: TaskRecord) -> dict[str, Any]:
+    """`GetTaskResult`: `resultType: "complete"` and the `DetailedTask` for the current status."""
+    detailed: dict[str, Any] = {"resultType": wire.RESULT_COMPLETE, **record.to_task()}
+    if record.status == INPUT_REQUIRED:
+        detailed["inputRequests"] = dict(record.input_requests)
+    elif record.status == COMPLETED:
+        detailed["result"] = dict(record.result or {"resultType": wire.RESULT_COMPLETE, "content": []})
+    elif record.status == FAILED:
+        detailed["error"] = dict(record.error or {"code": wire.INTERNAL_ERROR, "message": "Task failed"})
+    return detailed
+
+
+EXECUTION_FAILED_ERROR: Final[dict[str, Any]] = {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}
+EXECUTION_LOST_ERROR: Final[dict[str, Any]] = {
+    "code": wire.INTERNAL_ERROR,
+    "message": "Task execution ended without a result",
+}
