@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -154,3 +154,20 @@ def server(clock: FakeClock) -> McpServer:
 @pytest.fixture
 def client(server: McpServer) -> Client:
     return Client(McpHttpTransport(server))
+
+
+@pytest.fixture
+def configure_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
+    """Configure `app.composition` from a clean environment: configure_app(DEV_AUTH="1", ...)."""
+    from app import composition
+
+    def configure(**environ: str) -> None:
+        for model_field in Settings.model_fields.values():
+            if model_field.alias:
+                monkeypatch.delenv(model_field.alias, raising=False)
+        for name, value in environ.items():
+            monkeypatch.setenv(name, value)
+        composition.reset()
+
+    yield configure
+    composition.reset()
