@@ -111,11 +111,10 @@ class StateSealer:
         key = self._by_id.get(key_id)
         if key is None:
             raise StateRejected("unknown key")
-        try:
-            tag = _b64decode(tag_text)
-        except ValueError as exc:
-            raise StateRejected("malformed") from exc
-        if not hmac.compare_digest(tag, self._tag(key, f"{version}.{key_id}.{encoded}")):
+        # Compare the canonical spelling of the tag, not its decoded bytes: base64 decoding tolerates
+        # padding and unused low bits, which would let a changed token still verify.
+        expected = _b64encode(self._tag(key, f"{version}.{key_id}.{encoded}"))
+        if not hmac.compare_digest(tag_text, expected):
             raise StateRejected("verification failed")
         try:
             body = json.loads(_b64decode(encoded))

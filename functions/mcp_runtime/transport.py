@@ -72,7 +72,7 @@ def _json_response(status: int, message: dict[str, Any], extra_headers: dict[str
     headers = {"content-type": JSON_CONTENT_TYPE}
     if extra_headers:
         headers.update(extra_headers)
-    return HttpResponse(status, headers, json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+    return HttpResponse(status, headers, json.dumps(message, separators=(",", ":")))
 
 
 def _error_message(request_id: wire.RequestId | None, error: McpError) -> dict[str, Any]:
@@ -81,6 +81,15 @@ def _error_message(request_id: wire.RequestId | None, error: McpError) -> dict[s
         message["id"] = request_id
     message["error"] = error.to_error_object()
     return message
+
+
+def _is_unicode(text: str) -> bool:
+    """False for text with an unpaired surrogate (JSON allows the escape; nothing downstream can encode it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _limit_breach(value: Any) -> str | None:
@@ -93,6 +102,8 @@ def _limit_breach(value: Any) -> str | None:
         if isinstance(item, str):
             if len(item) > MAX_STRING_CHARS:
                 return "a string is too long"
+            if not item.isascii() and not _is_unicode(item):
+                return "a string has an unpaired surrogate"
         elif isinstance(item, dict):
             if len(item) > MAX_COLLECTION_ITEMS:
                 return "an object has too many members"

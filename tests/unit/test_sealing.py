@@ -224,3 +224,20 @@ def test_a_key_of_exactly_32_bytes_is_accepted() -> None:
 def test_a_sealer_without_keys_is_refused() -> None:
     with pytest.raises(ValueError):
         StateSealer([])
+
+
+def _respelled_tags(tag: str) -> list[str]:
+    """Other spellings of the same tag bytes: padding, an ignored character, the unused low bits of the last one."""
+    alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+    last = alphabet.index(tag[-1])
+    low_bits = [alphabet[(last & ~0b11) | bits] for bits in range(4) if (last & ~0b11) | bits != last]
+    return [tag + "=", tag[:5] + "!" + tag[5:], *(tag[:-1] + c for c in low_bits)]
+
+
+@pytest.mark.parametrize("spelling", range(5))
+def test_a_tag_spelled_differently_is_rejected_even_when_it_decodes_to_the_same_bytes(spelling: int) -> None:
+    box = sealer()
+    version, kid, encoded, tag = box.seal(BINDING, PAYLOAD).split(".")
+    respelled = _respelled_tags(tag)[spelling]
+    assert respelled != tag
+    assert_rejected(lambda: box.open(f"{version}.{kid}.{encoded}.{respelled}", BINDING))

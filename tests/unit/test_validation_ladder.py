@@ -176,6 +176,35 @@ def test_a_request_whose_method_is_not_a_non_empty_string_is_an_invalid_request(
     assert_error(client.post(message), wire.INVALID_REQUEST, 400, request_id="m1")
 
 
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda m: m["params"].update(name="\ud800"),
+        lambda m: m["params"]["arguments"].update(text="a\udfffb"),
+        lambda m: m["params"]["arguments"].update({"\ud83d": "key"}),
+        lambda m: m["params"]["_meta"].update({wire.META_CLIENT_INFO: {"name": "\udc00", "version": "1"}}),
+    ],
+    ids=["tool-name", "argument", "key", "client-info"],
+)
+def test_a_string_with_an_unpaired_surrogate_is_an_invalid_request_wherever_it_is(client: Client, change: Any) -> None:
+    message = rpc("tools/call", {"name": "count_words", "arguments": {"text": "x"}}, request_id="s1")
+    change(message)
+    response = client.post(message, headers={"mcp-name": "count_words"})
+    assert_error(response, wire.INVALID_REQUEST, 400, request_id="s1")
+
+
+def test_an_unpaired_surrogate_id_is_echoed_in_a_body_that_is_still_valid_utf8(client: Client) -> None:
+    response = client.post(rpc("tools/list", request_id="\ud800"))
+    response.body.encode("utf-8")
+    assert_error(response, wire.INVALID_REQUEST, 400, request_id="\ud800")
+
+
+def test_non_ascii_text_round_trips_through_a_tool_call(client: Client) -> None:
+    text = "caf\u00e9 \U0001f600 \u65e5\u672c"
+    result = result_of(client.call_tool("count_words", {"text": text}))
+    assert result["structuredContent"] == {"words": 3, "characters": len(text)}
+
+
 @pytest.mark.parametrize("method", ["notifications/cancelled", "notifications/initialized", "notifications/whatever"])
 def test_a_notification_is_accepted_with_202_and_an_empty_body(client: Client, method: str) -> None:
     notification = {"jsonrpc": "2.0", "method": method, "params": {"_meta": meta()}}
