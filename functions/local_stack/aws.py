@@ -17,7 +17,7 @@ import threading
 import urllib.request
 import zipfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -141,17 +141,21 @@ class EmbeddedAws:
 
     server: Any
     endpoint: str
+    _clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
-        import boto3
+        """One cached client per service (building a boto3 client costs tens of milliseconds)."""
+        if service not in self._clients:
+            from mcp_runtime.tasks.aws_clients import shared_session
 
-        return boto3.session.Session().client(
-            service,
-            endpoint_url=self.endpoint,
-            region_name=REGION,
-            aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
-        )
+            self._clients[service] = shared_session().client(
+                service,
+                endpoint_url=self.endpoint,
+                region_name=REGION,
+                aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            )
+        return self._clients[service]
 
     def configure(self) -> None:
         """(Re)apply moto's config; moto keeps it process-wide, so anything resetting it needs this again."""
@@ -220,9 +224,9 @@ class EmbeddedAws:
     def _role(self, name: str) -> str:
         iam = self.client("iam")
         try:
-            return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=_LAMBDA_TRUST_POLICY)["Role"]["Arn"])
-        except iam.exceptions.EntityAlreadyExistsException:
             return str(iam.get_role(RoleName=name)["Role"]["Arn"])
+        except iam.exceptions.NoSuchEntityException:
+            return str(iam.create_role(RoleName=name, AssumeRolePolicyDocument=_LAMBDA_TRUST_POLICY)["Role"]["Arn"])
 
     def app_environment(self, resources: TaskResources) -> dict[str, str]:
         """What the API and worker settings need to use these resources."""

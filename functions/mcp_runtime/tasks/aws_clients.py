@@ -6,6 +6,21 @@ import threading
 from typing import Any
 
 
+_session_lock = threading.Lock()
+_session: Any = None
+
+
+def shared_session() -> Any:
+    """One boto3 session per process: each new session reloads botocore's endpoint data."""
+    global _session
+    with _session_lock:
+        if _session is None:
+            import boto3
+
+            _session = boto3.session.Session()
+        return _session
+
+
 class LazyClient:
     """One boto3 client per service, built on first use. Client creation is not thread-safe; use is."""
 
@@ -20,10 +35,9 @@ class LazyClient:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    import boto3
                     from botocore.config import Config
 
-                    self._client = boto3.session.Session().client(
+                    self._client = shared_session().client(
                         self.service,
                         endpoint_url=self.endpoint_url,
                         region_name=self.region_name,

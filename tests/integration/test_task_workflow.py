@@ -1,0 +1,296 @@
+"""The real ASL executed by moto's Step Functions interpreter, with the real worker invoked in-process."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from fixtures import conformance_tasks
+from mcp_runtime import wire
+from mcp_runtime.tasks.models import (
+    CANCELLED,
+    COMPLETED,
+    EXECUTION_LOST_ERROR,
+    FAILED,
+    INPUT_REQUIRED,
+    WORKING,
+    ClientSnapshot,
+    TaskRecord,
+    iso_timestamp,
+)
+from mcp_runtime.tasks.service import TaskService, new_task_id
+from mcp_runtime.tools import Answers, ToolContext, tool
+from tests.integration.task_harness import (  # noqa: F401
+    ALICE,
+    TaskEnvironment,
+    embedded_aws,
+    request_context,
+    task_env,
+    wait_until,
+)
+
+TERMINAL = {COMPLETED, FAILED, CANCELLED}
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class Approval(BaseModel):
+    approve: bool
+
+
+@tool(description="Crashes with an exception that is not a tool or protocol error.", answers=Answers.TASK)
+def crash(args: NoArgs, ctx: ToolContext) -> str:
+    raise RuntimeError("disk on fire")
+
+
+@tool(description="Reports progress, then waits a little, then finishes.", answers=Answers.TASK)
+def report_then_finish(args: NoArgs, ctx: ToolContext) -> str:
+    ctx.report_progress(1, 2, "step 1 of 2: copying")
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "copied"
+
+
+@tool(description="Asks for approval; re-asks until the answer is well-formed.", answers=Answers.TASK)
+def needs_approval(args: NoArgs, ctx: ToolContext) -> str:
+    answer = ctx.elicit("approval", "Approve?", Approval)
+    return f"approved={answer.content.approve if answer.content else None}"
+
+
+@pytest.fixture
+def env(task_env: TaskEnvironment) -> TaskEnvironment:
+    task_env.tools.include(conformance_tasks)
+    task_env.tools.include(sys.modules[__name__])
+    return task_env
+
+
+@pytest.fixture
+def service(env: TaskEnvironment) -> TaskService:
+    return env.service()
+
+
+def start(service: TaskService, env: TaskEnvironment, name: str, arguments: dict[str, Any] | None = None) -> str:
+    spec = env.tools.get(name)
+    assert spec is not None
+    created = service.create(spec, arguments or {}, request_context(), None)
+    task_id: str = created["taskId"]
+    return task_id
+
+
+def poll(service: TaskService, task_id: str, statuses: set[str], timeout: float = 15.0) -> dict[str, Any]:
+    result: dict[str, Any] = wait_until(lambda: service.get(task_id, request_context()), lambda r: r["status"] in statuses, timeout)
+    return result
+
+
+def accept(**content: Any) -> dict[str, Any]:
+    return {"action": "accept", "content": content}
+
+
+def test_a_task_runs_to_completion_and_tasks_get_inlines_the_tool_result(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "slow_compute", {"seconds": 0.2, "label": "quick"})
+
+    done = poll(service, task_id, TERMINAL)
+
+    assert done["status"] == COMPLETED
+    assert done["result"] == {"resultType": "complete", "content": [{"type": "text", "text": "slow_compute 'quick' finished after 0.2s"}]}
+    assert "error" not in done and "inputRequests" not in done
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "SUCCEEDED") == "SUCCEEDED"
+
+
+def test_a_tool_asking_for_input_parks_the_execution_until_tasks_update_answers(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "confirm_delete", {"filename": "report.txt"})
+
+    waiting = poll(service, task_id, {INPUT_REQUIRED} | TERMINAL)
+    assert waiting["status"] == INPUT_REQUIRED
+    assert waiting["inputRequests"] == {
+        "confirm": {
+            "method": wire.INPUT_METHOD_ELICIT,
+            "params": {
+                "mode": "form",
+                "message": "Delete report.txt?",
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {"confirm": {"description": "Go ahead?", "type": "boolean"}},
+                    "required": ["confirm"],
+                },
+            },
+        }
+    }
+    assert env.execution_status(task_id) == "RUNNING"
+
+    service.update(task_id, {"confirm": accept(confirm=True)}, request_context())
+    done = poll(service, task_id, TERMINAL)
+
+    assert done["status"] == COMPLETED
+    assert done["result"]["content"] == [{"type": "text", "text": "Deleted report.txt"}]
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "SUCCEEDED") == "SUCCEEDED"
+
+
+def test_answering_one_of_two_questions_keeps_the_task_waiting_on_the_other(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "multi_input")
+    waiting = poll(service, task_id, {INPUT_REQUIRED} | TERMINAL)
+    assert sorted(waiting["inputRequests"]) == ["confirm", "name"]
+
+    service.update(task_id, {"name": accept(name="Ada"), "unknown": accept(x=1)}, request_context())
+    partial = service.get(task_id, request_context())
+    service.update(task_id, {"confirm": accept(confirm=True)}, request_context())
+    done = poll(service, task_id, TERMINAL)
+
+    assert (partial["status"], list(partial["inputRequests"])) == (INPUT_REQUIRED, ["confirm"])
+    assert done["result"]["content"] == [{"type": "text", "text": "multi_input done: name=Ada, confirm=true"}]
+
+
+def test_a_malformed_answer_is_asked_again_under_a_fresh_key(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "needs_approval")
+    first = poll(service, task_id, {INPUT_REQUIRED} | TERMINAL)
+    service.update(task_id, {"approval": accept(approve="yes please")}, request_context())
+
+    second = wait_until(
+        lambda: service.get(task_id, request_context()),
+        lambda r: r["status"] != WORKING and list(r.get("inputRequests", {})) != ["approval"],
+    )
+    service.update(task_id, {"approval": accept(approve=True)}, request_context())  # the old key: ignored
+    service.update(task_id, {"approval.2": accept(approve=True)}, request_context())
+    done = poll(service, task_id, TERMINAL)
+
+    assert list(first["inputRequests"]) == ["approval"]
+    assert (second["status"], list(second["inputRequests"])) == (INPUT_REQUIRED, ["approval.2"])
+    assert done["result"]["content"] == [{"type": "text", "text": "approved=True"}]
+
+
+def test_a_tool_error_settles_completed_with_is_error(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "failing_job")
+
+    done = poll(service, task_id, TERMINAL)
+
+    assert done["status"] == COMPLETED
+    assert done["result"] == {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": "failing_job failed on purpose: simulated tool error"}],
+        "isError": True,
+    }
+    assert "error" not in done
+
+
+def test_a_protocol_error_settles_failed_with_that_error_inline(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "protocol_error_job")
+
+    done = poll(service, task_id, TERMINAL)
+
+    assert done["status"] == FAILED
+    assert done["error"] == {"code": wire.INTERNAL_ERROR, "message": "protocol_error_job failed on purpose: simulated protocol error"}
+    assert "result" not in done
+
+
+def test_a_crashing_tool_settles_failed_through_the_state_machines_catch(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "crash")
+
+    done = poll(service, task_id, TERMINAL)
+
+    assert done["status"] == FAILED
+    assert done["error"] == {"code": wire.INTERNAL_ERROR, "message": "Task execution failed", "data": {"reason": "RuntimeError"}}
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "FAILED") == "FAILED"
+
+
+def test_progress_reports_become_the_status_message(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "report_then_finish")
+
+    working = wait_until(lambda: service.get(task_id, request_context()), lambda r: "statusMessage" in r or r["status"] in TERMINAL)
+    done = poll(service, task_id, TERMINAL)
+
+    assert (working["status"], working["statusMessage"]) == (WORKING, "step 1 of 2: copying")
+    assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "copied")
+    assert "statusMessage" not in done
+
+
+def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "long"})
+    wait_until(lambda: service.get(task_id, request_context()), lambda r: "statusMessage" in r)
+
+    service.cancel(task_id, request_context())
+    done = service.get(task_id, request_context())
+
+    assert done["status"] == CANCELLED
+    assert "result" not in done and "error" not in done
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "ABORTED") == "ABORTED"
+    service.cancel(task_id, request_context())  # cancelling a terminal task: the same empty ack
+    assert service.get(task_id, request_context())["status"] == CANCELLED
+
+
+def test_cancelling_a_parked_task_settles_cancelled_and_ends_its_execution(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "confirm_delete", {"filename": "keep.txt"})
+    poll(service, task_id, {INPUT_REQUIRED})
+
+    service.cancel(task_id, request_context())
+    service.update(task_id, {"confirm": accept(confirm=True)}, request_context())  # too late: ignored
+
+    assert service.get(task_id, request_context())["status"] == CANCELLED
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") == "ABORTED"
+    assert service.get(task_id, request_context())["status"] == CANCELLED
+
+
+def test_a_task_whose_execution_died_without_a_terminal_write_is_settled_failed_on_read(env: TaskEnvironment) -> None:
+    watchful = TaskService(env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0)
+    task_id = start(watchful, env, "confirm_delete", {"filename": "a.txt"})
+    parked = poll(watchful, task_id, {INPUT_REQUIRED})
+    token = env.store().get(task_id).task_token
+    assert token is not None
+    env.executor().stop(task_id, token)  # an operator stops the execution behind the service's back
+    wait_until(lambda: env.execution_status(task_id), lambda s: s == "ABORTED")
+
+    settled = watchful.get(task_id, request_context())
+
+    assert parked["status"] == INPUT_REQUIRED
+    assert settled["status"] == FAILED
+    assert settled["error"] == EXECUTION_LOST_ERROR
+
+
+def test_a_task_whose_execution_never_started_is_settled_failed_on_read(env: TaskEnvironment) -> None:
+    stamp = iso_timestamp(time.time() - 600)
+    record = TaskRecord(
+        task_id=new_task_id(),
+        owner=ALICE.id,
+        status=WORKING,
+        created_at=stamp,
+        last_updated_at=stamp,
+        ttl_ms=None,
+        version=1,
+        tool_name="slow_compute",
+        arguments={"seconds": 0},
+        client=ClientSnapshot(wire.PROTOCOL_VERSION, {}),
+    )
+    env.store().create(record)  # as if the API died between the write and StartExecution
+
+    settled = env.service(reconcile_after_seconds=300).get(record.task_id, request_context())
+
+    assert (settled["status"], settled["error"]) == (FAILED, EXECUTION_LOST_ERROR)
+
+
+def test_a_task_that_stays_quiet_is_not_reconciled_while_its_execution_runs(env: TaskEnvironment) -> None:
+    watchful = TaskService(env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0)
+    task_id = start(watchful, env, "confirm_delete", {"filename": "a.txt"})
+    poll(watchful, task_id, {INPUT_REQUIRED})
+
+    assert watchful.get(task_id, request_context())["status"] == INPUT_REQUIRED
+    watchful.cancel(task_id, request_context())
+
+
+def test_the_worker_leaves_a_cancelled_task_alone(service: TaskService, env: TaskEnvironment) -> None:
+    task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
+    service.cancel(task_id, request_context())
+
+    assert env.worker().run(task_id) == {"outcome": "stopped", "park": None}
+    assert env.store().get(task_id).status == CANCELLED
+
+
+def _execution_arn(env: TaskEnvironment, task_id: str) -> str:
+    from mcp_runtime.tasks.executor import execution_arn
+
+    return execution_arn(env.resources.state_machine_arn, task_id)
