@@ -34,7 +34,7 @@ FUZZ = settings(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much],
 )
 AUTH = {"authorization": "Bearer dev:fuzz"}
-ALL_CAPS = {"elicitation": {}, "sampling": {}, "roots": {}}
+ALL_CAPS: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 EXPECTED_STATUSES = {200, 202, 400, 401, 403, 404, 405, 413}
 RESULT_TYPES = {wire.RESULT_COMPLETE, wire.RESULT_INPUT_REQUIRED, wire.RESULT_TASK}
 ABSENT = object()
@@ -69,8 +69,8 @@ def headers_for(message: Any) -> dict[str, str]:
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream", **AUTH}
     if not isinstance(message, dict):
         return headers
-    params = message.get("params") if isinstance(message.get("params"), dict) else {}
-    meta_value = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    params: dict[str, Any] = message["params"] if isinstance(message.get("params"), dict) else {}
+    meta_value: dict[str, Any] = params["_meta"] if isinstance(params.get("_meta"), dict) else {}
     version = meta_value.get(wire.META_PROTOCOL_VERSION)
     if isinstance(version, str) and version.isprintable():
         headers["mcp-protocol-version"] = version
@@ -82,7 +82,7 @@ def headers_for(message: Any) -> dict[str, str]:
             plain = value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?")
             headers["mcp-name"] = value if plain else wrap(value)
             break
-    arguments = params.get("arguments") if isinstance(params.get("arguments"), dict) else {}
+    arguments: dict[str, Any] = params["arguments"] if isinstance(params.get("arguments"), dict) else {}
     if params.get("name") == "test_x_mcp_header" and isinstance(arguments.get("region"), str):
         headers["mcp-param-region"] = wrap(arguments["region"])
     return headers
@@ -340,9 +340,10 @@ def _parent(root: Any, path: tuple[Any, ...]) -> Any:
 def mutated_requests(draw: st.DrawFn) -> dict[str, Any]:
     message: Any = copy.deepcopy(draw(st.sampled_from(TEMPLATES)))
     for _ in range(draw(st.integers(0, 3))):
-        paths = [p for p in _paths(message) if p]
+        paths: list[tuple[Any, ...]] = [p for p in _paths(message) if p]
         deep = [p for p in paths if len(p) >= 2 and p[0] == "params"]
-        if deep and draw(st.integers(0, 3)):  # mostly below params, so the deeper rungs and handlers run
+        below_params: bool = draw(st.integers(0, 3)) > 0  # mostly, so the deeper rungs and handlers run
+        if deep and below_params:
             paths = deep
         operation = draw(st.sampled_from(["set", "set", "set", "delete", "delete", "add", "add", "id"]))
         if not paths:

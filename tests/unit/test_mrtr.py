@@ -11,8 +11,8 @@ from mcp_runtime.server import MAX_INPUT_RESPONSES
 from mcp_runtime.transport import HttpResponse
 from tests.unit.conftest import BOB, Client, FakeClock, error_of, result_of
 
-ELICIT = {"elicitation": {}}
-EVERYTHING = {"elicitation": {}, "sampling": {}, "roots": {}}
+ELICIT: dict[str, Any] = {"elicitation": {}}
+EVERYTHING: dict[str, Any] = {"elicitation": {}, "sampling": {}, "roots": {}}
 ELICIT_TOOL = "test_input_required_result_elicitation"
 
 

@@ -340,7 +340,7 @@ def test_include_serves_only_the_tools_defined_in_that_module_in_name_order() ->
         return "f"
 
     module = module_with(bravo, alpha)
-    module.foreign = foreign  # defined in another module: only re-exported here
+    setattr(module, "foreign", foreign)  # noqa: B010 - defined in another module: only re-exported here
     registry = ToolRegistry()
     registry.include(module)
     assert [spec.name for spec in registry] == ["alpha", "bravo"]

@@ -17,7 +17,7 @@ from mcp_runtime.transport import McpHttpTransport
 from tests.support import api_event, meta, rpc
 from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
-TASKS_CAPS = {"extensions": {wire.TASKS_EXTENSION: {}}}
+TASKS_CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}}
 
 
 def b64_header(value: str) -> str:
