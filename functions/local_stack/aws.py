@@ -34,7 +34,9 @@ MOTO_CONFIG: Final[dict[str, Any]] = {
 _LAMBDA_TRUST_POLICY: Final = json.dumps(
     {
         "Version": "2012-10-17",
-        "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
     }
 )
 

@@ -24,7 +24,8 @@ class LocalStack:
     @property
     def url(self) -> str:
         host, port = self.http.server_address[:2]
-        return f"http://{host}:{port}/mcp"
+        host_text = host.decode() if isinstance(host, bytes) else host
+        return f"http://{host_text}:{port}/mcp"
 
     def stop(self) -> None:
         self.http.shutdown()

@@ -42,12 +42,16 @@ class Clock:
         self.now += seconds
 
 
-def request_context(principal: Principal = ALICE, capabilities: dict[str, Any] | None = None, method: str = "tools/call") -> RequestContext:
+def request_context(
+    principal: Principal = ALICE, capabilities: dict[str, Any] | None = None, method: str = "tools/call"
+) -> RequestContext:
     meta = RequestMeta(wire.PROTOCOL_VERSION, dict(TASKS_AND_ELICITATION if capabilities is None else capabilities))
     return RequestContext(request_id=1, method=method, meta=meta, principal=principal, headers={})
 
 
-def wait_until(probe: Callable[[], Any], accept: Callable[[Any], bool], timeout: float = 15.0, interval: float = 0.05) -> Any:
+def wait_until(
+    probe: Callable[[], Any], accept: Callable[[Any], bool], timeout: float = 15.0, interval: float = 0.05
+) -> Any:
     """Poll `probe` until `accept` holds for its value; the last value is returned either way."""
     deadline = time.monotonic() + timeout
     value = probe()
@@ -76,7 +80,11 @@ class TaskEnvironment:
 
     def service(self, *, ttl_ms: int | None = 3_600_000, reconcile_after_seconds: float = 300.0) -> TaskService:
         return TaskService(
-            self.store(), self.executor(), ttl_ms=ttl_ms, poll_interval_ms=250, reconcile_after_seconds=reconcile_after_seconds
+            self.store(),
+            self.executor(),
+            ttl_ms=ttl_ms,
+            poll_interval_ms=250,
+            reconcile_after_seconds=reconcile_after_seconds,
         )
 
     def worker(self) -> TaskWorker:
@@ -108,7 +116,9 @@ def task_env(embedded_aws: EmbeddedAws) -> Iterator[TaskEnvironment]:
         worker_function_name=f"worker-{suffix}",
         worker=worker_handler,
     )
-    env = TaskEnvironment(embedded_aws, resources, embedded_aws.client("dynamodb"), embedded_aws.client("stepfunctions"))
+    env = TaskEnvironment(
+        embedded_aws, resources, embedded_aws.client("dynamodb"), embedded_aws.client("stepfunctions")
+    )
     holder["env"] = env
     yield env
     unregister_function(resources.worker_function_name)

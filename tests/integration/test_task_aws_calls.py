@@ -13,7 +13,9 @@ from mcp_runtime.tasks.aws_clients import shared_session
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
-from tests.integration.task_harness import TaskEnvironment, embedded_aws, request_context, task_env, wait_until  # noqa: F401
+from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+
+pytest_plugins = ("tests.integration.task_harness",)
 
 
 class CallLog:
@@ -78,7 +80,9 @@ def test_creating_a_task_is_one_conditional_write_and_one_start_execution(
     assert calls.take() == ["DynamoDB.PutItem", "SFN.StartExecution"]
 
 
-def test_reading_a_task_is_one_consistent_read(api_service: TaskService, task_env: TaskEnvironment, calls: CallLog) -> None:
+def test_reading_a_task_is_one_consistent_read(
+    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog
+) -> None:
     task_id = create(api_service, task_env, "slow_compute", {"seconds": 0, "label": "x"})
     calls.take()
 

@@ -19,16 +19,10 @@ from mcp_runtime import wire
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, INPUT_REQUIRED
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
-from tests.integration.task_harness import (  # noqa: F401
-    ALICE,
-    MALLORY,
-    TASKS_AND_ELICITATION,
-    TaskEnvironment,
-    embedded_aws,
-    task_env,
-    wait_until,
-)
+from tests.integration.task_harness import ALICE, MALLORY, TASKS_AND_ELICITATION, TaskEnvironment, wait_until
 from tests.support import rpc, standard_headers
+
+pytest_plugins = ("tests.integration.task_harness",)
 
 TERMINAL = {"completed", "failed", "cancelled"}
 
@@ -63,7 +57,9 @@ class FreshHandler:
         self.next_id += 1
         message = rpc(method, params, self.next_id, TASKS_AND_ELICITATION)
         transport = McpHttpTransport(build_server(self.settings))
-        response = transport.handle(HttpRequest("POST", "/mcp", standard_headers(message), json.dumps(message).encode(), principal))
+        response = transport.handle(
+            HttpRequest("POST", "/mcp", standard_headers(message), json.dumps(message).encode(), principal)
+        )
         body: dict[str, Any] = response.json()
         return body
 
@@ -77,18 +73,28 @@ class FreshHandler:
         return self.result("tasks/get", {"taskId": task_id})
 
 
-def test_the_composition_root_advertises_the_tasks_extension_when_a_state_machine_is_configured(settings: Settings) -> None:
+def test_the_composition_root_advertises_the_tasks_extension_when_a_state_machine_is_configured(
+    settings: Settings,
+) -> None:
     discovered = FreshHandler(settings).result("server/discover", {})
 
     assert discovered["capabilities"]["extensions"] == {wire.TASKS_EXTENSION: {}}
 
 
-def test_a_task_created_through_one_handler_is_read_answered_and_completed_through_fresh_ones(settings: Settings) -> None:
+def test_a_task_created_through_one_handler_is_read_answered_and_completed_through_fresh_ones(
+    settings: Settings,
+) -> None:
     handler = FreshHandler(settings)
     created = handler.result("tools/call", {"name": "confirm_delete", "arguments": {"filename": "plan.txt"}})
 
     waiting = wait_until(lambda: handler.task(created["taskId"]), lambda t: t["status"] != "working")
-    ack = handler.result("tasks/update", {"taskId": created["taskId"], "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}}})
+    ack = handler.result(
+        "tasks/update",
+        {
+            "taskId": created["taskId"],
+            "inputResponses": {"confirm": {"action": "accept", "content": {"confirm": True}}},
+        },
+    )
     done = wait_until(lambda: handler.task(created["taskId"]), lambda t: t["status"] in TERMINAL)
 
     assert created["resultType"] == wire.RESULT_TASK

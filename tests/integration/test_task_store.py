@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import random
 from typing import Any
@@ -26,7 +27,9 @@ from mcp_runtime.tasks.models import (
 )
 from mcp_runtime.tasks.service import new_task_id
 from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, task_key
-from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, embedded_aws, task_env  # noqa: F401
+from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment
+
+pytest_plugins = ("tests.integration.task_harness",)
 
 TTL_MS = 60_000
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
@@ -95,7 +98,9 @@ def test_the_item_records_owner_creation_time_and_an_expiry_of_creation_plus_ttl
     clock.now = 1_900_000_000.25
     record = create(store, clock, ttl_ms=90_500)
 
-    item = task_env.dynamodb.get_item(TableName=store.table_name, Key=task_key(record.task_id), ConsistentRead=True)["Item"]
+    item = task_env.dynamodb.get_item(TableName=store.table_name, Key=task_key(record.task_id), ConsistentRead=True)[
+        "Item"
+    ]
 
     assert item[schema.PARTITION_KEY] == {"S": f"task#{record.task_id}"}
     assert item[schema.OWNER_INDEX_PARTITION_KEY] == {"S": ALICE.id}
@@ -133,7 +138,7 @@ def test_a_task_is_readable_until_its_ttl_lapses_and_not_found_after_though_dyna
     assert store.get(record.task_id, ALICE.id).task_id == record.task_id
 
     clock.advance(1.5)
-    with pytest.raises(TaskNotFound, match="^Task not found$"):
+    with pytest.raises(TaskNotFound, match=r"^Task not found$"):
         store.get(record.task_id, ALICE.id)
     assert "Item" in task_env.dynamodb.get_item(TableName=store.table_name, Key=task_key(record.task_id))
 
@@ -163,16 +168,17 @@ def test_another_principal_gets_exactly_the_not_found_of_an_unknown_id(store: Dy
     record = create(store, clock)
     park(store, record.task_id, ["confirm"])
 
-    def outcome(call: Any) -> tuple[type[BaseException], str]:
+    def outcome(call: Any, *args: Any) -> tuple[type[BaseException], str]:
         with pytest.raises(TaskNotFound) as caught:
-            call()
+            call(*args)
         return type(caught.value), str(caught.value)
 
+    not_found = (TaskNotFound, "Task not found")
     for task_id, principal in ((record.task_id, MALLORY.id), ("no-such-task", ALICE.id)):
-        assert outcome(lambda: store.get(task_id, principal)) == (TaskNotFound, "Task not found")
-        assert outcome(lambda: store.answer(task_id, principal, {"confirm": accept(ok=True)})) == (TaskNotFound, "Task not found")
-        assert outcome(lambda: store.answer(task_id, principal, {})) == (TaskNotFound, "Task not found")
-        assert outcome(lambda: store.cancel(task_id, principal)) == (TaskNotFound, "Task not found")
+        assert outcome(store.get, task_id, principal) == not_found
+        assert outcome(store.answer, task_id, principal, {"confirm": accept(ok=True)}) == not_found
+        assert outcome(store.answer, task_id, principal, {}) == not_found
+        assert outcome(store.cancel, task_id, principal) == not_found
     after = store.get(record.task_id, ALICE.id)
     assert after.status == INPUT_REQUIRED
     assert after.answers == {}
@@ -204,7 +210,9 @@ def test_a_completion_written_with_a_stale_version_loses(store: DynamoTaskStore,
     assert store.get(record.task_id, ALICE.id).status == WORKING
 
 
-def test_a_cancel_before_completion_wins_and_the_late_completion_is_refused(store: DynamoTaskStore, clock: Clock) -> None:
+def test_a_cancel_before_completion_wins_and_the_late_completion_is_refused(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
 
     assert store.cancel(record.task_id, ALICE.id) == CancelOutcome(True, None)
@@ -222,7 +230,9 @@ def test_a_completion_before_a_cancel_wins_and_the_cancel_is_a_no_op(store: Dyna
     assert store.get(record.task_id, ALICE.id).status == COMPLETED
 
 
-def test_cancelling_a_parked_task_hands_back_its_token_and_clears_the_questions(store: DynamoTaskStore, clock: Clock) -> None:
+def test_cancelling_a_parked_task_hands_back_its_token_and_clears_the_questions(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
     park(store, record.task_id, ["confirm"], token="parked-token")
 
@@ -251,7 +261,9 @@ def test_a_park_after_a_cancel_is_refused(store: DynamoTaskStore, clock: Clock) 
     assert store.get(record.task_id, ALICE.id).status == CANCELLED
 
 
-def test_progress_is_recorded_while_working_and_refused_once_the_task_stopped(store: DynamoTaskStore, clock: Clock) -> None:
+def test_progress_is_recorded_while_working_and_refused_once_the_task_stopped(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
     clock.advance(2)
     store.set_status_message(record.task_id, "3 of 10 done")
@@ -280,7 +292,9 @@ def test_answering_every_outstanding_key_resumes_with_the_parked_token(store: Dy
     assert after.answers == {"name": accept(name="A"), "confirm": accept(ok=True)}
 
 
-def test_a_partial_answer_leaves_only_the_outstanding_keys_and_does_not_resume(store: DynamoTaskStore, clock: Clock) -> None:
+def test_a_partial_answer_leaves_only_the_outstanding_keys_and_does_not_resume(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
     park(store, record.task_id, ["name", "confirm"])
 
@@ -293,15 +307,17 @@ def test_a_partial_answer_leaves_only_the_outstanding_keys_and_does_not_resume(s
     assert after.task_token == "token-1"
 
 
-def test_answers_to_never_issued_already_answered_and_superseded_keys_are_ignored(store: DynamoTaskStore, clock: Clock) -> None:
+def test_answers_to_never_issued_already_answered_and_superseded_keys_are_ignored(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
     park(store, record.task_id, ["name", "confirm"])
 
     assert store.answer(record.task_id, ALICE.id, {"never-issued": accept(ok=True)}) == AnswerOutcome((), None)
     assert store.answer(record.task_id, ALICE.id, {"name": accept(name="first")}) == AnswerOutcome(("name",), None)
-    assert store.answer(record.task_id, ALICE.id, {"name": accept(name="second"), "confirm": accept(ok=True)}) == AnswerOutcome(
-        ("confirm",), "token-1"
-    )
+    assert store.answer(
+        record.task_id, ALICE.id, {"name": accept(name="second"), "confirm": accept(ok=True)}
+    ) == AnswerOutcome(("confirm",), "token-1")
     # The tool asks again (its earlier answer did not validate): a new wire key supersedes "name".
     park(store, record.task_id, ["name.2"], token="token-2")
     assert store.answer(record.task_id, ALICE.id, {"name": accept(name="third")}) == AnswerOutcome((), None)
@@ -390,7 +406,9 @@ class Interleaving:
                 self.parks += 1
                 keys = [f"q{self.parks}a", f"q{self.parks}b"][: self.rng.randint(1, 2)]
                 issued = view.issued_keys + tuple((key, key) for key in keys)
-                self.store.park(self.task_id, view.version, {k: request(k) for k in keys}, issued, {}, f"token-{self.parks}")
+                self.store.park(
+                    self.task_id, view.version, {k: request(k) for k in keys}, issued, {}, f"token-{self.parks}"
+                )
         except TaskConflict:
             pass
 
@@ -414,10 +432,8 @@ class Interleaving:
             self.reconciler_view = self.store.get(self.task_id)
             return
         view, self.reconciler_view = self.reconciler_view, None
-        try:
+        with contextlib.suppress(TaskConflict):
             self.store.finish(self.task_id, FAILED, ERROR, expected_version=view.version)
-        except TaskConflict:
-            pass
 
     def check(self) -> None:
         now = self.last_seen = self.store.get(self.task_id, ALICE.id)  # never lost

@@ -24,14 +24,9 @@ from mcp_runtime.tasks.models import (
 )
 from mcp_runtime.tasks.service import TaskService, new_task_id
 from mcp_runtime.tools import Answers, ToolContext, tool
-from tests.integration.task_harness import (  # noqa: F401
-    ALICE,
-    TaskEnvironment,
-    embedded_aws,
-    request_context,
-    task_env,
-    wait_until,
-)
+from tests.integration.task_harness import ALICE, TaskEnvironment, request_context, wait_until
+
+pytest_plugins = ("tests.integration.task_harness",)
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
 
@@ -85,7 +80,9 @@ def start(service: TaskService, env: TaskEnvironment, name: str, arguments: dict
 
 
 def poll(service: TaskService, task_id: str, statuses: set[str], timeout: float = 15.0) -> dict[str, Any]:
-    result: dict[str, Any] = wait_until(lambda: service.get(task_id, request_context()), lambda r: r["status"] in statuses, timeout)
+    result: dict[str, Any] = wait_until(
+        lambda: service.get(task_id, request_context()), lambda r: r["status"] in statuses, timeout
+    )
     return result
 
 
@@ -93,18 +90,25 @@ def accept(**content: Any) -> dict[str, Any]:
     return {"action": "accept", "content": content}
 
 
-def test_a_task_runs_to_completion_and_tasks_get_inlines_the_tool_result(service: TaskService, env: TaskEnvironment) -> None:
+def test_a_task_runs_to_completion_and_tasks_get_inlines_the_tool_result(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     task_id = start(service, env, "slow_compute", {"seconds": 0.2, "label": "quick"})
 
     done = poll(service, task_id, TERMINAL)
 
     assert done["status"] == COMPLETED
-    assert done["result"] == {"resultType": "complete", "content": [{"type": "text", "text": "slow_compute 'quick' finished after 0.2s"}]}
+    assert done["result"] == {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": "slow_compute 'quick' finished after 0.2s"}],
+    }
     assert "error" not in done and "inputRequests" not in done
     assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "SUCCEEDED") == "SUCCEEDED"
 
 
-def test_a_tool_asking_for_input_parks_the_execution_until_tasks_update_answers(service: TaskService, env: TaskEnvironment) -> None:
+def test_a_tool_asking_for_input_parks_the_execution_until_tasks_update_answers(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     task_id = start(service, env, "confirm_delete", {"filename": "report.txt"})
 
     waiting = poll(service, task_id, {INPUT_REQUIRED} | TERMINAL)
@@ -133,7 +137,9 @@ def test_a_tool_asking_for_input_parks_the_execution_until_tasks_update_answers(
     assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "SUCCEEDED") == "SUCCEEDED"
 
 
-def test_answering_one_of_two_questions_keeps_the_task_waiting_on_the_other(service: TaskService, env: TaskEnvironment) -> None:
+def test_answering_one_of_two_questions_keeps_the_task_waiting_on_the_other(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     task_id = start(service, env, "multi_input")
     waiting = poll(service, task_id, {INPUT_REQUIRED} | TERMINAL)
     assert sorted(waiting["inputRequests"]) == ["confirm", "name"]
@@ -185,24 +191,35 @@ def test_a_protocol_error_settles_failed_with_that_error_inline(service: TaskSer
     done = poll(service, task_id, TERMINAL)
 
     assert done["status"] == FAILED
-    assert done["error"] == {"code": wire.INTERNAL_ERROR, "message": "protocol_error_job failed on purpose: simulated protocol error"}
+    assert done["error"] == {
+        "code": wire.INTERNAL_ERROR,
+        "message": "protocol_error_job failed on purpose: simulated protocol error",
+    }
     assert "result" not in done
 
 
-def test_a_crashing_tool_settles_failed_through_the_state_machines_catch(service: TaskService, env: TaskEnvironment) -> None:
+def test_a_crashing_tool_settles_failed_through_the_state_machines_catch(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     task_id = start(service, env, "crash")
 
     done = poll(service, task_id, TERMINAL)
 
     assert done["status"] == FAILED
-    assert done["error"] == {"code": wire.INTERNAL_ERROR, "message": "Task execution failed", "data": {"reason": "RuntimeError"}}
+    assert done["error"] == {
+        "code": wire.INTERNAL_ERROR,
+        "message": "Task execution failed",
+        "data": {"reason": "RuntimeError"},
+    }
     assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "FAILED") == "FAILED"
 
 
 def test_progress_reports_become_the_status_message(service: TaskService, env: TaskEnvironment) -> None:
     task_id = start(service, env, "report_then_finish")
 
-    working = wait_until(lambda: service.get(task_id, request_context()), lambda r: "statusMessage" in r or r["status"] in TERMINAL)
+    working = wait_until(
+        lambda: service.get(task_id, request_context()), lambda r: "statusMessage" in r or r["status"] in TERMINAL
+    )
     done = poll(service, task_id, TERMINAL)
 
     assert (working["status"], working["statusMessage"]) == (WORKING, "step 1 of 2: copying")
@@ -210,7 +227,9 @@ def test_progress_reports_become_the_status_message(service: TaskService, env: T
     assert "statusMessage" not in done
 
 
-def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(service: TaskService, env: TaskEnvironment) -> None:
+def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "long"})
     wait_until(lambda: service.get(task_id, request_context()), lambda r: "statusMessage" in r)
 
@@ -224,7 +243,9 @@ def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(service:
     assert service.get(task_id, request_context())["status"] == CANCELLED
 
 
-def test_cancelling_a_parked_task_settles_cancelled_and_ends_its_execution(service: TaskService, env: TaskEnvironment) -> None:
+def test_cancelling_a_parked_task_settles_cancelled_and_ends_its_execution(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     task_id = start(service, env, "confirm_delete", {"filename": "keep.txt"})
     poll(service, task_id, {INPUT_REQUIRED})
 
@@ -237,7 +258,9 @@ def test_cancelling_a_parked_task_settles_cancelled_and_ends_its_execution(servi
 
 
 def test_a_task_whose_execution_died_without_a_terminal_write_is_settled_failed_on_read(env: TaskEnvironment) -> None:
-    watchful = TaskService(env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0)
+    watchful = TaskService(
+        env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0
+    )
     task_id = start(watchful, env, "confirm_delete", {"filename": "a.txt"})
     parked = poll(watchful, task_id, {INPUT_REQUIRED})
     token = env.store().get(task_id).task_token
@@ -274,7 +297,9 @@ def test_a_task_whose_execution_never_started_is_settled_failed_on_read(env: Tas
 
 
 def test_a_task_that_stays_quiet_is_not_reconciled_while_its_execution_runs(env: TaskEnvironment) -> None:
-    watchful = TaskService(env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0)
+    watchful = TaskService(
+        env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0
+    )
     task_id = start(watchful, env, "confirm_delete", {"filename": "a.txt"})
     poll(watchful, task_id, {INPUT_REQUIRED})
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-
 _session_lock = threading.Lock()
 _session: Any = None
 
@@ -15,7 +14,7 @@ def shared_session() -> Any:
     global _session
     with _session_lock:
         if _session is None:
-            import boto3
+            import boto3  # type: ignore[import-untyped]
 
             _session = boto3.session.Session()
         return _session
@@ -35,18 +34,22 @@ class LazyClient:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    from botocore.config import Config
+                    from botocore.config import Config  # type: ignore[import-untyped]
 
                     self._client = shared_session().client(
                         self.service,
                         endpoint_url=self.endpoint_url,
                         region_name=self.region_name,
-                        config=Config(retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30),
+                        config=Config(
+                            retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30
+                        ),
                     )
         return self._client
 
 
-def client_provider(client: Any | None, service: str, endpoint_url: str | None = None, region_name: str | None = None) -> Any:
+def client_provider(
+    client: Any | None, service: str, endpoint_url: str | None = None, region_name: str | None = None
+) -> Any:
     """A zero-argument callable returning the client: the injected one, or a lazily built one."""
     if client is not None:
         return lambda: client

@@ -56,7 +56,11 @@ class ClientSnapshot:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClientSnapshot:
-        return cls(str(data.get("protocolVersion") or wire.PROTOCOL_VERSION), dict(data.get("capabilities") or {}), data.get("clientInfo"))
+        return cls(
+            str(data.get("protocolVersion") or wire.PROTOCOL_VERSION),
+            dict(data.get("capabilities") or {}),
+            data.get("clientInfo"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,17 @@ from typing import Any, Protocol
 from . import schema
 from .aws_clients import THROTTLING_CODES, client_provider, error_code, is_aws_error
 from .errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
-from .models import ACTIVE_STATUSES, CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, WORKING, ClientSnapshot, TaskRecord, iso_timestamp
+from .models import (
+    ACTIVE_STATUSES,
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    INPUT_REQUIRED,
+    WORKING,
+    ClientSnapshot,
+    TaskRecord,
+    iso_timestamp,
+)
 
 Item = dict[str, dict[str, Any]]
 
@@ -66,7 +76,9 @@ class TaskStore(Protocol):
         task_token: str,
     ) -> None: ...
 
-    def finish(self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None) -> None: ...
+    def finish(
+        self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
+    ) -> None: ...
 
 
 def task_key(task_id: str) -> dict[str, dict[str, str]]:
@@ -330,7 +342,9 @@ class DynamoTaskStore:
             expression.remove("taskToken")
             expression.remove("statusMessage")
             if expected_version is None:
-                expression.require(f"size({expression.name('inputRequests')}) = {expression.value({'N': str(len(keys))})}")
+                expression.require(
+                    f"size({expression.name('inputRequests')}) = {expression.value({'N': str(len(keys))})}"
+                )
         expression.require_equals("owner", {"S": owner})
         expression.require_equals("status", {"S": INPUT_REQUIRED})
         if expected_version is not None:

@@ -22,7 +22,7 @@ from ..context import Principal, RequestMeta
 from ..errors import McpError
 from ..mrtr import InputNeeded, InputRequest
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
-from .errors import TaskConflict, TaskNotFound, TaskNoLongerRunning, TaskStoreUnavailable
+from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound, TaskStoreUnavailable
 from .executor import TaskExecutor
 from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, WORKING, TaskRecord
 from .store import TaskStore
@@ -123,7 +123,9 @@ class TaskWorker:
             return _outcome(OUTCOME_STOPPED)
         spec = self.tools.get(record.tool_name)
         if spec is None:
-            return self._settle(record, FAILED, {"code": EXECUTION_FAILED_ERROR["code"], "message": f"Unknown tool: {record.tool_name}"})
+            return self._settle(
+                record, FAILED, {"code": EXECUTION_FAILED_ERROR["code"], "message": f"Unknown tool: {record.tool_name}"}
+            )
         ctx = self._tool_context(record)
         try:
             args = spec.parse_arguments(record.arguments)
@@ -132,7 +134,12 @@ class TaskWorker:
             result = ToolResult([text(str(exc))], is_error=True)
         except InputNeeded as needed:
             requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
-            park = {"version": record.version, "inputRequests": requests, "issuedKeys": [list(p) for p in issued], "state": ctx.state}
+            park = {
+                "version": record.version,
+                "inputRequests": requests,
+                "issuedKeys": [list(p) for p in issued],
+                "state": ctx.state,
+            }
             return {"outcome": OUTCOME_INPUT_REQUIRED, "park": park}
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_STOPPED)
@@ -163,7 +170,9 @@ class TaskWorker:
     def park(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
         issued = tuple((str(a), str(b)) for a, b in park["issuedKeys"])
         try:
-            self.store.park(task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token)
+            self.store.park(
+                task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token
+            )
         except TaskConflict:
             # Cancelled (or settled) since the run: end the wait at once instead of parking.
             self.executor.release(task_token)
