@@ -15,8 +15,6 @@ from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
-pytest_plugins = ("tests.integration.task_harness",)
-
 
 class CallLog:
     """Every API call made through the clients it is attached to, as "Service.Operation"."""

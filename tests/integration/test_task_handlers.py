@@ -22,8 +22,6 @@ from mcp_runtime.transport import HttpRequest, McpHttpTransport
 from tests.integration.task_harness import ALICE, MALLORY, TASKS_AND_ELICITATION, TaskEnvironment, wait_until
 from tests.support import rpc, standard_headers
 
-pytest_plugins = ("tests.integration.task_harness",)
-
 TERMINAL = {"completed", "failed", "cancelled"}
 
 

@@ -29,8 +29,6 @@ from mcp_runtime.tasks.service import new_task_id
 from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, task_key
 from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment
 
-pytest_plugins = ("tests.integration.task_harness",)
-
 TTL_MS = 60_000
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
 ERROR = {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}

@@ -26,8 +26,6 @@ from mcp_runtime.tasks.service import TaskService, new_task_id
 from mcp_runtime.tools import Answers, ToolContext, tool
 from tests.integration.task_harness import ALICE, TaskEnvironment, request_context, wait_until
 
-pytest_plugins = ("tests.integration.task_harness",)
-
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
 
 
