@@ -13,7 +13,7 @@ for entry in (str(REPO_ROOT), str(REPO_ROOT / "functions")):
     if entry not in sys.path:
         sys.path.insert(0, entry)
 
-from aws_cdk import App, Environment, Validations  # noqa: E402
+from aws_cdk import App, Validations  # noqa: E402
 from cdk_nag import AwsSolutionsChecks  # noqa: E402
 
 from infra.config import DeploymentConfig  # noqa: E402
@@ -29,18 +29,13 @@ def build_app(app: App | None = None, *, nag: bool = True) -> tuple[App, McpTask
         app,
         stack_name,
         config=DeploymentConfig.from_context(app),
+        # Environment-agnostic: `cdk deploy` targets the account and region of the caller's profile,
+        # and the template is the same wherever it is synthesized.
         description="serverless-mcp-tasks: an MCP (2026-07-28) server on Lambda with durable tasks",
-        env=Environment(account=_env("CDK_DEFAULT_ACCOUNT"), region=_env("CDK_DEFAULT_REGION")),
     )
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))
     return app, stack
-
-
-def _env(name: str) -> str | None:
-    import os
-
-    return os.environ.get(name) or None
 
 
 if __name__ == "__main__":

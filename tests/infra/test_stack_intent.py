@@ -1,0 +1,454 @@
+"""What the template must say, asserted against the code's own constants where they exist."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Capture, Match
+
+from infra.capabilities.workflow import ASL_PATH
+from mcp_runtime.settings import Settings
+from mcp_runtime.tasks import schema, store
+from tests.infra.conftest import FULL_OPTIONS, OWN_ISSUER, Synthesized
+
+pytestmark = pytest.mark.infra
+
+STATE_MACHINE_NAME = "ServerlessMcpTasks-tasks"
+
+
+def _arn(resource: str, name: str) -> dict[str, Any]:
+    return {
+        "Fn::Join": [
+            "",
+            ["arn:", {"Ref": "AWS::Partition"}, f":states:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, f":{resource}:{name}"],
+        ]
+    }
+
+
+def _get_att(logical_id: str) -> dict[str, Any]:
+    return {"Fn::GetAtt": [logical_id, "Arn"]}
+
+
+def _statements_of(stack: Synthesized, role_logical_id: str) -> list[dict[str, Any]]:
+    statements: list[dict[str, Any]] = []
+    for policy in stack.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
+            statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return statements
+
+
+def _normalized(statements: list[dict[str, Any]]) -> list[str]:
+    """Order-free comparison: one canonical JSON string per statement, actions as sorted lists."""
+    out = []
+    for statement in statements:
+        item = dict(statement)
+        actions = item["Action"]
+        item["Action"] = sorted([actions] if isinstance(actions, str) else actions)
+        if isinstance(item.get("Resource"), list) and len(item["Resource"]) == 1:
+            item["Resource"] = item["Resource"][0]
+        out.append(json.dumps(item, sort_keys=True))
+    return sorted(out)
+
+
+# ---- task table ---------------------------------------------------------------------------------
+def test_table_key_schema_is_the_stores(default_stack: Synthesized) -> None:
+    key = store.task_key("any-task-id")
+    default_stack.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "KeySchema": [{"AttributeName": name, "KeyType": "HASH"} for name in key],
+            "AttributeDefinitions": Match.array_with(
+                [{"AttributeName": name, "AttributeType": next(iter(value))} for name, value in key.items()]
+            ),
+        },
+    )
+    assert list(key) == [schema.PARTITION_KEY]
+
+
+def test_table_ttl_attribute_is_the_codes(default_stack: Synthesized) -> None:
+    default_stack.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {"TimeToLiveSpecification": {"AttributeName": schema.TTL_ATTRIBUTE, "Enabled": True}},
+    )
+
+
+def test_table_owner_index_is_the_schemas(default_stack: Synthesized) -> None:
+    default_stack.template.has_resource_properties(
+        "AWS::DynamoDB::Table",
+        {
+            "GlobalSecondaryIndexes": [
+                {
+                    "IndexName": schema.OWNER_INDEX,
+                    "KeySchema": [
+                        {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "KeyType": "HASH"},
+                        {"AttributeName": schema.OWNER_INDEX_SORT_KEY, "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                }
+            ],
+            "AttributeDefinitions": Match.array_with(
+                [
+                    {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "AttributeType": "S"},
+                    {"AttributeName": schema.OWNER_INDEX_SORT_KEY, "AttributeType": "S"},
+                ]
+            ),
+        },
+    )
+
+
+def test_table_is_on_demand_recoverable_encrypted_and_retained_by_default(default_stack: Synthesized) -> None:
+    default_stack.template.has_resource(
+        "AWS::DynamoDB::Table",
+        {
+            "Properties": Match.object_like(
+                {
+                    "BillingMode": "PAY_PER_REQUEST",
+                    "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+                    # SSEEnabled without a key: the AWS managed KMS key (aws/dynamodb).
+                    "SSESpecification": {"SSEEnabled": True},
+                    "DeletionProtectionEnabled": True,
+                }
+            ),
+            "DeletionPolicy": "Retain",
+            "UpdateReplacePolicy": "Retain",
+        },
+    )
+
+
+def test_removal_policy_comes_from_context(synth: Any) -> None:
+    destroyable = synth(removalPolicy="destroy")
+    destroyable.template.has_resource(
+        "AWS::DynamoDB::Table",
+        {"DeletionPolicy": "Delete", "Properties": Match.object_like({"DeletionProtectionEnabled": False})},
+    )
+    for log_group in destroyable.resources("AWS::Logs::LogGroup").values():
+        assert log_group["DeletionPolicy"] == "Delete"
+
+
+# ---- functions ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("construct", "handler"),
+    [("api", "app.api_handler.lambda_handler"), ("worker", "app.worker_handler.lambda_handler")],
+)
+def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
+    default_stack: Synthesized, construct: str, handler: str
+) -> None:
+    function = getattr(default_stack.stack.functions, construct)
+    log_group_id = default_stack.stack.get_logical_id(function.log_group.node.default_child)
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": handler,
+            "Runtime": "python3.13",
+            "Architectures": ["arm64"],
+            "TracingConfig": {"Mode": "Active"},
+            "LoggingConfig": {"LogGroup": {"Ref": log_group_id}},
+        },
+    )
+    log_group = default_stack.json["Resources"][log_group_id]
+    assert log_group["Properties"]["RetentionInDays"] == 30
+
+
+def test_function_environment_names_are_settings_the_code_reads(default_stack: Synthesized) -> None:
+    aliases = {field.alias for field in Settings.model_fields.values()}
+    functions = default_stack.resources("AWS::Lambda::Function")
+    assert len(functions) == 2
+    for function in functions.values():
+        names = set(function["Properties"]["Environment"]["Variables"])
+        unknown = {name for name in names if name not in aliases and not name.startswith("POWERTOOLS_")}
+        assert not unknown, f"environment variables no code reads: {unknown}"
+
+
+def test_api_function_environment(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    env = default_stack.json["Resources"][default_stack.logical_id(stack.functions.api_function)]["Properties"][
+        "Environment"
+    ]["Variables"]
+    assert env["TASK_TABLE_NAME"] == {"Ref": default_stack.logical_id(stack.tasks.table)}
+    assert env["TASK_STATE_MACHINE_ARN"] == {"Ref": default_stack.logical_id(stack.workflow.state_machine)}
+    assert env["MCP_STATE_SECRET_ARN"] == {"Ref": default_stack.logical_id(stack.sealing.secret)}
+    assert env["MCP_REQUIRE_PRINCIPAL"] == "true"
+    assert env["MCP_SCOPES_SUPPORTED"] == "mcp/invoke"
+    assert env["POWERTOOLS_SERVICE_NAME"] == "serverless-mcp-tasks"
+    worker_env = default_stack.json["Resources"][default_stack.logical_id(stack.functions.worker_function)][
+        "Properties"
+    ]["Environment"]["Variables"]
+    # The worker needs no secret and no state machine ARN (it would be a dependency cycle).
+    assert "MCP_STATE_SECRET_ARN" not in worker_env
+    assert "TASK_STATE_MACHINE_ARN" not in worker_env
+
+
+def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    table = _get_att(default_stack.logical_id(stack.tasks.table))
+    expected = [
+        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": _get_att(default_stack.logical_id(stack.functions.api.log_group)),
+        },
+        {"Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": table},
+        {
+            "Action": ["dynamodb:DeleteItem"],
+            "Effect": "Allow",
+            "Resource": table,
+            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
+        },
+        {
+            "Action": ["states:SendTaskSuccess", "states:StartExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("stateMachine", STATE_MACHINE_NAME),
+        },
+        {
+            "Action": ["states:DescribeExecution", "states:StopExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("execution", f"{STATE_MACHINE_NAME}:*"),
+        },
+        {
+            "Action": ["secretsmanager:GetSecretValue"],
+            "Effect": "Allow",
+            "Resource": {"Ref": default_stack.logical_id(stack.sealing.secret)},
+        },
+    ]
+    actual = _statements_of(default_stack, default_stack.stack.get_logical_id(stack.functions.api.role.node.default_child))
+    assert _normalized(actual) == _normalized(expected)
+
+
+def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    table = _get_att(default_stack.logical_id(stack.tasks.table))
+    expected = [
+        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": _get_att(default_stack.logical_id(stack.functions.worker.log_group)),
+        },
+        {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": table},
+        {
+            "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"],
+            "Effect": "Allow",
+            "Resource": table,
+            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
+        },
+        {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
+    ]
+    actual = _statements_of(
+        default_stack, default_stack.stack.get_logical_id(stack.functions.worker.role.node.default_child)
+    )
+    assert _normalized(actual) == _normalized(expected)
+
+
+def test_function_roles_have_no_managed_policies(default_stack: Synthesized) -> None:
+    for role in default_stack.resources("AWS::IAM::Role").values():
+        assert "ManagedPolicyArns" not in role["Properties"]
+
+
+# ---- workflow -----------------------------------------------------------------------------------
+def test_state_machine_is_standard_logged_traced_and_named(default_stack: Synthesized) -> None:
+    log_group = default_stack.logical_id(default_stack.stack.workflow.log_group)
+    default_stack.template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineName": STATE_MACHINE_NAME,
+            "StateMachineType": "STANDARD",
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": {
+                "Level": "ALL",
+                "IncludeExecutionData": False,
+                "Destinations": [{"CloudWatchLogsLogGroup": {"LogGroupArn": _get_att(log_group)}}],
+            },
+        },
+    )
+
+
+def test_state_machine_runs_the_asl_file_against_the_worker(default_stack: Synthesized) -> None:
+    worker = default_stack.logical_id(default_stack.stack.functions.worker_function)
+    location = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "DefinitionS3Location": location,
+            "DefinitionSubstitutions": {"WorkerFunctionArn": _get_att(worker)},
+        },
+    )
+    # The deployed definition is the very file the local stack runs, byte for byte.
+    staged = default_stack.outdir / f"asset.{location.as_object()['Key']}"
+    assert staged.read_bytes() == ASL_PATH.read_bytes()
+    definition = json.loads(ASL_PATH.read_text())
+    function_names = [
+        (state.get("Parameters") or {}).get("FunctionName")
+        for state in definition["States"].values()
+        if state["Type"] == "Task"
+    ]
+    assert function_names and set(function_names) == {"${WorkerFunctionArn}"}
+
+
+def test_state_machine_role_invokes_only_the_worker(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    role = stack.get_logical_id(stack.workflow.state_machine.role.node.default_child)
+    statements = _statements_of(default_stack, role)
+    invoke = [s for s in statements if "lambda:InvokeFunction" in json.dumps(s["Action"])]
+    assert invoke == [
+        {
+            "Action": "lambda:InvokeFunction",
+            "Effect": "Allow",
+            "Resource": _get_att(default_stack.logical_id(stack.functions.worker_function)),
+        }
+    ]
+    # Everything else on that role is what Step Functions needs for logging and X-Ray, on "*"
+    # because those actions have no resource-level permissions.
+    others = {action for s in statements if s not in invoke for action in s["Action"]}
+    assert others <= {
+        "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
+        "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
+        "xray:PutTraceSegments", "xray:PutTelemetryRecords", "xray:GetSamplingRules", "xray:GetSamplingTargets",
+    }  # fmt: skip
+
+
+# ---- HTTP front ---------------------------------------------------------------------------------
+def test_mcp_route_needs_a_jwt_from_the_quick_start_pool(default_stack: Synthesized) -> None:
+    template = default_stack.template
+    authorizer = Capture()
+    template.has_resource_properties(
+        "AWS::ApiGatewayV2::Route",
+        {
+            "RouteKey": "POST /mcp",
+            "AuthorizationType": "JWT",
+            "AuthorizerId": {"Ref": authorizer},
+            "AuthorizationScopes": ["mcp/invoke"],
+        },
+    )
+    pool = default_stack.logical_id(default_stack.stack.front.user_pool.user_pool)
+    client = default_stack.logical_id(default_stack.stack.front.user_pool.client)
+    resource_server = default_stack.logical_id(default_stack.stack.front.user_pool.resource_server)
+    authorizer_resource = default_stack.json["Resources"][authorizer.as_string()]["Properties"]
+    assert authorizer_resource["AuthorizerType"] == "JWT"
+    assert authorizer_resource["IdentitySource"] == ["$request.header.Authorization"]
+    assert authorizer_resource["JwtConfiguration"]["Audience"] == [{"Ref": client}]
+    assert authorizer_resource["JwtConfiguration"]["Issuer"] == {"Fn::GetAtt": [pool, "ProviderURL"]}
+    template.has_resource_properties(
+        "AWS::Cognito::UserPoolClient",
+        {
+            "AllowedOAuthFlows": ["client_credentials"],
+            "GenerateSecret": True,
+            # "mcp/invoke", spelled through the resource server so the client is created after it.
+            "AllowedOAuthScopes": [{"Fn::Join": ["", [{"Ref": resource_server}, "/invoke"]]}],
+        },
+    )
+
+
+def test_only_the_resource_metadata_routes_are_public(default_stack: Synthesized) -> None:
+    routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in default_stack.resources("AWS::ApiGatewayV2::Route").values()}
+    assert set(routes) == {
+        "POST /mcp",
+        "GET /.well-known/oauth-protected-resource",
+        "GET /.well-known/oauth-protected-resource/mcp",
+    }
+    for key, route in routes.items():
+        if key.startswith("GET"):
+            assert route["AuthorizationType"] == "NONE"
+
+
+def test_http_api_has_no_cors_by_default_and_a_throttled_logged_stage(default_stack: Synthesized) -> None:
+    api = next(iter(default_stack.resources("AWS::ApiGatewayV2::Api").values()))["Properties"]
+    assert api["ProtocolType"] == "HTTP"
+    assert "CorsConfiguration" not in api
+    default_stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Stage",
+        {
+            "StageName": "$default",
+            "AutoDeploy": True,
+            "DefaultRouteSettings": {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100},
+            "AccessLogSettings": {"DestinationArn": Match.any_value(), "Format": Match.string_like_regexp(r"requestId")},
+        },
+    )
+    default_stack.template.resource_count_is("AWS::Lambda::Url", 0)
+
+
+def test_own_issuer_replaces_the_user_pool_and_cors_is_opt_in(synth: Any) -> None:
+    stack = synth(**OWN_ISSUER)
+    stack.template.resource_count_is("AWS::Cognito::UserPool", 0)
+    stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Authorizer",
+        {"JwtConfiguration": {"Issuer": "https://login.example.com/tenant", "Audience": ["mcp-api", "mcp-api-staging"]}},
+    )
+    stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Api",
+        {"CorsConfiguration": Match.object_like({"AllowOrigins": ["https://console.example.com"], "AllowMethods": ["POST"]})},
+    )
+    route = next(r for r in stack.resources("AWS::ApiGatewayV2::Route").values() if r["Properties"]["RouteKey"] == "POST /mcp")
+    assert "AuthorizationScopes" not in route["Properties"]
+
+
+def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
+    stack = synth(**FULL_OPTIONS)
+    stack.template.has_resource_properties(
+        "AWS::Lambda::Url",
+        {"AuthType": "AWS_IAM", "TargetFunctionArn": _get_att(stack.logical_id(stack.stack.functions.api_function))},
+    )
+    url = next(iter(stack.resources("AWS::Lambda::Url").values()))["Properties"]
+    assert "Cors" not in url
+    stack.template.has_output("FunctionUrl", {})
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        ({"jwtIssuer": "https://issuer.example.com", "createUserPool": "false"}, "jwtAudience"),
+        ({"jwtIssuer": "https://issuer.example.com", "jwtAudience": "a", "createUserPool": "true"}, "not both"),
+        ({"createUserPool": "false"}, "needs a JWT issuer"),
+        ({"removalPolicy": "sometimes"}, "removalPolicy"),
+        ({"logRetentionDays": "13"}, "log retention"),
+    ],
+)
+def test_bad_context_stops_the_synth_with_a_clear_message(synth: Any, context: dict[str, str], message: str) -> None:
+    with pytest.raises(Exception, match=message):
+        synth(**context)
+
+
+# ---- secret, monitoring, outputs ----------------------------------------------------------------
+def test_sealing_secret_is_generated(default_stack: Synthesized) -> None:
+    default_stack.template.has_resource_properties(
+        "AWS::SecretsManager::Secret",
+        {"GenerateSecretString": Match.object_like({"PasswordLength": 64, "ExcludePunctuation": True})},
+    )
+
+
+def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(synth: Any) -> None:
+    stack = synth(**FULL_OPTIONS)
+    alarms = stack.resources("AWS::CloudWatch::Alarm")
+    by_metric = {}
+    for alarm in alarms.values():
+        props = alarm["Properties"]
+        if "MetricName" in props:
+            by_metric.setdefault(props["MetricName"], []).append(props)
+        else:
+            names = {m["MetricStat"]["Metric"]["MetricName"] for m in props["Metrics"] if "MetricStat" in m}
+            by_metric.setdefault(" + ".join(sorted(names)), []).append(props)
+        assert props["AlarmActions"], "every alarm notifies the alarm topic when an email is configured"
+    assert sorted(by_metric) == [
+        "Errors",
+        "ExecutionsFailed",
+        "ExecutionsTimedOut",
+        "ReadThrottleEvents + WriteThrottleEvents",
+        "Throttles",
+    ]
+    assert len(by_metric["Errors"]) == 2  # API and worker
+    stack.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
+    stack.template.has_resource_properties(
+        "AWS::SNS::TopicPolicy", Match.object_like({"PolicyDocument": Match.any_value()})
+    )
+
+
+def test_outputs(default_stack: Synthesized) -> None:
+    outputs = default_stack.json["Outputs"]
+    assert {"EndpointUrl", "TaskTableName", "StateMachineArn", "UserPoolId", "UserPoolClientId", "TokenUrl"} <= set(
+        outputs
+    )
+    assert outputs["TaskTableName"]["Value"] == {"Ref": default_stack.logical_id(default_stack.stack.tasks.table)}
+    endpoint = json.dumps(outputs["EndpointUrl"]["Value"])
+    assert "/mcp" in endpoint and "ApiEndpoint" in endpoint
