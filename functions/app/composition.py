@@ -20,7 +20,7 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
     if settings.state_secret_arn:
         from aws_lambda_powertools.utilities import parameters
 
-        raw = parameters.get_secret(settings.state_secret_arn, max_age=300)
+        raw: Any = parameters.get_secret(settings.state_secret_arn, max_age=300)
         text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
         try:
             document = json.loads(text_value)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from decimal import Decimal, InvalidOperation
 from typing import Any, Final
 
 from .errors import HeaderMismatch
@@ -28,8 +29,9 @@ def header_matches(header_value: str, body_value: Any) -> bool:
     if isinstance(body_value, bool):
         return header_value == ("true" if body_value else "false")
     if isinstance(body_value, int | float):
+        # Exact decimal comparison: `42` equals `42.0`, and huge integers keep every digit.
         try:
-            return float(header_value) == float(body_value)
-        except (ValueError, OverflowError):  # an integer beyond float range never matches
+            return bool(Decimal(header_value) == Decimal(str(body_value)))
+        except InvalidOperation:
             return False
-    return header_value == body_value
+    return bool(header_value == body_value)
