@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from mcp_runtime.server import McpServer
 
-from . import archive_project, count_words
+from . import archive_project, count_words, deploy_release
 
-MODULES = (count_words, archive_project)
+MODULES = (count_words, archive_project, deploy_release)
 
 
 def register(server: McpServer) -> None:
