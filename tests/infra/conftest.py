@@ -53,12 +53,13 @@ def require_workflow_file() -> None:
 class Synthesized:
     app: App
     stack: McpTasksStack
-    template: Template
+    template: Template | None
     outdir: Path
     acknowledged: list[nag.Acknowledged]
 
     @property
     def json(self) -> dict[str, Any]:
+        assert self.template is not None
         return self.template.to_json()
 
     def resources(self, resource_type: str) -> dict[str, dict[str, Any]]:
@@ -68,12 +69,13 @@ class Synthesized:
         return self.stack.get_logical_id(construct.node.default_child)
 
 
-def synthesize(context: dict[str, Any], outdir: Path, *, nag_checks: bool = True) -> Synthesized:
+def synthesize(context: dict[str, Any], outdir: Path, *, template: bool = True) -> Synthesized:
+    """The app built with this context; `template=False` leaves the synth (and cdk-nag) to the caller."""
     require_workflow_file()
     nag.ACKNOWLEDGED.clear()
     app = App(context={**NO_BUNDLING, **context}, outdir=str(outdir))
-    app, stack = build_app(app, nag=nag_checks)
-    template = Template.from_stack(stack)
+    app, stack = build_app(app)
+    template = Template.from_stack(stack) if template else None
     return Synthesized(app, stack, template, outdir, list(nag.ACKNOWLEDGED))
 
 

@@ -1,0 +1,159 @@
+"""`npx cdk synth` as a user runs it (offline, no AWS credentials, real bundling), then cfn-lint on
+its template and checks of the asset it bundled."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from infra import bundling
+from tests.infra.conftest import DEFAULT_STACK_NAME, REPO
+
+pytestmark = pytest.mark.infra
+
+ASSET_BUDGET_BYTES = 10 * 1024 * 1024  # DESIGN.md: the API function's asset stays under 10 MB unzipped
+ELF_MACHINE_AARCH64 = 0xB7
+# What the Lambda runtime itself provides (python3.13): handed to the import test from the venv.
+RUNTIME_PACKAGES = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "urllib3", "six.py")
+
+
+def _function_asset(template: dict[str, Any], outdir: Path, handler: str) -> Path:
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Lambda::Function" and resource["Properties"]["Handler"] == handler:
+            metadata = resource["Metadata"]
+            assert metadata["aws:asset:property"] == "Code"  # what `sam local invoke` reads
+            return outdir / metadata["aws:asset:path"]
+    raise AssertionError(f"no function with handler {handler}")
+
+
+def _size(root: Path) -> int:
+    return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
+
+
+def test_cdk_synth_succeeds_offline_without_credentials(cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]) -> None:
+    result, outdir = cdk_cli_synth
+    assert result.returncode == 0
+    assert (outdir / f"{DEFAULT_STACK_NAME}.template.json").exists()
+    # cdk-nag ran inside the synth and left no finding.
+    assert "AwsSolutions" not in result.stdout + result.stderr
+
+
+def test_cfn_lint_is_clean(cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]) -> None:
+    _, outdir = cdk_cli_synth
+    template = outdir / f"{DEFAULT_STACK_NAME}.template.json"
+    # W3005 (a DependsOn that a reference already implies) is how CDK writes every function's role.
+    lint = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), "--ignore-checks", "W3005", "--", str(template)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr
+
+
+def test_both_functions_share_one_asset_under_budget(cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]) -> None:
+    _, outdir = cdk_cli_synth
+    api = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
+    worker = _function_asset(cli_template, outdir, "app.worker_handler.lambda_handler")
+    assert api == worker
+    size = _size(api)
+    print(f"API asset: {size / 1_048_576:.2f} MiB unzipped ({size} bytes)")
+    assert size < ASSET_BUDGET_BYTES
+
+
+def test_asset_holds_our_packages_and_aarch64_wheels_but_not_boto3_or_test_code(
+    cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]
+) -> None:
+    _, outdir = cdk_cli_synth
+    asset = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
+    top = {path.name for path in asset.iterdir()}
+    assert {"app", "mcp_runtime", "tools", "pydantic", "pydantic_core", "aws_lambda_powertools"} <= top
+    assert not top & {"boto3", "botocore", "s3transfer", "fixtures", "local_stack", "tests", "bin"}
+    assert not list(asset.rglob("__pycache__"))
+    # Powertools utilities nothing imports are pruned; the one the sealing key needs stays.
+    powertools = asset / "aws_lambda_powertools"
+    assert (powertools / "utilities" / "parameters").is_dir()
+    assert not (powertools / "utilities" / "idempotency").exists()
+    assert not list((powertools / "event_handler").rglob("*.js"))
+    assert (asset / "app" / "api_handler.py").read_bytes() == (REPO / "functions/app/api_handler.py").read_bytes()
+    assert (asset / "app" / "worker_handler.py").exists()
+    (binary,) = list((asset / "pydantic_core").glob("_pydantic_core.*.so"))
+    assert "cpython-313-aarch64-linux-gnu" in binary.name
+    header = binary.read_bytes()[:20]
+    assert header[:4] == b"\x7fELF" and int.from_bytes(header[18:20], "little") == ELF_MACHINE_AARCH64
+
+
+@pytest.fixture(scope="session")
+def host_asset(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return bundling.build_package(tmp_path_factory.mktemp("host-asset"), bundling.host_target())
+
+
+def test_asset_imports_in_a_clean_interpreter(
+    host_asset: Path, cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any], tmp_path: Path
+) -> None:
+    """The built asset is complete: a bare interpreter with nothing but it (and the boto3 the Lambda
+    runtime provides) imports every shipped module and answers `server/discover` and `tools/call`.
+
+    Why a second copy: the deployed asset carries aarch64/CPython 3.13 wheels (pydantic_core),
+    which cannot load on this x86_64 Python. So the same `bundling.build_package` builds the same
+    layout for the host interpreter, and this test imports that copy after checking that its files
+    match the real asset's one for one, apart from the compiled extension's name. What the check
+    cannot catch is an aarch64-only wheel problem, which pip's platform resolution rules out.
+    """
+    _, outdir = cdk_cli_synth
+    real = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
+
+    def files(root: Path) -> set[str]:
+        return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and ".so" not in p.suffixes}
+
+    def without_records(names: set[str]) -> set[str]:  # RECORD/WHEEL name the wheel's platform tag
+        return {n for n in names if not n.endswith((".dist-info/RECORD", ".dist-info/WHEEL"))}
+
+    assert without_records(files(host_asset)) == without_records(files(real))
+
+    runtime = tmp_path / "lambda-runtime"
+    runtime.mkdir()
+    site = Path(__import__("boto3").__file__).parents[1]
+    for name in RUNTIME_PACKAGES:
+        if (site / name).exists():
+            (runtime / name).symlink_to(site / name)
+    script = r"""
+import importlib, json, pkgutil, sys
+sys.path[:] = [p for p in sys.path if "site-packages" not in p]
+sys.path[:0] = [ASSET, RUNTIME]
+for package in ("mcp_runtime", "app", "tools"):
+    module = importlib.import_module(package)
+    for info in pkgutil.walk_packages(module.__path__, package + "."):
+        importlib.import_module(info.name)
+import aws_lambda_powertools.utilities.parameters  # the sealing key's reader
+from app.api_handler import lambda_handler
+from app.worker_handler import lambda_handler as worker_handler
+meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+def call(method, params, name=None):
+    headers = {"content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": method}
+    if name:
+        headers["mcp-name"] = name
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    event = {"version": "2.0", "rawPath": "/mcp", "headers": headers, "body": json.dumps(body), "isBase64Encoded": False,
+             "requestContext": {"http": {"method": "POST", "path": "/mcp"},
+                                "authorizer": {"jwt": {"claims": {"sub": "u1", "client_id": "c1"}, "scopes": None}}}}
+    response = lambda_handler(event, None)
+    return response["statusCode"], json.loads(response["body"])
+status, discover = call("server/discover", {})
+assert status == 200, discover
+status, counted = call("tools/call", {"name": "count_words", "arguments": {"text": "one two three"}}, "count_words")
+assert status == 200 and counted["result"]["structuredContent"] == {"words": 3, "characters": 13}, counted
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("moto", "pytest", "fixtures", "local_stack", "mcp", "tests"))
+assert not leaked, leaked
+print(json.dumps({"modules": len(sys.modules)}))
+""".replace("ASSET", repr(str(host_asset))).replace("RUNTIME", repr(str(runtime)))
+    env = {"PATH": os.environ.get("PATH", ""), "MCP_SERVER_NAME": "asset-check", "AWS_DEFAULT_REGION": "us-east-1"}
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1])["modules"] > 0

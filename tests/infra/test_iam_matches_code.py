@@ -1,0 +1,76 @@
+"""The functions' IAM actions are the AWS calls their code makes: no fewer (AccessDenied in
+production) and no more (a grant nobody uses). The code is scanned for boto3 operation names."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from infra import bundling
+from tests.infra.conftest import Synthesized
+
+pytestmark = pytest.mark.infra
+
+# boto3 operation -> IAM action, for the services the functions talk to.
+OPERATIONS = {
+    "get_item": "dynamodb:GetItem",
+    "put_item": "dynamodb:PutItem",
+    "update_item": "dynamodb:UpdateItem",
+    "delete_item": "dynamodb:DeleteItem",
+    "query": "dynamodb:Query",
+    "scan": "dynamodb:Scan",
+    "batch_get_item": "dynamodb:BatchGetItem",
+    "batch_write_item": "dynamodb:BatchWriteItem",
+    "transact_get_items": "dynamodb:GetItem",
+    "transact_write_items": "dynamodb:UpdateItem",
+    "start_execution": "states:StartExecution",
+    "stop_execution": "states:StopExecution",
+    "describe_execution": "states:DescribeExecution",
+    "send_task_success": "states:SendTaskSuccess",
+    "send_task_failure": "states:SendTaskFailure",
+    "send_task_heartbeat": "states:SendTaskHeartbeat",
+    "get_secret_value": "secretsmanager:GetSecretValue",
+    "get_secret": "secretsmanager:GetSecretValue",  # Powertools parameters
+}
+# A call, or an operation name handed to a dispatcher as a string (`self._call("put_item", ...)`).
+_CALL = re.compile(r"""(?:\.(\w+)\(|["'](\w+)["'])""")
+# Granted to every function by the runtime itself, not by our code's calls.
+PLATFORM_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+def actions_called_by_shipped_code() -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for package in bundling.SHIPPED_PACKAGES:
+        for path in (bundling.FUNCTIONS_DIR / package).rglob("*.py"):
+            for match in _CALL.finditer(path.read_text(encoding="utf-8")):
+                operation = match.group(1) or match.group(2)
+                if operation in OPERATIONS:
+                    found.setdefault(OPERATIONS[operation], set()).add(str(path.relative_to(bundling.FUNCTIONS_DIR)))
+    return found
+
+
+def _granted(stack: Synthesized, role: Any) -> set[str]:
+    role_id = stack.stack.get_logical_id(role.node.default_child)
+    actions: set[str] = set()
+    for policy in stack.resources("AWS::IAM::Policy").values():
+        if {"Ref": role_id} in policy["Properties"]["Roles"]:
+            for statement in policy["Properties"]["PolicyDocument"]["Statement"]:
+                action = statement["Action"]
+                actions.update([action] if isinstance(action, str) else action)
+    return actions - PLATFORM_ACTIONS
+
+
+def test_every_call_in_the_code_is_granted_and_every_grant_is_called(default_stack: Synthesized) -> None:
+    called = actions_called_by_shipped_code()
+    functions = default_stack.stack.functions
+    granted = _granted(default_stack, functions.api.role) | _granted(default_stack, functions.worker.role)
+    assert not set(called) - granted, f"called but not granted: { {a: called[a] for a in set(called) - granted} }"
+    assert not granted - set(called), f"granted but never called: {granted - set(called)}"
+
+
+def test_the_scan_sees_the_task_store_and_the_executor() -> None:
+    called = actions_called_by_shipped_code()
+    assert any("tasks/store.py" in path for path in called["dynamodb:UpdateItem"])
+    assert any("tasks/executor.py" in path for path in called["states:StartExecution"])
