@@ -34,6 +34,15 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
 
 def build_server(settings: Settings) -> McpServer:
     server = McpServer(settings, StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds))
+    if settings.state_machine_arn:
+        # Tasks, handles and the task history share the task table.
+        from app.task_wiring import build_task_service
+        from mcp_runtime.handles import DynamoHandleStore
+        from mcp_runtime.tasks.history import DynamoTaskHistory
+
+        server.tasks = build_task_service(settings)
+        server.handles = DynamoHandleStore(settings.task_table_name, endpoint_url=settings.aws_endpoint_url)
+        server.history = DynamoTaskHistory(settings.task_table_name, endpoint_url=settings.aws_endpoint_url)
     import tools
 
     tools.register(server)
@@ -41,10 +50,6 @@ def build_server(settings: Settings) -> McpServer:
         from fixtures import conformance
 
         conformance.register(server)
-    if settings.state_machine_arn:
-        from app.task_wiring import build_task_service
-
-        server.tasks = build_task_service(settings)
     return server
 
 

@@ -31,6 +31,7 @@ from .params import (
     UpdateTaskParams,
 )
 from .sealing import Binding, StateSealer
+from .tasks.history import CallerTaskHistory, DynamoTaskHistory
 from .settings import Settings
 from .tools import Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
 
@@ -72,6 +73,7 @@ class McpServer:
     resources: ResourceRegistry = field(default_factory=ResourceRegistry)
     tasks: TaskGateway | None = None
     handles: HandleStore | None = None
+    history: DynamoTaskHistory | None = None
     _methods: dict[str, MethodSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -225,6 +227,7 @@ class McpServer:
             progress=ctx.send_progress,
             log=lambda level, data: ctx.send_log(level, data, spec.name),
             handles=CallerHandles(self.handles, ctx.principal.id) if self.handles is not None else None,
+            task_history=CallerTaskHistory(self.history, ctx.principal.id) if self.history is not None else None,
         )
         try:
             if wants_task:

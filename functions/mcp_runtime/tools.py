@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 
 from .context import Principal, RequestMeta
 from .handles import CallerHandles, HandleConflict, HandleNotFound
+from .tasks.history import CallerTaskHistory
 from .mrtr import Asker
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -88,6 +89,7 @@ class ToolContext(Asker):
         task_id: str | None = None,
         prepared: Any = None,
         handles: CallerHandles | None = None,
+        task_history: CallerTaskHistory | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
         self.principal = principal
@@ -99,6 +101,7 @@ class ToolContext(Asker):
         self._progress = progress
         self._log = log
         self._handles = handles
+        self._task_history = task_history
 
     @property
     def handles(self) -> CallerHandles:
@@ -106,6 +109,13 @@ class ToolContext(Asker):
         if self._handles is None:
             raise RuntimeError("no handle store is configured for this server")
         return self._handles
+
+    @property
+    def task_history(self) -> CallerTaskHistory:
+        """The caller's own tasks, newest first (what the protocol offers instead of tasks/list)."""
+        if self._task_history is None:
+            raise RuntimeError("no task history is configured for this server")
+        return self._task_history
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self._progress is not None:

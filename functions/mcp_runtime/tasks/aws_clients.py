@@ -14,7 +14,7 @@ def shared_session() -> Any:
     global _session
     with _session_lock:
         if _session is None:
-            import boto3  # type: ignore[import-untyped]
+            import boto3
 
             _session = boto3.session.Session()
         return _session
@@ -34,7 +34,7 @@ class LazyClient:
         if self._client is None:
             with self._lock:
                 if self._client is None:
-                    from botocore.config import Config  # type: ignore[import-untyped]
+                    from botocore.config import Config
 
                     self._client = shared_session().client(
                         self.service,

@@ -1,0 +1,135 @@
+"""The caller's own task history: what the protocol recommends in place of the removed `tasks/list`.
+
+Served from the owner index (a GSI: owner + createdAt), newest first, one page per call, never a
+scan. The cursor names only a position (createdAt and task id); the owner always comes from the
+authenticated caller, so a cursor cannot reach anyone else's tasks.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from . import schema
+from .aws_clients import client_provider, is_aws_error
+from .errors import TaskStoreUnavailable
+from .store import from_item
+
+MAX_PAGE_SIZE: Final = 50
+_ISO: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
+_TASK_ID: Final = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
+
+
+class InvalidCursor(ValueError):
+    """A cursor that this server did not issue (or that was altered)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSummary:
+    task_id: str
+    tool_name: str
+    status: str
+    created_at: str
+    last_updated_at: str
+    status_message: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TaskPage:
+    tasks: list[TaskSummary]
+    next_cursor: str | None
+
+
+def encode_cursor(created_at: str, task_id: str) -> str:
+    raw = json.dumps([created_at, task_id], separators=(",", ":")).encode()
+    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[str, str]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        created_at, task_id = json.loads(raw)
+    except (binascii.Error, ValueError, TypeError) as exc:
+        raise InvalidCursor(cursor) from exc
+    if not (isinstance(created_at, str) and _ISO.match(created_at) and isinstance(task_id, str) and _TASK_ID.match(task_id)):
+        raise InvalidCursor(cursor)
+    return created_at, task_id
+
+
+class DynamoTaskHistory:
+    def __init__(
+        self,
+        table_name: str,
+        client: Any | None = None,
+        *,
+        endpoint_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._table = table_name
+        self._client = client_provider(client, "dynamodb", endpoint_url)
+        self._clock = clock
+
+    def page(self, owner: str, limit: int = 20, cursor: str | None = None) -> TaskPage:
+        request: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": schema.OWNER_INDEX,
+            "KeyConditionExpression": "#owner = :owner",
+            "ExpressionAttributeNames": {"#owner": schema.OWNER_INDEX_PARTITION_KEY},
+            "ExpressionAttributeValues": {":owner": {"S": owner}},
+            "ScanIndexForward": False,
+            "Limit": max(1, min(limit, MAX_PAGE_SIZE)),
+        }
+        if cursor is not None:
+            created_at, task_id = decode_cursor(cursor)
+            request["ExclusiveStartKey"] = {
+                schema.OWNER_INDEX_PARTITION_KEY: {"S": owner},
+                schema.OWNER_INDEX_SORT_KEY: {"S": created_at},
+                schema.PARTITION_KEY: {"S": schema.TASK_KEY_PREFIX + task_id},
+            }
+        try:
+            response = self._client().query(**request)
+        except Exception as exc:
+            if not is_aws_error(exc):
+                raise
+            raise TaskStoreUnavailable("query") from exc
+        now = self._clock()
+        tasks = []
+        for item in response.get("Items", []):
+            record = from_item(item)
+            if record.owner != owner or record.is_expired(now):
+                continue  # DynamoDB deletes expired items late; they are gone for the caller
+            tasks.append(
+                TaskSummary(
+                    record.task_id,
+                    record.tool_name,
+                    record.status,
+                    record.created_at,
+                    record.last_updated_at,
+                    record.status_message,
+                )
+            )
+        last = response.get("LastEvaluatedKey")
+        next_cursor = None
+        if last:
+            next_cursor = encode_cursor(
+                last[schema.OWNER_INDEX_SORT_KEY]["S"], last[schema.PARTITION_KEY]["S"].removeprefix(schema.TASK_KEY_PREFIX)
+            )
+        return TaskPage(tasks, next_cursor)
+
+
+@dataclass(frozen=True, slots=True)
+class CallerTaskHistory:
+    """The history as one caller sees it: only their own tasks."""
+
+    history: DynamoTaskHistory
+    owner: str
+
+    def page(self, limit: int = 20, cursor: str | None = None) -> TaskPage:
+        return self.history.page(self.owner, limit, cursor)
+

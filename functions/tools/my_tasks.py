@@ -1,0 +1,59 @@
+"""Task history for the caller: the protocol has no `tasks/list`, and recommends a tool like this.
+
+A plain call (pattern 1) over the runtime's task history: only the caller's own tasks, newest
+first, one page at a time, served from the owner index (never a table scan). Pass `cursor` from
+the previous answer to get the next page.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from mcp_runtime.tasks.history import InvalidCursor
+from mcp_runtime.tools import Answers, ToolContext, ToolError, tool
+
+
+class ListMyTasksArgs(BaseModel):
+    limit: int = Field(20, description="How many tasks per page.", ge=1, le=50)
+    cursor: str | None = Field(None, description="nextCursor from the previous page.", max_length=512)
+
+
+class TaskEntry(BaseModel):
+    taskId: str
+    tool: str
+    status: str
+    createdAt: str
+    lastUpdatedAt: str
+    statusMessage: str | None = None
+
+
+class TaskHistoryPage(BaseModel):
+    tasks: list[TaskEntry]
+    nextCursor: str | None = None
+
+
+@tool(
+    description="List the tasks you started, newest first, with their status. Pages with nextCursor.",
+    answers=Answers.PLAIN,
+    output=TaskHistoryPage,
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+)
+def list_my_tasks(args: ListMyTasksArgs, ctx: ToolContext) -> TaskHistoryPage:
+    try:
+        page = ctx.task_history.page(args.limit, args.cursor)
+    except InvalidCursor:
+        raise ToolError("Invalid cursor: pass nextCursor from the previous page unchanged.") from None
+    return TaskHistoryPage(
+        tasks=[
+            TaskEntry(
+                taskId=task.task_id,
+                tool=task.tool_name,
+                status=task.status,
+                createdAt=task.created_at,
+                lastUpdatedAt=task.last_updated_at,
+                statusMessage=task.status_message,
+            )
+            for task in page.tasks
+        ],
+        nextCursor=page.next_cursor,
+    )
