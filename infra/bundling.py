@@ -125,7 +125,9 @@ def install_dependencies(target_dir: Path, target: Target, requirements: Sequenc
     wheelhouse.mkdir(parents=True, exist_ok=True)
     if _pip(*install).returncode == 0:
         return
-    download = _pip("download", "--quiet", "--dest", str(wheelhouse), *_platform_args(target), *_constraints(), *requirements)
+    download = _pip(
+        "download", "--quiet", "--dest", str(wheelhouse), *_platform_args(target), *_constraints(), *requirements
+    )
     if download.returncode != 0:
         raise RuntimeError(
             f"pip could not fetch wheels for {target.slug} into {wheelhouse} (offline with an empty wheelhouse?)\n"
@@ -138,7 +140,9 @@ def install_dependencies(target_dir: Path, target: Target, requirements: Sequenc
         raise RuntimeError(f"pip install for {target.slug} failed\n{result.stderr[-4000:]}")
 
 
-def copy_sources(output_dir: Path, packages: Iterable[str] = SHIPPED_PACKAGES, source_root: Path = FUNCTIONS_DIR) -> None:
+def copy_sources(
+    output_dir: Path, packages: Iterable[str] = SHIPPED_PACKAGES, source_root: Path = FUNCTIONS_DIR
+) -> None:
     for package in packages:
         shutil.copytree(source_root / package, output_dir / package, ignore=_IGNORED, dirs_exist_ok=True)
 
@@ -214,7 +218,9 @@ def prune_unreached(output_dir: Path) -> list[str]:
     return removed
 
 
-def build_package(output_dir: Path | str, target: Target = LAMBDA_TARGET, *, wheelhouse_root: Path = WHEELHOUSE_ROOT) -> Path:
+def build_package(
+    output_dir: Path | str, target: Target = LAMBDA_TARGET, *, wheelhouse_root: Path = WHEELHOUSE_ROOT
+) -> Path:
     """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.api_handler`)."""
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
@@ -265,7 +271,11 @@ def function_code(target: Target = LAMBDA_TARGET) -> lambda_.Code:
         asset_hash=source_fingerprint(target),
         bundling=BundlingOptions(
             image=DockerImage.from_registry("public.ecr.aws/sam/build-python3.13"),
-            command=["bash", "-c", f"pip install --no-compile -t /asset-output {requirements} && cp -r {packages} /asset-output/"],
+            command=[
+                "bash",
+                "-c",
+                f"pip install --no-compile -t /asset-output {requirements} && cp -r {packages} /asset-output/",
+            ],
             local=PipLocalBundling(target),
         ),
     )

@@ -13,7 +13,11 @@ from typing import Any
 from aws_cdk import RemovalPolicy
 from constructs import Construct
 
-_REMOVAL_POLICIES = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY, "snapshot": RemovalPolicy.SNAPSHOT}
+_REMOVAL_POLICIES = {
+    "retain": RemovalPolicy.RETAIN,
+    "destroy": RemovalPolicy.DESTROY,
+    "snapshot": RemovalPolicy.SNAPSHOT,
+}
 
 
 def _bool(value: Any, key: str) -> bool:

@@ -27,7 +27,6 @@ API_HANDLER = "app.api_handler.lambda_handler"
 WORKER_HANDLER = "app.worker_handler.lambda_handler"
 
 
-
 @dataclass(frozen=True, slots=True)
 class TableGrant:
     """Actions on the task table, optionally only on items whose partition key has a prefix."""
@@ -42,6 +41,8 @@ API_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:DeleteItem",), schema.HANDLE_KEY_PREFIX),
 )
+# Task history (a tool): the caller's own tasks, newest first, from the owner index, and only there.
+API_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
 # The worker reads and updates its task item (run, park, progress, finish); the tool it runs may
 # use handles like any tool, so it may also mint and delete those, and only those.
 WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
@@ -188,6 +189,7 @@ class TaskFunctions(Construct):
         )
         for grant in API_TABLE_GRANTS:
             self._grant_table(self.api.role, grant, table)
+        self._grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
         for grant in WORKER_TABLE_GRANTS:
             self._grant_table(self.worker.role, grant, table)
 

@@ -45,11 +45,26 @@ class Monitoring(Construct):
             period=PERIOD,
         )
         self.alarms = {
-            "ApiErrors": (api_function.metric_errors(period=PERIOD, statistic="Sum"), "The MCP endpoint function raised"),
-            "ApiThrottles": (api_function.metric_throttles(period=PERIOD, statistic="Sum"), "MCP requests were throttled by Lambda"),
-            "WorkerErrors": (worker_function.metric_errors(period=PERIOD, statistic="Sum"), "A task step raised (Step Functions may retry)"),
-            "ExecutionsFailed": (state_machine.metric_failed(period=PERIOD, statistic="Sum"), "A task execution failed"),
-            "ExecutionsTimedOut": (state_machine.metric_timed_out(period=PERIOD, statistic="Sum"), "A task execution timed out"),
+            "ApiErrors": (
+                api_function.metric_errors(period=PERIOD, statistic="Sum"),
+                "The MCP endpoint function raised",
+            ),
+            "ApiThrottles": (
+                api_function.metric_throttles(period=PERIOD, statistic="Sum"),
+                "MCP requests were throttled by Lambda",
+            ),
+            "WorkerErrors": (
+                worker_function.metric_errors(period=PERIOD, statistic="Sum"),
+                "A task step raised (Step Functions may retry)",
+            ),
+            "ExecutionsFailed": (
+                state_machine.metric_failed(period=PERIOD, statistic="Sum"),
+                "A task execution failed",
+            ),
+            "ExecutionsTimedOut": (
+                state_machine.metric_timed_out(period=PERIOD, statistic="Sum"),
+                "A task execution timed out",
+            ),
             "TableThrottles": (table_throttles, "DynamoDB throttled the task table"),
         }
         topic: sns.Topic | None = None
@@ -77,7 +92,9 @@ class Monitoring(Construct):
         )
         api_id = http_api.api_id
         self.dashboard.add_widgets(
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarm_constructs.values()), width=24, height=3),
+            cloudwatch.AlarmStatusWidget(
+                title="Alarms", alarms=list(self.alarm_constructs.values()), width=24, height=3
+            ),
         )
         self.dashboard.add_widgets(
             cloudwatch.GraphWidget(

@@ -40,5 +40,3 @@ class SealingSecret(Construct):
         grantee.grant_principal.add_to_principal_policy(
             iam.PolicyStatement(actions=["secretsmanager:GetSecretValue"], resources=[self.secret.secret_arn])
         )
-
-

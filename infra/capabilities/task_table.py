@@ -33,7 +33,3 @@ class TaskTable(Construct):
             sort_key=dynamodb.Attribute(name=schema.OWNER_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.ALL,
         )
-
-    @property
-    def owner_index_arn(self) -> str:
-        return f"{self.table.table_arn}/index/{schema.OWNER_INDEX}"

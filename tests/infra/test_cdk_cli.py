@@ -36,7 +36,9 @@ def _size(root: Path) -> int:
     return sum(path.stat().st_size for path in root.rglob("*") if path.is_file())
 
 
-def test_cdk_synth_succeeds_offline_without_credentials(cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]) -> None:
+def test_cdk_synth_succeeds_offline_without_credentials(
+    cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]
+) -> None:
     result, outdir = cdk_cli_synth
     assert result.returncode == 0
     assert (outdir / f"{DEFAULT_STACK_NAME}.template.json").exists()
@@ -57,7 +59,9 @@ def test_cfn_lint_is_clean(cdk_cli_synth: tuple[Any, Path], cli_template: dict[s
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 
-def test_both_functions_share_one_asset_under_budget(cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]) -> None:
+def test_both_functions_share_one_asset_under_budget(
+    cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]
+) -> None:
     _, outdir = cdk_cli_synth
     api = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
     worker = _function_asset(cli_template, outdir, "app.worker_handler.lambda_handler")
@@ -140,20 +144,24 @@ def call(method, params, name=None):
     if name:
         headers["mcp-name"] = name
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
-    event = {"version": "2.0", "rawPath": "/mcp", "headers": headers, "body": json.dumps(body), "isBase64Encoded": False,
-             "requestContext": {"http": {"method": "POST", "path": "/mcp"},
-                                "authorizer": {"jwt": {"claims": {"sub": "u1", "client_id": "c1"}, "scopes": None}}}}
+    claims = {"sub": "u1", "client_id": "c1"}
+    context = {"http": {"method": "POST", "path": "/mcp"}, "authorizer": {"jwt": {"claims": claims, "scopes": None}}}
+    event = {"version": "2.0", "rawPath": "/mcp", "headers": headers, "body": json.dumps(body),
+             "isBase64Encoded": False, "requestContext": context}
     response = lambda_handler(event, None)
     return response["statusCode"], json.loads(response["body"])
 status, discover = call("server/discover", {})
 assert status == 200, discover
 status, counted = call("tools/call", {"name": "count_words", "arguments": {"text": "one two three"}}, "count_words")
 assert status == 200 and counted["result"]["structuredContent"] == {"words": 3, "characters": 13}, counted
-leaked = sorted(m for m in sys.modules if m.split(".")[0] in ("moto", "pytest", "fixtures", "local_stack", "mcp", "tests"))
+test_only = ("moto", "pytest", "fixtures", "local_stack", "mcp", "tests")
+leaked = sorted(m for m in sys.modules if m.split(".")[0] in test_only)
 assert not leaked, leaked
 print(json.dumps({"modules": len(sys.modules)}))
 """.replace("ASSET", repr(str(host_asset))).replace("RUNTIME", repr(str(runtime)))
     env = {"PATH": os.environ.get("PATH", ""), "MCP_SERVER_NAME": "asset-check", "AWS_DEFAULT_REGION": "us-east-1"}
-    done = subprocess.run([sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True, check=False
+    )
     assert done.returncode == 0, done.stderr[-4000:]
     assert json.loads(done.stdout.strip().splitlines()[-1])["modules"] > 0

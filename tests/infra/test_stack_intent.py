@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Capture, Match
-
 from infra.capabilities.workflow import ASL_PATH
+
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema, store
 from tests.infra.conftest import FULL_OPTIONS, OWN_ISSUER, Synthesized
@@ -22,7 +22,15 @@ def _arn(resource: str, name: str) -> dict[str, Any]:
     return {
         "Fn::Join": [
             "",
-            ["arn:", {"Ref": "AWS::Partition"}, f":states:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"}, f":{resource}:{name}"],
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":states:",
+                {"Ref": "AWS::Region"},
+                ":",
+                {"Ref": "AWS::AccountId"},
+                f":{resource}:{name}",
+            ],
         ]
     }
 
@@ -190,12 +198,21 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Effect": "Allow",
             "Resource": _get_att(default_stack.logical_id(stack.functions.api.log_group)),
         },
-        {"Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": table},
+        {
+            "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
+            "Effect": "Allow",
+            "Resource": table,
+        },
         {
             "Action": ["dynamodb:DeleteItem"],
             "Effect": "Allow",
             "Resource": table,
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
+        },
+        {
+            "Action": ["dynamodb:Query"],
+            "Effect": "Allow",
+            "Resource": {"Fn::Join": ["", [table, f"/index/{schema.OWNER_INDEX}"]]},
         },
         {
             "Action": ["states:SendTaskSuccess", "states:StartExecution"],
@@ -213,7 +230,9 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Resource": {"Ref": default_stack.logical_id(stack.sealing.secret)},
         },
     ]
-    actual = _statements_of(default_stack, default_stack.stack.get_logical_id(stack.functions.api.role.node.default_child))
+    actual = _statements_of(
+        default_stack, default_stack.stack.get_logical_id(stack.functions.api.role.node.default_child)
+    )
     assert _normalized(actual) == _normalized(expected)
 
 
@@ -342,7 +361,10 @@ def test_mcp_route_needs_a_jwt_from_the_quick_start_pool(default_stack: Synthesi
 
 
 def test_only_the_resource_metadata_routes_are_public(default_stack: Synthesized) -> None:
-    routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in default_stack.resources("AWS::ApiGatewayV2::Route").values()}
+    routes = {
+        r["Properties"]["RouteKey"]: r["Properties"]
+        for r in default_stack.resources("AWS::ApiGatewayV2::Route").values()
+    }
     assert set(routes) == {
         "POST /mcp",
         "GET /.well-known/oauth-protected-resource",
@@ -363,7 +385,10 @@ def test_http_api_has_no_cors_by_default_and_a_throttled_logged_stage(default_st
             "StageName": "$default",
             "AutoDeploy": True,
             "DefaultRouteSettings": {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100},
-            "AccessLogSettings": {"DestinationArn": Match.any_value(), "Format": Match.string_like_regexp(r"requestId")},
+            "AccessLogSettings": {
+                "DestinationArn": Match.any_value(),
+                "Format": Match.string_like_regexp(r"requestId"),
+            },
         },
     )
     default_stack.template.resource_count_is("AWS::Lambda::Url", 0)
@@ -374,13 +399,24 @@ def test_own_issuer_replaces_the_user_pool_and_cors_is_opt_in(synth: Any) -> Non
     stack.template.resource_count_is("AWS::Cognito::UserPool", 0)
     stack.template.has_resource_properties(
         "AWS::ApiGatewayV2::Authorizer",
-        {"JwtConfiguration": {"Issuer": "https://login.example.com/tenant", "Audience": ["mcp-api", "mcp-api-staging"]}},
+        {
+            "JwtConfiguration": {
+                "Issuer": "https://login.example.com/tenant",
+                "Audience": ["mcp-api", "mcp-api-staging"],
+            }
+        },
     )
     stack.template.has_resource_properties(
         "AWS::ApiGatewayV2::Api",
-        {"CorsConfiguration": Match.object_like({"AllowOrigins": ["https://console.example.com"], "AllowMethods": ["POST"]})},
+        {
+            "CorsConfiguration": Match.object_like(
+                {"AllowOrigins": ["https://console.example.com"], "AllowMethods": ["POST"]}
+            )
+        },
     )
-    route = next(r for r in stack.resources("AWS::ApiGatewayV2::Route").values() if r["Properties"]["RouteKey"] == "POST /mcp")
+    route = next(
+        r for r in stack.resources("AWS::ApiGatewayV2::Route").values() if r["Properties"]["RouteKey"] == "POST /mcp"
+    )
     assert "AuthorizationScopes" not in route["Properties"]
 
 

@@ -1,0 +1,249 @@
+"""Writes the sample events in this folder: `python events/generate.py` (from the repository root).
+
+Every JSON-RPC method the MCP endpoint serves gets one event per front:
+- `http-api/<method>.json`: API Gateway HTTP API, payload format 2.0, through the JWT authorizer;
+- `function-url/<method>.json`: Lambda Function URL, payload 2.0, `AWS_IAM` auth
+  (`requestContext.authorizer.iam`);
+and every step the task state machine invokes the worker with gets `worker/<action>.json`, the
+`Payload` its `lambda:invoke` Task states send. Headers mirror the body as the 2026-07-28
+transport requires (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`). `tests/test_events.py`
+checks that the files are what this script writes and runs each through its handler.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+EVENTS = Path(__file__).resolve().parent
+PROTOCOL_VERSION = "2026-07-28"
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+# Fixed, recognisable sample identities (documentation ranges and example ids, nothing real).
+ACCOUNT = "123456789012"
+REGION = "us-east-1"
+HTTP_API_ID = "a1b2c3d4e5"
+URL_ID = "abcdefghijklmnopqrstuvwxyz012345"
+USER_POOL = f"https://cognito-idp.{REGION}.amazonaws.com/{REGION}_Example01"
+CLIENT_ID = "4example5client6id7abcdefgh"
+SOURCE_IP = "203.0.113.10"
+USER_AGENT = "python-httpx/0.28.1"
+TIME, TIME_EPOCH = "29/Nov/2026:12:00:00 +0000", 1795953600000
+# An id no task has: tasks/* events are answered with the exact "not found" error.
+UNKNOWN_TASK_ID = "tsk_00000000000000000000000000000000"
+CLIENT_INFO = {"name": "sample-client", "version": "1.0.0"}
+
+# method -> (params without _meta, the body field Mcp-Name mirrors, needs the tasks extension)
+METHODS: dict[str, tuple[dict[str, Any], str | None, bool]] = {
+    "server/discover": ({}, None, False),
+    "tools/list": ({}, None, False),
+    "tools/call": ({"name": "count_words", "arguments": {"text": "the quick brown fox"}}, "name", False),
+    "resources/list": ({}, None, False),
+    "resources/read": ({"uri": "test://static-text"}, "uri", False),
+    "resources/templates/list": ({}, None, False),
+    "prompts/list": ({}, None, False),
+    "prompts/get": ({"name": "test_simple_prompt", "arguments": {}}, "name", False),
+    "completion/complete": (
+        {
+            "ref": {"type": "ref/prompt", "name": "test_prompt_with_arguments"},
+            "argument": {"name": "arg1", "value": "a"},
+        },
+        None,
+        False,
+    ),
+    "tasks/get": ({"taskId": UNKNOWN_TASK_ID}, "taskId", True),
+    "tasks/update": ({"taskId": UNKNOWN_TASK_ID, "inputResponses": {"approve": {"action": "accept"}}}, "taskId", True),
+    "tasks/cancel": ({"taskId": UNKNOWN_TASK_ID}, "taskId", True),
+}
+
+# The worker's three actions, as the state machine's Task states send them.
+WORKER_EVENTS: dict[str, dict[str, Any]] = {
+    "run": {"action": "run", "taskId": UNKNOWN_TASK_ID},
+    "park": {
+        "action": "park",
+        "taskId": UNKNOWN_TASK_ID,
+        "taskToken": "AQCEAAAAKgAAAAMAAAAAAAAAAexampleTaskToken",
+        "park": {
+            "version": 1,
+            "inputRequests": {
+                "approve": {
+                    "method": "elicitation/create",
+                    "params": {"message": "Approve?", "requestedSchema": {"type": "object", "properties": {}}},
+                }
+            },
+            "issuedKeys": [["approve", "approve"]],
+            "state": {},
+        },
+    },
+    "fail": {"action": "fail", "taskId": UNKNOWN_TASK_ID, "error": "States.Timeout"},
+}
+
+
+def slug(method: str) -> str:
+    return method.replace("/", "-")
+
+
+def jsonrpc_body(method: str, request_id: int) -> tuple[dict[str, Any], dict[str, str]]:
+    params, name_field, needs_tasks = METHODS[method]
+    capabilities: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}} if needs_tasks else {}
+    body = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {
+            **params,
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
+                "io.modelcontextprotocol/clientCapabilities": capabilities,
+                "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+            },
+        },
+    }
+    headers = {
+        "accept": "application/json, text/event-stream",
+        "content-type": "application/json",
+        "mcp-protocol-version": PROTOCOL_VERSION,
+        "mcp-method": method,
+    }
+    if name_field is not None:
+        headers["mcp-name"] = str(params[name_field])
+    return body, headers
+
+
+def _request_context(
+    domain: str, api_id: str, route_key: str, request_id: str, authorizer: dict[str, Any]
+) -> dict[str, Any]:
+    return {
+        "accountId": ACCOUNT,
+        "apiId": api_id,
+        "authorizer": authorizer,
+        "domainName": domain,
+        "domainPrefix": api_id,
+        "http": {
+            "method": "POST",
+            "path": "/mcp",
+            "protocol": "HTTP/1.1",
+            "sourceIp": SOURCE_IP,
+            "userAgent": USER_AGENT,
+        },
+        "requestId": request_id,
+        "routeKey": route_key,
+        "stage": "$default",
+        "time": TIME,
+        "timeEpoch": TIME_EPOCH,
+    }
+
+
+def http_api_event(method: str, request_id: int) -> dict[str, Any]:
+    body, mcp_headers = jsonrpc_body(method, request_id)
+    text = json.dumps(body, separators=(",", ":"))
+    domain = f"{HTTP_API_ID}.execute-api.{REGION}.amazonaws.com"
+    claims = {
+        "auth_time": str(TIME_EPOCH // 1000),
+        "client_id": CLIENT_ID,
+        "exp": str(TIME_EPOCH // 1000 + 3600),
+        "iat": str(TIME_EPOCH // 1000),
+        "iss": USER_POOL,
+        "jti": "7b1e7c3a-0000-4000-8000-000000000001",
+        "scope": "mcp/invoke",
+        "sub": CLIENT_ID,
+        "token_use": "access",
+        "version": "2",
+    }
+    return {
+        "version": "2.0",
+        "routeKey": "POST /mcp",
+        "rawPath": "/mcp",
+        "rawQueryString": "",
+        "headers": {
+            **mcp_headers,
+            "authorization": "Bearer eyJraWQiOiJleGFtcGxlIiwiYWxnIjoiUlMyNTYifQ.sample.signature",
+            "content-length": str(len(text.encode())),
+            "host": domain,
+            "user-agent": USER_AGENT,
+            "x-amzn-trace-id": "Root=1-6925e0c0-0123456789abcdef01234567",
+            "x-forwarded-for": SOURCE_IP,
+            "x-forwarded-port": "443",
+            "x-forwarded-proto": "https",
+        },
+        "requestContext": _request_context(
+            domain,
+            HTTP_API_ID,
+            "POST /mcp",
+            f"Vb2nKjmVIAMEV{request_id:03d}=",
+            {"jwt": {"claims": claims, "scopes": ["mcp/invoke"]}},
+        ),
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+def function_url_event(method: str, request_id: int) -> dict[str, Any]:
+    body, mcp_headers = jsonrpc_body(method, request_id)
+    text = json.dumps(body, separators=(",", ":"))
+    domain = f"{URL_ID}.lambda-url.{REGION}.on.aws"
+    iam = {
+        "accessKey": "ASIAEXAMPLEEXAMPLE01",
+        "accountId": ACCOUNT,
+        "callerId": "AROAEXAMPLEEXAMPLE01:mcp-client",
+        "cognitoIdentity": None,
+        "principalOrgId": None,
+        "userArn": f"arn:aws:sts::{ACCOUNT}:assumed-role/mcp-client-role/mcp-client",
+        "userId": "AROAEXAMPLEEXAMPLE01:mcp-client",
+    }
+    return {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/mcp",
+        "rawQueryString": "",
+        "headers": {
+            **mcp_headers,
+            "authorization": (
+                f"AWS4-HMAC-SHA256 Credential=ASIAEXAMPLEEXAMPLE01/20261129/{REGION}/lambda/aws4_request, "
+                "SignedHeaders=content-type;host;x-amz-date;x-amz-security-token, Signature=0123456789abcdef"
+            ),
+            "content-length": str(len(text.encode())),
+            "host": domain,
+            "user-agent": USER_AGENT,
+            "x-amz-date": "20261129T120000Z",
+            "x-amz-security-token": "IQoJb3JpZ2luX2VjEXAMPLE",
+            "x-amzn-trace-id": "Root=1-6925e0c0-0123456789abcdef01234567",
+            "x-forwarded-for": SOURCE_IP,
+            "x-forwarded-port": "443",
+            "x-forwarded-proto": "https",
+        },
+        "requestContext": _request_context(
+            domain, URL_ID, "$default", f"8f1c2b3a-0000-4000-8000-{request_id:012d}", {"iam": iam}
+        ),
+        "body": text,
+        "isBase64Encoded": False,
+    }
+
+
+def all_events() -> dict[str, dict[str, Any]]:
+    """Relative path -> event."""
+    events: dict[str, dict[str, Any]] = {}
+    for request_id, method in enumerate(METHODS, start=1):
+        events[f"http-api/{slug(method)}.json"] = http_api_event(method, request_id)
+        events[f"function-url/{slug(method)}.json"] = function_url_event(method, request_id)
+    for action, payload in WORKER_EVENTS.items():
+        events[f"worker/{action}.json"] = payload
+    return events
+
+
+def render(event: dict[str, Any]) -> str:
+    return json.dumps(event, indent=2, ensure_ascii=False) + "\n"
+
+
+def main() -> int:
+    for relative, event in all_events().items():
+        path = EVENTS / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render(event), encoding="utf-8")
+    print(f"wrote {len(all_events())} events under {EVENTS}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
