@@ -1,0 +1,81 @@
+"""The README's "Adding a task tool" walkthrough, run exactly as written through the real workflow."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from mcp_runtime.tasks.models import COMPLETED, INPUT_REQUIRED
+from mcp_runtime.tasks.service import TaskService
+from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+from tests.support import REPO
+
+TERMINAL = {"completed", "failed", "cancelled"}
+
+
+def walkthrough_module(tmp_path: Path) -> ModuleType:
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- walkthrough:start -->\n```python\n(.*?)```\n<!-- walkthrough:end -->", readme, re.DOTALL)
+    assert block, "the README lost its walkthrough code block"
+    path = tmp_path / "export_dataset.py"
+    path.write_text(block.group(1))
+    spec = importlib.util.spec_from_file_location("export_dataset", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["export_dataset"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def service(task_env: TaskEnvironment, tmp_path: Path) -> TaskService:
+    task_env.tools.include(walkthrough_module(tmp_path))
+    return task_env.service()
+
+
+def start(service: TaskService, env: TaskEnvironment, arguments: dict[str, Any]) -> str:
+    spec = env.tools.get("export_dataset")
+    assert spec is not None
+    task_id: str = service.create(spec, arguments, request_context(), None)["taskId"]
+    return task_id
+
+
+def test_a_small_export_runs_as_a_task_to_its_exact_text(service: TaskService, task_env: TaskEnvironment) -> None:
+    task_id = start(service, task_env, {"dataset": "orders", "rows": 500})
+    done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
+    assert (done["status"], done["result"]["content"]) == (
+        COMPLETED,
+        [{"type": "text", "text": "Exported 500 rows of orders to orders.csv."}],
+    )
+
+
+def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(service: TaskService, task_env: TaskEnvironment) -> None:
+    task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
+    waiting = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
+    service.update(task_id, {"big_export": {"action": "accept", "content": {"proceed": True}}}, request_context())
+    done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
+
+    assert waiting["status"] == INPUT_REQUIRED
+    assert waiting["inputRequests"]["big_export"]["params"]["message"] == "events has 2000000 rows. Export anyway?"
+    assert (done["status"], done["result"]["content"]) == (
+        COMPLETED,
+        [{"type": "text", "text": "Exported 2000000 rows of events to events.csv."}],
+    )
+
+
+def test_a_declined_big_export_completes_as_a_tool_error(service: TaskService, task_env: TaskEnvironment) -> None:
+    task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
+    wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
+    service.update(task_id, {"big_export": {"action": "decline"}}, request_context())
+    done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
+    assert (done["status"], done["result"]["isError"], done["result"]["content"][0]["text"]) == (
+        COMPLETED,
+        True,
+        "Export of events cancelled.",
+    )
