@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast lint conformance synth bench clean
+.PHONY: install run test test-fast lint conformance synth bench clean rename
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -39,6 +39,10 @@ test-fast: $(VENV)/.installed
 
 conformance: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q -m conformance
+
+rename:
+	@test -n "$(NAME)" || (echo "usage: make rename NAME=acme-mcp" && exit 2)
+	$(PYTHON) scripts/rename_project.py "$(NAME)"
 
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
