@@ -27,7 +27,12 @@ def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, 
     }
 
 
-def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+def rpc(
+    method: str,
+    params: dict[str, Any] | None = None,
+    request_id: int | str = 1,
+    capabilities: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     body_params = dict(params or {})
     body_params.setdefault("_meta", meta(capabilities))
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
@@ -83,15 +88,27 @@ class RunningStack:
 
 
 @contextmanager
-def local_stack_process(fixtures: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 60.0) -> Iterator[RunningStack]:
+def local_stack_process(
+    fixtures: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 60.0
+) -> Iterator[RunningStack]:
     """`make run` as a child process on a free port; yields once it prints its endpoint."""
     port = free_port()
-    env = {**os.environ, "PORT": str(port), "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}", **(extra_env or {})}
+    env = {
+        **os.environ,
+        "PORT": str(port),
+        "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}",
+        **(extra_env or {}),
+    }
     env.pop("FIXTURES", None)
     if fixtures:
         env["FIXTURES"] = fixtures
     process = subprocess.Popen(
-        [sys.executable, "-m", "local_stack"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        [sys.executable, "-m", "local_stack"],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     deadline = time.monotonic() + timeout
     url = None

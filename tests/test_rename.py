@@ -12,7 +12,7 @@ import pytest
 from tests.support import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
-import rename_project  # noqa: E402
+import rename_project
 
 
 @pytest.fixture
@@ -32,12 +32,27 @@ def copy_of_repository(tmp_path: Path) -> Path:
 
 def test_renaming_replaces_every_spelling_of_the_old_name(copy_of_repository: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "scripts/rename_project.py", "acme-orders"], cwd=copy_of_repository, capture_output=True, text=True
+        [sys.executable, "scripts/rename_project.py", "acme-orders"],
+        cwd=copy_of_repository,
+        capture_output=True,
+        text=True,
     )
     assert completed.returncode == 0, completed.stderr
     leftovers = subprocess.run(
-        ["git", "grep", "-n", "-i", "-E", "serverless-mcp-tasks|ServerlessMcpTasks|serverless_mcp_tasks", "--", ".", ":!scripts/rename_project.py"],
-        cwd=copy_of_repository, capture_output=True, text=True,
+        [
+            "git",
+            "grep",
+            "-n",
+            "-i",
+            "-E",
+            "serverless-mcp-tasks|ServerlessMcpTasks|serverless_mcp_tasks",
+            "--",
+            ".",
+            ":!scripts/rename_project.py",
+        ],
+        cwd=copy_of_repository,
+        capture_output=True,
+        text=True,
     ).stdout
     assert leftovers == ""
     assert 'name = "acme-orders"' in (copy_of_repository / "pyproject.toml").read_text()
@@ -46,7 +61,9 @@ def test_renaming_replaces_every_spelling_of_the_old_name(copy_of_repository: Pa
     assert 'Field("acme-orders", alias="MCP_SERVER_NAME")' in settings_code
 
 
-def test_a_name_that_is_not_lower_case_words_with_dashes_is_refused_and_nothing_changes(copy_of_repository: Path) -> None:
+def test_a_name_that_is_not_lower_case_words_with_dashes_is_refused_and_nothing_changes(
+    copy_of_repository: Path,
+) -> None:
     before = (copy_of_repository / "pyproject.toml").read_text()
     for bad in ("Acme", "acme_orders", "acme orders", "-acme", ""):
         with pytest.raises(ValueError):
@@ -55,4 +72,8 @@ def test_a_name_that_is_not_lower_case_words_with_dashes_is_refused_and_nothing_
 
 
 def test_spellings_cover_kebab_pascal_and_snake() -> None:
-    assert rename_project.spellings("acme-orders") == {"kebab": "acme-orders", "pascal": "AcmeOrders", "snake": "acme_orders"}
+    assert rename_project.spellings("acme-orders") == {
+        "kebab": "acme-orders",
+        "pascal": "AcmeOrders",
+        "snake": "acme_orders",
+    }

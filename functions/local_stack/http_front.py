@@ -14,7 +14,9 @@ LambdaHandler = Callable[[dict[str, Any], Any], dict[str, Any]]
 MAX_BODY_BYTES = 8 * 1024 * 1024
 
 
-def to_api_gateway_event(method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> dict[str, Any]:
+def to_api_gateway_event(
+    method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str
+) -> dict[str, Any]:
     path, _, query = raw_path.partition("?")
     try:
         text_body, is_base64 = body.decode("utf-8"), False
@@ -32,7 +34,13 @@ def to_api_gateway_event(method: str, raw_path: str, headers: dict[str, str], bo
             "apiId": "local",
             "domainName": headers.get("host", "127.0.0.1"),
             "domainPrefix": "local",
-            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": source_ip, "userAgent": headers.get("user-agent", "")},
+            "http": {
+                "method": method,
+                "path": path,
+                "protocol": "HTTP/1.1",
+                "sourceIp": source_ip,
+                "userAgent": headers.get("user-agent", ""),
+            },
             "requestId": uuid4().hex,
             "routeKey": f"{method} {path}",
             "stage": "$default",

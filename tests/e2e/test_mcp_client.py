@@ -48,7 +48,9 @@ class ScriptedUser:
         self.answers = list(answers)
         self.asked: list[str] = []
 
-    async def __call__(self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams) -> mcp_types.ElicitResult:
+    async def __call__(
+        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
+    ) -> mcp_types.ElicitResult:
         self.asked.append(params.message)
         answer = self.answers.pop(0)
         if isinstance(answer, str):
@@ -56,19 +58,27 @@ class ScriptedUser:
         return mcp_types.ElicitResult(action="accept", content=answer)
 
 
-async def _call(stack: RecordingStack, user: ScriptedUser | None, name: str, arguments: dict[str, Any]) -> mcp_types.CallToolResult:
+async def _call(
+    stack: RecordingStack, user: ScriptedUser | None, name: str, arguments: dict[str, Any]
+) -> mcp_types.CallToolResult:
     async with Client(stack.url, mode=wire.PROTOCOL_VERSION, elicitation_callback=user, cache=None) as client:
         return await client.call_tool(name, arguments)
 
 
-def test_a_two_round_mrtr_tool_reaches_its_exact_final_text_through_the_real_client(recording_stack: RecordingStack) -> None:
+def test_a_two_round_mrtr_tool_reaches_its_exact_final_text_through_the_real_client(
+    recording_stack: RecordingStack,
+) -> None:
     user = ScriptedUser({"confirm": True}, {"reason": "superseded by v2"})
     result = anyio.run(_call, recording_stack, user, "archive_project", {"project": "apollo"})
     assert not result.is_error
     assert [block.text for block in result.content] == ["Archived project 'apollo' (reason: superseded by v2)."]
     assert user.asked == ["Archive project 'apollo'? It becomes read-only.", "Why is 'apollo' being archived?"]
     calls = [e for e in recording_stack.exchanges if e.method == "tools/call"]
-    assert [m["result"]["resultType"] for e in calls[-3:] for m in e.messages] == ["input_required", "input_required", "complete"]
+    assert [m["result"]["resultType"] for e in calls[-3:] for m in e.messages] == [
+        "input_required",
+        "input_required",
+        "complete",
+    ]
     assert_wire_valid(recording_stack)
 
 
@@ -122,6 +132,9 @@ def test_progress_arrives_on_the_event_stream_before_the_result(recording_stack:
     assert seen == [(0, 100), (50, 100), (100, 100)]
     streamed = [e for e in recording_stack.exchanges if e.content_type.startswith("text/event-stream")]
     assert streamed and [m.get("method") for m in streamed[-1].messages] == [
-        "notifications/progress", "notifications/progress", "notifications/progress", None,
+        "notifications/progress",
+        "notifications/progress",
+        "notifications/progress",
+        None,
     ]
     assert_wire_valid(recording_stack)

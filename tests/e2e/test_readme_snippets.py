@@ -30,7 +30,11 @@ def client_snippets() -> list[str]:
 def run_snippet(code: str, stack: RunningStack) -> list[str]:
     completed = subprocess.run(
         [sys.executable, "-c", code.replace(README_URL, stack.url)],
-        capture_output=True, text=True, timeout=120, check=False, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        cwd=REPO,
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout.splitlines()
@@ -47,7 +51,9 @@ def test_the_mrtr_snippet_prints_the_tools_both_questions_and_the_archived_text(
         "Why is 'apollo' being archived?",
         "Archived project 'apollo' (reason: done).",
     ]
-    assert {"count_words", "archive_project", "deploy_release", "cart_open", "list_my_tasks"} <= set(ast.literal_eval(lines[0]))
+    assert {"count_words", "archive_project", "deploy_release", "cart_open", "list_my_tasks"} <= set(
+        ast.literal_eval(lines[0])
+    )
 
 
 def test_the_task_snippet_answers_the_approval_and_prints_the_release_text(stack: RunningStack) -> None:

@@ -70,9 +70,13 @@ def test_a_handle_of_another_kind_is_not_found(store: DynamoHandleStore) -> None
         store.resolve("alice", "order", handle.handle_id)
 
 
-def test_an_expired_handle_is_not_found_although_dynamodb_still_holds_it(store: DynamoHandleStore, dynamodb: Any, clock: Clock) -> None:
+def test_an_expired_handle_is_not_found_although_dynamodb_still_holds_it(
+    store: DynamoHandleStore, dynamodb: Any, clock: Clock
+) -> None:
     handle = store.mint("alice", "cart", {"lines": {}}, 60)
-    item = dynamodb.get_item(TableName=TABLE, Key={schema.PARTITION_KEY: {"S": schema.HANDLE_KEY_PREFIX + handle.handle_id}})["Item"]
+    item = dynamodb.get_item(
+        TableName=TABLE, Key={schema.PARTITION_KEY: {"S": schema.HANDLE_KEY_PREFIX + handle.handle_id}}
+    )["Item"]
     assert int(item[schema.TTL_ATTRIBUTE]["N"]) == int(clock.now) + 60
     clock.now += 61
     with pytest.raises(HandleNotFound):

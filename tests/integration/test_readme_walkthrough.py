@@ -55,7 +55,9 @@ def test_a_small_export_runs_as_a_task_to_its_exact_text(service: TaskService, t
     )
 
 
-def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(service: TaskService, task_env: TaskEnvironment) -> None:
+def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(
+    service: TaskService, task_env: TaskEnvironment
+) -> None:
     task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
     waiting = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
     service.update(task_id, {"big_export": {"action": "accept", "content": {"proceed": True}}}, request_context())
