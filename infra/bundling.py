@@ -279,3 +279,17 @@ def function_code(target: Target = LAMBDA_TARGET) -> lambda_.Code:
             local=PipLocalBundling(target),
         ),
     )
+
+
+def main() -> int:
+    """`python -m infra.bundling`: fill the wheelhouse for the Lambda target, so later synths run offline."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        build_package(Path(scratch), LAMBDA_TARGET)
+    print(f"wheelhouse ready: {WHEELHOUSE_ROOT / LAMBDA_TARGET.slug}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

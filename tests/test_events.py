@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,9 @@ def deployed_like(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[dict[str, 
     """Table, state machine and sealing secret on moto; the API function's environment as deployed."""
     from local_stack.aws import start_embedded_aws
 
+    # start_embedded_aws() points the process-wide MOTO_PORT at this server; put it back afterwards
+    # so a moto server another test module started keeps working.
+    previous_moto_port = os.environ.get("MOTO_PORT")
     aws = start_embedded_aws()
     resources = aws.provision(
         table_name="events-tasks", state_machine_name="events-tasks", worker_function_name="events-worker"
@@ -82,6 +86,10 @@ def deployed_like(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[dict[str, 
     composition.reset()
     task_wiring.task_worker.cache_clear()
     aws.stop()
+    if previous_moto_port is None:
+        os.environ.pop("MOTO_PORT", None)
+    else:
+        os.environ["MOTO_PORT"] = previous_moto_port
 
 
 @pytest.fixture(scope="module")
