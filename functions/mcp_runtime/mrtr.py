@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -55,6 +56,17 @@ def roots_request() -> InputRequest:
 
 def flat_elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
     """Elicitation schemas are flat objects of primitives; pydantic's titles are noise there."""
+    cached = _flat_elicitation_schema(model)
+    properties = {name: dict(prop) for name, prop in cached["properties"].items()}
+    result: dict[str, Any] = {"type": "object", "properties": properties}
+    if "required" in cached:
+        result["required"] = list(cached["required"])
+    return result
+
+
+@lru_cache(maxsize=256)
+def _flat_elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
+    # Generated once per model: pydantic's schema generation costs ~1 ms a call (bench/warm.py).
     schema = model.model_json_schema()
     properties = {}
     for name, prop in schema.get("properties", {}).items():

@@ -17,6 +17,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import lru_cache
 from types import ModuleType
 from typing import Any, Final
 
@@ -150,7 +151,7 @@ class ToolSpec:
         if self.title:
             tool["title"] = self.title
         if self.output_model is not None:
-            tool["outputSchema"] = self.output_model.model_json_schema()
+            tool["outputSchema"] = _output_schema(self.output_model)
         if self.annotations:
             tool["annotations"] = self.annotations
         return tool
@@ -241,6 +242,13 @@ def _header_params(schema: dict[str, Any]) -> dict[str, str]:
         if isinstance(prop, dict) and isinstance(prop.get("x-mcp-header"), str):
             found[prop["x-mcp-header"].lower()] = prop_name
     return found
+
+
+@lru_cache(maxsize=256)
+def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """Generated once per model and shared, like `inputSchema`: pydantic's schema generation costs
+    ~1 ms a call, which made every tools/list pay it per tool (bench/warm.py)."""
+    return model.model_json_schema()
 
 
 def _schema_of(model: type[BaseModel] | None) -> dict[str, Any]:
