@@ -9,6 +9,7 @@ StopExecution.
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import time
@@ -37,7 +38,16 @@ from .store import TaskStore
 log = logging.getLogger(__name__)
 
 TASK_NOT_FOUND_MESSAGE = "Failed to retrieve task: Task not found"
+# Limits that keep a task item well inside DynamoDB's 400 KB and its expressions inside 4 KB; checked
+# before any lookup, so they answer the same for every task id.
+MAX_TASK_ANSWERS = 64
+MAX_TASK_ANSWERS_BYTES = 65_536
+MAX_TASK_ARGUMENTS_BYTES = 65_536
 RESUME_FAILED_ERROR: dict[str, Any] = {"code": EXECUTION_FAILED_ERROR["code"], "message": "Task could not be resumed"}
+
+
+def _encoded_size(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
 def new_task_id() -> str:
@@ -69,6 +79,8 @@ class TaskService:
 
     # ---- TaskGateway ------------------------------------------------------------------------------
     def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]:
+        if _encoded_size(arguments) > MAX_TASK_ARGUMENTS_BYTES:
+            raise InvalidParams(f"Invalid params: arguments of a task may be at most {MAX_TASK_ARGUMENTS_BYTES} bytes")
         now = self._clock()
         stamp = iso_timestamp(now)
         record = TaskRecord(
@@ -102,6 +114,12 @@ class TaskService:
         return get_task_result(self._reconciled(record))
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
+        if len(input_responses) > MAX_TASK_ANSWERS:
+            raise InvalidParams(f"Invalid params: at most {MAX_TASK_ANSWERS} inputResponses are accepted")
+        if _encoded_size(input_responses) > MAX_TASK_ANSWERS_BYTES:
+            raise InvalidParams(f"Invalid params: inputResponses may be at most {MAX_TASK_ANSWERS_BYTES} bytes")
+        # An empty key can never be outstanding, and DynamoDB refuses it as an attribute name.
+        input_responses = {key: value for key, value in input_responses.items() if key}
         try:
             outcome = self.store.answer(task_id, ctx.principal.id, input_responses)
         except TaskNotFound:
