@@ -4,6 +4,7 @@ Every JSON-RPC method the MCP endpoint serves gets one event per front:
 - `http-api/<method>.json`: API Gateway HTTP API, payload format 2.0, through the JWT authorizer;
 - `function-url/<method>.json`: Lambda Function URL, payload 2.0, `AWS_IAM` auth
   (`requestContext.authorizer.iam`);
+`examples/<tool>.json` calls each example tool of `functions/tools/` (HTTP API form);
 and every step the task state machine invokes the worker with gets `worker/<action>.json`, the
 `Payload` its `lambda:invoke` Task states send. Headers mirror the body as the 2026-07-28
 transport requires (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`). `tests/test_events.py`
@@ -84,9 +85,30 @@ def slug(method: str) -> str:
     return method.replace("/", "-")
 
 
+# One `tools/call` per example tool (functions/tools/), declaring what its pattern needs:
+# slug -> (tool, arguments, client capabilities)
+EXAMPLE_CALLS: dict[str, tuple[str, dict[str, Any], dict[str, Any]]] = {
+    "count-words": ("count_words", {"text": "the quick brown fox"}, {}),
+    "archive-project": ("archive_project", {"project": "apollo"}, {"elicitation": {}}),
+    "deploy-release": (
+        "deploy_release",
+        {"service": "billing", "version": "1.4.2", "seconds_per_stage": 1},
+        {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {}},
+    ),
+    "cart-open": ("cart_open", {}, {}),
+    "list-my-tasks": ("list_my_tasks", {"limit": 10}, {}),
+}
+
+
 def jsonrpc_body(method: str, request_id: int) -> tuple[dict[str, Any], dict[str, str]]:
     params, name_field, needs_tasks = METHODS[method]
     capabilities: dict[str, Any] = {"extensions": {TASKS_EXTENSION: {}}} if needs_tasks else {}
+    return request_body(method, params, name_field, capabilities, request_id)
+
+
+def request_body(
+    method: str, params: dict[str, Any], name_field: str | None, capabilities: dict[str, Any], request_id: int
+) -> tuple[dict[str, Any], dict[str, str]]:
     body = {
         "jsonrpc": "2.0",
         "id": request_id,
@@ -135,8 +157,10 @@ def _request_context(
     }
 
 
-def http_api_event(method: str, request_id: int) -> dict[str, Any]:
-    body, mcp_headers = jsonrpc_body(method, request_id)
+def http_api_event(
+    method: str, request_id: int, prepared: tuple[dict[str, Any], dict[str, str]] | None = None
+) -> dict[str, Any]:
+    body, mcp_headers = prepared or jsonrpc_body(method, request_id)
     text = json.dumps(body, separators=(",", ":"))
     domain = f"{HTTP_API_ID}.execute-api.{REGION}.amazonaws.com"
     claims = {
@@ -227,6 +251,10 @@ def all_events() -> dict[str, dict[str, Any]]:
     for request_id, method in enumerate(METHODS, start=1):
         events[f"http-api/{slug(method)}.json"] = http_api_event(method, request_id)
         events[f"function-url/{slug(method)}.json"] = function_url_event(method, request_id)
+    for offset, (name, (tool, arguments, capabilities)) in enumerate(EXAMPLE_CALLS.items()):
+        request_id = 100 + offset
+        prepared = request_body("tools/call", {"name": tool, "arguments": arguments}, "name", capabilities, request_id)
+        events[f"examples/{name}.json"] = http_api_event("tools/call", request_id, prepared)
     for action, payload in WORKER_EVENTS.items():
         events[f"worker/{action}.json"] = payload
     return events

@@ -24,6 +24,7 @@ generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)
 
 API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*/*.json"))
+EXAMPLE_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("examples/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
 # The example server has tools and tasks but no prompts or resources: those methods are not served.
@@ -117,7 +118,7 @@ def test_one_event_per_method_and_front() -> None:
     assert WORKER_EVENTS == ["worker/fail.json", "worker/park.json", "worker/run.json"]
 
 
-@pytest.mark.parametrize("relative", API_EVENTS)
+@pytest.mark.parametrize("relative", API_EVENTS + EXAMPLE_EVENTS)
 def test_event_headers_mirror_the_body(relative: str) -> None:
     event = _load(relative)
     body = json.loads(event["body"])
@@ -128,7 +129,7 @@ def test_event_headers_mirror_the_body(relative: str) -> None:
     assert headers.get("mcp-name") == (body["params"][name_field] if name_field else None)
     assert int(headers["content-length"]) == len(event["body"].encode())
     authorizer = event["requestContext"]["authorizer"]
-    assert set(authorizer) == ({"jwt"} if relative.startswith("http-api/") else {"iam"})
+    assert set(authorizer) == ({"iam"} if relative.startswith("function-url/") else {"jwt"})
 
 
 def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
@@ -198,3 +199,51 @@ def test_worker_event_through_the_handler(deployed_like: dict[str, Any], relativ
     from app.worker_handler import lambda_handler
 
     assert lambda_handler(_load(relative), LambdaContext()) == {"outcome": "stopped", "park": None}
+
+
+def test_every_example_tool_module_has_an_event_calling_it() -> None:
+    import tools
+
+    called = {json.loads(_load(relative)["body"])["params"]["name"] for relative in EXAMPLE_EVENTS}
+    for module in (*tools.MODULES, *tools.TABLE_BACKED_MODULES):
+        module_tools = {
+            name
+            for name, value in vars(module).items()
+            if getattr(value, "__module__", None) == module.__name__ and hasattr(value, "__mcp_tool__")
+        }
+        assert module_tools & called, f"no event calls a tool of {module.__name__}"
+
+
+def _call_example(relative: str) -> dict[str, Any]:
+    from app.api_handler import lambda_handler
+
+    response = lambda_handler(_load(relative), LambdaContext())
+    assert response["statusCode"] == 200
+    message: dict[str, Any] = json.loads(response["body"])
+    assert message["id"] == json.loads(_load(relative)["body"])["id"]
+    result: dict[str, Any] = message["result"]
+    return result
+
+
+def test_the_plain_example_answers_at_once(deployed_like: dict[str, Any]) -> None:
+    assert _call_example("examples/count-words.json")["structuredContent"] == {"words": 4, "characters": 19}
+
+
+def test_the_mrtr_example_asks_for_confirmation_first(deployed_like: dict[str, Any]) -> None:
+    result = _call_example("examples/archive-project.json")
+    assert result["resultType"] == wire.RESULT_INPUT_REQUIRED
+    assert result["inputRequests"]["confirm"]["params"]["message"] == "Archive project 'apollo'? It becomes read-only."
+    assert result["requestState"].startswith("v1.")
+
+
+def test_the_task_example_creates_a_durable_task(deployed_like: dict[str, Any]) -> None:
+    result = _call_example("examples/deploy-release.json")
+    assert (result["resultType"], result["status"]) == (wire.RESULT_TASK, "working")
+    assert set(result) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+
+
+def test_the_handle_example_mints_a_cart_and_the_history_lists_the_callers_tasks(deployed_like: dict[str, Any]) -> None:
+    opened = _call_example("examples/cart-open.json")
+    assert opened["content"][0]["text"].startswith("Opened cart cart_")
+    history = _call_example("examples/list-my-tasks.json")["structuredContent"]
+    assert [task["tool"] for task in history["tasks"]][:1] == ["deploy_release"]
