@@ -13,6 +13,10 @@ from .transport import HttpRequest, HttpResponse
 DEV_BEARER_PREFIX = "bearer dev:"
 
 
+def _escape(part: str) -> str:
+    return part.replace("%", "%25").replace("|", "%7C")
+
+
 def principal_from_event(
     event: Mapping[str, Any], headers: Mapping[str, str], *, dev_auth: bool, require_principal: bool = False
 ) -> Principal | None:
@@ -36,7 +40,8 @@ def principal_from_event(
         subject = claims.get("sub")
         client = claims.get("client_id") or claims.get("azp") or claims.get("aud") or "-"
         if isinstance(subject, str) and subject:
-            return Principal(f"jwt:{subject}|{client}", "jwt")
+            # "|" separates the parts, so it is escaped inside them: ("a|b", "c") and ("a", "b|c") differ.
+            return Principal(f"jwt:{_escape(subject)}|{_escape(str(client))}", "jwt")
         return None
     iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
     if isinstance(iam, dict):
