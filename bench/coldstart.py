@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import random
+import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,11 +30,12 @@ from bench.common import api_event, lambda_env, rpc, summary, verdict
 CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
 
 
-def _commands(event_dir: Path) -> dict[str, list[str]]:
+def _commands(event_dir: Path, fast_exit: bool = False) -> dict[str, list[str]]:
     py = sys.executable
+    tail = "; import os; os._exit(0)" if fast_exit else ""
     return {
-        "python_pass": [py, "-c", "print('ready', flush=True)"],
-        "boto3": [py, "-c", "import boto3; print('ready', flush=True)"],
+        "python_pass": [py, "-c", "print('ready', flush=True)" + tail],
+        "boto3": [py, "-c", "import boto3; print('ready', flush=True)" + tail],
         "api_discover": [py, str(CHILD), "api", str(event_dir / "discover.json")],
         "api_call": [py, str(CHILD), "api", str(event_dir / "call.json")],
         "sdk_discover": [py, str(CHILD), "sdk", str(event_dir / "discover.json")],
@@ -63,12 +66,37 @@ def _run_once(command: list[str], env: dict[str, str]) -> tuple[float, float, di
     return ready, exited, inner
 
 
-def run(runs: int = 21, seed: int = 7) -> dict[str, Any]:
+def _instructions(command: list[str], env: dict[str, str], tmp: Path) -> int | None:
+    """Instructions executed until the answer is out (callgrind; the child exits at once after it).
+
+    Counts, not seconds: the same total whatever else the machine is doing, so the ratios between
+    variants are free of the noise that other processes put into wall times.
+    """
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    out = tmp / "callgrind.out"
+    done = subprocess.run(
+        [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", *command],
+        env={**env, "BENCH_FAST_EXIT": "1", "PYTHONHASHSEED": "0"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    match = re.search(r"Collected : (\d+)", done.stderr)
+    if done.returncode != 0 or match is None:
+        raise RuntimeError(f"callgrind failed for {command}: {done.stderr[-2000:]}")
+    return int(match.group(1))
+
+
+def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, Any]:
     env = lambda_env()
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
         event_dir = Path(tmp)
         (event_dir / "discover.json").write_text(json.dumps(api_event(rpc("server/discover"))))
-        call = rpc("tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}})
+        call = rpc(
+            "tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}}
+        )
         (event_dir / "call.json").write_text(json.dumps(api_event(call)))
         commands = _commands(event_dir)
         # Warm-up: compile bytecode caches and warm the page cache; not counted.
@@ -87,14 +115,24 @@ def run(runs: int = 21, seed: int = 7) -> dict[str, Any]:
                 exits[name].append(exited)
                 if inner is not None:
                     inners[name].append(inner)
+        counts: dict[str, int | None] = {}
+        if instructions:
+            for name, command in _commands(event_dir, fast_exit=True).items():
+                counts[name] = _instructions(command, env, event_dir)
     variants: dict[str, Any] = {}
     for name, values in walls.items():
-        entry: dict[str, Any] = {"wall_ms": summary(values), "exit_ms": summary(exits[name]), "command": " ".join(Path(c).name if "/" in c else c for c in commands[name])}
+        entry: dict[str, Any] = {
+            "wall_ms": summary(values),
+            "exit_ms": summary(exits[name]),
+            "command": " ".join(Path(c).name if "/" in c else c for c in commands[name]),
+        }
         if inners[name]:
             entry["import_ms"] = summary([i["import_ms"] for i in inners[name]])
             entry["first_call_ms"] = summary([i["call_ms"] for i in inners[name]])
             entry["boto3_loaded"] = any(i["boto3_loaded"] for i in inners[name])
             entry["modules"] = inners[name][-1]["modules"]
+        if counts.get(name) is not None:
+            entry["instructions"] = counts[name]
         variants[name] = entry
     med = {name: variants[name]["wall_ms"]["median"] for name in variants}
     p90 = {name: variants[name]["wall_ms"]["p90"] for name in variants}
@@ -107,6 +145,11 @@ def run(runs: int = 21, seed: int = 7) -> dict[str, Any]:
         "p90 api_discover/boto3": p90["api_discover"] / p90["boto3"],
         "p90 sdk_discover/api_discover": p90["sdk_discover"] / p90["api_discover"],
     }
+    if all(counts.get(name) for name in ("boto3", "api_discover", "api_call", "sdk_discover")):
+        ins = {name: float(counts[name] or 0) for name in counts}
+        ratios["instructions api_discover/boto3"] = ins["api_discover"] / ins["boto3"]
+        ratios["instructions api_call/boto3"] = ins["api_call"] / ins["boto3"]
+        ratios["instructions sdk_discover/api_discover"] = ins["sdk_discover"] / ins["api_discover"]
     budgets = {
         "cold start api_discover/boto3 <= 1.0": ratios["api_discover/boto3"] <= 1.0,
         "cold start sdk_discover/api_discover >= 4": ratios["sdk_discover/api_discover"] >= 4.0,
@@ -115,15 +158,26 @@ def run(runs: int = 21, seed: int = 7) -> dict[str, Any]:
 
 
 def report(result: dict[str, Any]) -> list[str]:
-    lines = [f"Cold start ({result['runs']} fresh interpreters per variant, interleaved; ms from spawn to answer written)"]
-    lines.append(f"  {'variant':<14} {'median':>8} {'p90':>8} {'min':>8} {'to exit':>8}   in-process import / first call (median)")
+    lines = [
+        f"Cold start ({result['runs']} fresh interpreters per variant, interleaved; ms from spawn to answer written)"
+    ]
+    lines.append(
+        f"  {'variant':<14} {'median':>8} {'p90':>8} {'min':>8} {'to exit':>8}"
+        "   in-process import / first call (median)"
+    )
     for name, entry in result["variants"].items():
         wall = entry["wall_ms"]
         extra = ""
         if "import_ms" in entry:
-            extra = f"   {entry['import_ms']['median']:.1f} / {entry['first_call_ms']['median']:.1f} ms, {entry['modules']} modules, boto3 loaded: {entry['boto3_loaded']}"
+            extra = (
+                f"   {entry['import_ms']['median']:.1f} / {entry['first_call_ms']['median']:.1f} ms,"
+                f" {entry['modules']} modules, boto3 loaded: {entry['boto3_loaded']}"
+            )
+        if "instructions" in entry:
+            extra += f"   [{entry['instructions'] / 1e6:,.0f} M instructions]"
         lines.append(
-            f"  {name:<14} {wall['median']:8.1f} {wall['p90']:8.1f} {wall['min']:8.1f} {entry['exit_ms']['median']:8.1f}{extra}"
+            f"  {name:<14} {wall['median']:8.1f} {wall['p90']:8.1f} {wall['min']:8.1f}"
+            f" {entry['exit_ms']['median']:8.1f}{extra}"
         )
     for name, value in result["ratios"].items():
         lines.append(f"  ratio {name:<32} {value:6.2f}")

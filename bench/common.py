@@ -59,7 +59,12 @@ def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
     }
 
 
-def rpc(method: str, params: dict[str, Any] | None = None, request_id: int | str = 1, capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
+def rpc(
+    method: str,
+    params: dict[str, Any] | None = None,
+    request_id: int | str = 1,
+    capabilities: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     body_params = dict(params or {})
     body_params.setdefault("_meta", meta(capabilities))
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
@@ -80,10 +85,10 @@ def headers_for(message: dict[str, Any]) -> dict[str, str]:
     return headers
 
 
-def api_event(message: dict[str, Any]) -> dict[str, Any]:
+def api_event(message: dict[str, Any], host: str = "abc123.execute-api.us-east-1.amazonaws.com") -> dict[str, Any]:
     """An API Gateway HTTP API (payload 2.0) event with a JWT authorizer context, as AWS sends it."""
     body = json.dumps(message)
-    headers = {**headers_for(message), "host": "abc123.execute-api.us-east-1.amazonaws.com", "content-length": str(len(body))}
+    headers = {**headers_for(message), "host": host, "content-length": str(len(body))}
     return {
         "version": "2.0",
         "routeKey": "POST /mcp",
@@ -96,7 +101,13 @@ def api_event(message: dict[str, Any]) -> dict[str, Any]:
             "authorizer": {"jwt": {"claims": {"sub": "user-1", "client_id": "bench-client"}, "scopes": None}},
             "domainName": "abc123.execute-api.us-east-1.amazonaws.com",
             "domainPrefix": "abc123",
-            "http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.7", "userAgent": "bench"},
+            "http": {
+                "method": "POST",
+                "path": "/mcp",
+                "protocol": "HTTP/1.1",
+                "sourceIp": "203.0.113.7",
+                "userAgent": "bench",
+            },
             "requestId": "bench-request",
             "routeKey": "POST /mcp",
             "stage": "$default",
@@ -143,7 +154,9 @@ def machine() -> dict[str, Any]:
     if not cpu:
         try:
             out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
-            cpu = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), "")
+            cpu = next(
+                (line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")), ""
+            )
         except OSError:
             cpu = platform.processor()
     return {

@@ -23,7 +23,13 @@ COUNT_WORDS_SCHEMA: dict[str, Any] = {
 
 async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
     return types.ListToolsResult(
-        tools=[types.Tool(name="count_words", description="Count the words and characters of a text.", input_schema=COUNT_WORDS_SCHEMA)]
+        tools=[
+            types.Tool(
+                name="count_words",
+                description="Count the words and characters of a text.",
+                input_schema=COUNT_WORDS_SCHEMA,
+            )
+        ]
     )
 
 

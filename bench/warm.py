@@ -1,0 +1,231 @@
+"""Warm overhead per JSON-RPC call through the API handler, against a bare handler.
+
+The bare handler only json-parses the event body and dumps the same response JSON (the result our
+handler produced for that request), so the ratio is what the runtime adds on top of the JSON work
+any handler does. Methods: tools/list, a plain tools/call (count_words), an MRTR round of
+archive_project (the first round, which seals a requestState, and the answer round, which opens it
+and seals the next), and tasks/get with the store stubbed out by an in-memory TaskGateway.
+Budget (DESIGN.md): within 10x of the bare handler. No AWS calls anywhere.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from bench.common import LAMBDA_ENV, TASKS_EXTENSION, api_event, rpc, verdict
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+class InMemoryTaskGateway:
+    """The `TaskGateway` protocol of mcp_runtime.server over a dict: no store, no executor, no AWS."""
+
+    def __init__(self) -> None:
+        from mcp_runtime.tasks.models import WORKING, ClientSnapshot, TaskRecord
+
+        self._record = TaskRecord
+        self._snapshot = ClientSnapshot
+        self._working = WORKING
+        self.tasks: dict[str, Any] = {}
+
+    def create(self, spec: Any, arguments: dict[str, Any], ctx: Any, prepared: Any) -> dict[str, Any]:
+        from mcp_runtime.tasks.models import create_task_result
+
+        task_id = f"task-{len(self.tasks) + 1}"
+        record = self._record(
+            task_id=task_id,
+            owner=ctx.principal.id,
+            status=self._working,
+            created_at="2026-07-28T10:00:00.000Z",
+            last_updated_at="2026-07-28T10:00:00.000Z",
+            ttl_ms=86_400_000,
+            version=1,
+            tool_name=spec.name,
+            arguments=dict(arguments),
+            client=self._snapshot(ctx.meta.protocol_version, dict(ctx.meta.client_capabilities)),
+            poll_interval_ms=1000,
+        )
+        self.tasks[task_id] = record
+        return create_task_result(record)
+
+    def get(self, task_id: str, ctx: Any) -> dict[str, Any]:
+        from mcp_runtime.errors import InvalidParams
+        from mcp_runtime.tasks.models import get_task_result
+
+        record = self.tasks.get(task_id)
+        if record is None or record.owner != ctx.principal.id:
+            raise InvalidParams("Failed to retrieve task: Task not found")
+        return get_task_result(record)
+
+    def update(self, task_id: str, input_responses: dict[str, Any], ctx: Any) -> None:
+        self.get(task_id, ctx)
+
+    def cancel(self, task_id: str, ctx: Any) -> None:
+        self.get(task_id, ctx)
+
+
+def make_bare(results: dict[str, Any]) -> Handler:
+    def bare_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+        message = json.loads(event["body"])
+        response = {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "result": results[event["headers"]["mcp-method"] + "|" + event["requestContext"]["requestId"]],
+        }
+        return {
+            "statusCode": 200,
+            "headers": {"content-type": "application/json"},
+            "body": json.dumps(response, separators=(",", ":"), ensure_ascii=False),
+            "isBase64Encoded": False,
+        }
+
+    return bare_handler
+
+
+def _setup() -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
+    for key, value in LAMBDA_ENV.items():
+        os.environ.setdefault(key, value)
+    from app import composition
+    from app.api_handler import lambda_handler
+
+    composition.reset()
+    gateway = InMemoryTaskGateway()
+    composition.transport().server.tasks = gateway  # the store stubbed out
+    tasks_caps = {"extensions": {TASKS_EXTENSION: {}}}
+    from mcp_runtime.context import Principal, RequestContext, RequestMeta
+    from mcp_runtime.tasks.models import COMPLETED
+
+    principal_id = "jwt:user-1|bench-client"  # what the JWT authorizer context in api_event maps to
+    ctx = RequestContext(1, "tools/call", RequestMeta("2026-07-28", tasks_caps), Principal(principal_id, "jwt"), {})
+
+    class _Spec:
+        name = "count_words"
+
+    gateway.create(_Spec(), {"text": "a b c"}, ctx, None)
+    done = {
+        "resultType": "complete",
+        "content": [{"type": "text", "text": "3 words"}],
+        "structuredContent": {"words": 3},
+    }
+    gateway.tasks["task-1"] = dataclasses.replace(gateway.tasks["task-1"], status=COMPLETED, result=done)
+
+    messages = {
+        "tools/list": rpc("tools/list", {}, request_id=11),
+        "tools/call": rpc(
+            "tools/call",
+            {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}},
+            request_id=12,
+        ),
+        "mrtr first round": rpc(
+            "tools/call",
+            {"name": "archive_project", "arguments": {"project": "apollo"}},
+            request_id=13,
+            capabilities={"elicitation": {"form": {}}},
+        ),
+    }
+    events = {name: api_event(message) for name, message in messages.items()}
+    first = json.loads(lambda_handler(events["mrtr first round"], None)["body"])["result"]
+    assert first["resultType"] == "input_required", first
+    answer_key = next(iter(first["inputRequests"]))
+    messages["mrtr answer round"] = rpc(
+        "tools/call",
+        {
+            "name": "archive_project",
+            "arguments": {"project": "apollo"},
+            "inputResponses": {answer_key: {"action": "accept", "content": {"confirm": True}}},
+            "requestState": first["requestState"],
+        },
+        request_id=14,
+        capabilities={"elicitation": {"form": {}}},
+    )
+    messages["tasks/get"] = rpc("tasks/get", {"taskId": "task-1"}, request_id=15, capabilities=tasks_caps)
+    events = {name: api_event(message) for name, message in messages.items()}
+    expected = {
+        "tools/list": "complete",
+        "tools/call": "complete",
+        "mrtr first round": "input_required",
+        "mrtr answer round": "input_required",
+        "tasks/get": "complete",
+    }
+    for name, event in events.items():
+        event["requestContext"]["requestId"] = name  # lets the bare handler find its canned result
+    return lambda_handler, events, expected
+
+
+def _per_call_us(handler: Handler, event: dict[str, Any], iterations: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(iterations):
+        handler(event, None)
+    return (time.perf_counter_ns() - start) / iterations / 1000
+
+
+def run(iterations: int = 2000, rounds: int = 15) -> dict[str, Any]:
+    # Metrics (EMF) and logs go to stdout as in Lambda; here they go to /dev/null, not the report.
+    with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
+        return _run(iterations, rounds)
+
+
+def _run(iterations: int, rounds: int) -> dict[str, Any]:
+    handler, events, expected = _setup()
+    results: dict[str, Any] = {}
+    for name, event in events.items():
+        response = handler(event, None)
+        body = json.loads(response["body"])
+        assert response["statusCode"] == 200 and "result" in body, (name, response)
+        assert body["result"]["resultType"] == expected[name], (name, body)
+        if name == "tasks/get":
+            assert body["result"]["status"] == "completed", body
+        results[f"{event['headers']['mcp-method']}|{name}"] = body["result"]
+    bare = make_bare(results)
+    methods: dict[str, Any] = {}
+    for name, event in events.items():
+        assert json.loads(bare(event)["body"]) == json.loads(handler(event, None)["body"]) or name.startswith("mrtr")
+        ours_samples, bare_samples = [], []
+        for _ in range(rounds):  # alternate batches so both see the same machine state
+            ours_samples.append(_per_call_us(handler, event, iterations))
+            bare_samples.append(_per_call_us(bare, event, iterations))
+        ours_us = statistics.median(ours_samples)
+        bare_us = statistics.median(bare_samples)
+        methods[name] = {
+            "ours_us": ours_us,
+            "bare_us": bare_us,
+            "ratio": ours_us / bare_us,
+            "ours_min_us": min(ours_samples),
+            "bare_min_us": min(bare_samples),
+            "body_bytes": len(event["body"]),
+        }
+    worst = max(entry["ratio"] for entry in methods.values())
+    geo = statistics.geometric_mean([entry["ratio"] for entry in methods.values()])
+    return {
+        "iterations": iterations,
+        "rounds": rounds,
+        "methods": methods,
+        "ratios": {"worst method ours/bare": worst, "geometric mean ours/bare": geo},
+        "budgets": {"warm overhead ours/bare <= 10x (every method)": worst <= 10.0},
+    }
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    lines = [
+        f"Warm overhead per call (median of {result['rounds']} batches x {result['iterations']} calls,"
+        " in-process, no AWS)"
+    ]
+    lines.append(f"  {'method':<18} {'ours us':>9} {'bare us':>9} {'ratio':>7}")
+    for name, entry in result["methods"].items():
+        lines.append(f"  {name:<18} {entry['ours_us']:9.1f} {entry['bare_us']:9.1f} {entry['ratio']:7.2f}")
+    for name, value in result["ratios"].items():
+        lines.append(f"  ratio {name:<32} {value:6.2f}")
+    for name, ok in result["budgets"].items():
+        lines.append(f"  budget {name}: {verdict(ok)}")
+    return lines
+
+
+if __name__ == "__main__":
+    print("\n".join(report(run())))
