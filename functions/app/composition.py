@@ -6,8 +6,10 @@ import json
 from functools import lru_cache
 from typing import Any
 
+from app.telemetry import PowertoolsTelemetry
 from mcp_runtime.context import RequestContext
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
+from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer
 from mcp_runtime.settings import DEV_STATE_KEY, Settings, get_settings
@@ -32,15 +34,19 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
     return [SealingKey("dev", (settings.state_key or DEV_STATE_KEY).encode())]
 
 
-def build_server(settings: Settings) -> McpServer:
-    server = McpServer(settings, StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds))
+def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
+    server = McpServer(
+        settings,
+        StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),
+        telemetry=telemetry,
+    )
     if settings.state_machine_arn:
         # Tasks, handles and the task history share the task table.
         from app.task_wiring import build_task_service
         from mcp_runtime.handles import DynamoHandleStore
         from mcp_runtime.tasks.history import DynamoTaskHistory
 
-        server.tasks = build_task_service(settings)
+        server.tasks = build_task_service(settings, telemetry)
         server.handles = DynamoHandleStore(settings.task_table_name, endpoint_url=settings.aws_endpoint_url)
         server.history = DynamoTaskHistory(settings.task_table_name, endpoint_url=settings.aws_endpoint_url)
     import tools
@@ -53,41 +59,35 @@ def build_server(settings: Settings) -> McpServer:
     return server
 
 
-# Correlation keys of the request in flight, applied to the Powertools Logger once something logs.
-_correlation: dict[str, str] = {}
-
-
 @lru_cache(maxsize=1)
-def logger() -> Any:
-    """The Powertools Logger, built on first use: importing Powertools costs ~35 M instructions
-    (about 10 ms) of cold start, which a request that logs nothing should not pay (bench/)."""
-    from aws_lambda_powertools import Logger
+def telemetry() -> PowertoolsTelemetry:
+    """Metrics (EMF), JSON logs and spans for this container. Powertools itself is imported only when
+    something is recorded: importing it costs ~35 M instructions (about 10 ms) of cold start, which a
+    request that logs nothing should not pay (bench/)."""
+    built = PowertoolsTelemetry(get_settings().server_name)
+    built.install_log_handler()
+    return built
 
-    log = Logger(service=get_settings().server_name)
-    if _correlation:
-        log.set_correlation_id(_correlation["id"])
-        log.append_keys(method=_correlation["method"])
-    return log
+
+def logger() -> Any:
+    """The Powertools Logger (structured JSON with the correlation keys), built on first use."""
+    return telemetry().logger
 
 
 def _correlate(ctx: RequestContext) -> None:
-    _correlation["id"] = str(ctx.request_id)
-    _correlation["method"] = ctx.method
-    if logger.cache_info().currsize:  # already built: keep its keys current
-        log = logger()
-        log.set_correlation_id(_correlation["id"])
-        log.append_keys(method=ctx.method)
+    telemetry().correlate_request(ctx.request_id, ctx.method)
 
 
 @lru_cache(maxsize=1)
 def transport() -> McpHttpTransport:
-    return McpHttpTransport(build_server(get_settings()), on_request=_correlate)
+    return McpHttpTransport(build_server(get_settings(), telemetry()), on_request=_correlate)
 
 
 def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     settings = get_settings()
-    request = request_from_event(event, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
-    response = transport().handle(request)
+    with telemetry().invocation(context):
+        request = request_from_event(event, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
+        response = transport().handle(request)
     return response_to_proxy(response)
 
 
@@ -95,3 +95,4 @@ def reset() -> None:
     """Forget the per-container singletons (tests that change settings between servers)."""
     get_settings.cache_clear()
     transport.cache_clear()
+    telemetry.cache_clear()

@@ -19,6 +19,7 @@ from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapabili
 from .handles import CallerHandles, HandleStore
 from .headers import decode_header_value, header_matches
 from .mrtr import Asker, InputNeeded
+from .observability import MRTR_ROUNDS, NO_TELEMETRY, Telemetry
 from .params import (
     CallToolParams,
     CompleteParams,
@@ -74,6 +75,7 @@ class McpServer:
     tasks: TaskGateway | None = None
     handles: HandleStore | None = None
     history: DynamoTaskHistory | None = None
+    telemetry: Telemetry = NO_TELEMETRY
     _methods: dict[str, MethodSpec] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -189,9 +191,13 @@ class McpServer:
         answers = {**fresh, **(payload.get("answers") or {})}
         return answers, dict(payload.get("state") or {})
 
-    def _input_required(self, needed: InputNeeded, asker: Asker, state: dict[str, Any], binding: Binding) -> dict[str, Any]:
+    def _input_required(
+        self, needed: InputNeeded, asker: Asker, state: dict[str, Any], binding: Binding, asked_by: dict[str, str]
+    ) -> dict[str, Any]:
+        """An MRTR round; `asked_by` names what asked ({"tool": name}, {"prompt": name}, {"resource": name})."""
         if len(needed.requests) > MAX_INPUT_REQUEST_KEYS:
             raise ValueError("too many input requests in one round")
+        self.telemetry.count(MRTR_ROUNDS, 1, **asked_by)
         sealed = self.sealer.seal(
             binding, {"answers": asker.accepted_raw, "state": state}
         )
@@ -238,7 +244,7 @@ class McpServer:
                 tool_ctx.prepared = spec.prepare(args, tool_ctx)
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:
-            return self._input_required(needed, tool_ctx, tool_ctx.state, binding)
+            return self._input_required(needed, tool_ctx, tool_ctx.state, binding, {"tool": spec.name})
         except ToolError as exc:  # raised by a prepare step
             return ToolResult([text(str(exc))], is_error=True).to_wire()
 
@@ -269,7 +275,7 @@ class McpServer:
         try:
             messages = spec.fn(arguments, asker)
         except InputNeeded as needed:
-            return self._input_required(needed, asker, state, binding)
+            return self._input_required(needed, asker, state, binding, {"prompt": spec.name})
         return {"resultType": wire.RESULT_COMPLETE, "description": spec.description, "messages": messages}
 
     def complete(self, params: CompleteParams, ctx: RequestContext) -> dict[str, Any]:
@@ -307,7 +313,7 @@ class McpServer:
         try:
             body = spec.fn(variables, asker)
         except InputNeeded as needed:
-            return self._input_required(needed, asker, state, binding)
+            return self._input_required(needed, asker, state, binding, {"resource": spec.name})
         return {
             "resultType": wire.RESULT_COMPLETE,
             "contents": [spec.contents(params.uri, body)],

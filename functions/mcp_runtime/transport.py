@@ -28,6 +28,7 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .headers import decode_header_value
+from .observability import REJECTED_REQUESTS
 from .server import McpServer
 
 JSON_CONTENT_TYPE: Final = "application/json"
@@ -135,6 +136,7 @@ class McpHttpTransport:
         try:
             return self._handle(request)
         except RequestRejected as rejected:
+            self.server.telemetry.count(REJECTED_REQUESTS, code=str(rejected.status))
             headers = {"content-type": JSON_CONTENT_TYPE, **rejected.headers}
             body = json.dumps({"jsonrpc": wire.JSONRPC_VERSION, "error": {"code": wire.INVALID_REQUEST, "message": rejected.message}})
             return HttpResponse(rejected.status, headers, body)
@@ -163,10 +165,12 @@ class McpHttpTransport:
                 raise ParseError("Parse error: the body is not valid JSON") from None
             return self._handle_message(message, request)
         except McpError as error:
+            self.server.telemetry.count(REJECTED_REQUESTS, code=str(error.code))
             return _json_response(error.http_status, _error_message(_readable_id(message), error))
         except Exception:
             # The one place an unexpected failure becomes a wire error: no detail leaves.
             log.exception("unhandled error while serving a request")
+            self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
             return _json_response(200, _error_message(_readable_id(message), InternalError("Internal error")))
 
     def _base_url(self, request: HttpRequest) -> str:

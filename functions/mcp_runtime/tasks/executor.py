@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
+from ..observability import NO_TELEMETRY, Telemetry, traced
 from .aws_clients import client_provider, error_code, is_aws_error
 from .errors import ExecutorUnavailable
 
@@ -53,11 +54,14 @@ class StepFunctionsExecutor:
         endpoint_url: str | None = None,
         region_name: str | None = None,
         release_parked_on_stop: bool = False,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.state_machine_arn = state_machine_arn
         self.release_parked_on_stop = release_parked_on_stop
         self._client = client_provider(client, "stepfunctions", endpoint_url, region_name)
+        self.telemetry = telemetry
 
+    @traced("TaskExecutor.start")
     def start(self, task_id: str) -> None:
         try:
             self._client().start_execution(
@@ -70,6 +74,7 @@ class StepFunctionsExecutor:
                 return
             raise ExecutorUnavailable(f"could not start the task's execution: {error_code(exc) or exc}") from exc
 
+    @traced("TaskExecutor.stop")
     def stop(self, task_id: str, parked_token: str | None) -> None:
         try:
             self._client().stop_execution(
@@ -83,6 +88,7 @@ class StepFunctionsExecutor:
         if parked_token is not None and self.release_parked_on_stop:
             self.release(parked_token)
 
+    @traced("TaskExecutor.resume")
     def resume(self, task_token: str) -> bool:
         try:
             self._client().send_task_success(taskToken=task_token, output=json.dumps({"resumed": True}))
@@ -94,6 +100,7 @@ class StepFunctionsExecutor:
             raise ExecutorUnavailable(f"could not resume the task's execution: {error_code(exc) or exc}") from exc
         return True
 
+    @traced("TaskExecutor.release")
     def release(self, task_token: str) -> None:
         try:
             self._client().send_task_success(taskToken=task_token, output=json.dumps({"released": True}))
@@ -101,6 +108,7 @@ class StepFunctionsExecutor:
             if not is_aws_error(exc):
                 raise
 
+    @traced("TaskExecutor.status")
     def status(self, task_id: str) -> str | None:
         try:
             response = self._client().describe_execution(executionArn=execution_arn(self.state_machine_arn, task_id))

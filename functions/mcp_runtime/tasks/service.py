@@ -18,6 +18,7 @@ from typing import Any
 
 from ..context import RequestContext
 from ..errors import InternalError, InvalidParams
+from ..observability import NO_TELEMETRY, TASKS_CREATED, Telemetry
 from ..tools import ToolSpec
 from .errors import ExecutorUnavailable, TaskConflict, TaskNotFound, TaskStoreUnavailable
 from .executor import ENDED_STATUSES, TaskExecutor
@@ -34,6 +35,7 @@ from .models import (
     iso_timestamp,
 )
 from .store import TaskStore
+from .telemetry import report_settled
 
 log = logging.getLogger(__name__)
 
@@ -68,9 +70,11 @@ class TaskService:
         reconcile_after_seconds: float = 300.0,
         clock: Callable[[], float] = time.time,
         id_factory: Callable[[], str] = new_task_id,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.executor = executor
+        self.telemetry = telemetry
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
         self.reconcile_after_seconds = reconcile_after_seconds
@@ -98,10 +102,12 @@ class TaskService:
             poll_interval_ms=self.poll_interval_ms,
             expires_at=expiry_epoch(now, self.ttl_ms),
         )
+        self.telemetry.correlate(task_id=record.task_id)
         try:
             self.store.create(record)  # durable before the CreateTaskResult leaves
         except (TaskStoreUnavailable, TaskConflict) as exc:
             raise InternalError("Failed to create task") from exc
+        self.telemetry.count(TASKS_CREATED, tool=spec.name)
         try:
             self.executor.start(record.task_id)
         except ExecutorUnavailable as exc:
@@ -110,10 +116,12 @@ class TaskService:
         return create_task_result(record)
 
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
+        self.telemetry.correlate(task_id=task_id)
         record = self._load(task_id, ctx)
         return get_task_result(self._reconciled(record))
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
+        self.telemetry.correlate(task_id=task_id)
         if len(input_responses) > MAX_TASK_ANSWERS:
             raise InvalidParams(f"Invalid params: at most {MAX_TASK_ANSWERS} inputResponses are accepted")
         if _encoded_size(input_responses) > MAX_TASK_ANSWERS_BYTES:
@@ -140,12 +148,15 @@ class TaskService:
             self._settle_failed(task_id, EXECUTION_LOST_ERROR, None)
 
     def cancel(self, task_id: str, ctx: RequestContext) -> None:
+        self.telemetry.correlate(task_id=task_id)
         try:
             outcome = self.store.cancel(task_id, ctx.principal.id)
         except TaskNotFound:
             raise InvalidParams(TASK_NOT_FOUND_MESSAGE) from None
         except (TaskStoreUnavailable, TaskConflict) as exc:
             raise InternalError("Failed to cancel task") from exc
+        if outcome.settled is not None:
+            report_settled(self.telemetry, outcome.settled)
         if outcome.cancelled:
             # The cancel is already durable: a worker still running sees it at its next write.
             self._stop_quietly(task_id, outcome.parked_token)
@@ -178,9 +189,11 @@ class TaskService:
 
     def _settle_failed(self, task_id: str, error: dict[str, Any], expected_version: int | None) -> None:
         try:
-            self.store.finish(task_id, FAILED, dict(error), expected_version)
+            settled = self.store.finish(task_id, FAILED, dict(error), expected_version)
         except (TaskConflict, TaskStoreUnavailable) as exc:
             log.info("task %s: not settled failed (%s)", task_id, exc)
+            return
+        report_settled(self.telemetry, settled)
 
     def _stop_quietly(self, task_id: str, parked_token: str | None) -> None:
         try:

@@ -18,9 +18,10 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
 from .aws_clients import THROTTLING_CODES, client_provider, error_code, is_aws_error
 from .errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
@@ -49,10 +50,12 @@ class AnswerOutcome:
 
 @dataclass(frozen=True, slots=True)
 class CancelOutcome:
-    """`cancelled` is False when the task had already reached a terminal status (the cancel is a no-op)."""
+    """`cancelled` is False when the task had already reached a terminal status (the cancel is a no-op).
+    `settled` is the task as the cancel left it (reported to telemetry); not part of equality."""
 
     cancelled: bool
     parked_token: str | None = None
+    settled: TaskRecord | None = field(default=None, compare=False)
 
 
 class TaskStore(Protocol):
@@ -78,7 +81,7 @@ class TaskStore(Protocol):
 
     def finish(
         self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
-    ) -> None: ...
+    ) -> TaskRecord: ...
 
 
 def task_key(task_id: str) -> dict[str, dict[str, str]]:
@@ -247,12 +250,15 @@ class DynamoTaskStore:
         endpoint_url: str | None = None,
         region_name: str | None = None,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.table_name = table_name
         self._client = client_provider(client, "dynamodb", endpoint_url, region_name)
         self._clock = clock
+        self.telemetry = telemetry
 
     # ---- reads ----------------------------------------------------------------------------------
+    @traced("TaskStore.get")
     def get(self, task_id: str, owner: str | None = None) -> TaskRecord:
         """A consistent read. `owner=None` is the worker's view (it acts for whoever owns the task)."""
         try:
@@ -272,6 +278,7 @@ class DynamoTaskStore:
         return record
 
     # ---- writes ---------------------------------------------------------------------------------
+    @traced("TaskStore.create")
     def create(self, record: TaskRecord) -> None:
         try:
             self._client().put_item(
@@ -287,6 +294,7 @@ class DynamoTaskStore:
                 raise TaskConflict(f"task {record.task_id} already exists") from exc
             raise self._translate(exc) from exc
 
+    @traced("TaskStore.answer")
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
         """Record answers to outstanding keys; others (never issued, answered, superseded) are ignored.
 
@@ -352,6 +360,7 @@ class DynamoTaskStore:
         expression.require_live(now)
         return self._update(task_id, expression)
 
+    @traced("TaskStore.cancel")
     def cancel(self, task_id: str, owner: str) -> CancelOutcome:
         now = self._clock()
         expression = _Expression()
@@ -371,8 +380,18 @@ class DynamoTaskStore:
             if record.is_terminal:
                 return CancelOutcome(False)
             raise TaskConflict(f"task {task_id} could not be cancelled") from None
-        return CancelOutcome(True, old.task_token)
+        settled = replace(
+            old,
+            status=CANCELLED,
+            last_updated_at=iso_timestamp(now),
+            status_message="Cancelled by the client",
+            version=old.version + 1,
+            task_token=None,
+            input_requests={},
+        )
+        return CancelOutcome(True, old.task_token, settled)
 
+    @traced("TaskStore.set_status_message")
     def set_status_message(self, task_id: str, message: str) -> None:
         """Progress from a running tool; raises TaskConflict once the task stopped working."""
         now = self._clock()
@@ -385,6 +404,7 @@ class DynamoTaskStore:
         except _ConditionFailed:
             raise TaskConflict(f"task {task_id} is no longer working") from None
 
+    @traced("TaskStore.park")
     def park(
         self,
         task_id: str,
@@ -412,8 +432,11 @@ class DynamoTaskStore:
         except _ConditionFailed:
             raise TaskConflict(f"task {task_id} moved on before it could park") from None
 
-    def finish(self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None) -> None:
-        """The one terminal write: completed with `result`, or failed with `error`."""
+    @traced("TaskStore.finish")
+    def finish(
+        self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
+    ) -> TaskRecord:
+        """The one terminal write: completed with `result`, or failed with `error`. Returns the task as settled."""
         if status not in (COMPLETED, FAILED):
             raise ValueError(f"finish() writes completed or failed, not {status}")
         now = self._clock()
@@ -429,9 +452,20 @@ class DynamoTaskStore:
         if expected_version is not None:
             expression.require_equals("version", {"N": str(expected_version)})
         try:
-            self._update(task_id, expression)
+            old = self._update(task_id, expression)
         except _ConditionFailed:
             raise TaskConflict(f"task {task_id} was already settled or moved on") from None
+        return replace(
+            old,
+            status=status,
+            last_updated_at=iso_timestamp(now),
+            version=old.version + 1,
+            status_message=None,
+            task_token=None,
+            input_requests={},
+            result=payload if status == COMPLETED else old.result,
+            error=payload if status == FAILED else old.error,
+        )
 
     # ---- plumbing -------------------------------------------------------------------------------
     def _update(self, task_id: str, expression: _Expression) -> TaskRecord:

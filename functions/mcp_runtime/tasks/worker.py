@@ -21,11 +21,13 @@ from typing import Any, Final
 from ..context import Principal, RequestMeta
 from ..errors import McpError
 from ..mrtr import InputNeeded, InputRequest
+from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound, TaskStoreUnavailable
 from .executor import TaskExecutor
 from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, WORKING, TaskRecord
 from .store import TaskStore
+from .telemetry import report_settled
 
 log = logging.getLogger(__name__)
 
@@ -93,18 +95,22 @@ class TaskWorker:
         *,
         progress_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
         self.executor = executor
         self.tools = tools
         self.progress_interval_seconds = progress_interval_seconds
         self._clock = clock
+        self.telemetry = telemetry
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
         action = event.get("action")
         task_id = str(event.get("taskId") or "")
         if not task_id:
             raise ValueError("worker event without taskId")
+        # Every execution is named by its task id (`TaskExecutor.start`); an event may say so itself.
+        self.telemetry.correlate(task_id=task_id, execution_name=str(event.get("executionName") or task_id))
         if action == "run":
             return self.run(task_id)
         if action == "park":
@@ -161,9 +167,10 @@ class TaskWorker:
 
     def _settle(self, record: TaskRecord, status: str, payload: dict[str, Any]) -> dict[str, Any]:
         try:
-            self.store.finish(record.task_id, status, payload, expected_version=record.version)
+            settled = self.store.finish(record.task_id, status, payload, expected_version=record.version)
         except TaskConflict:
             return _outcome(OUTCOME_STOPPED)  # cancelled (or settled) while the tool ran: that write wins
+        report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_COMPLETED if status == COMPLETED else OUTCOME_FAILED)
 
     # ---- park ---------------------------------------------------------------------------------
@@ -183,9 +190,10 @@ class TaskWorker:
     def fail(self, task_id: str, error_name: str) -> dict[str, Any]:
         log.error("task %s: execution failed with %s", task_id, error_name)
         try:
-            self.store.finish(task_id, FAILED, {**EXECUTION_FAILED_ERROR, "data": {"reason": error_name}})
+            settled = self.store.finish(task_id, FAILED, {**EXECUTION_FAILED_ERROR, "data": {"reason": error_name}})
         except TaskConflict:
             return _outcome(OUTCOME_STOPPED)
+        report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
 
 

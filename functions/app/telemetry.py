@@ -1,0 +1,212 @@
+"""The Powertools side of `mcp_runtime.observability.Telemetry`: EMF metrics, JSON logs, X-Ray spans.
+
+Everything Powertools is imported on first need, never at import or construction, so a cold start
+that answers `server/discover` (no metric, no log line, no span) imports none of it:
+- metrics are buffered here and written as CloudWatch EMF (one JSON line per dimension set, on
+  stdout, which Lambda ships to CloudWatch Logs) when the handler adapter flushes at the end of
+  the invocation; an invocation that recorded nothing prints nothing;
+- logs: the runtime's standard `logging` loggers get a small handler that builds the Powertools
+  Logger on the first record and formats every record as JSON with the correlation keys
+  (`correlation_id` = the JSON-RPC id in the API function; `task_id`, `execution_name`);
+- spans: the Tracer (and with it the X-Ray SDK, a heavy import) is built at the first span, and
+  only when tracing is on: in Lambda, unless POWERTOOLS_TRACE_DISABLED is set (as Powertools rules).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import Any, Final
+
+COUNT: Final = "Count"
+MILLISECONDS: Final = "Milliseconds"
+# The runtime's own logger trees: their records are written through the Powertools Logger.
+RUNTIME_LOGGERS: Final[tuple[str, ...]] = ("mcp_runtime", "app", "tools", "fixtures")
+_TRUTHY: Final = frozenset({"1", "true", "yes", "on", "y", "t"})
+
+internal_log = logging.getLogger("app.telemetry")
+
+Dimensions = tuple[tuple[str, str], ...]
+
+
+def _truthy(value: str | None) -> bool:
+    return (value or "").strip().lower() in _TRUTHY
+
+
+def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
+    """Powertools' rule, decided without importing the Tracer: on in Lambda (LAMBDA_TASK_ROOT),
+    off when POWERTOOLS_TRACE_DISABLED is truthy, under `sam local` or Chalice, and outside Lambda."""
+    env = os.environ if environ is None else environ
+    if _truthy(env.get("POWERTOOLS_TRACE_DISABLED")):
+        return False
+    if env.get("AWS_SAM_LOCAL") or env.get("AWS_CHALICE_CLI_MODE"):
+        return False
+    return bool(env.get("LAMBDA_TASK_ROOT"))
+
+
+def _default_tracer(service: str) -> Any:
+    from aws_lambda_powertools import Tracer
+
+    # Only botocore is patched: every DynamoDB and Step Functions call becomes a subsegment of the span
+    # that made it (patching is class-wide, so clients built before the Tracer are covered too).
+    return Tracer(service=service, patch_modules=("botocore",))
+
+
+class PowertoolsTelemetry:
+    def __init__(
+        self,
+        service: str,
+        namespace: str | None = None,
+        *,
+        tracing: bool | None = None,
+        tracer_factory: Callable[[str], Any] = _default_tracer,
+    ) -> None:
+        self.service = service
+        self.namespace = namespace or os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or service
+        self.tracing = tracing_enabled() if tracing is None else tracing
+        self._tracer_factory = tracer_factory
+        self._tracer: Any = None
+        self._lock = threading.Lock()
+        # dimension set -> metric name -> (unit, values)
+        self._metrics: dict[Dimensions, dict[str, tuple[str, list[float]]]] = {}
+        self._keys: dict[str, Any] = {}
+        self._logger: Any = None
+
+    # ---- Telemetry ----------------------------------------------------------------------------
+    def count(self, metric: str, value: float = 1, **dimensions: str) -> None:
+        self._record(metric, COUNT, value, dimensions)
+
+    def timing(self, metric: str, milliseconds: float, **dimensions: str) -> None:
+        self._record(metric, MILLISECONDS, milliseconds, dimensions)
+
+    def span(self, name: str) -> AbstractContextManager[object]:
+        if not self.tracing:
+            return nullcontext()
+        tracer = self._tracer_or_none()
+        if tracer is None:
+            return nullcontext()
+        return self._subsegment(tracer, name)
+
+    def correlate(self, **keys: str) -> None:
+        self._append_keys(keys)
+
+    # ---- the handler adapters' side ------------------------------------------------------------
+    def correlate_request(self, request_id: Any, method: str) -> None:
+        """The API function's correlation id: the JSON-RPC id of the request in flight."""
+        self._append_keys({"correlation_id": str(request_id), "method": method})
+
+    @contextmanager
+    def invocation(self, context: Any = None) -> Iterator[None]:
+        """One Lambda invocation: keys start empty, metrics are flushed at the end (even on error)."""
+        self._clear_keys()
+        request_id = getattr(context, "aws_request_id", None)
+        if isinstance(request_id, str):
+            self._append_keys({"function_request_id": request_id})
+        try:
+            yield
+        finally:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the buffered metrics as EMF, one JSON line per dimension set; never raises."""
+        with self._lock:
+            pending, self._metrics = self._metrics, {}
+        if not pending:
+            return
+        try:
+            from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
+
+            for dimensions, metrics in pending.items():
+                # service="" keeps Powertools from adding its `service` dimension: the namespace
+                # already names the server, and the dashboard searches on exactly these dimensions.
+                provider = AmazonCloudWatchEMFProvider(namespace=self.namespace, service="")
+                for dimension, label in dimensions:
+                    provider.add_dimension(name=dimension, value=label)
+                for metric, (unit, values) in metrics.items():
+                    for value in values:
+                        provider.add_metric(name=metric, unit=unit, value=value)
+                provider.flush_metrics(raise_on_empty_metrics=True)
+        except Exception:
+            internal_log.exception("metrics could not be written")
+
+    def install_log_handler(self, names: Iterable[str] = RUNTIME_LOGGERS) -> None:
+        """Route the runtime's `logging` records through the Powertools Logger, built on the first one."""
+        level = logging.getLevelName((os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO").upper())
+        handler = _LazyPowertoolsHandler(self)
+        for name in names:
+            target = logging.getLogger(name)
+            if any(isinstance(h, _LazyPowertoolsHandler) for h in target.handlers):
+                continue
+            target.addHandler(handler)
+            target.propagate = False  # Lambda's root handler would print each record a second time
+            if isinstance(level, int):
+                target.setLevel(level)
+
+    @property
+    def logger(self) -> Any:
+        """The Powertools Logger (structured JSON on stdout), built on first use with the current keys."""
+        if self._logger is None:
+            from aws_lambda_powertools import Logger
+
+            built = Logger(service=self.service)
+            built.append_keys(name="%(name)s", **self._keys)  # which runtime module logged
+            self._logger = built
+        return self._logger
+
+    # ---- internals --------------------------------------------------------------------------
+    def _record(self, metric: str, unit: str, value: float, dimensions: dict[str, str]) -> None:
+        key: Dimensions = tuple(sorted((name, str(v)) for name, v in dimensions.items()))
+        with self._lock:
+            by_name = self._metrics.setdefault(key, {})
+            entry = by_name.setdefault(metric, (unit, []))
+            entry[1].append(float(value))
+
+    def _append_keys(self, keys: dict[str, Any]) -> None:
+        self._keys.update(keys)
+        if self._logger is not None:
+            self._logger.append_keys(**keys)
+
+    def _clear_keys(self) -> None:
+        if self._logger is not None and self._keys:
+            self._logger.remove_keys(list(self._keys))
+        self._keys = {}
+
+    def _tracer_or_none(self) -> Any:
+        if self._tracer is None:
+            try:
+                self._tracer = self._tracer_factory(self.service)
+            except ImportError:
+                internal_log.warning("tracing is on but the X-Ray SDK is not installed: no spans")
+                self.tracing = False
+                return None
+        return self._tracer
+
+    @contextmanager
+    def _subsegment(self, tracer: Any, name: str) -> Iterator[object]:
+        with tracer.provider.in_subsegment(name=f"## {name}") as subsegment:
+            for key in ("task_id", "execution_name", "correlation_id"):
+                value = self._keys.get(key)
+                if value is not None and subsegment is not None:
+                    subsegment.put_annotation(key, value)  # searchable in X-Ray: annotation.task_id = "..."
+            yield subsegment
+
+
+class _LazyPowertoolsHandler(logging.Handler):
+    """A `logging` handler that hands records to the Powertools Logger's handler, building it on the
+    first record: a request that logs nothing never imports Powertools."""
+
+    def __init__(self, telemetry: PowertoolsTelemetry) -> None:
+        super().__init__()
+        self._telemetry = telemetry
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            target = self._telemetry.logger.registered_handler
+        except Exception:  # Powertools missing or broken: never lose the line
+            if logging.lastResort is not None:
+                logging.lastResort.handle(record)
+            return
+        target.handle(record)

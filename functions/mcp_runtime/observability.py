@@ -1,0 +1,105 @@
+"""The telemetry seam: counters, timings, spans and correlation keys, with nothing imported behind it.
+
+The runtime (transport, server, task service, worker, stores, executor) records what happened
+through a `Telemetry` it is given; the default records nothing. The app's composition root injects
+the Powertools implementation (`app.telemetry`): EMF metrics, JSON logs, X-Ray subsegments. So no
+module here imports Powertools, and the cold start of a `server/discover` pays for none of it.
+
+Metric names live here, in one place: the code emits them and the CDK dashboard graphs them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+from typing import Concatenate, Final, ParamSpec, Protocol, TypeVar
+
+# ---- metric names and their dimensions ------------------------------------------------------------
+# Counts of task transitions, dimension `tool`.
+TASKS_CREATED: Final = "TasksCreated"
+TASKS_COMPLETED: Final = "TasksCompleted"
+TASKS_FAILED: Final = "TasksFailed"
+TASKS_CANCELLED: Final = "TasksCancelled"
+# Milliseconds from a task's createdAt to its terminal write, dimensions `tool` and `status`.
+TIME_TO_TERMINAL: Final = "TimeToTerminal"
+# One per `input_required` answer (an MRTR round), dimension `tool` (or `prompt`, `resource`).
+MRTR_ROUNDS: Final = "MrtrRounds"
+# One per error answer, dimension `code`: the JSON-RPC error code, or the HTTP status for requests
+# refused before any JSON-RPC was read (401 without credentials, 403 Origin/Host, 405, 413).
+REJECTED_REQUESTS: Final = "RejectedRequests"
+
+# Terminal task status -> its counter.
+TERMINAL_METRICS: Final[dict[str, str]] = {
+    "completed": TASKS_COMPLETED,
+    "failed": TASKS_FAILED,
+    "cancelled": TASKS_CANCELLED,
+}
+ALL_METRICS: Final[tuple[str, ...]] = (
+    TASKS_CREATED,
+    TASKS_COMPLETED,
+    TASKS_FAILED,
+    TASKS_CANCELLED,
+    TIME_TO_TERMINAL,
+    MRTR_ROUNDS,
+    REJECTED_REQUESTS,
+)
+
+
+class Telemetry(Protocol):
+    """What the runtime reports. Implementations must never raise into the request path."""
+
+    def count(self, metric: str, value: float = 1, **dimensions: str) -> None:
+        """Add `value` to a counter (unit Count)."""
+
+    def timing(self, metric: str, milliseconds: float, **dimensions: str) -> None:
+        """Record one duration (unit Milliseconds)."""
+
+    def span(self, name: str) -> AbstractContextManager[object]:
+        """A trace span (an X-Ray subsegment) around a call to a store or an executor."""
+
+    def correlate(self, **keys: str) -> None:
+        """Keys that identify the work in hand (task_id, execution_name): added to every log line
+        (and span) for the rest of this invocation."""
+
+
+class NoTelemetry:
+    """The default: records nothing, costs nothing."""
+
+    def count(self, metric: str, value: float = 1, **dimensions: str) -> None:
+        return None
+
+    def timing(self, metric: str, milliseconds: float, **dimensions: str) -> None:
+        return None
+
+    def span(self, name: str) -> AbstractContextManager[object]:
+        return nullcontext()
+
+    def correlate(self, **keys: str) -> None:
+        return None
+
+
+NO_TELEMETRY: Final[Telemetry] = NoTelemetry()
+
+
+class _Instrumented(Protocol):
+    telemetry: Telemetry
+
+
+S = TypeVar("S", bound=_Instrumented)
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def traced(name: str) -> Callable[[Callable[Concatenate[S, P], R]], Callable[Concatenate[S, P], R]]:
+    """Method decorator: run the method inside `self.telemetry.span(name)`."""
+
+    def decorate(method: Callable[Concatenate[S, P], R]) -> Callable[Concatenate[S, P], R]:
+        @functools.wraps(method)
+        def wrapper(self: S, /, *args: P.args, **kwargs: P.kwargs) -> R:
+            with self.telemetry.span(name):
+                return method(self, *args, **kwargs)
+
+        return wrapper
+
+    return decorate
