@@ -111,7 +111,13 @@ def make_request_handler(handler: LambdaHandler, path: str = "/mcp") -> type[Bas
     return ApiGatewayFront
 
 
+class LocalHttpServer(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: a burst of clients connecting at once (bench/load.py,
+    # 24+ at a time) then gets connections reset. API Gateway has no such limit; neither should we.
+    request_queue_size = 512
+
+
 def make_server(handler: LambdaHandler, host: str = "127.0.0.1", port: int = 3000) -> ThreadingHTTPServer:
-    server = ThreadingHTTPServer((host, port), make_request_handler(handler))
+    server = LocalHttpServer((host, port), make_request_handler(handler))
     server.daemon_threads = True
     return server
