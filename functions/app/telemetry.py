@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -138,8 +139,8 @@ class PowertoolsTelemetry:
         handler = _LazyPowertoolsHandler(self)
         for name in names:
             target = logging.getLogger(name)
-            if any(isinstance(h, _LazyPowertoolsHandler) for h in target.handlers):
-                continue
+            for stale in [h for h in target.handlers if isinstance(h, _LazyPowertoolsHandler)]:
+                target.removeHandler(stale)  # a previous composition's telemetry (tests reset it)
             target.addHandler(handler)
             target.propagate = False  # Lambda's root handler would print each record a second time
             if isinstance(level, int):
@@ -151,7 +152,7 @@ class PowertoolsTelemetry:
         if self._logger is None:
             from aws_lambda_powertools import Logger
 
-            built = Logger(service=self.service)
+            built = Logger(service=self.service, logger_handler=_StdoutHandler())
             built.append_keys(name="%(name)s", **self._keys)  # which runtime module logged
             self._logger = built
         return self._logger
@@ -161,8 +162,11 @@ class PowertoolsTelemetry:
         key: Dimensions = tuple(sorted((name, str(v)) for name, v in dimensions.items()))
         with self._lock:
             by_name = self._metrics.setdefault(key, {})
-            entry = by_name.setdefault(metric, (unit, []))
-            entry[1].append(float(value))
+            _, values = by_name.setdefault(metric, (unit, []))
+            if unit == COUNT and values:
+                values[0] += float(value)  # counts add up: one value per flush
+            else:
+                values.append(float(value))
 
     def _append_keys(self, keys: dict[str, Any]) -> None:
         self._keys.update(keys)
@@ -192,6 +196,14 @@ class PowertoolsTelemetry:
                 if value is not None and subsegment is not None:
                     subsegment.put_annotation(key, value)  # searchable in X-Ray: annotation.task_id = "..."
             yield subsegment
+
+
+class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Writes to whatever `sys.stdout` is at the time of the record (Lambda ships stdout; tests swap it)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stdout
+        super().emit(record)
 
 
 class _LazyPowertoolsHandler(logging.Handler):
