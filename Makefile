@@ -44,5 +44,10 @@ rename:
 	@test -n "$(NAME)" || (echo "usage: make rename NAME=acme-mcp" && exit 2)
 	$(PYTHON) scripts/rename_project.py "$(NAME)"
 
+# Benchmarks (not tests): figures, ratios and budgets; writes bench/results/. BENCH_ARGS=--quick for a smoke run.
+bench: install
+	$(VENV)/bin/pip install --quiet --requirement bench/requirements.txt
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m bench.run $(BENCH_ARGS)
+
 clean:
 	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
