@@ -67,6 +67,7 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             http_api=self.front.api,
             alarm_email=config.alarm_email,
+            metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
         )
 
         CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, JWT)")

@@ -35,15 +35,18 @@ TERMINAL_METRICS: Final[dict[str, str]] = {
     "failed": TASKS_FAILED,
     "cancelled": TASKS_CANCELLED,
 }
-ALL_METRICS: Final[tuple[str, ...]] = (
-    TASKS_CREATED,
-    TASKS_COMPLETED,
-    TASKS_FAILED,
-    TASKS_CANCELLED,
-    TIME_TO_TERMINAL,
-    MRTR_ROUNDS,
-    REJECTED_REQUESTS,
-)
+# Every metric with the dimension sets it is emitted with (sorted names): the contract between the
+# code, its tests and the dashboard, whose SEARCH expressions match exact dimension sets.
+METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
+    TASKS_CREATED: (("tool",),),
+    TASKS_COMPLETED: (("tool",),),
+    TASKS_FAILED: (("tool",),),
+    TASKS_CANCELLED: (("tool",),),
+    TIME_TO_TERMINAL: (("status", "tool"),),
+    MRTR_ROUNDS: (("tool",), ("prompt",), ("resource",)),
+    REJECTED_REQUESTS: (("code",),),
+}
+ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 
 
 class Telemetry(Protocol):

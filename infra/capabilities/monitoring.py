@@ -1,5 +1,6 @@
-"""Alarms on what needs a human (API errors and throttles, failed task executions, DynamoDB
-throttling) and one dashboard of the whole request and task path."""
+"""Alarms on what needs a human (API errors and throttles, internal errors answered on the wire,
+failed task executions, DynamoDB throttling) and one dashboard of the whole request and task path,
+including the server's own metrics (EMF, `mcp_runtime.observability`)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
+from mcp_runtime import observability as obs
+from mcp_runtime import wire
 from mcp_runtime.tasks import schema
 
 PERIOD = Duration.minutes(5)
@@ -31,8 +34,10 @@ class Monitoring(Construct):
         table: dynamodb.ITable,
         http_api: apigwv2.IHttpApi,
         alarm_email: str | None,
+        metrics_namespace: str,
     ) -> None:
         super().__init__(scope, construct_id)
+        self.metrics_namespace = metrics_namespace
         table_throttles = cloudwatch.MathExpression(
             label="Throttled reads and writes (table and index)",
             expression="readTable + writeTable + readIndex + writeIndex",
@@ -66,6 +71,18 @@ class Monitoring(Construct):
                 "A task execution timed out",
             ),
             "TableThrottles": (table_throttles, "DynamoDB throttled the task table"),
+            # The transport turns an unexpected exception into -32603 on the wire, so the function
+            # itself succeeds: Lambda's Errors never sees these.
+            "InternalErrors": (
+                cloudwatch.Metric(
+                    namespace=metrics_namespace,
+                    metric_name=obs.REJECTED_REQUESTS,
+                    dimensions_map={"code": str(wire.INTERNAL_ERROR)},
+                    period=PERIOD,
+                    statistic="Sum",
+                ),
+                "The server answered requests with -32603 (an unexpected exception)",
+            ),
         }
         topic: sns.Topic | None = None
         if alarm_email:
@@ -148,6 +165,95 @@ class Monitoring(Construct):
                     table.metric_consumed_write_capacity_units(period=PERIOD),
                 ],
                 right=[table_throttles],
+                width=12,
+            ),
+        )
+        self._add_server_metrics()
+
+    # ---- the server's own metrics (EMF) ------------------------------------------------------------
+    def _search(self, dimensions: str, metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
+        """Every series of `metric` with exactly these dimensions (new tools show up by themselves)."""
+        query = f'{{"{self.metrics_namespace}",{dimensions}}} MetricName="{metric}"'
+        return cloudwatch.MathExpression(
+            expression=f"SEARCH('{query}', '{statistic}', {int(PERIOD.to_seconds())})",
+            label=label,
+            using_metrics={},
+            period=PERIOD,
+        )
+
+    def _total(self, metric: str, label: str) -> cloudwatch.MathExpression:
+        query = f'{{"{self.metrics_namespace}",tool}} MetricName="{metric}"'
+        return cloudwatch.MathExpression(
+            expression=f"SUM(SEARCH('{query}', 'Sum', {int(PERIOD.to_seconds())}))",
+            label=label,
+            using_metrics={},
+            period=PERIOD,
+        )
+
+    def _add_server_metrics(self) -> None:
+        self.dashboard.add_widgets(
+            cloudwatch.TextWidget(
+                markdown=(
+                    f"**Server metrics** (namespace `{self.metrics_namespace}`, CloudWatch EMF from the functions' "
+                    "logs): task transitions by tool, time from createdAt to the terminal status, MRTR rounds, "
+                    "requests answered with an error by code (401/403/405/413 are refusals before JSON-RPC)."
+                ),
+                width=24,
+                height=2,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Tasks: created, completed, failed, cancelled (all tools)",
+                left=[
+                    self._total(obs.TASKS_CREATED, "Created"),
+                    self._total(obs.TASKS_COMPLETED, "Completed"),
+                    self._total(obs.TASKS_FAILED, "Failed"),
+                    self._total(obs.TASKS_CANCELLED, "Cancelled"),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Tasks created by tool",
+                left=[self._search("tool", obs.TASKS_CREATED, "Sum", "${PROP('Dim.tool')}")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Tasks failed and cancelled by tool",
+                left=[
+                    self._search("tool", obs.TASKS_FAILED, "Sum", "${PROP('Dim.tool')} failed"),
+                    self._search("tool", obs.TASKS_CANCELLED, "Sum", "${PROP('Dim.tool')} cancelled"),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Time to terminal (ms, p50 and p99) by tool and status",
+                left=[
+                    self._search(
+                        "status,tool", obs.TIME_TO_TERMINAL, "p50", "${PROP('Dim.tool')} ${PROP('Dim.status')} p50"
+                    ),
+                    self._search(
+                        "status,tool", obs.TIME_TO_TERMINAL, "p99", "${PROP('Dim.tool')} ${PROP('Dim.status')} p99"
+                    ),
+                ],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="MRTR rounds (input_required answers) by tool, prompt, resource",
+                left=[
+                    self._search("tool", obs.MRTR_ROUNDS, "Sum", "tool ${PROP('Dim.tool')}"),
+                    self._search("prompt", obs.MRTR_ROUNDS, "Sum", "prompt ${PROP('Dim.prompt')}"),
+                    self._search("resource", obs.MRTR_ROUNDS, "Sum", "resource ${PROP('Dim.resource')}"),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Rejected requests by error code",
+                left=[self._search("code", obs.REJECTED_REQUESTS, "Sum", "${PROP('Dim.code')}")],
                 width=12,
             ),
         )

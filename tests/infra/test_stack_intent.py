@@ -471,6 +471,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "ExecutionsFailed",
         "ExecutionsTimedOut",
         "ReadThrottleEvents + WriteThrottleEvents",
+        "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "Throttles",
     ]
     assert len(by_metric["Errors"]) == 2  # API and worker

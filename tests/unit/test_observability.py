@@ -25,10 +25,12 @@ from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.errors import InvalidParams
 from mcp_runtime.observability import (
+    METRIC_DIMENSIONS,
     MRTR_ROUNDS,
     NO_TELEMETRY,
     REJECTED_REQUESTS,
     TASKS_CANCELLED,
+    TASKS_COMPLETED,
     TASKS_CREATED,
     TASKS_FAILED,
     TIME_TO_TERMINAL,
@@ -633,3 +635,26 @@ def test_the_mcp_server_takes_its_telemetry_by_injection() -> None:
     recorder = RecordingTelemetry()
     server = McpServer(make_server().settings, make_server().sealer, telemetry=recorder)
     assert server.telemetry is recorder
+
+
+def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_set(
+    recorded_client: Client, recorder: RecordingTelemetry
+) -> None:
+    for produce in REJECTIONS.values():
+        produce(recorded_client)
+    recorded_client.call_tool("archive_project", {"project": "x"}, capabilities=ELICITATION)
+    recorded_client.request(
+        "prompts/get", {"name": "test_input_required_result_prompt", "arguments": {}}, capabilities=ELICITATION
+    )
+    clock = FakeClock()
+    service = _service(clock, recorder)
+    service.create(_slow_job_spec(), {}, _ctx(), None)
+    service.cancel("task-0000000000000001", _ctx())
+    failing = _service(clock, recorder, FakeExecutor(fail_start=True))
+    with pytest.raises(Exception, match="Failed to start task"):
+        failing.create(_slow_job_spec(), {}, _ctx(), None)
+
+    reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}
+    declared = {(metric, dims) for metric, sets in METRIC_DIMENSIONS.items() for dims in sets}
+    assert reported <= declared
+    assert {metric for metric, _ in reported} == set(METRIC_DIMENSIONS) - {TASKS_COMPLETED}  # the worker's
