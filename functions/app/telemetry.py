@@ -9,7 +9,9 @@ that answers `server/discover` (no metric, no log line, no span) imports none of
   Logger on the first record and formats every record as JSON with the correlation keys
   (`correlation_id` = the JSON-RPC id in the API function; `task_id`, `execution_name`);
 - spans: the Tracer (and with it the X-Ray SDK, a heavy import) is built at the first span, and
-  only when tracing is on: in Lambda, unless POWERTOOLS_TRACE_DISABLED is set (as Powertools rules).
+  only when tracing is on: in Lambda, unless POWERTOOLS_TRACE_DISABLED is set (as Powertools rules),
+  and the SDK is installed. The default asset leaves it out (aws-xray-sdk + wrapt are 1.6 MB
+  unzipped, which the 10 MB asset budget cannot take); without it spans are no-ops.
 """
 
 from __future__ import annotations
@@ -49,6 +51,10 @@ def tracing_enabled(environ: Mapping[str, str] | None = None) -> bool:
 
 
 def _default_tracer(service: str) -> Any:
+    import importlib.util
+
+    if importlib.util.find_spec("aws_xray_sdk") is None:  # not shipped: say so without importing the Tracer
+        raise ImportError("aws_xray_sdk")
     from aws_lambda_powertools import Tracer
 
     # Only botocore is patched: every DynamoDB and Step Functions call becomes a subsegment of the span
@@ -183,7 +189,9 @@ class PowertoolsTelemetry:
             try:
                 self._tracer = self._tracer_factory(self.service)
             except ImportError:
-                internal_log.warning("tracing is on but the X-Ray SDK is not installed: no spans")
+                # The asset ships without the X-Ray SDK unless aws-xray-sdk is added to the runtime
+                # dependencies (+1.6 MB unzipped): Lambda still traces each invocation, without these subsegments.
+                internal_log.debug("tracing is on but the X-Ray SDK is not installed: no subsegments")
                 self.tracing = False
                 return None
         return self._tracer

@@ -40,6 +40,9 @@ def configure_environment(fixtures: str | None = None) -> None:
     os.environ.setdefault("MCP_LOCAL_MODE", "1")
     os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
     os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ServerlessMcpTasksLocal")
+    # EMF metrics are one JSON line per dimension set and invocation on stdout: in Lambda, CloudWatch
+    # reads them; locally they would only flood the terminal. POWERTOOLS_METRICS_DISABLED=false shows them.
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
     if fixtures:
         os.environ["MCP_FIXTURES"] = fixtures

@@ -658,3 +658,16 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     declared = {(metric, dims) for metric, sets in METRIC_DIMENSIONS.items() for dims in sets}
     assert reported <= declared
     assert {metric for metric, _ in reported} == set(METRIC_DIMENSIONS) - {TASKS_COMPLETED}  # the worker's
+
+
+def test_without_the_xray_sdk_spans_are_quietly_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "aws_xray_sdk" else real_find_spec(name, *a)
+    )
+    telemetry = PowertoolsTelemetry("obs-nosdk", "Trace", tracing=True)
+    with telemetry.span("TaskStore.get"):
+        pass
+    assert telemetry.tracing is False  # decided once: no further attempts
