@@ -12,10 +12,10 @@ from bench.common import RESULTS
 LABELS = {
     "python_pass": "python\n(nothing)",
     "boto3": "import\nboto3",
-    "api_discover": "ours:\nserver/discover",
+    "api_discover": "ours:\ndiscover",
     "api_call": "ours:\ntools/call",
-    "sdk_discover": "MCP SDK+Mangum:\nserver/discover",
-    "sdk_call": "MCP SDK+Mangum:\ntools/call",
+    "sdk_discover": "SDK+Mangum:\ndiscover",
+    "sdk_call": "SDK+Mangum:\ntools/call",
 }
 COLORS = {
     "python_pass": "#bbbbbb",
