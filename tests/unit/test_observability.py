@@ -625,6 +625,7 @@ def test_a_cold_server_discover_imports_neither_powertools_nor_the_xray_sdk() ->
         "AWS_REGION": "us-east-1",
         "TASK_TABLE_NAME": "tasks",
         "TASK_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:tasks",
+        "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
     }
     done = subprocess.run([sys.executable, "-c", script], env=environ, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
