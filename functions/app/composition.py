@@ -31,7 +31,12 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
         if isinstance(document, dict) and isinstance(document.get("keys"), list):
             return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
         return [SealingKey("k1", text_value.encode())]
-    return [SealingKey("dev", (settings.state_key or DEV_STATE_KEY).encode())]
+    if settings.state_key:
+        return [SealingKey("k1", settings.state_key.encode())]
+    if settings.local_mode or settings.dev_auth:
+        return [SealingKey("dev", DEV_STATE_KEY.encode())]
+    # The development key is public: serving with it would let anyone forge requestState.
+    raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
 
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:

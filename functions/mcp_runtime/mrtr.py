@@ -137,6 +137,18 @@ def _valid_answer(request: InputRequest, answer: object, schema: type[BaseModel]
     return None
 
 
+def _canonical_answer(request: InputRequest, raw: dict[str, Any], parsed: Any) -> Any:
+    """What is carried into the next round: the validated answer, not whatever else the client sent."""
+    if isinstance(parsed, Elicited):
+        if parsed.content is None:
+            return {"action": parsed.action}
+        content = parsed.content.model_dump(mode="json") if isinstance(parsed.content, BaseModel) else parsed.content
+        return {"action": parsed.action, "content": content}
+    if request.method == wire.INPUT_METHOD_ROOTS:
+        return {"roots": [{k: v for k, v in root.items() if k in ("uri", "name")} for root in parsed]}
+    return {k: v for k, v in raw.items() if k in ("role", "content", "model", "stopReason")}
+
+
 @dataclass(slots=True)
 class Asker:
     """Gives code the answers it asked for, or collects what is still missing."""
@@ -159,7 +171,7 @@ class Asker:
             if parsed is None:
                 missing[key] = request
             else:
-                self.accepted_raw[key] = self.answers[key]
+                self.accepted_raw[key] = _canonical_answer(request, self.answers[key], parsed)
                 results[key] = parsed
         if missing:
             raise InputNeeded(missing)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -39,6 +40,7 @@ def _messages(response: dict[str, Any]) -> list[dict[str, Any]]:
 def recording_stack(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[RecordingStack]:
     from local_stack.stack import configure_environment
 
+    saved_environment = dict(os.environ)
     monkeypatch_module.setenv("MCP_FIXTURES", "conformance")
     configure_environment()
     from app import composition
@@ -67,6 +69,8 @@ def recording_stack(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[Recordin
     finally:
         server.shutdown()
         server.server_close()
+        os.environ.clear()
+        os.environ.update(saved_environment)
         composition.reset()
 
 

@@ -103,7 +103,14 @@ class Backend:
 
 
 def _settings(**overrides: str) -> Settings:
-    return Settings.from_environ({"TASK_PROGRESS_INTERVAL_MS": "0", "TASK_RELEASE_PARKED_ON_STOP": "1", **overrides})
+    return Settings.from_environ(
+        {
+            "TASK_PROGRESS_INTERVAL_MS": "0",
+            "TASK_RELEASE_PARKED_ON_STOP": "1",
+            "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
+            **overrides,
+        }
+    )
 
 
 @pytest.fixture(scope="module")

@@ -37,6 +37,7 @@ def settings(task_env: TaskEnvironment, monkeypatch: pytest.MonkeyPatch) -> Sett
         "AWS_ENDPOINT_URL": task_env.aws.endpoint,
         "TASK_RELEASE_PARKED_ON_STOP": "1",
         "TASK_PROGRESS_INTERVAL_MS": "0",
+        "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
     }
     settings = Settings.from_environ(values)
     worker = build_task_worker(settings)

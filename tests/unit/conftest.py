@@ -37,6 +37,7 @@ class FakeClock:
 
 def make_settings(**values: Any) -> Settings:
     """Settings by environment alias, e.g. make_settings(MCP_LOCAL_MODE=True)."""
+    values.setdefault("MCP_STATE_KEY", "test-only-requestState-key-0123456789abcdef")
     return Settings.model_validate(values)
 
 
@@ -165,6 +166,7 @@ def configure_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Non
         for model_field in Settings.model_fields.values():
             if model_field.alias:
                 monkeypatch.delenv(model_field.alias, raising=False)
+        environ.setdefault("MCP_STATE_KEY", "test-only-requestState-key-0123456789abcdef")
         for name, value in environ.items():
             monkeypatch.setenv(name, value)
         composition.reset()
