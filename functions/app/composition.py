@@ -52,8 +52,12 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
         from mcp_runtime.tasks.history import DynamoTaskHistory
 
         server.tasks = build_task_service(settings, telemetry)
-        server.handles = DynamoHandleStore(settings.task_table_name, endpoint_url=settings.aws_endpoint_url)
-        server.history = DynamoTaskHistory(settings.task_table_name, endpoint_url=settings.aws_endpoint_url)
+        server.handles = DynamoHandleStore(
+            settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry
+        )
+        server.history = DynamoTaskHistory(
+            settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry
+        )
     import tools
 
     tools.register(server)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from .observability import NO_TELEMETRY, Telemetry, traced
 from .tasks import schema
 from .tasks.aws_clients import THROTTLING_CODES, client_provider, error_code, is_aws_error
 
@@ -71,11 +72,14 @@ class DynamoHandleStore:
         *,
         endpoint_url: str | None = None,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._table = table_name
         self._client = client_provider(client, "dynamodb", endpoint_url)
         self._clock = clock
+        self.telemetry = telemetry
 
+    @traced("HandleStore.mint")
     def mint(self, owner: str, kind: str, data: dict[str, Any], ttl_seconds: int) -> Handle:
         handle = Handle(new_handle_id(kind), kind, owner, data, 1, int(self._clock()) + ttl_seconds)
         item = {
@@ -95,6 +99,7 @@ class DynamoHandleStore:
         )
         return handle
 
+    @traced("HandleStore.resolve")
     def resolve(self, owner: str, kind: str, handle_id: str) -> Handle:
         if not handle_id.startswith(f"{kind}_") or len(handle_id) > 128:
             raise HandleNotFound(handle_id)
@@ -116,6 +121,7 @@ class DynamoHandleStore:
             int(item[schema.TTL_ATTRIBUTE]["N"]),
         )
 
+    @traced("HandleStore.update")
     def update(self, handle: Handle, data: dict[str, Any]) -> Handle:
         try:
             self._call(
@@ -142,6 +148,7 @@ class DynamoHandleStore:
             raise HandleConflict(handle.handle_id) from exc
         return Handle(handle.handle_id, handle.kind, handle.owner, data, handle.version + 1, handle.expires_at)
 
+    @traced("HandleStore.delete")
     def delete(self, handle: Handle) -> None:
         try:
             self._call(

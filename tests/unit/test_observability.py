@@ -329,9 +329,14 @@ class StubDynamo:
     def put_item(self, **request: Any) -> dict[str, Any]:
         return {}
 
+    def query(self, **request: Any) -> dict[str, Any]:
+        return {"Items": []}
+
 
 def test_store_and_executor_calls_run_inside_named_spans(recorder: RecordingTelemetry) -> None:
+    from mcp_runtime.handles import DynamoHandleStore
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
+    from mcp_runtime.tasks.history import DynamoTaskHistory
 
     clock = FakeClock()
     service = _service(clock, recorder)
@@ -345,7 +350,9 @@ def test_store_and_executor_calls_run_inside_named_spans(recorder: RecordingTele
             return {}
 
     StepFunctionsExecutor("arn:aws:states:us-east-1:1:stateMachine:t", StubSfn(), telemetry=recorder).start("t")
-    assert recorder.spans == ["TaskStore.create", "TaskExecutor.start"]
+    DynamoHandleStore("tasks", StubDynamo(), telemetry=recorder).mint("owner", "cart", {}, 60)
+    DynamoTaskHistory("tasks", StubDynamo(), telemetry=recorder).page("owner")
+    assert recorder.spans == ["TaskStore.create", "TaskExecutor.start", "HandleStore.mint", "TaskHistory.page"]
 
 
 def test_the_default_telemetry_records_nothing() -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
 from .aws_clients import client_provider, is_aws_error
 from .errors import TaskStoreUnavailable
@@ -70,11 +71,14 @@ class DynamoTaskHistory:
         *,
         endpoint_url: str | None = None,
         clock: Callable[[], float] = time.time,
+        telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._table = table_name
         self._client = client_provider(client, "dynamodb", endpoint_url)
         self._clock = clock
+        self.telemetry = telemetry
 
+    @traced("TaskHistory.page")
     def page(self, owner: str, limit: int = 20, cursor: str | None = None) -> TaskPage:
         request: dict[str, Any] = {
             "TableName": self._table,
