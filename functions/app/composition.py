@@ -3,17 +3,23 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from app.telemetry import PowertoolsTelemetry
 from mcp_runtime.context import RequestContext
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
-from mcp_runtime.server import McpServer
+from mcp_runtime.server import McpServer, TaskGateway
 from mcp_runtime.settings import DEV_STATE_KEY, Settings, get_settings
 from mcp_runtime.transport import McpHttpTransport
+
+if TYPE_CHECKING:
+    from mcp_runtime.handles import HandleStore
+    from mcp_runtime.tasks.history import DynamoTaskHistory
 
 
 def sealing_keys(settings: Settings) -> list[SealingKey]:
@@ -39,6 +45,51 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
     raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
 
 
+T = TypeVar("T")
+
+
+class LazyService(Generic[T]):
+    """Stands in for a service and builds it on first use (thread-safe), then delegates to it."""
+
+    def __init__(self, factory: Callable[[], T]) -> None:
+        self._factory = factory
+        self._service: T | None = None
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        service = self._service
+        if service is None:
+            with self._lock:
+                if self._service is None:
+                    self._service = self._factory()
+                service = self._service
+        return getattr(service, name)
+
+
+def _task_service(settings: Settings, telemetry: Telemetry) -> TaskGateway:
+    from app.task_wiring import build_task_service
+
+    return build_task_service(settings, telemetry)
+
+
+def _handle_store(settings: Settings, telemetry: Telemetry) -> HandleStore:
+    from mcp_runtime.handles import DynamoHandleStore
+
+    return DynamoHandleStore(settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
+
+
+def _task_history(settings: Settings, telemetry: Telemetry) -> DynamoTaskHistory:
+    from mcp_runtime.tasks.history import DynamoTaskHistory
+
+    return DynamoTaskHistory(settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
+
+
+def _register_project_tools(server: McpServer) -> None:
+    import tools
+
+    tools.register(server)
+
+
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
     server = McpServer(
         settings,
@@ -46,21 +97,12 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
         telemetry=telemetry,
     )
     if settings.state_machine_arn:
-        # Tasks, handles and the task history share the task table.
-        from app.task_wiring import build_task_service
-        from mcp_runtime.handles import DynamoHandleStore
-        from mcp_runtime.tasks.history import DynamoTaskHistory
-
-        server.tasks = build_task_service(settings, telemetry)
-        server.handles = DynamoHandleStore(
-            settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry
-        )
-        server.history = DynamoTaskHistory(
-            settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry
-        )
-    import tools
-
-    tools.register(server)
+        # Tasks, handles and the task history share the task table. Each is built on first use, so
+        # a container that only answers server/discover or plain calls never imports them.
+        server.tasks = cast(TaskGateway, LazyService(lambda: _task_service(settings, telemetry)))
+        server.handles = cast("HandleStore", LazyService(lambda: _handle_store(settings, telemetry)))
+        server.history = cast("DynamoTaskHistory", LazyService(lambda: _task_history(settings, telemetry)))
+    server.tools.add_loader(lambda: _register_project_tools(server))
     if settings.fixtures == "conformance":
         from fixtures import conformance
 

@@ -84,3 +84,19 @@ class RequestRejected(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+
+
+class HandleError(Exception):
+    """Base of the server-minted handle errors (see handles.py)."""
+
+
+class HandleNotFound(HandleError):
+    """Unknown, expired, of another kind, or owned by someone else: callers cannot tell which."""
+
+
+class HandleConflict(HandleError):
+    """Someone else updated the handle since it was read."""
+
+
+class HandleStoreUnavailable(HandleError):
+    """DynamoDB throttled or failed; safe to retry."""

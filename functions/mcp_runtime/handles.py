@@ -9,34 +9,29 @@ handle, an expired one and an unknown one are indistinguishable to the caller.
 from __future__ import annotations
 
 import json
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from .errors import HandleConflict, HandleError, HandleNotFound, HandleStoreUnavailable
 from .observability import NO_TELEMETRY, Telemetry, traced
 from .tasks import schema
 from .tasks.aws_clients import THROTTLING_CODES, client_provider, error_code, is_aws_error
 
+__all__ = [
+    "CallerHandles",
+    "DynamoHandleStore",
+    "Handle",
+    "HandleConflict",
+    "HandleError",
+    "HandleNotFound",
+    "HandleStore",
+    "HandleStoreUnavailable",
+]
+
 HANDLE_OWNER_ATTRIBUTE: Final = "handleOwner"  # not the GSI's owner attribute: handles stay out of task history
 MAX_HANDLE_DATA_BYTES: Final = 64 * 1024
-
-
-class HandleError(Exception):
-    """Base of handle errors."""
-
-
-class HandleNotFound(HandleError):
-    """Unknown, expired, of another kind, or owned by someone else: callers cannot tell which."""
-
-
-class HandleConflict(HandleError):
-    """Someone else updated the handle since it was read."""
-
-
-class HandleStoreUnavailable(HandleError):
-    """DynamoDB throttled or failed; safe to retry."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +56,8 @@ class HandleStore(Protocol):
 
 def new_handle_id(kind: str) -> str:
     """`<kind>_<192 random bits>`: readable for the model, unguessable for anyone else."""
+    import secrets  # only when minting: keeps it off the cold-start path
+
     return f"{kind}_{secrets.token_urlsafe(24)}"
 
 

@@ -8,7 +8,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 
 class Params(BaseModel):
-    model_config = ConfigDict(extra="allow", populate_by_name=True)
+    # Validators are built on first use: a cold container pays only for the methods it serves.
+    model_config = ConfigDict(extra="allow", populate_by_name=True, defer_build=True)
 
 
 class EmptyParams(Params):
@@ -40,18 +41,22 @@ class ReadResourceParams(MrtrParams):
 
 
 class CompletionArgument(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     name: StrictStr
     value: StrictStr
 
 
 class CompletionReference(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", defer_build=True)
     type: StrictStr
     name: StrictStr | None = None
     uri: StrictStr | None = None
 
 
 class CompletionContext(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     arguments: dict[str, StrictStr] | None = None
 
 

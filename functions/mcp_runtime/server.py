@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
@@ -16,7 +16,6 @@ from . import wire
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
 from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
-from .handles import CallerHandles, HandleStore
 from .headers import decode_header_value, header_matches
 from .mrtr import Asker, InputNeeded
 from .observability import MRTR_ROUNDS, NO_TELEMETRY, Telemetry
@@ -32,9 +31,12 @@ from .params import (
     UpdateTaskParams,
 )
 from .sealing import Binding, StateSealer
-from .tasks.history import CallerTaskHistory, DynamoTaskHistory
 from .settings import Settings
 from .tools import Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+
+if TYPE_CHECKING:  # loaded only where the task table is configured
+    from .handles import CallerHandles, HandleStore
+    from .tasks.history import CallerTaskHistory, DynamoTaskHistory
 
 PAGE_SIZE = 100
 MAX_INPUT_REQUEST_KEYS = 32
@@ -97,7 +99,7 @@ class McpServer:
     # ---- capabilities and dispatch -------------------------------------------------------
     def capabilities(self) -> dict[str, Any]:
         capabilities: dict[str, Any] = {}
-        if len(self.tools):
+        if self.tools.declares_tools():
             capabilities["tools"] = {}
         if len(self.prompts):
             capabilities["prompts"] = {}
@@ -232,8 +234,8 @@ class McpServer:
             state,
             progress=ctx.send_progress,
             log=lambda level, data: ctx.send_log(level, data, spec.name),
-            handles=CallerHandles(self.handles, ctx.principal.id) if self.handles is not None else None,
-            task_history=CallerTaskHistory(self.history, ctx.principal.id) if self.history is not None else None,
+            handles=self._caller_handles(ctx),
+            task_history=self._caller_history(ctx),
         )
         try:
             if wants_task:
@@ -247,6 +249,20 @@ class McpServer:
             return self._input_required(needed, tool_ctx, tool_ctx.state, binding, {"tool": spec.name})
         except ToolError as exc:  # raised by a prepare step
             return ToolResult([text(str(exc))], is_error=True).to_wire()
+
+    def _caller_handles(self, ctx: RequestContext) -> CallerHandles | None:
+        if self.handles is None:
+            return None
+        from .handles import CallerHandles
+
+        return CallerHandles(self.handles, ctx.principal.id)
+
+    def _caller_history(self, ctx: RequestContext) -> CallerTaskHistory | None:
+        if self.history is None:
+            return None
+        from .tasks.history import CallerTaskHistory
+
+        return CallerTaskHistory(self.history, ctx.principal.id)
 
     def _check_header_params(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext) -> None:
         for header, prop in spec.header_params.items():

@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from types import ModuleType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ValidationError
 
 from .context import Principal, RequestMeta
-from .handles import CallerHandles, HandleConflict, HandleNotFound
-from .tasks.history import CallerTaskHistory
+from .errors import HandleConflict, HandleNotFound
 from .mrtr import Asker
+
+if TYPE_CHECKING:  # the handle store and task history load only where they are configured
+    from .handles import CallerHandles
+    from .tasks.history import CallerTaskHistory
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
@@ -329,6 +333,25 @@ def tool(
 class ToolRegistry:
     def __init__(self) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        # Deferred registrations: importing tool modules (and building their pydantic models) is
+        # left to the first request that needs a tool; discover and task polls never pay for it.
+        self._loaders: list[Callable[[], None]] = []
+        self._loading = threading.RLock()
+
+    def add_loader(self, loader: Callable[[], None]) -> None:
+        """Register tools later: `loader` runs once, before the first lookup or listing."""
+        self._loaders.append(loader)
+
+    def declares_tools(self) -> bool:
+        """Whether this registry serves tools, without loading deferred ones."""
+        return bool(self._tools or self._loaders)
+
+    def _load(self) -> None:
+        if not self._loaders:
+            return
+        with self._loading:
+            while self._loaders:
+                self._loaders.pop(0)()
 
     def include(self, module: ModuleType) -> None:
         """Serve every `@tool` function defined in a module, in definition order."""
@@ -349,10 +372,13 @@ class ToolRegistry:
         self._tools[spec.name] = spec
 
     def get(self, name: str) -> ToolSpec | None:
+        self._load()
         return self._tools.get(name)
 
     def __iter__(self) -> typing.Iterator[ToolSpec]:
+        self._load()
         return iter(sorted(self._tools.values(), key=lambda spec: spec.name))
 
     def __len__(self) -> int:
+        self._load()
         return len(self._tools)

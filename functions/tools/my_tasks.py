@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime.tasks.history import InvalidCursor
 from mcp_runtime.tools import Answers, ToolContext, ToolError, tool
 
 
@@ -39,6 +38,8 @@ class TaskHistoryPage(BaseModel):
     annotations={"readOnlyHint": True, "openWorldHint": False},
 )
 def list_my_tasks(args: ListMyTasksArgs, ctx: ToolContext) -> TaskHistoryPage:
+    from mcp_runtime.tasks.history import InvalidCursor  # the history loads on first use
+
     try:
         page = ctx.task_history.page(args.limit, args.cursor)
     except InvalidCursor:
