@@ -159,7 +159,12 @@ leaked = sorted(m for m in sys.modules if m.split(".")[0] in test_only)
 assert not leaked, leaked
 print(json.dumps({"modules": len(sys.modules)}))
 """.replace("ASSET", repr(str(host_asset))).replace("RUNTIME", repr(str(runtime)))
-    env = {"PATH": os.environ.get("PATH", ""), "MCP_SERVER_NAME": "asset-check", "AWS_DEFAULT_REGION": "us-east-1"}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "MCP_SERVER_NAME": "asset-check",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "MCP_STATE_KEY": "asset-check-requestState-key-0123456789abcdef",
+    }
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", script], env=env, capture_output=True, text=True, check=False
     )
