@@ -16,10 +16,12 @@ that answers `server/discover` (no metric, no log line, no span) imports none of
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Final
@@ -60,6 +62,14 @@ def _default_tracer(service: str) -> Any:
     # Only botocore is patched: every DynamoDB and Step Functions call becomes a subsegment of the span
     # that made it (patching is class-wide, so clients built before the Tracer are covered too).
     return Tracer(service=service, patch_modules=("botocore",))
+
+
+def _metrics_disabled() -> bool:
+    """Powertools' rule: POWERTOOLS_METRICS_DISABLED, or POWERTOOLS_DEV unless metrics are enabled explicitly."""
+    disabled = os.environ.get("POWERTOOLS_METRICS_DISABLED")
+    if _truthy(disabled):
+        return True
+    return _truthy(os.environ.get("POWERTOOLS_DEV")) and disabled is None
 
 
 class PowertoolsTelemetry:
@@ -118,24 +128,38 @@ class PowertoolsTelemetry:
             self.flush()
 
     def flush(self) -> None:
-        """Write the buffered metrics as EMF, one JSON line per dimension set; never raises."""
+        """Write the buffered metrics as CloudWatch EMF, one JSON line per dimension set; never raises.
+
+        The documents are the ones Powertools' EMF provider prints (same keys, units and value lists,
+        and POWERTOOLS_METRICS_DISABLED / POWERTOOLS_DEV honoured the same way), written directly:
+        building and filling a provider per flush cost more than the rest of an MRTR round (bench/).
+        """
         with self._lock:
             pending, self._metrics = self._metrics, {}
-        if not pending:
+        if not pending or _metrics_disabled():
             return
         try:
-            from aws_lambda_powertools.metrics.provider.cloudwatch_emf.cloudwatch import AmazonCloudWatchEMFProvider
-
+            timestamp = int(time.time() * 1000)
+            lines = []
             for dimensions, metrics in pending.items():
-                # service="" keeps Powertools from adding its `service` dimension: the namespace
-                # already names the server, and the dashboard searches on exactly these dimensions.
-                provider = AmazonCloudWatchEMFProvider(namespace=self.namespace, service="")
-                for dimension, label in dimensions:
-                    provider.add_dimension(name=dimension, value=label)
-                for metric, (unit, values) in metrics.items():
-                    for value in values:
-                        provider.add_metric(name=metric, unit=unit, value=value)
-                provider.flush_metrics(raise_on_empty_metrics=True)
+                document: dict[str, Any] = {
+                    "_aws": {
+                        "Timestamp": timestamp,
+                        "CloudWatchMetrics": [
+                            {
+                                "Namespace": self.namespace,
+                                "Dimensions": [[name for name, _ in dimensions]],
+                                "Metrics": [{"Name": metric, "Unit": unit} for metric, (unit, _) in metrics.items()],
+                            }
+                        ],
+                    },
+                    **dict(dimensions),
+                }
+                for metric, (_, values) in metrics.items():
+                    document[metric] = values
+                lines.append(json.dumps(document, separators=(",", ":")))
+            sys.stdout.write("\n".join(lines) + "\n")
+            sys.stdout.flush()
         except Exception:
             internal_log.exception("metrics could not be written")
 

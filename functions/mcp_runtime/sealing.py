@@ -136,4 +136,4 @@ class StateSealer:
 
     @staticmethod
     def _tag(key: SealingKey, signed: str) -> bytes:
-        return hmac.new(key.secret, signed.encode("ascii"), hashlib.sha256).digest()
+        return hmac.digest(key.secret, signed.encode("ascii"), "sha256")

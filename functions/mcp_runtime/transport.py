@@ -93,6 +93,19 @@ def _is_unicode(text: str) -> bool:
     return True
 
 
+def _may_breach_limits(body: bytes) -> bool:
+    """False when the raw body is too small or too simple to break any limit, so the walk is skipped:
+    a string needs at least as many bytes as characters, nesting needs a bracket per level, n items
+    need n - 1 commas, and an unpaired surrogate needs a \\u escape or a raw 0xED lead byte."""
+    return (
+        len(body) > MAX_STRING_CHARS
+        or body.count(b"{") + body.count(b"[") >= MAX_DEPTH
+        or body.count(b",") >= MAX_COLLECTION_ITEMS - 1
+        or b"\\u" in body
+        or b"\xed" in body
+    )
+
+
 def _limit_breach(value: Any) -> str | None:
     """Why a parsed body is too large to serve, or None: depth, string length and array length."""
     stack = [(value, 1)]
@@ -138,7 +151,9 @@ class McpHttpTransport:
         except RequestRejected as rejected:
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(rejected.status))
             headers = {"content-type": JSON_CONTENT_TYPE, **rejected.headers}
-            body = json.dumps({"jsonrpc": wire.JSONRPC_VERSION, "error": {"code": wire.INVALID_REQUEST, "message": rejected.message}})
+            body = json.dumps(
+                {"jsonrpc": wire.JSONRPC_VERSION, "error": {"code": wire.INVALID_REQUEST, "message": rejected.message}}
+            )
             return HttpResponse(rejected.status, headers, body)
 
     def _handle(self, request: HttpRequest) -> HttpResponse:
@@ -217,11 +232,11 @@ class McpHttpTransport:
             raise InvalidRequest("Invalid request: batches are not supported")
         if not isinstance(message, dict):
             raise InvalidRequest("Invalid request: expected a JSON-RPC object")
-        breach = _limit_breach(message)
+        breach = _limit_breach(message) if _may_breach_limits(request.body) else None
         if breach is not None:
             raise InvalidRequest(f"Invalid request: {breach}")
         if message.get("jsonrpc") != wire.JSONRPC_VERSION:
-            raise InvalidRequest("Invalid request: jsonrpc must be \"2.0\"")
+            raise InvalidRequest('Invalid request: jsonrpc must be "2.0"')
         method = message.get("method")
         if not isinstance(method, str) or not method:
             raise InvalidRequest("Invalid request: method must be a non-empty string")
@@ -269,12 +284,23 @@ class McpHttpTransport:
             raise InvalidParams(f"Invalid params: _meta[{wire.META_PROTOCOL_VERSION!r}] is required", http_status=400)
         capabilities = meta.get(wire.META_CLIENT_CAPABILITIES)
         if not isinstance(capabilities, dict):
-            raise InvalidParams(f"Invalid params: _meta[{wire.META_CLIENT_CAPABILITIES!r}] is required", http_status=400)
+            raise InvalidParams(
+                f"Invalid params: _meta[{wire.META_CLIENT_CAPABILITIES!r}] is required", http_status=400
+            )
         token = meta.get(wire.META_PROGRESS_TOKEN)
         if isinstance(token, bool) or not isinstance(token, str | int | None):
             raise InvalidParams("Invalid params: progressToken must be a string or an integer", http_status=400)
         log_level = meta.get(wire.META_LOG_LEVEL)
-        if log_level is not None and log_level not in ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"):
+        if log_level is not None and log_level not in (
+            "debug",
+            "info",
+            "notice",
+            "warning",
+            "error",
+            "critical",
+            "alert",
+            "emergency",
+        ):
             raise InvalidParams("Invalid params: unknown log level")
         client_info = meta.get(wire.META_CLIENT_INFO)
         return RequestMeta(
