@@ -26,12 +26,14 @@ node_modules/.installed: package.json package-lock.json
 run: $(VENV)/.installed
 	PORT=$(PORT) $(PY) -m local_stack
 
+LINT_PATHS := functions infra tests bench scripts events
+
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check functions infra tests bench
-	$(VENV)/bin/ruff format --check functions infra tests bench
+	$(VENV)/bin/ruff check $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy functions
 
-test: install
+test: install lint
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q
 
 test-fast: $(VENV)/.installed

@@ -15,6 +15,6 @@ if os.environ["PYDANTIC_DISABLE_PLUGINS"] in ("__all__", "1", "true") and "pydan
     _no_plugins.get_plugins = lambda: ()  # type: ignore[attr-defined]
     sys.modules["pydantic.plugin._loader"] = _no_plugins
 
-from app.composition import handle_api_event as lambda_handler  # noqa: E402
+from app.composition import handle_api_event as lambda_handler
 
 __all__ = ["lambda_handler"]

@@ -3,6 +3,7 @@ machine running the real ASL with the real worker in-process), then the HTTP fro
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sys
@@ -86,9 +87,7 @@ def main() -> None:
     print(f"MCP endpoint: {stack.url}  (Ctrl-C stops)", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         stop.wait()
-    except KeyboardInterrupt:
-        pass
     stack.stop()
     sys.exit(0)

@@ -77,7 +77,9 @@ class RequestContext:
             params["total"] = total
         if message is not None:
             params["message"] = message
-        self.notifications.append({"jsonrpc": wire.JSONRPC_VERSION, "method": "notifications/progress", "params": params})
+        self.notifications.append(
+            {"jsonrpc": wire.JSONRPC_VERSION, "method": "notifications/progress", "params": params}
+        )
 
     def send_log(self, level: str, data: Any, logger: str | None = None) -> None:
         """Queue `notifications/message` only when this request asked for logs at or below `level`."""
@@ -87,4 +89,6 @@ class RequestContext:
         params: dict[str, Any] = {"level": level, "data": data}
         if logger is not None:
             params["logger"] = logger
-        self.notifications.append({"jsonrpc": wire.JSONRPC_VERSION, "method": "notifications/message", "params": params})
+        self.notifications.append(
+            {"jsonrpc": wire.JSONRPC_VERSION, "method": "notifications/message", "params": params}
+        )

@@ -194,6 +194,4 @@ class Asker:
         if capability is None:
             raise ValueError(f"{request.method} cannot be asked of a client")
         if not self.meta.declares(capability):
-            raise MissingRequiredClientCapability(
-                f"This request needs the {capability} capability", {capability: {}}
-            )
+            raise MissingRequiredClientCapability(f"This request needs the {capability} capability", {capability: {}})

@@ -58,7 +58,9 @@ class MethodSpec:
 class TaskGateway(Protocol):
     """The durable-task side of the runtime (the tasks extension), injected when configured."""
 
-    def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]: ...
+    def create(
+        self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any
+    ) -> dict[str, Any]: ...
 
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]: ...
 
@@ -146,7 +148,9 @@ class McpServer:
             "capabilities": self.capabilities(),
             "ttlMs": self.settings.discover_ttl_ms,
             "cacheScope": "public",
-            "_meta": {wire.META_SERVER_INFO: {"name": self.settings.server_name, "version": self.settings.server_version}},
+            "_meta": {
+                wire.META_SERVER_INFO: {"name": self.settings.server_name, "version": self.settings.server_version}
+            },
         }
         if self.settings.instructions:
             result["instructions"] = self.settings.instructions
@@ -200,9 +204,7 @@ class McpServer:
         if len(needed.requests) > MAX_INPUT_REQUEST_KEYS:
             raise ValueError("too many input requests in one round")
         self.telemetry.count(MRTR_ROUNDS, 1, **asked_by)
-        sealed = self.sealer.seal(
-            binding, {"answers": asker.accepted_raw, "state": state}
-        )
+        sealed = self.sealer.seal(binding, {"answers": asker.accepted_raw, "state": state})
         return {
             "resultType": wire.RESULT_INPUT_REQUIRED,
             "inputRequests": {key: request.to_wire() for key, request in needed.requests.items()},
@@ -216,7 +218,11 @@ class McpServer:
             raise InvalidParams(f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
         self._check_header_params(spec, arguments, ctx)
-        wants_task = spec.answers is Answers.TASK and ctx.meta.declares_extension(wire.TASKS_EXTENSION) and self.tasks is not None
+        wants_task = (
+            spec.answers is Answers.TASK
+            and ctx.meta.declares_extension(wire.TASKS_EXTENSION)
+            and self.tasks is not None
+        )
         if spec.task_required and not wants_task:
             raise MissingRequiredClientCapability(
                 f"Tool {spec.name} runs only as a task", {"extensions": {wire.TASKS_EXTENSION: {}}}

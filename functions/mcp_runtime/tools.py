@@ -177,7 +177,9 @@ class ToolSpec:
         except HandleNotFound:
             return ToolResult([text("Unknown or expired handle.")], is_error=True)
         except HandleConflict:
-            return ToolResult([text("The handle was changed by another call at the same time; try again.")], is_error=True)
+            return ToolResult(
+                [text("The handle was changed by another call at the same time; try again.")], is_error=True
+            )
         return self.to_result(produced)
 
     def to_result(self, produced: Any) -> ToolResult:

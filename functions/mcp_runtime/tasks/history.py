@@ -58,7 +58,9 @@ def decode_cursor(cursor: str) -> tuple[str, str]:
         created_at, task_id = json.loads(raw)
     except (binascii.Error, ValueError, TypeError) as exc:
         raise InvalidCursor(cursor) from exc
-    if not (isinstance(created_at, str) and _ISO.match(created_at) and isinstance(task_id, str) and _TASK_ID.match(task_id)):
+    if not (
+        isinstance(created_at, str) and _ISO.match(created_at) and isinstance(task_id, str) and _TASK_ID.match(task_id)
+    ):
         raise InvalidCursor(cursor)
     return created_at, task_id
 
@@ -122,7 +124,8 @@ class DynamoTaskHistory:
         next_cursor = None
         if last:
             next_cursor = encode_cursor(
-                last[schema.OWNER_INDEX_SORT_KEY]["S"], last[schema.PARTITION_KEY]["S"].removeprefix(schema.TASK_KEY_PREFIX)
+                last[schema.OWNER_INDEX_SORT_KEY]["S"],
+                last[schema.PARTITION_KEY]["S"].removeprefix(schema.TASK_KEY_PREFIX),
             )
         return TaskPage(tasks, next_cursor)
 
@@ -136,4 +139,3 @@ class CallerTaskHistory:
 
     def page(self, limit: int = 20, cursor: str | None = None) -> TaskPage:
         return self.history.page(self.owner, limit, cursor)
-
