@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from . import wire
-from .context import Principal, RequestContext, RequestMeta
+from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
 from .errors import (
     HeaderMismatch,
     InternalError,
@@ -291,16 +291,7 @@ class McpHttpTransport:
         if isinstance(token, bool) or not isinstance(token, str | int | None):
             raise InvalidParams("Invalid params: progressToken must be a string or an integer", http_status=400)
         log_level = meta.get(wire.META_LOG_LEVEL)
-        if log_level is not None and log_level not in (
-            "debug",
-            "info",
-            "notice",
-            "warning",
-            "error",
-            "critical",
-            "alert",
-            "emergency",
-        ):
+        if log_level is not None and log_level not in LOG_LEVELS:
             raise InvalidParams("Invalid params: unknown log level")
         client_info = meta.get(wire.META_CLIENT_INFO)
         return RequestMeta(

@@ -9,12 +9,12 @@ import anyio
 import mcp_types
 import pytest
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 from mcp_types import methods as wire_types
 from pydantic import TypeAdapter
 
 from mcp_runtime import wire
 from tests.e2e.conftest import RecordingStack
+from tests.e2e.scripted_user import ScriptedUser
 
 pytestmark = pytest.mark.e2e
 
@@ -39,23 +39,6 @@ def assert_wire_valid(stack: RecordingStack) -> None:
             else:
                 notification = wire_types.SERVER_NOTIFICATIONS[(message["method"], wire.PROTOCOL_VERSION)]
                 TypeAdapter(notification).validate_python(message)
-
-
-class ScriptedUser:
-    """Answers elicitations from a script and records what it was asked."""
-
-    def __init__(self, *answers: dict[str, Any] | str) -> None:
-        self.answers = list(answers)
-        self.asked: list[str] = []
-
-    async def __call__(
-        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
-    ) -> mcp_types.ElicitResult:
-        self.asked.append(params.message)
-        answer = self.answers.pop(0)
-        if isinstance(answer, str):
-            return mcp_types.ElicitResult(action=answer)  # type: ignore[arg-type]
-        return mcp_types.ElicitResult(action="accept", content=answer)
 
 
 async def _call(

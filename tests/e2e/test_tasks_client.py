@@ -11,9 +11,9 @@ import mcp_types
 import pytest
 from fastmcp_tasks.client import TasksClientExtension, _send_cancel, _send_get
 from mcp import Client
-from mcp.client.session import ClientRequestContext
 
 from mcp_runtime import wire
+from tests.e2e.scripted_user import ScriptedUser
 from tests.support import RunningStack, local_stack_process
 
 pytestmark = pytest.mark.e2e
@@ -23,23 +23,6 @@ pytestmark = pytest.mark.e2e
 def stack() -> Iterator[RunningStack]:
     with local_stack_process(fixtures="conformance") as running:
         yield running
-
-
-class ScriptedUser:
-    """Answers elicitations from a script and records the questions."""
-
-    def __init__(self, *answers: dict[str, Any] | str) -> None:
-        self.answers = list(answers)
-        self.asked: list[str] = []
-
-    async def __call__(
-        self, context: ClientRequestContext, params: mcp_types.ElicitRequestParams
-    ) -> mcp_types.ElicitResult:
-        self.asked.append(params.message)
-        answer = self.answers.pop(0)
-        if isinstance(answer, str):
-            return mcp_types.ElicitResult(action=answer)  # type: ignore[arg-type]
-        return mcp_types.ElicitResult(action="accept", content=answer)
 
 
 def tasks_client(stack: RunningStack, user: ScriptedUser | None = None) -> Client:
