@@ -338,7 +338,8 @@ class ToolRegistry:
         # Deferred registrations: importing tool modules (and building their pydantic models) is
         # left to the first request that needs a tool; discover and task polls never pay for it.
         self._loaders: list[Callable[[], None]] = []
-        self._loading = threading.RLock()
+        self._loading = threading.Lock()
+        self._loader_thread: int | None = None
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """Register tools later: `loader` runs once, before the first lookup or listing."""
@@ -349,11 +350,18 @@ class ToolRegistry:
         return bool(self._tools or self._loaders)
 
     def _load(self) -> None:
-        if not self._loaders:
+        # A loader leaves the list only once it has run, so concurrent first requests wait for it
+        # (and never see an empty registry); a loader that raised is tried again next time.
+        if not self._loaders or self._loader_thread == threading.get_ident():
             return
         with self._loading:
-            while self._loaders:
-                self._loaders.pop(0)()
+            self._loader_thread = threading.get_ident()
+            try:
+                while self._loaders:
+                    self._loaders[0]()
+                    self._loaders.pop(0)
+            finally:
+                self._loader_thread = None
 
     def include(self, module: ModuleType) -> None:
         """Serve every `@tool` function defined in a module, in definition order."""
