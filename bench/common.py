@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+# One request builder for the tests and the benchmarks (`rpc` is re-exported for bench modules).
+from tests.support import rpc as rpc
+from tests.support import standard_headers
+
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = REPO / "functions"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -51,44 +55,10 @@ def lambda_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def meta(capabilities: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1.0.0"},
-    }
-
-
-def rpc(
-    method: str,
-    params: dict[str, Any] | None = None,
-    request_id: int | str = 1,
-    capabilities: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    body_params = dict(params or {})
-    body_params.setdefault("_meta", meta(capabilities))
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
-
-
-def headers_for(message: dict[str, Any]) -> dict[str, str]:
-    headers = {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": PROTOCOL_VERSION,
-        "mcp-method": message["method"],
-    }
-    params = message.get("params") or {}
-    for key in ("name", "uri", "taskId"):
-        if isinstance(params.get(key), str):
-            headers["mcp-name"] = params[key]
-            break
-    return headers
-
-
 def api_event(message: dict[str, Any], host: str = "abc123.execute-api.us-east-1.amazonaws.com") -> dict[str, Any]:
     """An API Gateway HTTP API (payload 2.0) event with a JWT authorizer context, as AWS sends it."""
     body = json.dumps(message)
-    headers = {**headers_for(message), "host": host, "content-length": str(len(body))}
+    headers = {**standard_headers(message), "host": host, "content-length": str(len(body))}
     return {
         "version": "2.0",
         "routeKey": "POST /mcp",
