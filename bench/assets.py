@@ -63,7 +63,7 @@ def _sdk_asset(target_dir: Path) -> dict[str, Any] | None:
 def run(with_sdk: bool = True) -> dict[str, Any]:
     os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = "20"  # the jsii banner on Node 20
     sys.path.insert(0, str(REPO))
-    from infra.bundling import LAMBDA_TARGET, build_package
+    from infra.packaging import LAMBDA_TARGET, build_package
 
     result: dict[str, Any] = {"target": LAMBDA_TARGET.slug}
     with tempfile.TemporaryDirectory(prefix="bench-asset-") as tmp:

@@ -1,48 +1,103 @@
-"""Composition root: settings, sealing keys, registries and AWS-backed services, built once per container."""
+"""Composition root: builds every object the two functions use, each in one way, and nothing else.
+
+`build_catalog` is the one place tools, prompts and resources are registered: the API serves the
+catalog, the worker runs the same tools with the same context (handles, task history). The worker
+needs no requestState key and gets none: only the API seals and opens MRTR state.
+"""
 
 from __future__ import annotations
 
 import json
 import threading
 from collections.abc import Callable
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from app.telemetry import PowertoolsTelemetry
-from mcp_runtime.context import RequestContext
-from mcp_runtime.lambda_http import request_from_event, response_to_proxy
+from app.endpoints import ApiEndpoint, WorkerEndpoint
+from mcp_runtime.catalog import Catalog
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskGateway
-from mcp_runtime.settings import DEV_STATE_KEY, Settings, get_settings
-from mcp_runtime.transport import McpHttpTransport
+from mcp_runtime.settings import DEV_STATE_KEY, Settings
 
 if TYPE_CHECKING:
+    from app.telemetry import PowertoolsTelemetry
+    from mcp_runtime.context import RequestContext
     from mcp_runtime.handles import HandleStore
+    from mcp_runtime.tasks.executor import StepFunctionsExecutor
+    from mcp_runtime.tasks.history import DynamoTaskHistory
+    from mcp_runtime.tasks.service import TaskService
+    from mcp_runtime.tasks.store import DynamoTaskStore
+    from mcp_runtime.tasks.worker import TaskWorker
+
+TABLE_PURPOSE = "the task table's name (the template sets it from the table)"
+
+
+# ---- the catalog: one way, for both functions ------------------------------------------------------
+def build_catalog(settings: Settings) -> Catalog:
+    """The project's tools (registered on first lookup), plus the conformance fixtures when asked for.
+
+    Tools that keep state in the task table are served wherever the table is configured.
+    """
+    catalog = Catalog()
+    table_backed = bool(settings.task_table_name)
+
+    def register_project_tools() -> None:
+        import tools
+
+        tools.register(catalog.tools, table_backed=table_backed)
+
+    catalog.tools.add_loader(register_project_tools)
+    if settings.fixtures == "conformance":
+        from fixtures import conformance
+
+        conformance.register(catalog)
+    return catalog
+
+
+# ---- the task table and the workflow ------------------------------------------------------------
+def build_task_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> DynamoTaskStore:
+    from mcp_runtime.tasks.store import DynamoTaskStore
+
+    table = settings.require("task_table_name", TABLE_PURPOSE)
+    return DynamoTaskStore(table, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
+
+
+def build_task_executor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> StepFunctionsExecutor:
+    from mcp_runtime.tasks.executor import StepFunctionsExecutor
+
+    return StepFunctionsExecutor(
+        settings.state_machine_arn or "",
+        endpoint_url=settings.aws_endpoint_url,
+        release_parked_on_stop=settings.task_release_parked_on_stop,
+        telemetry=telemetry,
+    )
+
+
+def build_task_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskService:
+    from mcp_runtime.tasks.service import TaskService
+
+    return TaskService(
+        build_task_store(settings, telemetry),
+        build_task_executor(settings, telemetry),
+        ttl_ms=settings.task_default_ttl_ms,
+        poll_interval_ms=settings.task_poll_interval_ms,
+        reconcile_after_seconds=settings.task_reconcile_after_seconds,
+        telemetry=telemetry,
+    )
+
+
+def build_handle_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> HandleStore:
+    from mcp_runtime.handles import DynamoHandleStore
+
+    table = settings.require("task_table_name", TABLE_PURPOSE)
+    return DynamoHandleStore(table, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
+
+
+def build_task_history(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> DynamoTaskHistory:
     from mcp_runtime.tasks.history import DynamoTaskHistory
 
-
-def sealing_keys(settings: Settings) -> list[SealingKey]:
-    """Keys for requestState. AWS: a Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a
-    plain string), cached by Powertools parameters. Locally: MCP_STATE_KEY, or a fixed dev key."""
-    if settings.state_secret_arn:
-        from aws_lambda_powertools.utilities import parameters
-
-        raw: Any = parameters.get_secret(settings.state_secret_arn, max_age=300)
-        text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
-        try:
-            document = json.loads(text_value)
-        except ValueError:
-            document = None
-        if isinstance(document, dict) and isinstance(document.get("keys"), list):
-            return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
-        return [SealingKey("k1", text_value.encode())]
-    if settings.state_key:
-        return [SealingKey("k1", settings.state_key.encode())]
-    if settings.local_mode or settings.dev_auth:
-        return [SealingKey("dev", DEV_STATE_KEY.encode())]
-    # The development key is public: serving with it would let anyone forge requestState.
-    raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
+    table = settings.require("task_table_name", TABLE_PURPOSE)
+    return DynamoTaskHistory(table, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
 
 
 T = TypeVar("T")
@@ -66,84 +121,78 @@ class LazyService(Generic[T]):
         return getattr(service, name)
 
 
-def _task_service(settings: Settings, telemetry: Telemetry) -> TaskGateway:
-    from app.task_wiring import build_task_service
+# ---- the API function ---------------------------------------------------------------------------
+def sealing_keys(settings: Settings) -> list[SealingKey]:
+    """Keys for requestState. AWS: a Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a
+    plain string), cached by Powertools parameters. Otherwise MCP_STATE_KEY, or, with DEV_AUTH or
+    MCP_LOCAL_MODE only, a fixed development key."""
+    if settings.state_secret_arn:
+        from aws_lambda_powertools.utilities import parameters
 
-    return build_task_service(settings, telemetry)
-
-
-def _handle_store(settings: Settings, telemetry: Telemetry) -> HandleStore:
-    from mcp_runtime.handles import DynamoHandleStore
-
-    return DynamoHandleStore(settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
-
-
-def _task_history(settings: Settings, telemetry: Telemetry) -> DynamoTaskHistory:
-    from mcp_runtime.tasks.history import DynamoTaskHistory
-
-    return DynamoTaskHistory(settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
-
-
-def _register_project_tools(server: McpServer) -> None:
-    import tools
-
-    tools.register(server)
+        raw: Any = parameters.get_secret(settings.state_secret_arn, max_age=300)
+        text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
+        try:
+            document = json.loads(text_value)
+        except ValueError:
+            document = None
+        if isinstance(document, dict) and isinstance(document.get("keys"), list):
+            return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
+        return [SealingKey("k1", text_value.encode())]
+    if settings.state_key:
+        return [SealingKey("k1", settings.state_key.encode())]
+    if settings.local_mode or settings.dev_auth:
+        return [SealingKey("dev", DEV_STATE_KEY.encode())]
+    # The development key is public: serving with it would let anyone forge requestState.
+    raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
 
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
+    catalog = build_catalog(settings)
     server = McpServer(
         settings,
         StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),
+        tools=catalog.tools,
+        prompts=catalog.prompts,
+        resources=catalog.resources,
         telemetry=telemetry,
     )
+    if settings.task_table_name:
+        # Handles and the task history share the task table. Each is built on first use, so a
+        # container that only answers server/discover or plain calls never imports them.
+        server.handles = cast("HandleStore", LazyService(lambda: build_handle_store(settings, telemetry)))
+        server.history = cast("DynamoTaskHistory", LazyService(lambda: build_task_history(settings, telemetry)))
     if settings.state_machine_arn:
-        # Tasks, handles and the task history share the task table. Each is built on first use, so
-        # a container that only answers server/discover or plain calls never imports them.
-        server.tasks = cast(TaskGateway, LazyService(lambda: _task_service(settings, telemetry)))
-        server.handles = cast("HandleStore", LazyService(lambda: _handle_store(settings, telemetry)))
-        server.history = cast("DynamoTaskHistory", LazyService(lambda: _task_history(settings, telemetry)))
-    server.tools.add_loader(lambda: _register_project_tools(server))
-    if settings.fixtures == "conformance":
-        from fixtures import conformance
-
-        conformance.register(server)
+        settings.require("task_table_name", TABLE_PURPOSE + "; durable tasks live in it")
+        server.tasks = cast(TaskGateway, LazyService(lambda: build_task_service(settings, telemetry)))
     return server
 
 
-@lru_cache(maxsize=1)
-def telemetry() -> PowertoolsTelemetry:
-    """Metrics (EMF), JSON logs and spans for this container. Powertools itself is imported only when
-    something is recorded: importing it costs ~35 M instructions (about 10 ms) of cold start, which a
-    request that logs nothing should not pay (bench/)."""
-    built = PowertoolsTelemetry(get_settings().server_name)
-    built.install_log_handler()
-    return built
+def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> ApiEndpoint:
+    from mcp_runtime.transport import McpHttpTransport
+
+    def correlate(ctx: RequestContext) -> None:
+        telemetry.correlate_request(ctx.request_id, ctx.method)
+
+    transport = McpHttpTransport(build_server(settings, telemetry), on_request=correlate)
+    return ApiEndpoint(
+        transport, telemetry, dev_auth=settings.dev_auth, require_principal=settings.require_principal
+    )
 
 
-def logger() -> Any:
-    """The Powertools Logger (structured JSON with the correlation keys), built on first use."""
-    return telemetry().logger
+# ---- the worker function ------------------------------------------------------------------------
+def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskWorker:
+    from mcp_runtime.tasks.worker import TaskWorker
+
+    return TaskWorker(
+        build_task_store(settings, telemetry),
+        build_task_executor(settings, telemetry),
+        build_catalog(settings).tools,
+        handles=build_handle_store(settings, telemetry),
+        history=build_task_history(settings, telemetry),
+        progress_interval_seconds=settings.task_progress_interval_ms / 1000,
+        telemetry=telemetry,
+    )
 
 
-def _correlate(ctx: RequestContext) -> None:
-    telemetry().correlate_request(ctx.request_id, ctx.method)
-
-
-@lru_cache(maxsize=1)
-def transport() -> McpHttpTransport:
-    return McpHttpTransport(build_server(get_settings(), telemetry()), on_request=_correlate)
-
-
-def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
-    settings = get_settings()
-    with telemetry().invocation(context):
-        request = request_from_event(event, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
-        response = transport().handle(request)
-    return response_to_proxy(response)
-
-
-def reset() -> None:
-    """Forget the per-container singletons (tests that change settings between servers)."""
-    get_settings.cache_clear()
-    transport.cache_clear()
-    telemetry.cache_clear()
+def build_worker_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> WorkerEndpoint:
+    return WorkerEndpoint(build_worker(settings, telemetry), telemetry)

@@ -1,26 +1,128 @@
-"""Starts the local stack: configuration for loopback, the embedded AWS (moto: task table and state
-machine running the real ASL with the real worker in-process), then the HTTP front around the real handler."""
+"""`make run`: the synthesized template, served on loopback as AWS would run it.
+
+1. Synthesize the CDK app (cached by a hash of its inputs) and read its template.
+2. Start an embedded moto and create what the template declares (`local_stack.provision`).
+3. Give each function credentials of its own role (an assumed-role session), then enforce IAM, so
+   a call a role does not allow fails with AccessDenied here as in AWS (`local_stack.iam_enforcement`).
+4. Run each function in execution environments of its own (`local_stack.runtime`), with its
+   handler, environment, timeout and memory from the template; the state machine invokes the
+   worker through the same path.
+5. Serve the template's HTTP API routes (`local_stack.http_front`).
+
+Settings (environment variables): PORT; FIXTURES=conformance (the suite's fixtures, as a layer);
+LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layers; a
+`sitecustomize.py` there runs at start); LOCAL_CDK_CONTEXT='{"key": "value"}' (like `-c`);
+LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not enforce);
+LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8); LOCAL_LOGS=all (also print
+START/END/REPORT and metric lines).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import json
+import logging
 import os
 import signal
 import sys
 import threading
-from dataclasses import dataclass
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Any, Final, TextIO
 
-if TYPE_CHECKING:
-    from local_stack.aws import EmbeddedAws
+from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
+from local_stack.code import FunctionCode, build_function_code
+from local_stack.http_front import ApiGatewayFront, make_server
+from local_stack.provision import ProvisionedStack, provision
+from local_stack.runtime import DEFAULT_MAX_ENVIRONMENTS, FunctionPool, FunctionSpec, InvocationResult, lambda_environment
+from local_stack.synth import REPO, Assembly, synthesize
+from local_stack.template import DeployedTemplate
+
+STATE_ROOT: Final = REPO / "build" / "local-stack"
+FIXTURE_LAYER_ROOT: Final = STATE_ROOT / "layers"
+# What a local function's environment has beyond its template and the Lambda runtime's variables:
+# where AWS is, no host AWS config files, and loopback mode (Host/Origin checks against DNS rebinding).
+LOCAL_ADDITIONS: Final[dict[str, str]] = {
+    "MCP_LOCAL_MODE": "1",
+}
+LOG_NOISE: Final = ("START RequestId:", "END RequestId:", "REPORT RequestId:", '{"_aws":')
+
+log = logging.getLogger("local_stack")
+
+
+@dataclass(frozen=True, slots=True)
+class Options:
+    port: int = 0
+    fixtures: str | None = None
+    layers: tuple[Path, ...] = ()
+    cdk_context: Mapping[str, Any] = field(default_factory=dict)
+    cdk_out: Path | None = None
+    enforce_iam: bool = True
+    concurrency: int = DEFAULT_MAX_ENVIRONMENTS
+    all_logs: bool = False
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
+        env = os.environ if environ is None else environ
+        layers = tuple(Path(p).resolve() for p in (env.get("LOCAL_LAYERS") or "").split(os.pathsep) if p)
+        return cls(
+            port=int(env.get("PORT") or 0),
+            fixtures=env.get("FIXTURES") or None,
+            layers=layers,
+            cdk_context=json.loads(env.get("LOCAL_CDK_CONTEXT") or "{}"),
+            cdk_out=Path(env["LOCAL_CDK_OUT"]).resolve() if env.get("LOCAL_CDK_OUT") else None,
+            enforce_iam=(env.get("LOCAL_IAM") or "enforce").lower() not in ("off", "0", "false"),
+            concurrency=int(env.get("LOCAL_LAMBDA_CONCURRENCY") or DEFAULT_MAX_ENVIRONMENTS),
+            all_logs=(env.get("LOCAL_LOGS") or "").lower() == "all",
+        )
+
+
+class LogSink:
+    """Function log streams: all of it to build/local-stack/logs/<function>.log, the useful part to stdout."""
+
+    def __init__(self, directory: Path, out: TextIO, *, everything: bool, short_names: Mapping[str, str]) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self._files: dict[str, TextIO] = {}
+        self._directory = directory
+        self._out = out
+        self._everything = everything
+        self._short = dict(short_names)
+        self._lock = threading.Lock()
+
+    def __call__(self, function_name: str, line: str) -> None:
+        with self._lock:
+            target = self._files.get(function_name)
+            if target is None:
+                target = self._files[function_name] = open(  # noqa: SIM115 (closed in close())
+                    self._directory / f"{function_name}.log", "a", encoding="utf-8"
+                )
+            target.write(line + "\n")
+            target.flush()
+            if self._everything or not line.startswith(LOG_NOISE):
+                self._out.write(f"[{self._short.get(function_name, function_name)}] {line}\n")
+                self._out.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            for handle in self._files.values():
+                handle.close()
+            self._files = {}
 
 
 @dataclass
 class LocalStack:
     http: ThreadingHTTPServer
     thread: threading.Thread
-    aws: EmbeddedAws | None = None
+    aws: EmbeddedAws
+    provisioned: ProvisionedStack
+    pools: dict[str, FunctionPool]
+    assembly: Assembly
+    started_seconds: float
+    admin: dict[str, str]
+    sink: LogSink
 
     @property
     def url(self) -> str:
@@ -28,62 +130,192 @@ class LocalStack:
         host_text = host.decode() if isinstance(host, bytes) else host
         return f"http://{host_text}:{port}/mcp"
 
+    def invoke(self, logical_id: str, payload: bytes) -> InvocationResult:
+        return self.pools[logical_id].invoke(payload)
+
     def stop(self) -> None:
         self.http.shutdown()
         self.http.server_close()
         self.thread.join(timeout=5)
-        if self.aws is not None:
-            self.aws.stop()
+        for pool in self.pools.values():
+            pool.close()
+            unregister_function(pool.spec.name)
+        self.aws.stop()
+        self.sink.close()
 
 
-def configure_environment(fixtures: str | None = None) -> None:
-    """Local defaults, set before the application reads its settings."""
-    os.environ.setdefault("MCP_LOCAL_MODE", "1")
-    os.environ.setdefault("POWERTOOLS_TRACE_DISABLED", "1")
-    os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "ServerlessMcpTasksLocal")
-    # EMF metrics are one JSON line per dimension set and invocation on stdout: in Lambda, CloudWatch
-    # reads them; locally they would only flood the terminal. POWERTOOLS_METRICS_DISABLED=false shows them.
-    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")
-    if fixtures:
-        os.environ["MCP_FIXTURES"] = fixtures
+def fixture_layer(name: str) -> Path:
+    """A layer holding the conformance fixtures package (never in the deployed asset)."""
+    if name != "conformance":
+        raise ValueError(f"unknown fixtures {name!r}: the only set is 'conformance'")
+    layer = FIXTURE_LAYER_ROOT / "fixtures"
+    layer.mkdir(parents=True, exist_ok=True)
+    link = layer / "fixtures"
+    if not link.exists():
+        link.symlink_to(REPO / "functions" / "fixtures")
+    return layer
 
 
-def start_local_aws() -> EmbeddedAws:
-    """The embedded moto server with the task resources; exports what the settings read from the environment.
+def _short_name(spec: FunctionSpec) -> str:
+    lowered = spec.logical_id.lower()
+    for word in ("api", "worker"):
+        if word in lowered:
+            return word
+    return spec.logical_id
 
-    Dummy credentials are forced: the endpoint is local, and it keeps boto3 from probing for real ones.
-    """
-    from local_stack.aws import start_embedded_aws
 
+def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStack:
+    options = options or Options.from_environ()
+    started = time.monotonic()
+    assembly = (
+        Assembly(options.cdk_out, _stack_name_of(options.cdk_out), True, 0.0)
+        if options.cdk_out is not None
+        else synthesize(options.cdk_context)
+    )
+    template = DeployedTemplate.load(assembly.directory, assembly.stack_name)
+    code = build_function_code()
     aws = start_embedded_aws()
-    resources = aws.provision(worker=_worker_handler)
-    os.environ.pop("AWS_PROFILE", None)
-    os.environ.update(aws.app_environment(resources))
-    return aws
+    if options.enforce_iam:
+        from local_stack import iam_enforcement
 
-
-def _worker_handler(event: dict[str, object], context: object) -> object:
-    from app.worker_handler import lambda_handler
-
-    return lambda_handler(event, context)
-
-
-def start(port: int = 0, fixtures: str | None = None, embedded_aws: bool = True) -> LocalStack:
-    configure_environment(fixtures)
-    aws = start_local_aws() if embedded_aws and os.environ.get("LOCAL_EMBEDDED_AWS", "1") != "0" else None
-    from app.composition import handle_api_event
-    from local_stack.http_front import make_server
-
-    http = make_server(handle_api_event, "127.0.0.1", port)
-    thread = threading.Thread(target=http.serve_forever, name="local-api", daemon=True)
+        iam_enforcement.install()
+    provisioned = provision(template, aws.client)
+    admin = _administrator(aws)
+    credentials = {spec.logical_id: _assume_role(aws, spec.role_arn, spec.name) for spec in provisioned.functions.values()}
+    if options.enforce_iam:
+        for state_machine_arn, role_arn in provisioned.state_machine_roles.items():
+            iam_enforcement.run_state_machine_as(state_machine_arn, _assume_role(aws, role_arn, "states"))
+    additions = {**LOCAL_ADDITIONS, "AWS_ENDPOINT_URL": aws.endpoint}
+    additions["AWS_CONFIG_FILE"] = additions["AWS_SHARED_CREDENTIALS_FILE"] = str(STATE_ROOT / "no-aws-config")
+    layers = list(options.layers)
+    if options.fixtures:
+        layers.append(fixture_layer(options.fixtures))
+        additions["MCP_FIXTURES"] = options.fixtures
+    sink = LogSink(
+        STATE_ROOT / "logs",
+        out,
+        everything=options.all_logs,
+        short_names={spec.name: _short_name(spec) for spec in provisioned.functions.values()},
+    )
+    pools: dict[str, FunctionPool] = {}
+    for spec in provisioned.functions.values():
+        environment = lambda_environment(
+            spec, code, credentials[spec.logical_id], region=template.region, additions=additions
+        )
+        pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency)
+        pools[spec.logical_id] = pool
+        register_invoker(spec.name, _invoker(pool, provisioned, options.enforce_iam))
+    if options.enforce_iam:
+        iam_enforcement.enforce()
+        aws.use_credentials(admin)
+    front = ApiGatewayFront(provisioned.routes, lambda logical_id, payload: pools[logical_id].invoke(payload))
+    http = make_server(front, "127.0.0.1", options.port)
+    thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
     thread.start()
-    return LocalStack(http, thread, aws)
+    for pool in pools.values():
+        threading.Thread(target=pool.warm, name=f"warm-{pool.spec.name}", daemon=True).start()
+    stack = LocalStack(http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink)
+    _describe(stack, code, options, additions, out)
+    _write_state(stack, additions)
+    return stack
+
+
+def _administrator(aws: EmbeddedAws) -> dict[str, str]:
+    """An IAM user allowed everything (moto ships no managed policies, so an inline `*`): the stack's
+    own calls and the tests' once IAM is enforced."""
+    iam = aws.client("iam")
+    iam.create_user(UserName="local-stack-admin")
+    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+    iam.put_user_policy(UserName="local-stack-admin", PolicyName="everything", PolicyDocument=json.dumps(document))
+    key = iam.create_access_key(UserName="local-stack-admin")["AccessKey"]
+    return {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
+
+
+def _assume_role(aws: EmbeddedAws, role_arn: str, session_name: str) -> dict[str, str]:
+    """Credentials of an assumed-role session, as Lambda gives a function for its execution role.
+
+    Assumed before IAM is enforced: moto cannot evaluate a trust policy whose principal is a service.
+    """
+    session = "".join(c if c.isalnum() or c in "=,.@-_" else "-" for c in session_name)[:64]
+    issued = aws.client("sts").assume_role(RoleArn=role_arn, RoleSessionName=session, DurationSeconds=43_200)
+    credentials = issued["Credentials"]
+    return {
+        "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
+        "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
+        "AWS_SESSION_TOKEN": credentials["SessionToken"],
+    }
+
+
+def _stack_name_of(directory: Path) -> str:
+    templates = sorted(directory.glob("*.template.json"))
+    if len(templates) != 1:
+        raise ValueError(f"{directory} holds {len(templates)} templates; expected one stack")
+    return templates[0].name.removesuffix(".template.json")
+
+
+def _invoker(pool: FunctionPool, provisioned: ProvisionedStack, enforce_iam: bool) -> Any:
+    """What moto's Lambda Invoke calls for this function (the state machine's Task states)."""
+
+    def invoke(payload: bytes, headers: dict[str, str]) -> tuple[bytes, str | None]:
+        if enforce_iam:
+            from local_stack import iam_enforcement
+
+            iam_enforcement.authorize_invoke(headers, pool.spec.arn)
+        result = pool.invoke(payload)
+        return result.payload, result.function_error
+
+    return invoke
+
+
+def _describe(stack: LocalStack, code: FunctionCode, options: Options, additions: Mapping[str, str], out: TextIO) -> None:
+    source = "cached" if stack.assembly.cached else f"synthesized in {stack.assembly.seconds:.1f} s"
+    lines = [f"template: {stack.assembly.stack_name} ({source}) from {stack.assembly.directory}"]
+    for spec in stack.provisioned.functions.values():
+        documents = stack.provisioned.role_policies.get(spec.role_arn, [])
+        statements = sum(len(doc.get("Statement") or []) for doc in documents)
+        lines.append(
+            f"function {spec.logical_id} ({spec.name}): handler {spec.handler}, timeout {spec.timeout_seconds} s, "
+            f"memory {spec.memory_mb} MB, role {spec.role_arn} ({len(documents)} policies, {statements} statements)"
+        )
+    for route in stack.provisioned.routes:
+        auth = route.authorization_type + (f" scopes {','.join(route.scopes)}" if route.scopes else "")
+        lines.append(f"route {route.route_key} -> {route.function_logical_id} ({auth})")
+    lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")
+    lines.append(f"local additions to each function's environment: {', '.join(sorted(additions))}")
+    if stack.provisioned.not_emulated:
+        kinds = sorted(set(stack.provisioned.not_emulated.values()))
+        lines.append(f"not emulated: {', '.join(kinds)}")
+    lines.append(f"asset: {code.task_root}; started in {stack.started_seconds:.2f} s")
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
+    """What `make sam-env` and tests need to reach this stack's resources."""
+    host, port = stack.http.server_address[:2]
+    state = {
+        "endpoint": stack.url,
+        "awsEndpoint": stack.aws.endpoint,
+        "stackName": stack.assembly.stack_name,
+        "assembly": str(stack.assembly.directory),
+        "administrator": stack.admin,
+        "physicalIds": stack.provisioned.template.physical_ids,
+        "functions": {
+            spec.logical_id: {"name": spec.name, "handler": spec.handler, "environment": spec.environment}
+            for spec in stack.provisioned.functions.values()
+        },
+        "localAdditions": dict(additions),
+    }
+    directory = STATE_ROOT / "run"
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / f"{port}.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
 
 
 def main() -> None:
-    port = int(os.environ.get("PORT", "3000"))
-    stack = start(port, os.environ.get("FIXTURES") or None)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if (os.environ.get("LOCAL_LOGS") or "").lower() in ("all", "debug"):
+        logging.getLogger("local_stack.access").setLevel(logging.DEBUG)
+    stack = start()
     print(f"MCP endpoint: {stack.url}  (Ctrl-C stops)", flush=True)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .mrtr import Asker
+from .tools import ToolRegistry
 
 PromptFunction = Callable[[dict[str, str], Asker], list[dict[str, Any]]]
 ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
@@ -139,3 +140,13 @@ class ResourceRegistry:
 
     def __len__(self) -> int:
         return len(self._resources)
+
+
+@dataclass(frozen=True, slots=True)
+class Catalog:
+    """What a server offers: its tools, prompts and resources. The API serves all three; the worker
+    runs the same tools (one `build_catalog` in the composition root builds it for both)."""
+
+    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    prompts: PromptRegistry = field(default_factory=PromptRegistry)
+    resources: ResourceRegistry = field(default_factory=ResourceRegistry)

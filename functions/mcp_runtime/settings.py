@@ -13,6 +13,10 @@ from pydantic import BaseModel, ConfigDict, Field
 DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
 
 
+class MissingSetting(RuntimeError):
+    """The environment lacks a variable this function needs (its template sets it)."""
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -37,7 +41,7 @@ class Settings(BaseModel):
     list_ttl_ms: int = Field(60_000, alias="MCP_LIST_TTL_MS", ge=0)
     discover_ttl_ms: int = Field(3_600_000, alias="MCP_DISCOVER_TTL_MS", ge=0)
     # Durable tasks
-    task_table_name: str = Field("mcp-tasks", alias="TASK_TABLE_NAME")
+    task_table_name: str | None = Field(None, alias="TASK_TABLE_NAME")
     state_machine_arn: str | None = Field(None, alias="TASK_STATE_MACHINE_ARN")
     task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS")
     task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
@@ -50,6 +54,14 @@ class Settings(BaseModel):
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
+
+    def require(self, field_name: str, purpose: str) -> str:
+        """A setting this function cannot work without; a clear error names its variable if unset."""
+        value = getattr(self, field_name)
+        if not value:
+            alias = type(self).model_fields[field_name].alias
+            raise MissingSetting(f"{alias} is not set: {purpose}")
+        return str(value)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Settings:

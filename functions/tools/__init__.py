@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_runtime.server import McpServer
+from mcp_runtime.tools import ToolRegistry
 
 from . import archive_project, cart, count_words, deploy_release, my_tasks
 
@@ -12,9 +12,9 @@ MODULES = (count_words, archive_project, deploy_release)
 TABLE_BACKED_MODULES = (cart, my_tasks)
 
 
-def register(server: McpServer) -> None:
+def register(tools: ToolRegistry, *, table_backed: bool) -> None:
     for module in MODULES:
-        server.tools.include(module)
-    if server.handles is not None and server.history is not None:
+        tools.include(module)
+    if table_backed:
         for module in TABLE_BACKED_MODULES:
-            server.tools.include(module)
+            tools.include(module)

@@ -23,8 +23,8 @@ from mcp_runtime.tasks import schema
 if TYPE_CHECKING:
     from infra.capabilities.workflow import TaskWorkflow
 
-API_HANDLER = "app.api_handler.lambda_handler"
-WORKER_HANDLER = "app.worker_handler.lambda_handler"
+API_HANDLER = "app.handlers.api_handler"
+WORKER_HANDLER = "app.handlers.worker_handler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,6 +160,8 @@ class TaskFunctions(Construct):
             "POWERTOOLS_METRICS_NAMESPACE": server_name,
             "POWERTOOLS_LOG_LEVEL": "INFO",
             "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+            # No pydantic plugin ships in the asset: skip pydantic's scan for them (app/cold_start.py).
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
         self.api = McpFunction(
             self,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from infra import bundling
+from infra import packaging as bundling
 from tests.infra.conftest import DEFAULT_STACK_NAME, REPO
 
 pytestmark = pytest.mark.infra

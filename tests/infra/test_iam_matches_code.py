@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from infra import bundling
+from infra import packaging as bundling
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.infra

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..context import Principal, RequestMeta
 from ..errors import McpError
@@ -28,6 +28,10 @@ from .executor import TaskExecutor
 from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, WORKING, TaskRecord
 from .store import TaskStore
 from .telemetry import report_settled
+
+if TYPE_CHECKING:
+    from ..handles import CallerHandles, HandleStore
+    from .history import CallerTaskHistory, DynamoTaskHistory
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +97,8 @@ class TaskWorker:
         executor: TaskExecutor,
         tools: ToolRegistry,
         *,
+        handles: HandleStore | None = None,
+        history: DynamoTaskHistory | None = None,
         progress_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         telemetry: Telemetry = NO_TELEMETRY,
@@ -100,6 +106,9 @@ class TaskWorker:
         self.store = store
         self.executor = executor
         self.tools = tools
+        # What a tool run as a task sees besides its arguments, as when it runs synchronously.
+        self.handles = handles
+        self.history = history
         self.progress_interval_seconds = progress_interval_seconds
         self._clock = clock
         self.telemetry = telemetry
@@ -163,7 +172,23 @@ class TaskWorker:
             progress=ProgressReporter(self.store, record.task_id, self.progress_interval_seconds, self._clock),
             task_id=record.task_id,
             prepared=record.prepared,
+            handles=self._caller_handles(record.owner),
+            task_history=self._caller_history(record.owner),
         )
+
+    def _caller_handles(self, owner: str) -> CallerHandles | None:
+        if self.handles is None:
+            return None
+        from ..handles import CallerHandles
+
+        return CallerHandles(self.handles, owner)
+
+    def _caller_history(self, owner: str) -> CallerTaskHistory | None:
+        if self.history is None:
+            return None
+        from .history import CallerTaskHistory
+
+        return CallerTaskHistory(self.history, owner)
 
     def _settle(self, record: TaskRecord, status: str, payload: dict[str, Any]) -> dict[str, Any]:
         try:

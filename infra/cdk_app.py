@@ -1,23 +1,12 @@
-"""CDK entry point: `npx cdk synth` (cdk.json runs this file) or `python -m infra.app`."""
+"""CDK entry point: `npx cdk synth` (cdk.json runs `python -m infra.cdk_app` with functions/ on the path)."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from aws_cdk import App, Validations
+from cdk_nag import AwsSolutionsChecks
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-# Run as a script, Python puts infra/ itself on sys.path, where `app.py` would shadow the Lambda
-# package `app`. Import through the repository root instead, with functions/ for the schema.
-sys.path[:] = [entry for entry in sys.path if Path(entry or ".").resolve() != REPO_ROOT / "infra"]
-for entry in (str(REPO_ROOT), str(REPO_ROOT / "functions")):
-    if entry not in sys.path:
-        sys.path.insert(0, entry)
-
-from aws_cdk import App, Validations  # noqa: E402
-from cdk_nag import AwsSolutionsChecks  # noqa: E402
-
-from infra.config import DeploymentConfig  # noqa: E402
-from infra.stack import McpTasksStack  # noqa: E402
+from infra.config import DeploymentConfig
+from infra.stack import McpTasksStack
 
 DEFAULT_STACK_NAME = "ServerlessMcpTasks"
 

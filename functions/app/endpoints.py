@@ -1,0 +1,42 @@
+"""What each Lambda entry point calls: the API endpoint (HTTP event -> JSON-RPC) and the worker endpoint."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp_runtime.lambda_http import request_from_event, response_to_proxy
+
+if TYPE_CHECKING:  # the API's cold start imports neither the worker nor Powertools
+    from app.telemetry import PowertoolsTelemetry
+    from mcp_runtime.tasks.worker import TaskWorker
+    from mcp_runtime.transport import McpHttpTransport
+
+
+class ApiEndpoint:
+    """One API Gateway (payload 2.0) or Function URL event in, one proxy response out."""
+
+    def __init__(
+        self, transport: McpHttpTransport, telemetry: PowertoolsTelemetry, *, dev_auth: bool, require_principal: bool
+    ) -> None:
+        self.transport = transport
+        self.telemetry = telemetry
+        self.dev_auth = dev_auth
+        self.require_principal = require_principal
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with self.telemetry.invocation(context):
+            request = request_from_event(event, dev_auth=self.dev_auth, require_principal=self.require_principal)
+            response = self.transport.handle(request)
+        return response_to_proxy(response)
+
+
+class WorkerEndpoint:
+    """One step of a task's execution, as the state machine's Lambda tasks send it."""
+
+    def __init__(self, worker: TaskWorker, telemetry: PowertoolsTelemetry) -> None:
+        self.worker = worker
+        self.telemetry = telemetry
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with self.telemetry.invocation(context):
+            return self.worker.handle(event)

@@ -1,0 +1,49 @@
+"""The two Lambda entry points (`app.handlers.api_handler`, `app.handlers.worker_handler`).
+
+Each is one line over a service the composition root builds once per container, on first use.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from app import cold_start  # noqa: F401  (before anything imports pydantic)
+from app.composition import build_api_endpoint, build_worker_endpoint
+from app.endpoints import ApiEndpoint, WorkerEndpoint
+from app.telemetry import PowertoolsTelemetry
+from mcp_runtime.settings import get_settings
+
+
+def api_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    return api_endpoint().handle(event, context)
+
+
+def worker_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    return worker_endpoint().handle(event, context)
+
+
+@lru_cache(maxsize=1)
+def telemetry() -> PowertoolsTelemetry:
+    """Metrics (EMF), JSON logs and spans for this container; Powertools is imported on first record."""
+    built = PowertoolsTelemetry(get_settings().server_name)
+    built.install_log_handler()
+    return built
+
+
+@lru_cache(maxsize=1)
+def api_endpoint() -> ApiEndpoint:
+    return build_api_endpoint(get_settings(), telemetry())
+
+
+@lru_cache(maxsize=1)
+def worker_endpoint() -> WorkerEndpoint:
+    return build_worker_endpoint(get_settings(), telemetry())
+
+
+def reset() -> None:
+    """Forget the per-container singletons (tests that change settings between containers)."""
+    get_settings.cache_clear()
+    api_endpoint.cache_clear()
+    worker_endpoint.cache_clear()
+    telemetry.cache_clear()

@@ -1,0 +1,331 @@
+"""Create in the embedded moto what the synthesized template declares, from the template's own properties.
+
+Created for real: DynamoDB tables (keys, indexes, TTL, streams), Secrets Manager secrets (generated
+values), IAM roles with exactly their inline policies and the template's `AWS::IAM::Policy`
+documents, Lambda functions (so their ARNs exist; their code runs in `local_stack.runtime`) and
+Step Functions state machines (the definition file and its substitutions as the template resolves
+them). Read, not created: API Gateway routes and JWT authorizers (the HTTP front serves them),
+Function URLs. Listed as not emulated: everything else (alarms, dashboards, log groups, Cognito
+pools and clients, Lambda permissions, stages), which no code path calls locally.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import secrets
+import string
+import zipfile
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from local_stack.runtime import PYTHON_RUNTIME, FunctionSpec
+from local_stack.template import DeployedTemplate, Resource, TemplateError
+
+CREATED_TYPES: Final[tuple[str, ...]] = (
+    "AWS::DynamoDB::Table",
+    "AWS::SecretsManager::Secret",
+    "AWS::IAM::Role",
+    "AWS::IAM::Policy",
+    "AWS::Lambda::Function",
+    "AWS::StepFunctions::StateMachine",
+)
+SERVED_TYPES: Final[tuple[str, ...]] = (
+    "AWS::ApiGatewayV2::Api",
+    "AWS::ApiGatewayV2::Route",
+    "AWS::ApiGatewayV2::Authorizer",
+    "AWS::ApiGatewayV2::Integration",
+    "AWS::ApiGatewayV2::Stage",
+    "AWS::Lambda::Permission",
+    "AWS::Lambda::Url",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One API Gateway HTTP API route with what it integrates and how it is authorized."""
+
+    route_key: str  # "POST /mcp", "GET /.well-known/...", or "$default"
+    function_logical_id: str
+    authorization_type: str  # NONE, JWT, AWS_IAM
+    issuer: str | None = None
+    audience: tuple[str, ...] = ()
+    identity_source: tuple[str, ...] = ()
+    scopes: tuple[str, ...] = ()
+
+    @property
+    def method(self) -> str:
+        return self.route_key.split(" ", 1)[0] if " " in self.route_key else "ANY"
+
+    @property
+    def path(self) -> str:
+        return self.route_key.split(" ", 1)[1] if " " in self.route_key else ""
+
+
+@dataclass
+class ProvisionedStack:
+    """What the provisioner created, and what the front and the runtime need to serve the template."""
+
+    template: DeployedTemplate
+    functions: dict[str, FunctionSpec] = field(default_factory=dict)  # by logical id
+    role_policies: dict[str, list[dict[str, Any]]] = field(default_factory=dict)  # role ARN -> documents
+    routes: list[Route] = field(default_factory=list)
+    state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+    state_machine_roles: dict[str, str] = field(default_factory=dict)  # ARN -> role ARN
+    tables: dict[str, str] = field(default_factory=dict)  # logical id -> name
+    secrets: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+    not_emulated: dict[str, str] = field(default_factory=dict)  # logical id -> type
+
+    def function(self, logical_id: str) -> FunctionSpec:
+        return self.functions[logical_id]
+
+
+def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
+    """Create the template's resources; `client(service)` returns an administrator's boto3 client."""
+    stack = ProvisionedStack(template)
+    # Secrets first: their ARNs (with the random suffix Secrets Manager adds) are referenced by policies
+    # and environments. Every other physical id is known up front.
+    for resource in template.resources("AWS::SecretsManager::Secret"):
+        stack.secrets[resource.logical_id] = _create_secret(template, resource, client("secretsmanager"))
+    for resource in template.resources("AWS::DynamoDB::Table"):
+        stack.tables[resource.logical_id] = _create_table(template, resource, client("dynamodb"))
+    iam = client("iam")
+    for resource in template.resources("AWS::IAM::Role"):
+        _create_role(template, resource, iam, stack)
+    for resource in template.resources("AWS::IAM::Policy"):
+        _attach_policy(template, resource, iam, stack)
+    for resource in template.resources("AWS::Lambda::Function"):
+        stack.functions[resource.logical_id] = _create_function(template, resource, client("lambda"))
+    for resource in template.resources("AWS::StepFunctions::StateMachine"):
+        _create_state_machine(template, resource, client("stepfunctions"), stack)
+    stack.routes = _routes(template)
+    for resource in template.resources():
+        if resource.type not in CREATED_TYPES + SERVED_TYPES:
+            stack.not_emulated[resource.logical_id] = resource.type
+    return stack
+
+
+# ---- DynamoDB ---------------------------------------------------------------------------------
+def _create_table(template: DeployedTemplate, resource: Resource, dynamodb: Any) -> str:
+    props = template.resolve(resource.properties)
+    name = template.physical_id(resource.logical_id)
+    request: dict[str, Any] = {
+        "TableName": name,
+        "KeySchema": props["KeySchema"],
+        "AttributeDefinitions": props["AttributeDefinitions"],
+        "BillingMode": props.get("BillingMode", "PROVISIONED"),
+    }
+    for key in ("GlobalSecondaryIndexes", "LocalSecondaryIndexes", "ProvisionedThroughput"):
+        if key in props:
+            request[key] = props[key]
+    stream = props.get("StreamSpecification")
+    if stream:
+        request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
+    if props.get("DeletionProtectionEnabled"):
+        request["DeletionProtectionEnabled"] = True
+    dynamodb.create_table(**request)
+    ttl = props.get("TimeToLiveSpecification")
+    if ttl and ttl.get("Enabled"):
+        dynamodb.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
+        )
+    return name
+
+
+# ---- Secrets Manager --------------------------------------------------------------------------
+def _generate(options: dict[str, Any]) -> str:
+    """A value as GenerateSecretString describes it (length and character classes)."""
+    alphabet = ""
+    if not options.get("ExcludeLowercase"):
+        alphabet += string.ascii_lowercase
+    if not options.get("ExcludeUppercase"):
+        alphabet += string.ascii_uppercase
+    if not options.get("ExcludeNumbers"):
+        alphabet += string.digits
+    if not options.get("ExcludePunctuation"):
+        alphabet += "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
+    if options.get("IncludeSpace"):
+        alphabet += " "
+    excluded = set(str(options.get("ExcludeCharacters") or ""))
+    alphabet = "".join(c for c in alphabet if c not in excluded)
+    length = int(options.get("PasswordLength") or 32)
+    value = "".join(secrets.choice(alphabet) for _ in range(length))
+    template_text, key = options.get("SecretStringTemplate"), options.get("GenerateStringKey")
+    if template_text and key:
+        document = json.loads(template_text)
+        document[key] = value
+        return json.dumps(document)
+    return value
+
+
+def _create_secret(template: DeployedTemplate, resource: Resource, secretsmanager: Any) -> str:
+    props = template.resolve(resource.properties)
+    name = template.name_of(resource.logical_id)
+    value = props.get("SecretString")
+    if value is None:
+        value = _generate(props.get("GenerateSecretString") or {})
+    request: dict[str, Any] = {"Name": name, "SecretString": value}
+    if props.get("Description"):
+        request["Description"] = props["Description"]
+    arn = str(secretsmanager.create_secret(**request)["ARN"])
+    template.physical_ids[resource.logical_id] = arn
+    return arn
+
+
+# ---- IAM --------------------------------------------------------------------------------------
+def _create_role(template: DeployedTemplate, resource: Resource, iam: Any, stack: ProvisionedStack) -> None:
+    props = template.resolve(resource.properties)
+    if props.get("ManagedPolicyArns") or props.get("PermissionsBoundary"):
+        raise TemplateError(
+            f"role {resource.logical_id} uses managed policies or a permissions boundary, which the local IAM "
+            "(moto ships no AWS managed policies) cannot evaluate: use inline policies (CDK: add_to_principal_policy)"
+        )
+    name = template.physical_id(resource.logical_id)
+    request: dict[str, Any] = {"RoleName": name, "AssumeRolePolicyDocument": json.dumps(props["AssumeRolePolicyDocument"])}
+    if props.get("Path"):
+        request["Path"] = props["Path"]
+    if props.get("Description"):
+        request["Description"] = props["Description"][:1000]
+    arn = str(iam.create_role(**request)["Role"]["Arn"])
+    stack.role_policies[arn] = []
+    for policy in props.get("Policies") or []:
+        _put_role_policy(iam, stack, name, arn, policy["PolicyName"], policy["PolicyDocument"])
+
+
+def _attach_policy(template: DeployedTemplate, resource: Resource, iam: Any, stack: ProvisionedStack) -> None:
+    props = template.resolve(resource.properties)
+    for role_name in props.get("Roles") or []:
+        arn = f"arn:aws:iam::{template.account_id}:role/{role_name}"
+        _put_role_policy(iam, stack, role_name, arn, props["PolicyName"], props["PolicyDocument"])
+    if props.get("Users") or props.get("Groups"):
+        raise TemplateError(f"policy {resource.logical_id} is attached to users or groups, which the local stack does not create")
+
+
+def _put_role_policy(iam: Any, stack: ProvisionedStack, role: str, arn: str, name: str, document: dict[str, Any]) -> None:
+    iam.put_role_policy(RoleName=role, PolicyName=name, PolicyDocument=json.dumps(document))
+    stack.role_policies.setdefault(arn, []).append(document)
+
+
+# ---- Lambda -----------------------------------------------------------------------------------
+def _placeholder_zip() -> bytes:
+    """moto wants a code package; what runs is the asset, in `local_stack.runtime`."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("README.txt", "The local stack runs this function from its asset, in its own interpreter.\n")
+    return buffer.getvalue()
+
+
+def _create_function(template: DeployedTemplate, resource: Resource, lambda_client: Any) -> FunctionSpec:
+    props = template.resolve(resource.properties)
+    runtime = str(props.get("Runtime") or "")
+    if not runtime.startswith("python3"):
+        raise TemplateError(f"function {resource.logical_id} runs {runtime!r}; the local stack runs Python functions")
+    name = template.physical_id(resource.logical_id)
+    environment = {str(k): str(v) for k, v in ((props.get("Environment") or {}).get("Variables") or {}).items()}
+    logging_config = props.get("LoggingConfig") or {}
+    spec = FunctionSpec(
+        logical_id=resource.logical_id,
+        name=name,
+        arn=template.attribute(resource.logical_id, "Arn"),
+        handler=str(props["Handler"]),
+        runtime=runtime,
+        timeout_seconds=int(props.get("Timeout") or 3),
+        memory_mb=int(props.get("MemorySize") or 128),
+        environment=environment,
+        role_arn=str(props["Role"]),
+        log_group_name=str(logging_config.get("LogGroup") or f"/aws/lambda/{name}"),
+        tracing_active=(props.get("TracingConfig") or {}).get("Mode") == "Active",
+    )
+    lambda_client.create_function(
+        FunctionName=name,
+        Runtime=PYTHON_RUNTIME if runtime == PYTHON_RUNTIME else runtime,
+        Role=spec.role_arn,
+        Handler=spec.handler,
+        Code={"ZipFile": _placeholder_zip()},
+        Timeout=spec.timeout_seconds,
+        MemorySize=spec.memory_mb,
+        Environment={"Variables": environment},
+    )
+    return spec
+
+
+# ---- Step Functions ---------------------------------------------------------------------------
+def state_machine_definition(template: DeployedTemplate, resource: Resource) -> str:
+    """The definition as deployed: `DefinitionString`, `Definition` or the `DefinitionS3Location`
+    asset, with `DefinitionSubstitutions` filled the way the service fills them."""
+    props = resource.properties
+    if "DefinitionString" in props:
+        text = str(template.resolve(props["DefinitionString"]))
+    elif "Definition" in props:
+        text = json.dumps(template.resolve(props["Definition"]))
+    elif "DefinitionS3Location" in props:
+        location = template.resolve(props["DefinitionS3Location"])
+        text = template.asset_file(str(location["Key"])).read_text(encoding="utf-8")
+    else:
+        raise TemplateError(f"state machine {resource.logical_id} has no definition")
+    for key, value in (template.resolve(props.get("DefinitionSubstitutions")) or {}).items():
+        text = text.replace("${" + key + "}", str(value))
+    json.loads(text)  # fail here, not at the first execution
+    return text
+
+
+def _create_state_machine(template: DeployedTemplate, resource: Resource, sfn: Any, stack: ProvisionedStack) -> None:
+    props = template.resolve(resource.properties)
+    arn = template.physical_id(resource.logical_id)
+    created = sfn.create_state_machine(
+        name=template.name_of(resource.logical_id),
+        definition=state_machine_definition(template, resource),
+        roleArn=props["RoleArn"],
+        type=props.get("StateMachineType", "STANDARD"),
+    )
+    if created["stateMachineArn"] != arn:
+        raise TemplateError(f"state machine {resource.logical_id} got {created['stateMachineArn']}, expected {arn}")
+    stack.state_machines[resource.logical_id] = arn
+    stack.state_machine_roles[arn] = str(props["RoleArn"])
+
+
+# ---- API Gateway (read, served by the front) ---------------------------------------------------
+def _routes(template: DeployedTemplate) -> list[Route]:
+    integrations: dict[str, str] = {}
+    for resource in template.resources("AWS::ApiGatewayV2::Integration"):
+        uri = resource.properties.get("IntegrationUri")
+        target = _function_behind(template, uri)
+        if target is not None:
+            integrations[resource.logical_id] = target
+    authorizers = {r.logical_id: r for r in template.resources("AWS::ApiGatewayV2::Authorizer")}
+    routes = []
+    for resource in template.resources("AWS::ApiGatewayV2::Route"):
+        props = resource.properties
+        target = template.resolve(props.get("Target")) or ""
+        integration = next((lid for lid in integrations if target == f"integrations/{template.physical_id(lid)}"), None)
+        if integration is None:
+            raise TemplateError(f"route {resource.logical_id} targets {target!r}, which is not a Lambda integration")
+        authorization = str(props.get("AuthorizationType") or "NONE")
+        route = Route(str(props["RouteKey"]), integrations[integration], authorization)
+        if authorization == "JWT":
+            authorizer_id = template.resolve(props["AuthorizerId"])
+            authorizer = next(r for lid, r in authorizers.items() if template.physical_id(lid) == authorizer_id)
+            jwt = template.resolve(authorizer.properties["JwtConfiguration"])
+            route = Route(
+                route.route_key,
+                route.function_logical_id,
+                authorization,
+                issuer=str(jwt["Issuer"]),
+                audience=tuple(str(a) for a in jwt.get("Audience") or ()),
+                identity_source=tuple(template.resolve(authorizer.properties.get("IdentitySource")) or ()),
+                scopes=tuple(str(s) for s in template.resolve(props.get("AuthorizationScopes")) or ()),
+            )
+        routes.append(route)
+    return routes
+
+
+def _function_behind(template: DeployedTemplate, uri: Any) -> str | None:
+    """The logical id of the function an integration URI names (`Fn::GetAtt [Fn, Arn]`, possibly joined)."""
+    if isinstance(uri, dict) and "Fn::GetAtt" in uri:
+        logical_id = uri["Fn::GetAtt"][0] if isinstance(uri["Fn::GetAtt"], list) else uri["Fn::GetAtt"].split(".")[0]
+        return str(logical_id)
+    resolved = template.resolve(uri)
+    for resource in template.resources("AWS::Lambda::Function"):
+        if resolved and template.attribute(resource.logical_id, "Arn") in str(resolved):
+            return resource.logical_id
+    return None

@@ -1,0 +1,297 @@
+"""Build a Lambda asset without Docker: pip for the target platform, then our own packages.
+
+No CDK here: `infra/bundling.py` hands `build_package` to CDK as its local bundling, and the local
+stack builds the same layout for the host interpreter (`functions/local_stack`), without jsii.
+
+Offline use: wheels are downloaded once into a wheelhouse under `build/` (git-ignored) and every
+install reads only from there, so a second build needs no network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+FUNCTIONS_DIR = REPO_ROOT / "functions"
+PYPROJECT = REPO_ROOT / "pyproject.toml"
+LOCK_FILE = REPO_ROOT / "requirements-dev.lock"
+WHEELHOUSE_ROOT = REPO_ROOT / "build" / "wheelhouse"
+
+# What the functions import at run time. Not shipped: fixtures (conformance only) and local_stack.
+SHIPPED_PACKAGES: tuple[str, ...] = ("mcp_runtime", "app", "tools")
+# In the Lambda runtime already; shipping them would only grow the asset.
+RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
+# Powertools ships every utility (its event handler alone is 2 MB of Swagger UI); a function uses a
+# few. Each of these subpackages stays in the asset only if some shipped module reaches it through
+# its imports (computed below), so a tool that starts using one gets it without a config change.
+PRUNABLE_PARENTS: tuple[str, ...] = ("aws_lambda_powertools", "aws_lambda_powertools.utilities")
+PRUNABLE_UNITS: tuple[str, ...] = ("aws_lambda_powertools.event_handler", "aws_lambda_powertools.utilities.*")
+# Static files no function serves: the Swagger UI bundle (1.7 MB) behind Powertools'
+# `enable_swagger(offline=True)`. The Python modules beside them stay.
+PRUNED_DATA_GLOBS: tuple[str, ...] = (
+    "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.js",
+    "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.css",
+)
+# Bump when the layout of a built asset changes, so cached assets are rebuilt.
+BUILD_FORMAT = "2"
+_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache")
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """Where the asset runs: a manylinux platform tag and a CPython version."""
+
+    platform: str
+    python_version: str
+
+    @property
+    def slug(self) -> str:
+        return f"cp{self.python_version.replace('.', '')}-{self.platform}"
+
+
+LAMBDA_TARGET = Target("manylinux2014_aarch64", "3.13")
+
+
+def host_target() -> Target:
+    """The interpreter running this code (x86_64 or aarch64 Linux), for import tests."""
+    import platform
+
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    return Target(f"manylinux2014_{arch}", f"{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def runtime_requirements() -> list[str]:
+    """The pinned runtime dependencies of pyproject.toml, minus what the Lambda runtime provides."""
+    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+    return [req for req in project["dependencies"] if _requirement_name(req) not in RUNTIME_PROVIDED]
+
+
+def _requirement_name(requirement: str) -> str:
+    name = requirement
+    for separator in ("[", "=", "<", ">", "!", "~", ";", " "):
+        name = name.split(separator, 1)[0]
+    return name.strip().lower().replace("_", "-")
+
+
+def _pip(*args: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--no-input", *args]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
+
+
+def _platform_args(target: Target) -> list[str]:
+    return [
+        "--platform",
+        target.platform,
+        "--implementation",
+        "cp",
+        "--python-version",
+        target.python_version,
+        "--only-binary=:all:",
+    ]
+
+
+def _constraints() -> list[str]:
+    # The dev lock pins the transitive dependencies (pydantic_core, typing_extensions, ...).
+    return ["--constraint", str(LOCK_FILE)] if LOCK_FILE.exists() else []
+
+
+def install_dependencies(target_dir: Path, target: Target, requirements: Sequence[str], wheelhouse: Path) -> None:
+    """pip install for `target` into `target_dir`, from the wheelhouse; fill the wheelhouse on a miss."""
+    install = [
+        "install",
+        "--quiet",
+        "--no-compile",  # host .pyc files are for the wrong interpreter: dead weight
+        "--no-index",
+        "--find-links",
+        str(wheelhouse),
+        "--target",
+        str(target_dir),
+        *_platform_args(target),
+        *_constraints(),
+        *requirements,
+    ]
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    if _pip(*install).returncode == 0:
+        return
+    download = _pip(
+        "download", "--quiet", "--dest", str(wheelhouse), *_platform_args(target), *_constraints(), *requirements
+    )
+    if download.returncode != 0:
+        raise RuntimeError(
+            f"pip could not fetch wheels for {target.slug} into {wheelhouse} (offline with an empty wheelhouse?)\n"
+            + download.stderr[-4000:]
+        )
+    shutil.rmtree(target_dir, ignore_errors=True)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    result = _pip(*install)
+    if result.returncode != 0:
+        raise RuntimeError(f"pip install for {target.slug} failed\n{result.stderr[-4000:]}")
+
+
+def copy_sources(
+    output_dir: Path, packages: Iterable[str] = SHIPPED_PACKAGES, source_root: Path = FUNCTIONS_DIR
+) -> None:
+    for package in packages:
+        shutil.copytree(source_root / package, output_dir / package, ignore=_IGNORED, dirs_exist_ok=True)
+
+
+def _module_name(path: Path, root: Path) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def imported_names(path: Path, root: Path) -> set[str]:
+    """Every module a file may import: import statements anywhere in it (lazy ones included), with
+    relative imports resolved, `from m import x` counted as both `m` and `m.x`, plus string
+    constants that look like dotted module names (for importlib-style imports)."""
+    import ast
+
+    try:
+        tree = ast.parse(path.read_bytes(), filename=str(path))
+    except SyntaxError:
+        return set()
+    module = _module_name(path, root)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base_parts = package.split(".")
+                base_parts = base_parts[: len(base_parts) - (node.level - 1)] if node.level > 1 else base_parts
+                base = ".".join(base_parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith(PRUNABLE_PARENTS):
+            names.add(node.value)
+    return names
+
+
+def prune_unreached(output_dir: Path) -> list[str]:
+    """Remove prunable subpackages that no kept module imports; returns the removed module names."""
+    units: dict[str, Path] = {}
+    for pattern in PRUNABLE_UNITS:
+        parent, _, leaf = pattern.rpartition(".")
+        parent_dir = output_dir.joinpath(*parent.split("."))
+        candidates = sorted(parent_dir.iterdir()) if leaf == "*" and parent_dir.is_dir() else [parent_dir / leaf]
+        for candidate in candidates:
+            if candidate.is_dir() and (candidate / "__init__.py").exists():
+                units[f"{parent}.{candidate.name}"] = candidate
+
+    def unit_of(path: Path) -> str | None:
+        return next((name for name, unit_dir in units.items() if unit_dir in path.parents), None)
+
+    files_by_unit: dict[str | None, list[Path]] = {}
+    for path in output_dir.rglob("*.py"):
+        files_by_unit.setdefault(unit_of(path), []).append(path)
+    reached: set[str] = set()
+    frontier = list(files_by_unit.get(None, []))
+    while frontier:
+        imported: set[str] = set()
+        for path in frontier:
+            imported |= imported_names(path, output_dir)
+        frontier = []
+        for name in units:
+            if name not in reached and any(item == name or item.startswith(name + ".") for item in imported):
+                reached.add(name)
+                frontier.extend(files_by_unit.get(name, []))
+    removed = sorted(set(units) - reached)
+    for name in removed:
+        shutil.rmtree(units[name])
+    return removed
+
+
+def build_package(
+    output_dir: Path | str,
+    target: Target = LAMBDA_TARGET,
+    *,
+    wheelhouse_root: Path = WHEELHOUSE_ROOT,
+    installed: Path | None = None,
+) -> Path:
+    """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.handlers.*`).
+
+    `installed`: a directory `installed_dependencies` filled before, linked instead of installing again.
+    """
+    output = Path(output_dir)
+    output.mkdir(parents=True, exist_ok=True)
+    if installed is None:
+        install_dependencies(output, target, runtime_requirements(), wheelhouse_root / target.slug)
+    else:
+        shutil.copytree(
+            installed, output, copy_function=os.link, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete")
+        )
+    shutil.rmtree(output / "bin", ignore_errors=True)  # console scripts are useless in Lambda
+    copy_sources(output)
+    prune_unreached(output)
+    for pattern in PRUNED_DATA_GLOBS:
+        for path in output.glob(pattern):
+            path.unlink()
+    return output
+
+
+def dependencies_fingerprint(target: Target) -> str:
+    """Changes whenever a runtime pin, the lock or the target changes."""
+    digest = hashlib.sha256()
+    for part in (BUILD_FORMAT, target.slug, *runtime_requirements()):
+        digest.update(part.encode() + b"\0")
+    if LOCK_FILE.exists():
+        digest.update(LOCK_FILE.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def installed_dependencies(target: Target, cache_root: Path, *, wheelhouse_root: Path = WHEELHOUSE_ROOT) -> Path:
+    """The runtime dependencies for `target`, installed once into `cache_root` and reused."""
+    directory = cache_root / f"deps-{target.slug}-{dependencies_fingerprint(target)}"
+    if (directory / ".complete").exists():
+        return directory
+    cache_root.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix="deps-", dir=cache_root))
+    install_dependencies(scratch, target, runtime_requirements(), wheelhouse_root / target.slug)
+    (scratch / ".complete").touch()
+    try:
+        scratch.rename(directory)
+    except OSError:  # installed by another process meanwhile
+        shutil.rmtree(scratch, ignore_errors=True)
+    return directory
+
+
+def source_fingerprint(target: Target = LAMBDA_TARGET) -> str:
+    """Changes whenever a shipped file, a pin or the target changes: the asset's custom hash."""
+    digest = hashlib.sha256()
+    for part in (BUILD_FORMAT, target.slug, *runtime_requirements()):
+        digest.update(part.encode() + b"\0")
+    if LOCK_FILE.exists():
+        digest.update(LOCK_FILE.read_bytes())
+    for package in SHIPPED_PACKAGES:
+        for path in sorted((FUNCTIONS_DIR / package).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts and path.suffix not in (".pyc", ".pyo"):
+                digest.update(path.relative_to(FUNCTIONS_DIR).as_posix().encode() + b"\0")
+                digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def main() -> int:
+    """`python -m infra.packaging`: fill the wheelhouse for the Lambda target, so later synths run offline."""
+    with tempfile.TemporaryDirectory() as scratch:
+        build_package(Path(scratch), LAMBDA_TARGET)
+    print(f"wheelhouse ready: {WHEELHOUSE_ROOT / LAMBDA_TARGET.slug}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
