@@ -69,7 +69,7 @@ def run(with_sdk: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-asset-") as tmp:
         asset = build_package(Path(tmp) / "asset", LAMBDA_TARGET)
         ours = measure(asset)
-        ours["functions"] = ["api (app.api_handler.lambda_handler)", "worker (app.worker_handler.lambda_handler)"]
+        ours["functions"] = ["api (app.handlers.api_handler)", "worker (app.handlers.worker_handler)"]
         result["ours"] = ours
         if with_sdk:
             result["sdk_stack"] = _sdk_asset(Path(tmp) / "sdk")

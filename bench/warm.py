@@ -93,7 +93,7 @@ def _setup() -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
     for key, value in LAMBDA_ENV.items():
         os.environ.setdefault(key, value)
     from app import composition
-    from app.api_handler import lambda_handler
+    from app.handlers import api_handler as lambda_handler
 
     composition.reset()
     gateway = InMemoryTaskGateway()

@@ -32,6 +32,7 @@ class McpTasksStack(Stack):
             worker_timeout=Duration.seconds(config.worker_timeout_seconds),
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
+            allowed_origins=config.cors_allow_origins,
         )
         self.workflow = TaskWorkflow(
             self,

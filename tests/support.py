@@ -7,10 +7,11 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +86,48 @@ def free_port() -> int:
 class RunningStack:
     url: str
     process: subprocess.Popen[str]
+    output: list[str] = field(default_factory=list)  # every line the stack printed, as it arrives
+    state: dict[str, Any] = field(default_factory=dict)  # build/local-stack/run/<port>.json
+
+    def printed(self, text: str) -> bool:
+        return any(text in line for line in list(self.output))
+
+    @property
+    def aws_endpoint(self) -> str:
+        return str(self.state["awsEndpoint"])
+
+    def aws_client(self, service: str) -> Any:
+        """A boto3 client on the stack's moto, signed as its administrator (IAM is enforced there)."""
+        import boto3
+
+        admin = self.state["administrator"]
+        return boto3.session.Session().client(
+            service,
+            endpoint_url=self.aws_endpoint,
+            region_name="us-east-1",
+            aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
+            aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
+        )
+
+    def physical_id(self, logical_id_prefix: str) -> str:
+        """The physical id of the one resource whose logical id starts with this prefix."""
+        found = [v for k, v in self.state["physicalIds"].items() if k.startswith(logical_id_prefix)]
+        assert len(found) == 1, f"{logical_id_prefix}: {found}"
+        return str(found[0])
 
 
 @contextmanager
 def local_stack_process(
-    fixtures: str | None = None, extra_env: dict[str, str] | None = None, timeout: float = 60.0
+    fixtures: str | None = None,
+    extra_env: dict[str, str] | None = None,
+    timeout: float = 180.0,
+    default_user: str | None = None,
 ) -> Iterator[RunningStack]:
-    """`make run` as a child process on a free port; yields once it prints its endpoint."""
+    """`make run` as a child process on a free port; yields once it prints its endpoint.
+
+    Its output is drained all the time (a full pipe would stop the stack) and kept in `output`.
+    `default_user`: requests without a token are taken as this development user's (LOCAL_DEFAULT_USER).
+    """
     port = free_port()
     env = {
         **os.environ,
@@ -102,6 +138,8 @@ def local_stack_process(
     env.pop("FIXTURES", None)
     if fixtures:
         env["FIXTURES"] = fixtures
+    if default_user:
+        env["LOCAL_DEFAULT_USER"] = default_user
     process = subprocess.Popen(
         [sys.executable, "-m", "local_stack"],
         cwd=REPO,
@@ -110,25 +148,34 @@ def local_stack_process(
         stderr=subprocess.STDOUT,
         text=True,
     )
-    deadline = time.monotonic() + timeout
-    url = None
-    assert process.stdout is not None
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        if line.startswith("MCP endpoint:"):
-            url = line.split()[2]
-            break
-    if url is None:
+    output: list[str] = []
+    started = threading.Event()
+    url: list[str] = []
+
+    def drain() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            output.append(line.rstrip("\n"))
+            if line.startswith("MCP endpoint:") and not started.is_set():
+                url.append(line.split()[2])
+                started.set()
+        started.set()
+
+    threading.Thread(target=drain, daemon=True).start()
+    started.wait(timeout)
+    if not url:
         process.kill()
-        output = process.stdout.read() if process.stdout else ""
-        raise RuntimeError(f"local stack did not start: {output[-2000:]}")
+        process.wait()
+        tail = "\n".join(output[-60:])
+        raise RuntimeError(f"local stack did not start:\n{tail}")
+    state_file = REPO / "build" / "local-stack" / "run" / f"{port}.json"
+    running = RunningStack(url[0], process, output, json.loads(state_file.read_text()))
     try:
-        yield RunningStack(url, process)
+        yield running
     finally:
         process.terminate()
         try:
-            process.wait(timeout=10)
+            process.wait(timeout=15)
         except subprocess.TimeoutExpired:
             process.kill()
+            process.wait()

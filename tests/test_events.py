@@ -1,20 +1,22 @@
-"""Every sample event in `events/` through its handler, exactly as `sam local invoke` calls it:
-import the handler named in the template, call it with the event and a context object, read the
-proxy response. AWS is the embedded moto server; the environment is the one the template sets.
+"""Every sample event in `events/` through its function, as `sam local invoke` would run it: the
+template-driven local stack runs the handler named in the template in an interpreter of its own,
+with the template's environment and the function role's credentials; the event goes in through
+Lambda's Invoke API and the proxy response comes back.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_runtime import wire
+from tests.support import RunningStack, local_stack_process
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = REPO / "events"
@@ -26,6 +28,8 @@ _spec.loader.exec_module(generate)
 API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*/*.json"))
 EXAMPLE_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("examples/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
+API_FUNCTION = "FunctionsApiFunction"
+WORKER_FUNCTION = "FunctionsWorkerFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
 # The example server has tools and tasks but no prompts or resources: those methods are not served.
 NOT_SERVED = (
@@ -38,65 +42,28 @@ NOT_SERVED = (
 )
 
 
-class LambdaContext:
-    """The attributes the Python runtime's context object has (what `sam local invoke` passes)."""
+@dataclass
+class DeployedLike:
+    """The template-driven local stack: each function in its own interpreter with its template
+    environment and role, invoked through Lambda's Invoke API (as `sam local invoke` would run it)."""
 
-    function_name = "ServerlessMcpTasks-FunctionsApiFunction"
-    function_version = "$LATEST"
-    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:ServerlessMcpTasks-FunctionsApiFunction"
-    memory_limit_in_mb = 512
-    aws_request_id = "6f1c2d3e-0000-4000-8000-000000000000"
-    log_group_name = "/aws/lambda/ServerlessMcpTasks-FunctionsApiFunction"
-    log_stream_name = "2026/11/29/[$LATEST]0123456789abcdef"
+    stack: RunningStack
 
-    def get_remaining_time_in_millis(self) -> int:
-        return 29_000
+    def function_name(self, prefix: str) -> str:
+        return self.stack.physical_id(prefix)
 
-
-@pytest.fixture(scope="module")
-def deployed_like(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
-    """Table, state machine and sealing secret on moto; the API function's environment as deployed."""
-    from local_stack.aws import start_embedded_aws
-
-    # start_embedded_aws() points the process-wide MOTO_PORT at this server; put it back afterwards
-    # so a moto server another test module started keeps working.
-    previous_moto_port = os.environ.get("MOTO_PORT")
-    aws = start_embedded_aws()
-    resources = aws.provision(
-        table_name="events-tasks", state_machine_name="events-tasks", worker_function_name="events-worker"
-    )
-    secret = aws.client("secretsmanager").create_secret(Name="events-sealing", SecretString="x" * 64)
-    for name, value in {
-        **aws.app_environment(resources),
-        "MCP_SERVER_NAME": "serverless-mcp-tasks",
-        "MCP_STATE_SECRET_ARN": secret["ARN"],
-        "MCP_REQUIRE_PRINCIPAL": "true",
-        "MCP_AUTHORIZATION_SERVERS": generate.USER_POOL,
-        "MCP_SCOPES_SUPPORTED": "mcp/invoke",
-        "POWERTOOLS_SERVICE_NAME": "serverless-mcp-tasks",
-        "POWERTOOLS_METRICS_NAMESPACE": "serverless-mcp-tasks",
-        "POWERTOOLS_LOG_LEVEL": "INFO",
-    }.items():
-        monkeypatch_module.setenv(name, value)
-    monkeypatch_module.delenv("TASK_RELEASE_PARKED_ON_STOP", raising=False)  # not set in AWS
-    from app import composition, task_wiring
-
-    composition.reset()
-    task_wiring.task_worker.cache_clear()
-    yield {"aws": aws, "resources": resources}
-    composition.reset()
-    task_wiring.task_worker.cache_clear()
-    aws.stop()
-    if previous_moto_port is None:
-        os.environ.pop("MOTO_PORT", None)
-    else:
-        os.environ["MOTO_PORT"] = previous_moto_port
+    def invoke(self, prefix: str, event: dict[str, Any]) -> Any:
+        response = self.stack.aws_client("lambda").invoke(
+            FunctionName=self.function_name(prefix), Payload=json.dumps(event).encode()
+        )
+        assert "FunctionError" not in response, response["Payload"].read()
+        return json.loads(response["Payload"].read())
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
+def deployed_like() -> Iterator[DeployedLike]:
+    with local_stack_process() as stack:
+        yield DeployedLike(stack)
 
 
 def _load(relative: str) -> dict[str, Any]:
@@ -133,8 +100,8 @@ def test_event_headers_mirror_the_body(relative: str) -> None:
 
 
 def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
-    from app.composition import build_server
-    from mcp_runtime.settings import get_settings
+    from app.composition import build_catalog
+    from mcp_runtime.settings import Settings
 
     if method in NOT_SERVED:
         return 404, {
@@ -158,7 +125,7 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
             },
         }
     if method == "tools/list":
-        tools = [spec.to_wire() for spec in build_server(get_settings()).tools]
+        tools = [spec.to_wire() for spec in build_catalog(Settings(TASK_TABLE_NAME="any")).tools]
         assert "count_words" in {tool["name"] for tool in tools}
         return 200, {
             "jsonrpc": "2.0",
@@ -179,12 +146,10 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
 
 
 @pytest.mark.parametrize("relative", API_EVENTS)
-def test_api_event_through_the_handler(deployed_like: dict[str, Any], relative: str) -> None:
-    from app.api_handler import lambda_handler
-
+def test_api_event_through_the_handler(deployed_like: DeployedLike, relative: str) -> None:
     event = _load(relative)
     body = json.loads(event["body"])
-    response = lambda_handler(event, LambdaContext())
+    response = deployed_like.invoke(API_FUNCTION, event)
     assert set(response) == {"statusCode", "headers", "body", "isBase64Encoded"}
     assert response["isBase64Encoded"] is False
     assert response["headers"]["content-type"] == "application/json"
@@ -193,12 +158,10 @@ def test_api_event_through_the_handler(deployed_like: dict[str, Any], relative: 
 
 
 @pytest.mark.parametrize("relative", WORKER_EVENTS)
-def test_worker_event_through_the_handler(deployed_like: dict[str, Any], relative: str) -> None:
+def test_worker_event_through_the_handler(deployed_like: DeployedLike, relative: str) -> None:
     """Each step the state machine sends, for a task that does not exist: the worker stops cleanly
     (the execution then ends) instead of raising into Step Functions' retries."""
-    from app.worker_handler import lambda_handler
-
-    assert lambda_handler(_load(relative), LambdaContext()) == {"outcome": "stopped", "park": None}
+    assert deployed_like.invoke(WORKER_FUNCTION, _load(relative)) == {"outcome": "stopped", "park": None}
 
 
 def test_every_example_tool_module_has_an_event_calling_it() -> None:
@@ -214,10 +177,8 @@ def test_every_example_tool_module_has_an_event_calling_it() -> None:
         assert module_tools & called, f"no event calls a tool of {module.__name__}"
 
 
-def _call_example(relative: str) -> dict[str, Any]:
-    from app.api_handler import lambda_handler
-
-    response = lambda_handler(_load(relative), LambdaContext())
+def _call_example(deployed_like: DeployedLike, relative: str) -> dict[str, Any]:
+    response = deployed_like.invoke(API_FUNCTION, _load(relative))
     assert response["statusCode"] == 200
     message: dict[str, Any] = json.loads(response["body"])
     assert message["id"] == json.loads(_load(relative)["body"])["id"]
@@ -225,25 +186,25 @@ def _call_example(relative: str) -> dict[str, Any]:
     return result
 
 
-def test_the_plain_example_answers_at_once(deployed_like: dict[str, Any]) -> None:
-    assert _call_example("examples/count-words.json")["structuredContent"] == {"words": 4, "characters": 19}
+def test_the_plain_example_answers_at_once(deployed_like: DeployedLike) -> None:
+    assert _call_example(deployed_like, "examples/count-words.json")["structuredContent"] == {"words": 4, "characters": 19}
 
 
-def test_the_mrtr_example_asks_for_confirmation_first(deployed_like: dict[str, Any]) -> None:
-    result = _call_example("examples/archive-project.json")
+def test_the_mrtr_example_asks_for_confirmation_first(deployed_like: DeployedLike) -> None:
+    result = _call_example(deployed_like, "examples/archive-project.json")
     assert result["resultType"] == wire.RESULT_INPUT_REQUIRED
     assert result["inputRequests"]["confirm"]["params"]["message"] == "Archive project 'apollo'? It becomes read-only."
     assert result["requestState"].startswith("v1.")
 
 
-def test_the_task_example_creates_a_durable_task(deployed_like: dict[str, Any]) -> None:
-    result = _call_example("examples/deploy-release.json")
+def test_the_task_example_creates_a_durable_task(deployed_like: DeployedLike) -> None:
+    result = _call_example(deployed_like, "examples/deploy-release.json")
     assert (result["resultType"], result["status"]) == (wire.RESULT_TASK, "working")
     assert set(result) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
 
 
-def test_the_handle_example_mints_a_cart_and_the_history_lists_the_callers_tasks(deployed_like: dict[str, Any]) -> None:
-    opened = _call_example("examples/cart-open.json")
+def test_the_handle_example_mints_a_cart_and_the_history_lists_the_callers_tasks(deployed_like: DeployedLike) -> None:
+    opened = _call_example(deployed_like, "examples/cart-open.json")
     assert opened["content"][0]["text"].startswith("Opened cart cart_")
-    history = _call_example("examples/list-my-tasks.json")["structuredContent"]
+    history = _call_example(deployed_like, "examples/list-my-tasks.json")["structuredContent"]
     assert [task["tool"] for task in history["tasks"]][:1] == ["deploy_release"]

@@ -31,7 +31,7 @@ def main() -> None:
         event = json.load(handle)
     before_import = time.perf_counter()
     if variant == "api":
-        from app.api_handler import lambda_handler as handler
+        from app.handlers import api_handler as handler
     elif variant == "sdk":
         from bench.sdk_stack import handler
     else:

@@ -68,7 +68,6 @@ def build_task_executor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY)
     return StepFunctionsExecutor(
         settings.state_machine_arn or "",
         endpoint_url=settings.aws_endpoint_url,
-        release_parked_on_stop=settings.task_release_parked_on_stop,
         telemetry=telemetry,
     )
 
@@ -124,8 +123,8 @@ class LazyService(Generic[T]):
 # ---- the API function ---------------------------------------------------------------------------
 def sealing_keys(settings: Settings) -> list[SealingKey]:
     """Keys for requestState. AWS: a Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a
-    plain string), cached by Powertools parameters. Otherwise MCP_STATE_KEY, or, with DEV_AUTH or
-    MCP_LOCAL_MODE only, a fixed development key."""
+    plain string), cached by Powertools parameters. Otherwise MCP_STATE_KEY, or, with DEV_AUTH only,
+    a fixed development key."""
     if settings.state_secret_arn:
         from aws_lambda_powertools.utilities import parameters
 
@@ -140,7 +139,7 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
         return [SealingKey("k1", text_value.encode())]
     if settings.state_key:
         return [SealingKey("k1", settings.state_key.encode())]
-    if settings.local_mode or settings.dev_auth:
+    if settings.dev_auth:
         return [SealingKey("dev", DEV_STATE_KEY.encode())]
     # The development key is public: serving with it would let anyone forge requestState.
     raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")

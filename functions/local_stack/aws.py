@@ -133,7 +133,7 @@ def install_patches() -> None:
 
 def _fail_pending_callbacks(execution: Any) -> None:
     """Wake every callback the stopped execution waits on, so it ends ABORTED now, as in AWS."""
-    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeFailure
+    from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackOutcomeSuccess
 
     worker = getattr(execution, "exec_worker", None)
     manager = getattr(getattr(worker, "env", None), "callback_pool_manager", None)
@@ -142,10 +142,9 @@ def _fail_pending_callbacks(execution: Any) -> None:
         return
     for callback_id in list(pool):
         try:
-            manager.notify(
-                callback_id,
-                CallbackOutcomeFailure(callback_id=callback_id, error="States.Aborted", cause="StopExecution"),
-            )
+            # A success wakes the wait into the stopped program, which then ends ABORTED (a failure
+            # would run the state's Catch first and end FAILED).
+            manager.notify(callback_id, CallbackOutcomeSuccess(callback_id=callback_id, output="{}"))
         except Exception:  # already answered or timed out: nothing waits on it
             log.debug("callback %s was no longer pending", callback_id)
 

@@ -17,10 +17,12 @@ import base64
 import json
 import logging
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Final
 from uuid import uuid4
 
@@ -29,6 +31,7 @@ from local_stack.runtime import InvocationResult, PayloadTooLarge
 
 MAX_BODY_BYTES: Final = 10 * 1024 * 1024  # API Gateway HTTP API's payload limit
 DEV_TOKEN_PREFIX: Final = "dev:"
+_LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
 NOT_FOUND: Final = b'{"message":"Not Found"}'
 UNAUTHORIZED: Final = b'{"message":"Unauthorized"}'
 FORBIDDEN: Final = b'{"message":"Forbidden"}'
@@ -39,6 +42,23 @@ INTERNAL_ERROR: Final = b'{"message":"Internal Server Error"}'
 Invoke = Callable[[str, bytes], InvocationResult]
 
 access_log = logging.getLogger("local_stack.access")
+
+
+class ExchangeLog:
+    """LOCAL_RECORD=file: every request and answer of the front as one JSON line (for tests that check the wire)."""
+
+    def __init__(self, path: Path) -> None:
+        self._handle = path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def __call__(self, exchange: dict[str, Any]) -> None:
+        with self._lock:
+            self._handle.write(json.dumps(exchange) + "\n")
+            self._handle.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,13 +108,22 @@ class RouteTable:
 
 
 class DevTokenAuthorizer:
-    """The JWT authorizer, for development tokens: `Bearer dev:<user>` is a valid token for `<user>`."""
+    """The JWT authorizer, for development tokens: `Bearer dev:<user>` is a valid token for `<user>`.
+
+    `default_user`: a request without the identity header is taken as that user's (LOCAL_DEFAULT_USER,
+    for clients that cannot send headers, such as the conformance suite); API Gateway would answer 401.
+    """
+
+    def __init__(self, default_user: str | None = None) -> None:
+        self.default_user = default_user
 
     def authorize(self, route: Route, headers: Mapping[str, str]) -> dict[str, Any] | Answer:
         """The `requestContext.authorizer` API Gateway would pass, or the answer it would give instead."""
         source = (route.identity_source or ("$request.header.Authorization",))[0]
         header = source.rsplit(".", 1)[-1].lower()
         value = headers.get(header)
+        if not value and self.default_user:
+            value = f"Bearer {DEV_TOKEN_PREFIX}{self.default_user}"
         if not value:
             return _json_answer(401, UNAUTHORIZED, {"www-authenticate": "Bearer"})
         scheme, _, token = value.partition(" ")
@@ -117,12 +146,29 @@ class DevTokenAuthorizer:
 
 
 class ApiGatewayFront:
-    def __init__(self, routes: list[Route], invoke: Invoke, authorizer: DevTokenAuthorizer | None = None) -> None:
+    def __init__(
+        self,
+        routes: list[Route],
+        invoke: Invoke,
+        authorizer: DevTokenAuthorizer | None = None,
+        record: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.table = RouteTable(routes)
         self.invoke = invoke
         self.authorizer = authorizer or DevTokenAuthorizer()
+        self.record = record
 
     def serve(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> Answer:
+        answer = self._serve(method, raw_path, headers, body, source_ip)
+        if self.record is not None:
+            self.record({"method": method, "path": raw_path, "requestBody": body.decode("utf-8", "replace"),
+                         "status": answer.status, "headers": answer.headers, "body": answer.body.decode("utf-8", "replace")})
+        return answer
+
+    def _serve(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> Answer:
+        if not _LOOPBACK_HOST.match(headers.get("host", "").strip()):
+            # API Gateway serves only the host names it owns; this front owns the loopback ones.
+            return _json_answer(403, FORBIDDEN)
         if len(body) > MAX_BODY_BYTES:
             return _json_answer(413, TOO_LARGE)
         path, _, query = raw_path.partition("?")

@@ -14,7 +14,9 @@ LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layer
 `sitecustomize.py` there runs at start); LOCAL_CDK_CONTEXT='{"key": "value"}' (like `-c`);
 LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not enforce);
 LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8); LOCAL_LOGS=all (also print
-START/END/REPORT and metric lines).
+START/END/REPORT and metric lines, and each request); LOCAL_DEFAULT_USER=name (a request without a
+token is taken as that development user's, for clients that cannot send headers; API Gateway
+answers 401); LOCAL_RECORD=file (every request and answer as JSON lines).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any, Final, TextIO
 
 from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
 from local_stack.code import FunctionCode, build_function_code
-from local_stack.http_front import ApiGatewayFront, make_server
+from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.runtime import DEFAULT_MAX_ENVIRONMENTS, FunctionPool, FunctionSpec, InvocationResult, lambda_environment
 from local_stack.synth import REPO, Assembly, synthesize
@@ -44,10 +46,8 @@ from local_stack.template import DeployedTemplate
 STATE_ROOT: Final = REPO / "build" / "local-stack"
 FIXTURE_LAYER_ROOT: Final = STATE_ROOT / "layers"
 # What a local function's environment has beyond its template and the Lambda runtime's variables:
-# where AWS is, no host AWS config files, and loopback mode (Host/Origin checks against DNS rebinding).
-LOCAL_ADDITIONS: Final[dict[str, str]] = {
-    "MCP_LOCAL_MODE": "1",
-}
+# where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user. Fixtures add
+# MCP_FIXTURES. Nothing else differs.
 LOG_NOISE: Final = ("START RequestId:", "END RequestId:", "REPORT RequestId:", '{"_aws":')
 
 log = logging.getLogger("local_stack")
@@ -63,6 +63,8 @@ class Options:
     enforce_iam: bool = True
     concurrency: int = DEFAULT_MAX_ENVIRONMENTS
     all_logs: bool = False
+    default_user: str | None = None
+    record: Path | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -77,6 +79,8 @@ class Options:
             enforce_iam=(env.get("LOCAL_IAM") or "enforce").lower() not in ("off", "0", "false"),
             concurrency=int(env.get("LOCAL_LAMBDA_CONCURRENCY") or DEFAULT_MAX_ENVIRONMENTS),
             all_logs=(env.get("LOCAL_LOGS") or "").lower() == "all",
+            default_user=env.get("LOCAL_DEFAULT_USER") or None,
+            record=Path(env["LOCAL_RECORD"]) if env.get("LOCAL_RECORD") else None,
         )
 
 
@@ -185,7 +189,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.enforce_iam:
         for state_machine_arn, role_arn in provisioned.state_machine_roles.items():
             iam_enforcement.run_state_machine_as(state_machine_arn, _assume_role(aws, role_arn, "states"))
-    additions = {**LOCAL_ADDITIONS, "AWS_ENDPOINT_URL": aws.endpoint}
+    additions = {"AWS_ENDPOINT_URL": aws.endpoint}
     additions["AWS_CONFIG_FILE"] = additions["AWS_SHARED_CREDENTIALS_FILE"] = str(STATE_ROOT / "no-aws-config")
     layers = list(options.layers)
     if options.fixtures:
@@ -208,7 +212,12 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.enforce_iam:
         iam_enforcement.enforce()
         aws.use_credentials(admin)
-    front = ApiGatewayFront(provisioned.routes, lambda logical_id, payload: pools[logical_id].invoke(payload))
+    front = ApiGatewayFront(
+        provisioned.routes,
+        lambda logical_id, payload: pools[logical_id].invoke(payload),
+        DevTokenAuthorizer(options.default_user),
+        ExchangeLog(options.record) if options.record else None,
+    )
     http = make_server(front, "127.0.0.1", options.port)
     thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
     thread.start()

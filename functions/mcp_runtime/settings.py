@@ -25,8 +25,10 @@ class Settings(BaseModel):
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
     # Which tool sets to serve: "examples" (default), "conformance" adds the suite's fixtures.
     fixtures: Literal["", "conformance"] = Field("", alias="MCP_FIXTURES")
-    # Loopback mode turns on Host/Origin checks against DNS rebinding.
-    local_mode: bool = Field(False, alias="MCP_LOCAL_MODE")
+    # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
+    # host names requests may name (empty: any; API Gateway routes by host already).
+    allowed_origins: str = Field("", alias="MCP_ALLOWED_ORIGINS")
+    allowed_hosts: str = Field("", alias="MCP_ALLOWED_HOSTS")
     dev_auth: bool = Field(False, alias="DEV_AUTH")
     # Deployed behind a JWT authorizer or IAM auth: a request without that identity is refused.
     require_principal: bool = Field(False, alias="MCP_REQUIRE_PRINCIPAL")
@@ -49,11 +51,17 @@ class Settings(BaseModel):
     task_reconcile_after_seconds: float = Field(300.0, alias="TASK_RECONCILE_AFTER_SECONDS", ge=0)
     # Minimum spacing of the statusMessage writes a running tool's progress reports cause.
     task_progress_interval_ms: int = Field(1_000, alias="TASK_PROGRESS_INTERVAL_MS", ge=0)
-    # moto only: after StopExecution, send the parked callback so the execution settles (AWS aborts at once).
-    task_release_parked_on_stop: bool = Field(False, alias="TASK_RELEASE_PARKED_ON_STOP")
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
+
+    @property
+    def allowed_origins_set(self) -> frozenset[str]:
+        return frozenset(o.strip().lower().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def allowed_hosts_set(self) -> frozenset[str]:
+        return frozenset(h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip())
 
     def require(self, field_name: str, purpose: str) -> str:
         """A setting this function cannot work without; a clear error names its variable if unset."""

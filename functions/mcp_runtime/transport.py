@@ -34,7 +34,6 @@ from .server import McpServer
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
 _LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
-_LOOPBACK_ORIGIN: Final = re.compile(r"^https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
 MAX_DEPTH: Final = 64
 MAX_STRING_CHARS: Final = 262_144
 MAX_COLLECTION_ITEMS: Final = 10_000
@@ -130,6 +129,14 @@ def _limit_breach(value: Any) -> str | None:
     return None
 
 
+def _hostname(host: str) -> str:
+    """`example.com:443` -> `example.com`, `[::1]:3000` -> `[::1]`, lower case."""
+    text = host.strip().lower()
+    if text.startswith("["):
+        return text.split("]", 1)[0] + "]"
+    return text.rsplit(":", 1)[0] if text.count(":") == 1 else text
+
+
 def _readable_id(message: Any) -> wire.RequestId | None:
     if isinstance(message, dict):
         candidate = message.get("id")
@@ -157,8 +164,7 @@ class McpHttpTransport:
             return HttpResponse(rejected.status, headers, body)
 
     def _handle(self, request: HttpRequest) -> HttpResponse:
-        if self.settings.local_mode:
-            self._check_loopback(request.headers)
+        self._check_host_and_origin(request.headers)
         if request.path.startswith(PROTECTED_RESOURCE_PATH):
             if request.method.upper() not in ("GET", "HEAD"):
                 raise RequestRejected(405, "Method not allowed: use GET", {"allow": "GET"})
@@ -218,13 +224,21 @@ class McpHttpTransport:
             metadata["scopes_supported"] = scopes
         return metadata
 
-    @staticmethod
-    def _check_loopback(headers: dict[str, str]) -> None:
+    def _check_host_and_origin(self, headers: dict[str, str]) -> None:
+        """DNS-rebinding protection (transport rules): an `Origin` must be this server's own (same host
+        as `Host`) or one it allows (MCP_ALLOWED_ORIGINS; clients that are not browsers send none).
+        Where MCP_ALLOWED_HOSTS is set, the `Host` must be one of those; API Gateway (and the local
+        front) already refuse host names they do not serve, which is what defeats a rebound name."""
+        allowed_hosts = self.settings.allowed_hosts_set
         host = headers.get("host")
-        if host is not None and not _LOOPBACK_HOST.match(host.strip()):
+        if allowed_hosts and host is not None and _hostname(host) not in allowed_hosts:
             raise RequestRejected(403, "Forbidden: Host is not allowed")
         origin = headers.get("origin")
-        if origin is not None and not _LOOPBACK_ORIGIN.match(origin.strip()):
+        if origin is None:
+            return
+        normalized = origin.strip().lower().rstrip("/")
+        same_origin = host is not None and normalized.partition("://")[2] == host.strip().lower()
+        if not same_origin and normalized not in self.settings.allowed_origins_set:
             raise RequestRejected(403, "Forbidden: Origin is not allowed")
 
     def _handle_message(self, message: Any, request: HttpRequest) -> HttpResponse:

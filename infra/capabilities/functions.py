@@ -151,6 +151,7 @@ class TaskFunctions(Construct):
         worker_timeout: Duration,
         log_retention_days: int,
         removal_policy: RemovalPolicy,
+        allowed_origins: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
         common = {
@@ -173,7 +174,12 @@ class TaskFunctions(Construct):
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
             # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
             # authenticated principal is refused rather than served anonymously.
-            environment={**common, "MCP_REQUIRE_PRINCIPAL": "true"},
+            environment={
+                **common,
+                "MCP_REQUIRE_PRINCIPAL": "true",
+                # Browser origins allowed to call (the HTTP API's CORS origins); any other Origin gets 403.
+                **({"MCP_ALLOWED_ORIGINS": ",".join(allowed_origins)} if allowed_origins else {}),
+            },
             log_retention_days=log_retention_days,
             removal_policy=removal_policy,
         )

@@ -1,17 +1,19 @@
-"""An in-process local stack whose every response is recorded, so tests can validate the wire."""
+"""The template-driven local stack as a process, with every answer its front gave recorded, so tests can validate the wire."""
 
 from __future__ import annotations
 
 import json
-import os
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import local_stack_process
+from tests.support import RunningStack, local_stack_process
+
+# The user a request without a token is taken as (LOCAL_DEFAULT_USER): the clients here send none.
+TEST_USER = "e2e"
 
 
 @dataclass
@@ -22,65 +24,47 @@ class Exchange:
     messages: list[dict[str, Any]]
 
 
-@dataclass
-class RecordingStack:
-    url: str
-    exchanges: list[Exchange] = field(default_factory=list)
-
-
-def _messages(response: dict[str, Any]) -> list[dict[str, Any]]:
-    body = response.get("body") or ""
-    content_type = (response.get("headers") or {}).get("content-type", "")
+def _messages(body: str, content_type: str) -> list[dict[str, Any]]:
     if content_type.startswith("text/event-stream"):
         return [json.loads(line[5:]) for line in body.splitlines() if line.startswith("data:")]
     return [json.loads(body)] if body else []
 
 
-@pytest.fixture(scope="module")
-def recording_stack(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[RecordingStack]:
-    from local_stack.stack import configure_environment
+@dataclass
+class RecordingStack:
+    running: RunningStack
+    record: Path
 
-    saved_environment = dict(os.environ)
-    monkeypatch_module.setenv("MCP_FIXTURES", "conformance")
-    configure_environment()
-    from app import composition
-    from local_stack.http_front import make_server
+    @property
+    def url(self) -> str:
+        return self.running.url
 
-    composition.reset()
-    exchanges: list[Exchange] = []
-
-    def recording_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-        response = composition.handle_api_event(event, context)
-        try:
-            method = json.loads(event.get("body") or "{}").get("method", "?")
-        except ValueError:
-            method = "?"
-        exchanges.append(
-            Exchange(method, response["statusCode"], response["headers"].get("content-type", ""), _messages(response))
-        )
-        return response
-
-    server = make_server(recording_handler, "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    host, port = server.server_address[:2]
-    try:
-        yield RecordingStack(f"http://{host}:{port}/mcp", exchanges)
-    finally:
-        server.shutdown()
-        server.server_close()
-        os.environ.clear()
-        os.environ.update(saved_environment)
-        composition.reset()
+    @property
+    def exchanges(self) -> list[Exchange]:
+        """Every POST the front answered with JSON-RPC, in order (read from the stack's LOCAL_RECORD file)."""
+        found = []
+        for line in self.record.read_text(encoding="utf-8").splitlines():
+            exchange = json.loads(line)
+            content_type = exchange["headers"].get("content-type", "")
+            if exchange["method"] != "POST" or not content_type.startswith(("application/json", "text/event-stream")):
+                continue
+            try:
+                method = json.loads(exchange["requestBody"] or "{}").get("method", "?")
+            except ValueError:
+                method = "?"
+            found.append(Exchange(method, exchange["status"], content_type, _messages(exchange["body"], content_type)))
+        return found
 
 
 @pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    with pytest.MonkeyPatch.context() as patch:
-        yield patch
+def recording_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingStack]:
+    record = tmp_path_factory.mktemp("exchanges") / "exchanges.jsonl"
+    record.touch()
+    with local_stack_process(fixtures="conformance", extra_env={"LOCAL_RECORD": str(record)}, default_user=TEST_USER) as running:
+        yield RecordingStack(running, record)
 
 
 @pytest.fixture(scope="module")
-def stack_process() -> Iterator[Any]:
-    with local_stack_process() as stack:
+def stack_process() -> Iterator[RunningStack]:
+    with local_stack_process(default_user=TEST_USER) as stack:
         yield stack

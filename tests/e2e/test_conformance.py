@@ -79,7 +79,7 @@ PENDING = {"json-schema-2020-12", "http-header-validation", "http-custom-header-
 def conformance_stack() -> Iterator[RunningStack]:
     if not SUITE.exists():
         pytest.fail("the conformance suite is not installed: run `make install`")
-    with local_stack_process(fixtures="conformance") as stack:
+    with local_stack_process(fixtures="conformance", default_user="conformance") as stack:
         yield stack
 
 

@@ -18,7 +18,7 @@ README_URL = "http://127.0.0.1:3000/mcp"
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[RunningStack]:
-    with local_stack_process() as running:
+    with local_stack_process(default_user="readme") as running:  # as `make run` does
         yield running
 
 

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.e2e
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[RunningStack]:
-    with local_stack_process(fixtures="conformance") as running:
+    with local_stack_process(fixtures="conformance", default_user="tasks-client") as running:
         yield running
 
 

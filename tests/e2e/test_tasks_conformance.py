@@ -37,7 +37,7 @@ TASKS_SCENARIOS = (
 def tasks_stack() -> Iterator[RunningStack]:
     if not SUITE.exists():
         pytest.fail("the conformance suite is not installed: run `make install`")
-    with local_stack_process(fixtures="conformance") as stack:
+    with local_stack_process(fixtures="conformance", default_user="conformance") as stack:
         yield stack
 
 

@@ -63,8 +63,8 @@ def test_both_functions_share_one_asset_under_budget(
     cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]
 ) -> None:
     _, outdir = cdk_cli_synth
-    api = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
-    worker = _function_asset(cli_template, outdir, "app.worker_handler.lambda_handler")
+    api = _function_asset(cli_template, outdir, "app.handlers.api_handler")
+    worker = _function_asset(cli_template, outdir, "app.handlers.worker_handler")
     assert api == worker
     size = _size(api)
     print(f"API asset: {size / 1_048_576:.2f} MiB unzipped ({size} bytes)")
@@ -75,7 +75,7 @@ def test_asset_holds_our_packages_and_aarch64_wheels_but_not_boto3_or_test_code(
     cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]
 ) -> None:
     _, outdir = cdk_cli_synth
-    asset = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
+    asset = _function_asset(cli_template, outdir, "app.handlers.api_handler")
     top = {path.name for path in asset.iterdir()}
     assert {"app", "mcp_runtime", "tools", "pydantic", "pydantic_core", "aws_lambda_powertools"} <= top
     assert not top & {"boto3", "botocore", "s3transfer", "fixtures", "local_stack", "tests", "bin"}
@@ -85,8 +85,7 @@ def test_asset_holds_our_packages_and_aarch64_wheels_but_not_boto3_or_test_code(
     assert (powertools / "utilities" / "parameters").is_dir()
     assert not (powertools / "utilities" / "idempotency").exists()
     assert not list((powertools / "event_handler").rglob("*.js"))
-    assert (asset / "app" / "api_handler.py").read_bytes() == (REPO / "functions/app/api_handler.py").read_bytes()
-    assert (asset / "app" / "worker_handler.py").exists()
+    assert (asset / "app" / "handlers.py").read_bytes() == (REPO / "functions/app/handlers.py").read_bytes()
     (binary,) = list((asset / "pydantic_core").glob("_pydantic_core.*.so"))
     assert "cpython-313-aarch64-linux-gnu" in binary.name
     header = binary.read_bytes()[:20]
@@ -111,7 +110,7 @@ def test_asset_imports_in_a_clean_interpreter(
     cannot catch is an aarch64-only wheel problem, which pip's platform resolution rules out.
     """
     _, outdir = cdk_cli_synth
-    real = _function_asset(cli_template, outdir, "app.api_handler.lambda_handler")
+    real = _function_asset(cli_template, outdir, "app.handlers.api_handler")
 
     def files(root: Path) -> set[str]:
         return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file() and ".so" not in p.suffixes}
@@ -136,8 +135,8 @@ for package in ("mcp_runtime", "app", "tools"):
     for info in pkgutil.walk_packages(module.__path__, package + "."):
         importlib.import_module(info.name)
 import aws_lambda_powertools.utilities.parameters  # the sealing key's reader
-from app.api_handler import lambda_handler
-from app.worker_handler import lambda_handler as worker_handler
+from app.handlers import api_handler as lambda_handler
+from app.handlers import worker_handler
 meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 def call(method, params, name=None):
     headers = {"content-type": "application/json", "mcp-protocol-version": "2026-07-28", "mcp-method": method}

@@ -138,7 +138,7 @@ def test_removal_policy_comes_from_context(synth: Any) -> None:
 # ---- functions ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("construct", "handler"),
-    [("api", "app.api_handler.lambda_handler"), ("worker", "app.worker_handler.lambda_handler")],
+    [("api", "app.handlers.api_handler"), ("worker", "app.handlers.worker_handler")],
 )
 def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
     default_stack: Synthesized, construct: str, handler: str

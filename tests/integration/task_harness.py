@@ -1,12 +1,13 @@
-"""Shared set-up of the task tests: one embedded moto server per session, fresh resources per test.
+"""Shared set-up of the task tests: one embedded moto server per session, the template's resources per test.
 
-Every test gets its own table, worker function and state machine (unique names), created from the
-real ASL file, with the real `TaskWorker` invoked in-process by moto's Step Functions interpreter.
+Every test starts from an empty moto and gets the synthesized template's table, worker function and
+state machine (`local_stack.provision`, the same code `make run` uses), with the real `TaskWorker`
+invoked in-process by moto's Step Functions interpreter. These are component tests: one process,
+no IAM; the template-driven local stack (`tests/e2e`, `tests/local_stack`) runs each function as Lambda would.
 """
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -14,7 +15,10 @@ from typing import Any
 
 import pytest
 
-from local_stack.aws import EmbeddedAws, TaskResources, start_embedded_aws, unregister_function
+from local_stack.aws import EmbeddedAws, register_function, start_embedded_aws, unregister_function
+from local_stack.provision import ProvisionedStack, provision
+from local_stack.synth import Assembly, synthesize
+from local_stack.template import DeployedTemplate
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
@@ -26,7 +30,20 @@ from mcp_runtime.tools import ToolRegistry
 ALICE = Principal("test:alice", "test")
 MALLORY = Principal("test:mallory", "test")
 TASKS_AND_ELICITATION: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}}
-_names = itertools.count(1)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskResources:
+    table_name: str
+    state_machine_arn: str
+    worker_function_name: str
+
+    @classmethod
+    def of(cls, provisioned: ProvisionedStack) -> TaskResources:
+        (table,) = provisioned.tables.values()
+        (machine,) = provisioned.state_machines.values()
+        (worker,) = [spec.name for spec in provisioned.functions.values() if "Worker" in spec.logical_id]
+        return cls(table, machine, worker)
 
 
 class Clock:
@@ -76,7 +93,7 @@ class TaskEnvironment:
         return DynamoTaskStore(self.resources.table_name, self.dynamodb, clock=clock or self.clock)
 
     def executor(self) -> StepFunctionsExecutor:
-        return StepFunctionsExecutor(self.resources.state_machine_arn, self.stepfunctions, release_parked_on_stop=True)
+        return StepFunctionsExecutor(self.resources.state_machine_arn, self.stepfunctions)
 
     def service(self, *, ttl_ms: int | None = 3_600_000, reconcile_after_seconds: float = 300.0) -> TaskService:
         return TaskService(
@@ -95,6 +112,11 @@ class TaskEnvironment:
 
 
 @pytest.fixture(scope="session")
+def assembly() -> Assembly:
+    return synthesize()
+
+
+@pytest.fixture(scope="session")
 def embedded_aws() -> Iterator[EmbeddedAws]:
     aws = start_embedded_aws()
     yield aws
@@ -102,20 +124,22 @@ def embedded_aws() -> Iterator[EmbeddedAws]:
 
 
 @pytest.fixture
-def task_env(embedded_aws: EmbeddedAws) -> Iterator[TaskEnvironment]:
-    """Fresh resources; the worker handler reads `env.tools` at call time, so tests add tools after."""
-    suffix = f"{next(_names)}-{int(time.time() * 1000) % 1_000_000}"
+def deployed(embedded_aws: EmbeddedAws, assembly: Assembly) -> ProvisionedStack:
+    """An empty moto holding exactly what the template declares."""
+    embedded_aws.reset()
+    return provision(DeployedTemplate.load(assembly.directory, assembly.stack_name), embedded_aws.client)
+
+
+@pytest.fixture
+def task_env(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> Iterator[TaskEnvironment]:
+    """The template's resources; the worker handler reads `env.tools` at call time, so tests add tools after."""
     holder: dict[str, TaskEnvironment] = {}
 
     def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return holder["env"].worker().handle(event)
 
-    resources = embedded_aws.provision(
-        table_name=f"tasks-{suffix}",
-        state_machine_name=f"tasks-{suffix}",
-        worker_function_name=f"worker-{suffix}",
-        worker=worker_handler,
-    )
+    resources = TaskResources.of(deployed)
+    register_function(resources.worker_function_name, worker_handler)
     env = TaskEnvironment(
         embedded_aws, resources, embedded_aws.client("dynamodb"), embedded_aws.client("stepfunctions")
     )

@@ -24,9 +24,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.composition import build_server
-from app.task_wiring import build_task_worker
+from app.composition import build_server, build_worker
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, register_function, unregister_function
+from local_stack.provision import ProvisionedStack
+from tests.integration.task_harness import TaskResources
 from mcp_runtime import wire
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
 from mcp_runtime.sealing import MAX_TOKEN_CHARS
@@ -106,19 +107,15 @@ def _settings(**overrides: str) -> Settings:
     return Settings.from_environ(
         {
             "TASK_PROGRESS_INTERVAL_MS": "0",
-            "TASK_RELEASE_PARKED_ON_STOP": "1",
             "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
             **overrides,
         }
     )
 
 
-@pytest.fixture(scope="module")
-def aws_environment(embedded_aws: EmbeddedAws) -> Iterator[dict[str, str]]:
-    suffix = f"hardening-{int(time.time() * 1000) % 1_000_000}"
-    resources = embedded_aws.provision(
-        table_name=f"tasks-{suffix}", state_machine_name=f"tasks-{suffix}", worker_function_name=f"worker-{suffix}"
-    )
+@pytest.fixture
+def aws_environment(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> Iterator[dict[str, str]]:
+    resources = TaskResources.of(deployed)
     with pytest.MonkeyPatch.context() as patch:
         for name, value in {**DUMMY_CREDENTIALS, "AWS_DEFAULT_REGION": REGION}.items():
             patch.setenv(name, value)
@@ -128,18 +125,18 @@ def aws_environment(embedded_aws: EmbeddedAws) -> Iterator[dict[str, str]]:
             "TASK_STATE_MACHINE_ARN": resources.state_machine_arn,
             "AWS_ENDPOINT_URL": embedded_aws.endpoint,
         }
-        worker = build_task_worker(_settings(**environment))
+        worker = build_worker(_settings(**environment))
         register_function(resources.worker_function_name, lambda event, context: worker.handle(event))
         yield environment
         unregister_function(resources.worker_function_name)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def backend(aws_environment: dict[str, str]) -> Backend:
     return Backend(McpHttpTransport(build_server(_settings(**aws_environment))))
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def alice_parked(backend: Backend) -> str:
     created = backend.result(
         "tools/call", {"name": "deploy_release", "arguments": {"service": "a", "version": "1", "seconds_per_stage": 0}}
@@ -421,7 +418,7 @@ def test_tasks_answered_badly_by_their_owner_are_asked_again_not_failed(backend:
     assert len(set([*asked, last])) == 5 and all(key.startswith("promote") for key in asked)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def broken_backends(aws_environment: dict[str, str], embedded_aws: EmbeddedAws) -> dict[str, Backend]:
     """The same application over AWS resources that fail: every AWS error path is taken."""
     return {

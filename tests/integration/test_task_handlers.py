@@ -2,7 +2,7 @@
 
 A task created through one handler instance is read, answered and cancelled through fresh ones
 (new server, new clients), the way separate Lambda containers would serve it. The worker is the
-one `app.task_wiring` builds from the same settings.
+one `app.composition.build_worker` builds from the same settings.
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.composition import build_server
-from app.task_wiring import build_task_worker
+from app.composition import build_server, build_worker
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
 from mcp_runtime import wire
 from mcp_runtime.settings import Settings
@@ -35,12 +34,11 @@ def settings(task_env: TaskEnvironment, monkeypatch: pytest.MonkeyPatch) -> Sett
         "TASK_TABLE_NAME": task_env.resources.table_name,
         "TASK_STATE_MACHINE_ARN": task_env.resources.state_machine_arn,
         "AWS_ENDPOINT_URL": task_env.aws.endpoint,
-        "TASK_RELEASE_PARKED_ON_STOP": "1",
         "TASK_PROGRESS_INTERVAL_MS": "0",
         "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
     }
     settings = Settings.from_environ(values)
-    worker = build_task_worker(settings)
+    worker = build_worker(settings)
     register_function(task_env.resources.worker_function_name, lambda event, context: worker.handle(event))
     return settings
 

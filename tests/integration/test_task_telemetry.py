@@ -44,7 +44,7 @@ def crash_for_metrics(args: NoArgs, ctx: ToolContext) -> str:
 def instrumented(env: TaskEnvironment, recorder: RecordingTelemetry) -> tuple[DynamoTaskStore, StepFunctionsExecutor]:
     store = DynamoTaskStore(env.resources.table_name, env.dynamodb, telemetry=recorder)
     executor = StepFunctionsExecutor(
-        env.resources.state_machine_arn, env.stepfunctions, release_parked_on_stop=True, telemetry=recorder
+        env.resources.state_machine_arn, env.stepfunctions, telemetry=recorder
     )
     return store, executor
 

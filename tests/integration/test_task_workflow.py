@@ -263,7 +263,7 @@ def test_a_task_whose_execution_died_without_a_terminal_write_is_settled_failed_
     parked = poll(watchful, task_id, {INPUT_REQUIRED})
     token = env.store().get(task_id).task_token
     assert token is not None
-    env.executor().stop(task_id, token)  # an operator stops the execution behind the service's back
+    env.executor().stop(task_id)  # an operator stops the execution behind the service's back
     wait_until(lambda: env.execution_status(task_id), lambda s: s == "ABORTED")
 
     settled = watchful.get(task_id, request_context())

@@ -36,7 +36,7 @@ class FakeClock:
 
 
 def make_settings(**values: Any) -> Settings:
-    """Settings by environment alias, e.g. make_settings(MCP_LOCAL_MODE=True)."""
+    """Settings by environment alias, e.g. make_settings(MCP_ALLOWED_HOSTS="localhost")."""
     values.setdefault("MCP_STATE_KEY", "test-only-requestState-key-0123456789abcdef")
     return Settings.model_validate(values)
 
@@ -56,7 +56,7 @@ def make_server(
     if examples:
         import tools
 
-        tools.register(server)
+        tools.register(server.tools, table_backed=server.handles is not None)
     if fixtures:
         from fixtures import conformance
 
@@ -159,8 +159,8 @@ def client(server: McpServer) -> Client:
 
 @pytest.fixture
 def configure_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
-    """Configure `app.composition` from a clean environment: configure_app(DEV_AUTH="1", ...)."""
-    from app import composition
+    """Configure `app.handlers` from a clean environment: configure_app(DEV_AUTH="1", ...)."""
+    from app import handlers
 
     def configure(**environ: str) -> None:
         for model_field in Settings.model_fields.values():
@@ -169,7 +169,7 @@ def configure_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Non
         environ.setdefault("MCP_STATE_KEY", "test-only-requestState-key-0123456789abcdef")
         for name, value in environ.items():
             monkeypatch.setenv(name, value)
-        composition.reset()
+        handlers.reset()
 
     yield configure
-    composition.reset()
+    handlers.reset()

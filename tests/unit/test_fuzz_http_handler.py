@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the deployed handler, `app.composition.handle_api_event`.
+"""Property-based fuzzing of the deployed handler, `app.handlers.api_handler`.
 
 Properties, for every generated event: no exception escapes, no 5xx and no -32603, the status is one
 the ladder can give, and the body is empty (202), the resource metadata document, or a well-formed
@@ -43,19 +43,19 @@ ABSENT = object()
 # ---- the handler under test, configured once for the module ---------------------------------------------------------
 @pytest.fixture(scope="module")
 def handler() -> Iterator[Any]:
-    from app import composition
+    from app import handlers
 
     with pytest.MonkeyPatch.context() as patch:
         for model_field in Settings.model_fields.values():
             if model_field.alias:
                 patch.delenv(model_field.alias, raising=False)
         patch.setenv("MCP_FIXTURES", "conformance")
-        patch.setenv("MCP_LOCAL_MODE", "1")
+        patch.setenv("MCP_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
         patch.setenv("DEV_AUTH", "1")
         patch.setenv("POWERTOOLS_LOG_LEVEL", "ERROR")
-        composition.reset()
-        yield composition.handle_api_event
-        composition.reset()
+        handlers.reset()
+        yield handlers.api_handler
+        handlers.reset()
 
 
 def request(method: str, params: dict[str, Any] | None = None, request_id: Any = 1, caps: Any = None) -> dict[str, Any]:

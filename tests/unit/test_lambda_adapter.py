@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app import composition
+from app import handlers
 from mcp_runtime import wire
 from mcp_runtime.context import ANONYMOUS, Principal
 from mcp_runtime.lambda_http import principal_from_event, request_from_event, response_to_proxy
@@ -248,7 +248,7 @@ def test_the_handler_with_dev_auth_answers_401_with_a_challenge_without_a_dev_be
     configure_app: Callable[..., None],
 ) -> None:
     configure_app(DEV_AUTH="1")
-    proxy = composition.handle_api_event(api_event(rpc("tools/list")))
+    proxy = handlers.api_handler(api_event(rpc("tools/list")))
     assert proxy["statusCode"] == 401
     challenge = proxy["headers"]["www-authenticate"]
     assert challenge.startswith("Bearer ")
@@ -257,7 +257,7 @@ def test_the_handler_with_dev_auth_answers_401_with_a_challenge_without_a_dev_be
 
 def test_the_handler_with_dev_auth_serves_a_dev_bearer(configure_app: Callable[..., None]) -> None:
     configure_app(DEV_AUTH="1")
-    proxy = composition.handle_api_event(api_event(rpc("tools/list"), headers={"authorization": "Bearer dev:alice"}))
+    proxy = handlers.api_handler(api_event(rpc("tools/list"), headers={"authorization": "Bearer dev:alice"}))
     assert proxy["statusCode"] == 200
 
 
@@ -265,16 +265,16 @@ def test_the_handler_requiring_a_principal_refuses_an_event_without_an_authorize
     configure_app: Callable[..., None],
 ) -> None:
     configure_app(MCP_REQUIRE_PRINCIPAL="1")
-    assert composition.handle_api_event(api_event(rpc("tools/list")))["statusCode"] == 401
+    assert handlers.api_handler(api_event(rpc("tools/list")))["statusCode"] == 401
     event = with_jwt(api_event(rpc("tools/list")), {"sub": "u-1", "client_id": "app"})
-    assert composition.handle_api_event(event)["statusCode"] == 200
+    assert handlers.api_handler(event)["statusCode"] == 200
 
 
 def test_a_state_sealed_for_one_jwt_subject_is_refused_for_another(configure_app: Callable[..., None]) -> None:
     configure_app(MCP_FIXTURES="conformance")
     caps: dict[str, Any] = {"elicitation": {}}
     first = rpc("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {}}, 1, caps)
-    round1 = json.loads(composition.handle_api_event(with_jwt(api_event(first), {"sub": "alice"}))["body"])
+    round1 = json.loads(handlers.api_handler(with_jwt(api_event(first), {"sub": "alice"}))["body"])
     state = round1["result"]["requestState"]
     params = {
         "name": "test_input_required_result_elicitation",
@@ -283,7 +283,7 @@ def test_a_state_sealed_for_one_jwt_subject_is_refused_for_another(configure_app
         "requestState": state,
     }
     retry = rpc("tools/call", params, 2, caps)
-    stolen = json.loads(composition.handle_api_event(with_jwt(api_event(retry), {"sub": "mallory"}))["body"])
+    stolen = json.loads(handlers.api_handler(with_jwt(api_event(retry), {"sub": "mallory"}))["body"])
     assert stolen["error"]["code"] == wire.INVALID_PARAMS
-    owned = json.loads(composition.handle_api_event(with_jwt(api_event(retry), {"sub": "alice"}))["body"])
+    owned = json.loads(handlers.api_handler(with_jwt(api_event(retry), {"sub": "alice"}))["body"])
     assert owned["result"]["content"][0]["text"] == "Hello, A!"

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from app import composition
+from app import handlers
 from app.telemetry import RUNTIME_LOGGERS, PowertoolsTelemetry, tracing_enabled
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
@@ -242,7 +242,7 @@ class FakeExecutor:
         if self.fail_start:
             raise ExecutorUnavailable("no")
 
-    def stop(self, task_id: str, parked_token: str | None) -> None:
+    def stop(self, task_id: str) -> None:
         self.calls.append(("stop", task_id))
 
     def resume(self, task_token: str) -> bool:
@@ -473,12 +473,12 @@ def test_the_api_adapter_flushes_the_invocations_metrics_as_emf(
 ) -> None:
     with _runtime_loggers_restored():
         configure_app(DEV_AUTH="1", POWERTOOLS_METRICS_NAMESPACE="AdapterTest")
-        proxy = composition.handle_api_event(api_event(rpc("tools/list")))  # no dev bearer: 401
+        proxy = handlers.api_handler(api_event(rpc("tools/list")))  # no dev bearer: 401
         assert proxy["statusCode"] == 401
         [document] = _emf_documents(capsys.readouterr().out)
         assert _summary(document) == ("AdapterTest", [["code"]], {REJECTED_REQUESTS: ("Count", [1.0])}, {"code": "401"})
 
-        served = composition.handle_api_event(api_event(rpc("tools/list"), headers={"authorization": "Bearer dev:a"}))
+        served = handlers.api_handler(api_event(rpc("tools/list"), headers={"authorization": "Bearer dev:a"}))
         assert served["statusCode"] == 200
         assert _emf_documents(capsys.readouterr().out) == []  # nothing recorded, nothing written
 
@@ -618,7 +618,7 @@ def test_a_cold_server_discover_imports_neither_powertools_nor_the_xray_sdk() ->
     on, pays for no Powertools import (nothing logged, no metric, no span)."""
     script = (
         "import json, sys\n"
-        "from app.api_handler import lambda_handler\n"
+        "from app.handlers import api_handler as lambda_handler\n"
         f"event = json.loads({json.dumps(json.dumps(api_event(rpc('server/discover'))))})\n"
         "response = lambda_handler(event, None)\n"
         "assert response['statusCode'] == 200, response\n"

@@ -71,7 +71,7 @@ def test_anything_but_post_is_answered_405_with_an_allow_post_header(client: Cli
 # ---- rung 2: Host and Origin against DNS rebinding ---------------------------------------------------------
 @pytest.fixture
 def local_client() -> Client:
-    return Client(McpHttpTransport(make_server(settings=make_settings(MCP_LOCAL_MODE=True))))
+    return Client(McpHttpTransport(make_server(settings=make_settings(MCP_ALLOWED_HOSTS="localhost,127.0.0.1,[::1]"))))
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def local_client() -> Client:
         {"host": "localhost", "origin": "null"},
     ],
 )
-def test_a_non_loopback_host_or_origin_is_forbidden_in_local_mode(
+def test_a_host_not_allowed_or_an_origin_neither_its_own_nor_allowed_is_forbidden(
     local_client: Client, headers: dict[str, str]
 ) -> None:
     response = local_client.post(rpc("server/discover"), headers=headers)
@@ -109,16 +109,26 @@ def test_a_non_loopback_host_or_origin_is_forbidden_in_local_mode(
         {"host": "localhost", "origin": "https://localhost"},
     ],
 )
-def test_loopback_hosts_and_origins_with_or_without_a_port_are_served_in_local_mode(
+def test_allowed_hosts_with_or_without_a_port_and_their_own_origins_are_served(
     local_client: Client, headers: dict[str, str]
 ) -> None:
     result = result_of(local_client.post(rpc("server/discover"), headers=headers))
     assert result["resultType"] == wire.RESULT_COMPLETE
 
 
-def test_host_is_not_restricted_to_loopback_behind_the_cloud_front(client: Client) -> None:
+def test_host_is_not_restricted_behind_the_cloud_front(client: Client) -> None:
     response = client.post(rpc("server/discover"), headers={"host": "abc.execute-api.eu-west-1.amazonaws.com"})
     assert response.status == 200
+
+
+def test_a_browser_origin_is_forbidden_behind_the_cloud_front_unless_allowed() -> None:
+    host = {"host": "abc.execute-api.eu-west-1.amazonaws.com"}
+    page = {**host, "origin": "https://console.example.com"}
+    default = Client(McpHttpTransport(make_server()))
+    assert default.post(rpc("server/discover"), headers=page).status == 403
+    assert default.post(rpc("server/discover"), headers={**host, "origin": f"https://{host['host']}"}).status == 200
+    allowing = Client(McpHttpTransport(make_server(settings=make_settings(MCP_ALLOWED_ORIGINS="https://console.example.com"))))
+    assert allowing.post(rpc("server/discover"), headers=page).status == 200
 
 
 # ---- rung 3: parse and JSON-RPC shape ---------------------------------------------------------------------

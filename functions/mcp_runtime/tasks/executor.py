@@ -19,8 +19,8 @@ class TaskExecutor(Protocol):
     def start(self, task_id: str) -> None:
         """Start the task's execution; starting the same task twice is harmless."""
 
-    def stop(self, task_id: str, parked_token: str | None) -> None:
-        """Stop the execution (best effort: an execution that already ended is fine)."""
+    def stop(self, task_id: str) -> None:
+        """Stop the execution (an execution that already ended is fine)."""
 
     def resume(self, task_token: str) -> bool:
         """Wake an execution parked on input; False when nothing waits on that token any more."""
@@ -39,12 +39,7 @@ def execution_arn(state_machine_arn: str, task_id: str) -> str:
 
 
 class StepFunctionsExecutor:
-    """`TaskExecutor` on a Step Functions state machine. The client is injected or built lazily.
-
-    `release_parked_on_stop`: AWS aborts an execution at once on StopExecution, even mid-callback;
-    moto keeps it waiting until a callback arrives. Locally, a stop is followed by a harmless
-    SendTaskSuccess with the parked token so the execution settles (AWS would answer TaskTimedOut).
-    """
+    """`TaskExecutor` on a Step Functions state machine. The client is injected or built lazily."""
 
     def __init__(
         self,
@@ -53,11 +48,9 @@ class StepFunctionsExecutor:
         *,
         endpoint_url: str | None = None,
         region_name: str | None = None,
-        release_parked_on_stop: bool = False,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.state_machine_arn = state_machine_arn
-        self.release_parked_on_stop = release_parked_on_stop
         self._client = client_provider(client, "stepfunctions", endpoint_url, region_name)
         self.telemetry = telemetry
 
@@ -75,7 +68,7 @@ class StepFunctionsExecutor:
             raise ExecutorUnavailable(f"could not start the task's execution: {error_code(exc) or exc}") from exc
 
     @traced("TaskExecutor.stop")
-    def stop(self, task_id: str, parked_token: str | None) -> None:
+    def stop(self, task_id: str) -> None:
         try:
             self._client().stop_execution(
                 executionArn=execution_arn(self.state_machine_arn, task_id), error="TaskCancelled", cause="tasks/cancel"
@@ -85,8 +78,6 @@ class StepFunctionsExecutor:
                 raise
             if error_code(exc) != "ExecutionDoesNotExist":
                 raise ExecutorUnavailable(f"could not stop the task's execution: {error_code(exc) or exc}") from exc
-        if parked_token is not None and self.release_parked_on_stop:
-            self.release(parked_token)
 
     @traced("TaskExecutor.resume")
     def resume(self, task_token: str) -> bool:

@@ -142,7 +142,7 @@ class TaskService:
             # The answers are recorded and no longer outstanding, so a retried update could not send
             # the token again: settle the task rather than leave it waiting forever.
             self._settle_failed(task_id, RESUME_FAILED_ERROR, None)
-            self._stop_quietly(task_id, None)
+            self._stop_quietly(task_id)
             raise InternalError("Failed to resume task") from exc
         if not resumed:
             self._settle_failed(task_id, EXECUTION_LOST_ERROR, None)
@@ -159,7 +159,7 @@ class TaskService:
             report_settled(self.telemetry, outcome.settled)
         if outcome.cancelled:
             # The cancel is already durable: a worker still running sees it at its next write.
-            self._stop_quietly(task_id, outcome.parked_token)
+            self._stop_quietly(task_id)
 
     # ---- helpers ----------------------------------------------------------------------------------
     def _load(self, task_id: str, ctx: RequestContext) -> TaskRecord:
@@ -195,8 +195,8 @@ class TaskService:
             return
         report_settled(self.telemetry, settled)
 
-    def _stop_quietly(self, task_id: str, parked_token: str | None) -> None:
+    def _stop_quietly(self, task_id: str) -> None:
         try:
-            self.executor.stop(task_id, parked_token)
+            self.executor.stop(task_id)
         except ExecutorUnavailable as exc:
             log.warning("task %s: StopExecution failed (%s); the worker will see the cancel", task_id, exc)
