@@ -65,13 +65,16 @@ closed: an Allow with it does not apply, a Deny with it does.
 
 Where this still differs from AWS
 ---------------------------------
-See ``functions/local_stack/IAM.md`` for the list with what to expect of each: conditions as
-above; resource-based policies, SCPs, permission boundaries and session policies are not
-evaluated; KMS is not involved; ``iam:PassRole`` is not checked; a callback token no execution
-holds is not authorized at all (the backend answers ``InvalidToken``/``TaskTimedOut``); the state
-machine role's trust policy is not checked; nothing calls CloudWatch Logs or X-Ray locally, so
-those grants are never exercised; credentials never expire; the interpreter names a denied Lambda
-call ``Lambda.AccessDeniedException``.
+``functions/local_stack/IAM.md`` has the list with what to expect of each. In short: conditions
+beyond the operators and keys above fail closed, and ``dynamodb:LeadingKeys`` is not read for
+Scan or Query on an index; resource-based policies, SCPs, permission boundaries and session
+policies are not evaluated, nor KMS key use, nor ``iam:PassRole``; a callback token no execution
+holds is not authorized at all (the backend answers ``InvalidToken``/``TaskTimedOut``); the trust
+policies of the state machine's and the functions' roles are not checked; nothing calls CloudWatch
+Logs or X-Ray locally, so those grants are never exercised; credentials never expire; services
+other than those resolved above are checked against ``*``; the interpreter names a denied Lambda
+call ``Lambda.AccessDeniedException`` where AWS says ``Lambda.AWSLambdaException``; ``relaxed()``
+is process-wide.
 """
 
 from __future__ import annotations
@@ -122,6 +125,7 @@ except ImportError as exc:  # pragma: no cover - only with another moto
 __all__ = [
     "LEADING_KEYS",
     "MOTO_VERSION",
+    "STATE_MACHINE_SESSION_NAME",
     "AccessDenied",
     "AuthorizationError",
     "InvalidCredentials",
@@ -144,8 +148,6 @@ ADMIN_POLICY: Final[dict[str, Any]] = {
 }
 # The session name the interpreter's calls carry (AWS uses an opaque one of its own).
 STATE_MACHINE_SESSION_NAME: Final = "StepFunctionsExecution"
-
-Verdict = PermissionResult
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -552,16 +554,18 @@ def _query_partition_value(body: Mapping[str, Any], partition_key: str) -> Any:
     return None
 
 
-def _table_check(request: _Request, action: str, table: str, items: Sequence[Any], *, query: bool = False) -> _Check:
-    """A check on a table carrying dynamodb:LeadingKeys, or none (unknown) if it cannot be read."""
+def _table_check(
+    request: _Request, action: str, table: str, items: Sequence[Any], *, query: Mapping[str, Any] | None = None
+) -> _Check:
+    """A check on a table carrying dynamodb:LeadingKeys (from the items, or from the body of a
+    Query), or without the key (unknown) if it cannot be read."""
     resource = _table_arn(request, table)
     partition_key = _partition_key(request, table)
     if partition_key is None:
         return _Check(action, resource)
-    body = request.json()
     typed = (
-        [_query_partition_value(body, partition_key)]
-        if query
+        [_query_partition_value(query, partition_key)]
+        if query is not None
         else [item.get(partition_key) if isinstance(item, Mapping) else None for item in items]
     )
     texts = [_attribute_text(value) for value in typed]
@@ -603,7 +607,7 @@ def _dynamodb_checks(request: _Request) -> list[_Check] | None:
     if operation in _ITEM_KEY_FIELD:
         return [_table_check(request, request.action, table, [body.get(_ITEM_KEY_FIELD[operation])])]
     if operation == "Query" and not index:
-        return [_table_check(request, request.action, table, [], query=True)]
+        return [_table_check(request, request.action, table, [], query=body)]
     # Scan, Query on an index, table operations: dynamodb:LeadingKeys is not modelled (unknown).
     return [_Check(request.action, _table_arn(request, table, index if isinstance(index, str) else None))]
 
@@ -752,7 +756,7 @@ def _checks(request: _Request, moto_resource: str) -> list[_Check]:
 
 # ---------------------------------------------------------------------------------------- evaluation
 
-AccessKey = IAMUserAccessKey | AssumedRoleAccessKey
+_AccessKey = IAMUserAccessKey | AssumedRoleAccessKey
 
 
 def _principal_keys(principal_arn: str, region: str) -> dict[str, list[str]]:
@@ -766,7 +770,7 @@ def _principal_keys(principal_arn: str, region: str) -> dict[str, list[str]]:
     return keys
 
 
-def _verdict(access_key: AccessKey, check: _Check, region: str) -> PermissionResult:
+def _verdict(access_key: _AccessKey, check: _Check, region: str) -> PermissionResult:
     values: dict[str, Sequence[str]] = {**_principal_keys(access_key.arn, region), **check.context}
     context = _Context(check.action, values, check.modelled)
     try:
@@ -782,7 +786,7 @@ def _verdict(access_key: AccessKey, check: _Check, region: str) -> PermissionRes
     return PermissionResult.PERMITTED if permitted else PermissionResult.NEUTRAL
 
 
-def _first_refusal(access_key: AccessKey, checks: Iterable[_Check], region: str) -> AccessDenied | None:
+def _first_refusal(access_key: _AccessKey, checks: Iterable[_Check], region: str) -> AccessDenied | None:
     for check in checks:
         verdict = _verdict(access_key, check, region)
         if verdict != PermissionResult.PERMITTED:
@@ -1037,7 +1041,7 @@ def access_key_id_from_authorization(header: str | None) -> str | None:
     return match.group(1) if match else None
 
 
-def _access_key(access_key_id: str, partition: str, service: str) -> AccessKey:
+def _access_key(access_key_id: str, partition: str, service: str) -> _AccessKey:
     account = get_account_id_from(access_key_id)
     session = sts_backends[account][partition].get_assumed_role_from_access_key(access_key_id)
     headers = {"X-Amz-Security-Token": session.session_token} if session is not None else {}

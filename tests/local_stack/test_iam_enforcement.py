@@ -644,6 +644,30 @@ def test_put_events_is_authorized_against_the_event_bus_it_names(aws: Aws) -> No
     assert_access_denied(response, 400, denial(session_arn(role_name), "events:PutEvents", default_bus))
 
 
+def test_s3_keeps_its_own_resources_and_errors_and_a_statement_whose_condition_fails_does_not_apply(
+    aws: Aws,
+) -> None:
+    bucket = unique("assets")
+    aws.setup("s3").create_bucket(Bucket=bucket)
+    aws.setup("s3").put_object(Bucket=bucket, Key="private/a.txt", Body=b"p")
+    elsewhere = {"StringEquals": {"aws:RequestedRegion": "eu-west-1"}}
+    _, role_arn = aws.role(
+        [
+            allow("s3:GetObject", f"arn:aws:s3:::{bucket}/*", Condition=elsewhere),
+            allow(["s3:GetObject", "s3:PutObject"], f"arn:aws:s3:::{bucket}/public/*"),
+        ]
+    )
+    s3 = aws.as_role("s3", role_arn)
+    iam_enforcement.enforce()
+
+    s3.put_object(Bucket=bucket, Key="public/a.txt", Body=b"a")
+    body = s3.get_object(Bucket=bucket, Key="public/a.txt")["Body"].read()
+    response = refused(lambda: s3.get_object(Bucket=bucket, Key="private/a.txt"))
+
+    assert body == b"a"
+    assert (response["ResponseMetadata"]["HTTPStatusCode"], response["Error"]["Code"]) == (403, "AccessDenied")
+
+
 # --------------------------------------------------------------------------------- the helpers' API
 
 
