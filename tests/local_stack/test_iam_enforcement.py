@@ -1,19 +1,18 @@
 """IAM enforcement on the embedded moto: each call succeeds or fails exactly as its role's statements say.
 
-One real `ThreadedMotoServer` on a free port for the module; real boto3 clients with assumed-role
-credentials; policies shaped like the CDK template's (statements on table, index, state machine,
-executions and secret ARNs, one conditioned on dynamodb:LeadingKeys). moto's state is process-wide:
-every test makes its own uniquely named resources, and enforcement is relaxed after each test.
+One real `ThreadedMotoServer` on a free port for the module (the local stack's own, executing
+state machines); real boto3 clients with assumed-role credentials; policies shaped like the CDK
+template's (statements on table, index, state machine, executions and secret ARNs, one conditioned
+on dynamodb:LeadingKeys). moto's state is process-wide: every test makes its own uniquely named
+resources, and enforcement is relaxed after each test.
 """
 
 from __future__ import annotations
 
 import io
 import json
-import logging
 import os
 import time
-import urllib.request
 import uuid
 import zipfile
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
 
 from local_stack import iam_enforcement
+from local_stack.aws import start_embedded_aws
 from local_stack.iam_enforcement import (
     LEADING_KEYS,
     STATE_MACHINE_SESSION_NAME,
@@ -42,7 +42,6 @@ from local_stack.iam_enforcement import (
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 SESSION = "fn"
-MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 T = TypeVar("T")
 
 
@@ -204,29 +203,16 @@ class Aws:
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[Aws]:
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    host, port = server.get_host_and_port()
+    """The local stack's embedded moto: a ThreadedMotoServer on a free port, executing state machines,
+    with MOTO_PORT pointing the interpreter at it."""
     previous_port = os.environ.get("MOTO_PORT")
-    os.environ["MOTO_PORT"] = str(port)  # the interpreter calls http://localhost:$MOTO_PORT
-    endpoint = f"http://{host}:{port}"
-    request = urllib.request.Request(
-        f"{endpoint}/moto-api/config",
-        data=json.dumps(MOTO_CONFIG).encode(),
-        headers={"content-type": "application/json"},
-        method="POST",
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        response.read()
+    embedded = start_embedded_aws()
     iam_enforcement.install()
     try:
-        yield Aws(endpoint, create_admin_user(endpoint))
+        yield Aws(embedded.endpoint, create_admin_user(embedded.endpoint))
     finally:
         iam_enforcement.relax()
-        server.stop()
+        embedded.stop()
         if previous_port is None:
             os.environ.pop("MOTO_PORT", None)
         else:
@@ -729,13 +715,14 @@ def test_a_user_may_not_assume_a_role_only_a_service_may_assume_yet_the_helper_s
 
 
 def test_the_admin_user_may_call_anything_under_enforcement(aws: Aws) -> None:
-    table, _ = aws.table()
+    table, table_arn = aws.table()
     iam_enforcement.enforce()
 
     aws.as_admin("dynamodb").put_item(TableName=table, Item={"pk": {"S": "task#1"}})
     aws.as_admin("lambda").list_functions()
 
     assert aws.as_admin("dynamodb").get_item(TableName=table, Key={"pk": {"S": "task#1"}})["Item"]
+    authorize(aws.admin["AWS_ACCESS_KEY_ID"], "dynamodb:DeleteTable", table_arn)  # a user's key: no exception
 
 
 def test_a_condition_that_cannot_be_evaluated_here_keeps_an_allow_from_applying_and_a_deny_applies(
