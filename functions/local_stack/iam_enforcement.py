@@ -18,14 +18,15 @@ Public API
 ``authorize(access_key_id, action, resource, context=None) -> None``
     Raise ``AccessDenied`` (message ``User: <arn> is not authorized to perform: <action> on
     resource: <resource> because ...``) unless the policies of those credentials allow it; raise
-    ``InvalidCredentials`` for keys moto never issued. For code paths that moto does not check
-    themselves (the local stack's own Lambda invoke path). ``context`` supplies condition keys.
+    ``InvalidCredentials`` for keys moto never issued. For checks outside moto's request handling,
+    such as the local stack's in-process Lambda invoke path (an Invoke request itself is already
+    checked once this is installed). ``context`` supplies condition keys of the call.
 ``access_key_id_from_authorization(header) -> str | None``
     The access key id of a SigV4 ``Authorization`` header.
-``create_admin_user(endpoint, user_name="local-admin") -> dict[str, str]``
+``create_admin_user(endpoint, user_name="local-admin", region="us-east-1") -> dict[str, str]``
     An IAM user with an inline ``Action: *`` policy (moto ships no managed policies); its keys as
     ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``.
-``assume_role_credentials(endpoint, role_arn, session_name) -> dict[str, str]``
+``assume_role_credentials(endpoint, role_arn, session_name, region="us-east-1") -> dict[str, str]``
     Credentials of a role session, env-ready (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``,
     ``AWS_SESSION_TOKEN``), the way Lambda gives its function the role's session. Assumed with
     enforcement relaxed for that one call, since the caller is the Lambda service, not a user.
