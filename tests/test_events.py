@@ -187,7 +187,10 @@ def _call_example(deployed_like: DeployedLike, relative: str) -> dict[str, Any]:
 
 
 def test_the_plain_example_answers_at_once(deployed_like: DeployedLike) -> None:
-    assert _call_example(deployed_like, "examples/count-words.json")["structuredContent"] == {"words": 4, "characters": 19}
+    assert _call_example(deployed_like, "examples/count-words.json")["structuredContent"] == {
+        "words": 4,
+        "characters": 19,
+    }
 
 
 def test_the_mrtr_example_asks_for_confirmation_first(deployed_like: DeployedLike) -> None:

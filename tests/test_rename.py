@@ -56,7 +56,7 @@ def test_renaming_replaces_every_spelling_of_the_old_name(copy_of_repository: Pa
     ).stdout
     assert leftovers == ""
     assert 'name = "acme-orders"' in (copy_of_repository / "pyproject.toml").read_text()
-    assert 'DEFAULT_STACK_NAME = "AcmeOrders"' in (copy_of_repository / "infra" / "app.py").read_text()
+    assert 'DEFAULT_STACK_NAME = "AcmeOrders"' in (copy_of_repository / "infra" / "cdk_app.py").read_text()
     settings_code = (copy_of_repository / "functions" / "mcp_runtime" / "settings.py").read_text()
     assert 'Field("acme-orders", alias="MCP_SERVER_NAME")' in settings_code
 

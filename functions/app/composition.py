@@ -34,7 +34,7 @@ TABLE_PURPOSE = "the task table's name (the template sets it from the table)"
 
 # ---- the catalog: one way, for both functions ------------------------------------------------------
 def build_catalog(settings: Settings) -> Catalog:
-    """The project's tools (registered on first lookup), plus the conformance fixtures when asked for.
+    """The project's tools (registered on first lookup), plus test fixtures when MCP_FIXTURES names them.
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
@@ -47,10 +47,14 @@ def build_catalog(settings: Settings) -> Catalog:
         tools.register(catalog.tools, table_backed=table_backed)
 
     catalog.tools.add_loader(register_project_tools)
-    if settings.fixtures == "conformance":
+    if "conformance" in settings.fixture_sets:
         from fixtures import conformance
 
         conformance.register(catalog)
+    if "lifecycle" in settings.fixture_sets:
+        from fixtures import lifecycle
+
+        lifecycle.register(catalog)
     return catalog
 
 
@@ -173,9 +177,7 @@ def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> Ap
         telemetry.correlate_request(ctx.request_id, ctx.method)
 
     transport = McpHttpTransport(build_server(settings, telemetry), on_request=correlate)
-    return ApiEndpoint(
-        transport, telemetry, dev_auth=settings.dev_auth, require_principal=settings.require_principal
-    )
+    return ApiEndpoint(transport, telemetry, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
 
 
 # ---- the worker function ------------------------------------------------------------------------

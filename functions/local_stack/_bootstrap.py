@@ -18,12 +18,14 @@ import resource
 import sys
 import time
 import traceback
+from collections.abc import Callable
+from typing import Any, cast
 
 
 class LambdaContext:
     """The context object the Python runtime passes to a handler."""
 
-    def __init__(self, config, request_id, deadline_ms):
+    def __init__(self, config: dict[str, Any], request_id: str, deadline_ms: float) -> None:
         self.function_name = config["functionName"]
         self.function_version = config.get("functionVersion", "$LATEST")
         self.invoked_function_arn = config["functionArn"]
@@ -31,15 +33,15 @@ class LambdaContext:
         self.aws_request_id = request_id
         self.log_group_name = config["logGroupName"]
         self.log_stream_name = config["logStreamName"]
-        self.identity = None
-        self.client_context = None
+        self.identity: Any = None
+        self.client_context: Any = None
         self._deadline_ms = deadline_ms
 
-    def get_remaining_time_in_millis(self):
+    def get_remaining_time_in_millis(self) -> int:
         return max(0, int(self._deadline_ms - time.time() * 1000))
 
 
-def _error_payload(exc, request_id):
+def _error_payload(exc: BaseException, request_id: str) -> dict[str, Any]:
     return {
         "errorMessage": str(exc),
         "errorType": type(exc).__name__,
@@ -48,14 +50,14 @@ def _error_payload(exc, request_id):
     }
 
 
-def _log_error(error_type, message, exc):
+def _log_error(error_type: str, message: str, exc: BaseException) -> None:
     # What the Python runtime writes to the log stream for an unhandled error.
     lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     sys.stderr.write(f"[ERROR] {error_type}: {message}\n{lines}")
     sys.stderr.flush()
 
 
-def _init(config):
+def _init(config: dict[str, Any]) -> tuple[Callable[[Any, Any], Any] | None, dict[str, Any] | None]:
     sys.path[:0] = [config["taskRoot"], *config["layers"], config["runtimeDir"]]
     if importlib.util.find_spec("sitecustomize") is not None:
         importlib.import_module("sitecustomize")
@@ -71,18 +73,18 @@ def _init(config):
         message = f"Handler '{function_name}' missing on module '{module_name}'"
         sys.stderr.write(f"[ERROR] Runtime.HandlerNotFound: {message}\n")
         return None, {"errorMessage": message, "errorType": "Runtime.HandlerNotFound", "stackTrace": []}
-    return handler, None
+    return cast(Callable[[Any, Any], Any], handler), None
 
 
-def main():
+def main() -> None:
     config = json.loads(sys.argv[1])
     inbox = os.fdopen(int(sys.argv[2]), "r", encoding="utf-8")
     outbox = os.fdopen(int(sys.argv[3]), "w", encoding="utf-8")
-    sys.stdout.reconfigure(line_buffering=True)
-    sys.stderr.reconfigure(line_buffering=True)
+    for stream in (sys.stdout, sys.stderr):
+        cast(Any, stream).reconfigure(line_buffering=True)
     os.chdir(config["taskRoot"])
 
-    def send(message):
+    def send(message: dict[str, Any]) -> None:
         outbox.write(json.dumps(message) + "\n")
         outbox.flush()
 
@@ -92,6 +94,7 @@ def main():
     send({"kind": "init-error", "error": init_error} if init_error else {"kind": "ready", "initMs": init_ms})
     if init_error:
         return
+    assert handler is not None
     for line in inbox:
         invocation = json.loads(line)
         request_id = invocation["requestId"]
@@ -114,7 +117,7 @@ def main():
             send({"kind": "error", "payload": json.dumps(_error_payload(exc, request_id)), "maxRssKb": _max_rss_kb()})
 
 
-def _max_rss_kb():
+def _max_rss_kb() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 

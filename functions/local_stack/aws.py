@@ -138,7 +138,7 @@ def _fail_pending_callbacks(execution: Any) -> None:
     worker = getattr(execution, "exec_worker", None)
     manager = getattr(getattr(worker, "env", None), "callback_pool_manager", None)
     pool = getattr(manager, "_pool", None)
-    if not pool:
+    if manager is None or not pool:
         return
     for callback_id in list(pool):
         try:

@@ -161,8 +161,16 @@ class ApiGatewayFront:
     def serve(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> Answer:
         answer = self._serve(method, raw_path, headers, body, source_ip)
         if self.record is not None:
-            self.record({"method": method, "path": raw_path, "requestBody": body.decode("utf-8", "replace"),
-                         "status": answer.status, "headers": answer.headers, "body": answer.body.decode("utf-8", "replace")})
+            self.record(
+                {
+                    "method": method,
+                    "path": raw_path,
+                    "requestBody": body.decode("utf-8", "replace"),
+                    "status": answer.status,
+                    "headers": answer.headers,
+                    "body": answer.body.decode("utf-8", "replace"),
+                }
+            )
         return answer
 
     def _serve(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> Answer:
@@ -309,7 +317,11 @@ def make_request_handler(front: ApiGatewayFront) -> type[BaseHTTPRequestHandler]
             answer = front.serve(self.command, self.path, headers, body, self.client_address[0])
             self._write(answer)
             access_log.debug(
-                "%s %s %d %.0fms", self.command, self.path.partition("?")[0], answer.status, (time.monotonic() - started) * 1000
+                "%s %s %d %.0fms",
+                self.command,
+                self.path.partition("?")[0],
+                answer.status,
+                (time.monotonic() - started) * 1000,
             )
 
         def _drain(self, length: int) -> None:

@@ -181,7 +181,10 @@ def _create_role(template: DeployedTemplate, resource: Resource, iam: Any, stack
             "(moto ships no AWS managed policies) cannot evaluate: use inline policies (CDK: add_to_principal_policy)"
         )
     name = template.physical_id(resource.logical_id)
-    request: dict[str, Any] = {"RoleName": name, "AssumeRolePolicyDocument": json.dumps(props["AssumeRolePolicyDocument"])}
+    request: dict[str, Any] = {
+        "RoleName": name,
+        "AssumeRolePolicyDocument": json.dumps(props["AssumeRolePolicyDocument"]),
+    }
     if props.get("Path"):
         request["Path"] = props["Path"]
     if props.get("Description"):
@@ -198,10 +201,14 @@ def _attach_policy(template: DeployedTemplate, resource: Resource, iam: Any, sta
         arn = f"arn:aws:iam::{template.account_id}:role/{role_name}"
         _put_role_policy(iam, stack, role_name, arn, props["PolicyName"], props["PolicyDocument"])
     if props.get("Users") or props.get("Groups"):
-        raise TemplateError(f"policy {resource.logical_id} is attached to users or groups, which the local stack does not create")
+        raise TemplateError(
+            f"policy {resource.logical_id} is attached to users or groups, which the local stack does not create"
+        )
 
 
-def _put_role_policy(iam: Any, stack: ProvisionedStack, role: str, arn: str, name: str, document: dict[str, Any]) -> None:
+def _put_role_policy(
+    iam: Any, stack: ProvisionedStack, role: str, arn: str, name: str, document: dict[str, Any]
+) -> None:
     iam.put_role_policy(RoleName=role, PolicyName=name, PolicyDocument=json.dumps(document))
     stack.role_policies.setdefault(arn, []).append(document)
 

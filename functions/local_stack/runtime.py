@@ -11,6 +11,7 @@ answered as out of memory. Each environment serves one invocation at a time.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -209,7 +210,8 @@ class _Environment:
                 self.sink(self.spec.name, f"{_stamp()} {request_id} Task timed out after {timeout_seconds:.2f} seconds")
                 error = {
                     "errorType": "Sandbox.Timedout",
-                    "errorMessage": f"RequestId: {request_id} Error: Task timed out after {timeout_seconds:.2f} seconds",
+                    "errorMessage": f"RequestId: {request_id} Error: "
+                    f"Task timed out after {timeout_seconds:.2f} seconds",
                 }
                 return _failed(error, request_id, duration_ms), False
             return self._exit_error(request_id, started), False
@@ -232,7 +234,8 @@ class _Environment:
         if len(raw) > MAX_PAYLOAD_BYTES:
             error = {
                 "errorType": "Function.ResponseSizeTooLarge",
-                "errorMessage": f"Response payload size exceeded maximum allowed payload size ({MAX_PAYLOAD_BYTES} bytes).",
+                "errorMessage": "Response payload size exceeded maximum allowed payload size "
+                f"({MAX_PAYLOAD_BYTES} bytes).",
             }
             return _failed(error, request_id, duration_ms), True
         return InvocationResult(raw, None, request_id, duration_ms), True
@@ -240,7 +243,10 @@ class _Environment:
     def _exit_error(self, request_id: str, started: float) -> InvocationResult:
         code = self.process.wait()
         reason = f"signal: {-code}" if code < 0 else f"exit status {code}"
-        error = {"errorType": "Runtime.ExitError", "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: {reason}"}
+        error = {
+            "errorType": "Runtime.ExitError",
+            "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: {reason}",
+        }
         return _failed(error, request_id, (time.monotonic() - started) * 1000)
 
     def kill(self) -> None:
@@ -248,10 +254,8 @@ class _Environment:
             self.process.kill()
         self.process.wait()
         for stream in (self._writer, self._reader):
-            try:
+            with contextlib.suppress(OSError):
                 stream.close()
-            except OSError:
-                pass
 
 
 def _failed(error: Mapping[str, Any], request_id: str, duration_ms: float) -> InvocationResult:
@@ -287,7 +291,9 @@ class FunctionPool:
             if environment is None:
                 environment = _Environment(self.spec, self.code, self.layers, self.environment, self.sink)
             if environment.init_error is not None:
-                self.sink(self.spec.name, f"INIT_REPORT Status: error\tError Type: {environment.init_error['errorType']}")
+                self.sink(
+                    self.spec.name, f"INIT_REPORT Status: error\tError Type: {environment.init_error['errorType']}"
+                )
                 return _failed(environment.init_error, request_id, 0.0)
             self.sink(self.spec.name, f"START RequestId: {request_id} Version: $LATEST")
             result, reusable = environment.invoke(request_id, payload, float(self.spec.timeout_seconds))

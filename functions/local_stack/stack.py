@@ -35,11 +35,18 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final, TextIO
 
+from local_stack import iam_enforcement
 from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.provision import ProvisionedStack, provision
-from local_stack.runtime import DEFAULT_MAX_ENVIRONMENTS, FunctionPool, FunctionSpec, InvocationResult, lambda_environment
+from local_stack.runtime import (
+    DEFAULT_MAX_ENVIRONMENTS,
+    FunctionPool,
+    FunctionSpec,
+    InvocationResult,
+    lambda_environment,
+)
 from local_stack.synth import REPO, Assembly, synthesize
 from local_stack.template import DeployedTemplate
 
@@ -148,10 +155,8 @@ class LocalStack:
         self.sink.close()
 
 
-def fixture_layer(name: str) -> Path:
-    """A layer holding the conformance fixtures package (never in the deployed asset)."""
-    if name != "conformance":
-        raise ValueError(f"unknown fixtures {name!r}: the only set is 'conformance'")
+def fixture_layer() -> Path:
+    """A layer holding the `fixtures` package (test tools, never in the deployed asset)."""
     layer = FIXTURE_LAYER_ROOT / "fixtures"
     layer.mkdir(parents=True, exist_ok=True)
     link = layer / "fixtures"
@@ -179,21 +184,20 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     template = DeployedTemplate.load(assembly.directory, assembly.stack_name)
     code = build_function_code()
     aws = start_embedded_aws()
-    if options.enforce_iam:
-        from local_stack import iam_enforcement
-
-        iam_enforcement.install()
+    iam_enforcement.install()
     provisioned = provision(template, aws.client)
-    admin = _administrator(aws)
-    credentials = {spec.logical_id: _assume_role(aws, spec.role_arn, spec.name) for spec in provisioned.functions.values()}
-    if options.enforce_iam:
-        for state_machine_arn, role_arn in provisioned.state_machine_roles.items():
-            iam_enforcement.run_state_machine_as(state_machine_arn, _assume_role(aws, role_arn, "states"))
+    admin = iam_enforcement.create_admin_user(aws.endpoint, "local-stack-admin", template.region)
+    credentials = {
+        spec.logical_id: iam_enforcement.assume_role_credentials(
+            aws.endpoint, spec.role_arn, spec.name[:64], template.region
+        )
+        for spec in provisioned.functions.values()
+    }
     additions = {"AWS_ENDPOINT_URL": aws.endpoint}
     additions["AWS_CONFIG_FILE"] = additions["AWS_SHARED_CREDENTIALS_FILE"] = str(STATE_ROOT / "no-aws-config")
     layers = list(options.layers)
     if options.fixtures:
-        layers.append(fixture_layer(options.fixtures))
+        layers.append(fixture_layer())
         additions["MCP_FIXTURES"] = options.fixtures
     sink = LogSink(
         STATE_ROOT / "logs",
@@ -208,7 +212,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         )
         pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency)
         pools[spec.logical_id] = pool
-        register_invoker(spec.name, _invoker(pool, provisioned, options.enforce_iam))
+        register_invoker(spec.name, _invoker(pool))
     if options.enforce_iam:
         iam_enforcement.enforce()
         aws.use_credentials(admin)
@@ -229,32 +233,6 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     return stack
 
 
-def _administrator(aws: EmbeddedAws) -> dict[str, str]:
-    """An IAM user allowed everything (moto ships no managed policies, so an inline `*`): the stack's
-    own calls and the tests' once IAM is enforced."""
-    iam = aws.client("iam")
-    iam.create_user(UserName="local-stack-admin")
-    document = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-    iam.put_user_policy(UserName="local-stack-admin", PolicyName="everything", PolicyDocument=json.dumps(document))
-    key = iam.create_access_key(UserName="local-stack-admin")["AccessKey"]
-    return {"AWS_ACCESS_KEY_ID": key["AccessKeyId"], "AWS_SECRET_ACCESS_KEY": key["SecretAccessKey"]}
-
-
-def _assume_role(aws: EmbeddedAws, role_arn: str, session_name: str) -> dict[str, str]:
-    """Credentials of an assumed-role session, as Lambda gives a function for its execution role.
-
-    Assumed before IAM is enforced: moto cannot evaluate a trust policy whose principal is a service.
-    """
-    session = "".join(c if c.isalnum() or c in "=,.@-_" else "-" for c in session_name)[:64]
-    issued = aws.client("sts").assume_role(RoleArn=role_arn, RoleSessionName=session, DurationSeconds=43_200)
-    credentials = issued["Credentials"]
-    return {
-        "AWS_ACCESS_KEY_ID": credentials["AccessKeyId"],
-        "AWS_SECRET_ACCESS_KEY": credentials["SecretAccessKey"],
-        "AWS_SESSION_TOKEN": credentials["SessionToken"],
-    }
-
-
 def _stack_name_of(directory: Path) -> str:
     templates = sorted(directory.glob("*.template.json"))
     if len(templates) != 1:
@@ -262,21 +240,20 @@ def _stack_name_of(directory: Path) -> str:
     return templates[0].name.removesuffix(".template.json")
 
 
-def _invoker(pool: FunctionPool, provisioned: ProvisionedStack, enforce_iam: bool) -> Any:
-    """What moto's Lambda Invoke calls for this function (the state machine's Task states)."""
+def _invoker(pool: FunctionPool) -> Any:
+    """What moto's Lambda Invoke calls for this function, once IAM allowed the call (the state
+    machine's Task states sign with its role; `lambda:InvokeFunction` on the function's ARN)."""
 
     def invoke(payload: bytes, headers: dict[str, str]) -> tuple[bytes, str | None]:
-        if enforce_iam:
-            from local_stack import iam_enforcement
-
-            iam_enforcement.authorize_invoke(headers, pool.spec.arn)
         result = pool.invoke(payload)
         return result.payload, result.function_error
 
     return invoke
 
 
-def _describe(stack: LocalStack, code: FunctionCode, options: Options, additions: Mapping[str, str], out: TextIO) -> None:
+def _describe(
+    stack: LocalStack, code: FunctionCode, options: Options, additions: Mapping[str, str], out: TextIO
+) -> None:
     source = "cached" if stack.assembly.cached else f"synthesized in {stack.assembly.seconds:.1f} s"
     lines = [f"template: {stack.assembly.stack_name} ({source}) from {stack.assembly.directory}"]
     for spec in stack.provisioned.functions.values():
@@ -301,7 +278,7 @@ def _describe(stack: LocalStack, code: FunctionCode, options: Options, additions
 
 def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
     """What `make sam-env` and tests need to reach this stack's resources."""
-    host, port = stack.http.server_address[:2]
+    port = stack.http.server_address[1]
     state = {
         "endpoint": stack.url,
         "awsEndpoint": stack.aws.endpoint,

@@ -66,7 +66,9 @@ def inputs_digest(context: Mapping[str, Any], repo: Path = REPO) -> str:
     return digest.hexdigest()[:20]
 
 
-def synthesize(overrides: Mapping[str, Any] | None = None, *, repo: Path = REPO, cache_root: Path = CACHE_ROOT) -> Assembly:
+def synthesize(
+    overrides: Mapping[str, Any] | None = None, *, repo: Path = REPO, cache_root: Path = CACHE_ROOT
+) -> Assembly:
     """The assembly for this context, from the cache when its inputs are unchanged."""
     started = time.monotonic()
     context = {**context_for(overrides, repo), **NO_BUNDLING}

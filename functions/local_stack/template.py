@@ -17,6 +17,9 @@ from pathlib import Path
 from typing import Any, Final
 
 REGION: Final = "us-east-1"
+_UPPER_DIGITS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+_LOWER_DIGITS: Final = "abcdefghijklmnopqrstuvwxyz0123456789"
+_LETTERS_DIGITS: Final = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
 ACCOUNT_ID: Final = "123456789012"  # moto's default account
 PARTITION: Final = "aws"
 URL_SUFFIX: Final = "amazonaws.com"
@@ -28,7 +31,7 @@ class TemplateError(ValueError):
     """The template uses something this reader cannot resolve; the message names it."""
 
 
-def _suffix(stack_name: str, logical_id: str, length: int = 12, alphabet: str = "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789") -> str:
+def _suffix(stack_name: str, logical_id: str, length: int = 12, alphabet: str = _UPPER_DIGITS) -> str:
     digest = hashlib.sha256(f"{stack_name}/{logical_id}".encode()).digest()
     return "".join(alphabet[byte % len(alphabet)] for byte in digest[:length])
 
@@ -94,7 +97,7 @@ class DeployedTemplate:
             for asset in (json.loads(manifest.read_text(encoding="utf-8")).get("files") or {}).values():
                 keys = {destination.get("objectKey") for destination in (asset.get("destinations") or {}).values()}
                 if object_key in keys:
-                    path = self.assembly_dir / asset["source"]["path"]
+                    path: Path = self.assembly_dir / str(asset["source"]["path"])
                     if path.is_file():
                         return path
         raise TemplateError(f"asset {object_key} is not in {self.assembly_dir}")
@@ -108,26 +111,55 @@ class DeployedTemplate:
         props = resource.properties
         kind = resource.type
         if kind == "AWS::DynamoDB::Table":
-            return str(self.resolve(props["TableName"])) if "TableName" in props else self._generated_name(resource.logical_id, 255)
+            return (
+                str(self.resolve(props["TableName"]))
+                if "TableName" in props
+                else self._generated_name(resource.logical_id, 255)
+            )
         if kind == "AWS::Lambda::Function":
-            return str(self.resolve(props["FunctionName"])) if "FunctionName" in props else self._generated_name(resource.logical_id)
+            return (
+                str(self.resolve(props["FunctionName"]))
+                if "FunctionName" in props
+                else self._generated_name(resource.logical_id)
+            )
         if kind == "AWS::IAM::Role":
-            return str(self.resolve(props["RoleName"])) if "RoleName" in props else self._generated_name(resource.logical_id)
+            return (
+                str(self.resolve(props["RoleName"]))
+                if "RoleName" in props
+                else self._generated_name(resource.logical_id)
+            )
         if kind == "AWS::StepFunctions::StateMachine":
-            name = str(self.resolve(props["StateMachineName"])) if "StateMachineName" in props else self._generated_name(resource.logical_id, 80)
+            name = (
+                str(self.resolve(props["StateMachineName"]))
+                if "StateMachineName" in props
+                else self._generated_name(resource.logical_id, 80)
+            )
             return f"arn:{PARTITION}:states:{self.region}:{self.account_id}:stateMachine:{name}"
         if kind == "AWS::Logs::LogGroup":
-            return str(self.resolve(props["LogGroupName"])) if "LogGroupName" in props else self._generated_name(resource.logical_id, 512)
+            return (
+                str(self.resolve(props["LogGroupName"]))
+                if "LogGroupName" in props
+                else self._generated_name(resource.logical_id, 512)
+            )
         if kind == "AWS::SecretsManager::Secret":
             # Replaced by the ARN Secrets Manager returns when the secret is created.
-            name = str(self.resolve(props["Name"])) if "Name" in props else f"{resource.logical_id}-{_suffix(self.stack_name, resource.logical_id)}"
+            name = (
+                str(self.resolve(props["Name"]))
+                if "Name" in props
+                else f"{resource.logical_id}-{_suffix(self.stack_name, resource.logical_id)}"
+            )
             return f"arn:{PARTITION}:secretsmanager:{self.region}:{self.account_id}:secret:{name}"
         if kind == "AWS::Cognito::UserPool":
-            return f"{self.region}_{_suffix(self.stack_name, resource.logical_id, 9, 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789')}"
+            return f"{self.region}_{_suffix(self.stack_name, resource.logical_id, 9, _LETTERS_DIGITS)}"
         if kind == "AWS::Cognito::UserPoolClient":
-            return _suffix(self.stack_name, resource.logical_id, 26, "abcdefghijklmnopqrstuvwxyz0123456789")
-        if kind in ("AWS::ApiGatewayV2::Api", "AWS::ApiGatewayV2::Authorizer", "AWS::ApiGatewayV2::Integration", "AWS::ApiGatewayV2::Route"):
-            return _suffix(self.stack_name, resource.logical_id, 10, "abcdefghijklmnopqrstuvwxyz0123456789")
+            return _suffix(self.stack_name, resource.logical_id, 26, _LOWER_DIGITS)
+        if kind in (
+            "AWS::ApiGatewayV2::Api",
+            "AWS::ApiGatewayV2::Authorizer",
+            "AWS::ApiGatewayV2::Integration",
+            "AWS::ApiGatewayV2::Route",
+        ):
+            return _suffix(self.stack_name, resource.logical_id, 10, _LOWER_DIGITS)
         return f"{resource.logical_id}-{_suffix(self.stack_name, resource.logical_id)}"
 
     def physical_id(self, logical_id: str) -> str:
@@ -164,12 +196,18 @@ class DeployedTemplate:
             ("AWS::SecretsManager::Secret", "Id"): lambda: physical,
             ("AWS::Cognito::UserPool", "ProviderURL"): lambda: f"https://cognito-idp.{region}.{URL_SUFFIX}/{physical}",
             ("AWS::Cognito::UserPool", "ProviderName"): lambda: f"cognito-idp.{region}.{URL_SUFFIX}/{physical}",
-            ("AWS::Cognito::UserPool", "Arn"): lambda: f"arn:{PARTITION}:cognito-idp:{region}:{account}:userpool/{physical}",
+            ("AWS::Cognito::UserPool", "Arn"): lambda: (
+                f"arn:{PARTITION}:cognito-idp:{region}:{account}:userpool/{physical}"
+            ),
             ("AWS::ApiGatewayV2::Api", "ApiEndpoint"): lambda: f"https://{physical}.execute-api.{region}.{URL_SUFFIX}",
             ("AWS::ApiGatewayV2::Api", "ApiId"): lambda: physical,
-            ("AWS::Lambda::Url", "FunctionUrl"): lambda: f"https://{_suffix(self.stack_name, logical_id, 32, 'abcdefghijklmnopqrstuvwxyz0123456789')}.lambda-url.{region}.on.aws/",
+            ("AWS::Lambda::Url", "FunctionUrl"): lambda: (
+                f"https://{_suffix(self.stack_name, logical_id, 32, _LOWER_DIGITS)}.lambda-url.{region}.on.aws/"
+            ),
             ("AWS::SNS::Topic", "TopicArn"): lambda: f"arn:{PARTITION}:sns:{region}:{account}:{physical}",
-            ("AWS::CloudWatch::Alarm", "Arn"): lambda: f"arn:{PARTITION}:cloudwatch:{region}:{account}:alarm:{physical}",
+            ("AWS::CloudWatch::Alarm", "Arn"): lambda: (
+                f"arn:{PARTITION}:cloudwatch:{region}:{account}:alarm:{physical}"
+            ),
         }
         builder = builders.get((resource.type, name))
         if builder is None:
@@ -184,7 +222,9 @@ class DeployedTemplate:
             "AWS::Partition": PARTITION,
             "AWS::URLSuffix": URL_SUFFIX,
             "AWS::StackName": self.stack_name,
-            "AWS::StackId": f"arn:{PARTITION}:cloudformation:{self.region}:{self.account_id}:stack/{self.stack_name}/local",
+            "AWS::StackId": (
+                f"arn:{PARTITION}:cloudformation:{self.region}:{self.account_id}:stack/{self.stack_name}/local"
+            ),
             "AWS::NoValue": NO_VALUE,
         }
         if name in values:
@@ -210,7 +250,7 @@ class DeployedTemplate:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, argument), = value.items()
+            ((key, argument),) = value.items()
             function = _INTRINSICS.get(key)
             if function is not None and (key != "Condition" or isinstance(argument, str)):
                 return function(self, argument)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import lru_cache
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,8 +22,9 @@ class Settings(BaseModel):
     server_name: str = Field("serverless-mcp-tasks", alias="MCP_SERVER_NAME")
     server_version: str = Field("0.1.0", alias="MCP_SERVER_VERSION")
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
-    # Which tool sets to serve: "examples" (default), "conformance" adds the suite's fixtures.
-    fixtures: Literal["", "conformance"] = Field("", alias="MCP_FIXTURES")
+    # Test fixtures to serve besides the project's tools (comma-separated): "conformance" (the suite's),
+    # "lifecycle" (tools that crash, hang or exhaust memory). Never set in a deployment: the asset has none.
+    fixtures: str = Field("", alias="MCP_FIXTURES", pattern=r"^((conformance|lifecycle)(,(conformance|lifecycle))*)?$")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
     # host names requests may name (empty: any; API Gateway routes by host already).
     allowed_origins: str = Field("", alias="MCP_ALLOWED_ORIGINS")
@@ -54,6 +54,10 @@ class Settings(BaseModel):
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
+
+    @property
+    def fixture_sets(self) -> frozenset[str]:
+        return frozenset(name for name in self.fixtures.split(",") if name)
 
     @property
     def allowed_origins_set(self) -> frozenset[str]:

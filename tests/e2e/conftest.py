@@ -1,4 +1,4 @@
-"""The template-driven local stack as a process, with every answer its front gave recorded, so tests can validate the wire."""
+"""The template-driven local stack as a process, every answer of its front recorded, to validate the wire."""
 
 from __future__ import annotations
 
@@ -60,7 +60,9 @@ class RecordingStack:
 def recording_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingStack]:
     record = tmp_path_factory.mktemp("exchanges") / "exchanges.jsonl"
     record.touch()
-    with local_stack_process(fixtures="conformance", extra_env={"LOCAL_RECORD": str(record)}, default_user=TEST_USER) as running:
+    with local_stack_process(
+        fixtures="conformance", extra_env={"LOCAL_RECORD": str(record)}, default_user=TEST_USER
+    ) as running:
         yield RecordingStack(running, record)
 
 

@@ -25,8 +25,8 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
 
 from aws_cdk import App  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
-from infra.cdk_app import DEFAULT_STACK_NAME, build_app  # noqa: E402
 from infra.capabilities.workflow import ASL_PATH  # noqa: E402
+from infra.cdk_app import DEFAULT_STACK_NAME, build_app  # noqa: E402
 from infra.stack import McpTasksStack  # noqa: E402
 
 from infra import nag  # noqa: E402

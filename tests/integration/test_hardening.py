@@ -27,7 +27,6 @@ from hypothesis import strategies as st
 from app.composition import build_server, build_worker
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
-from tests.integration.task_harness import TaskResources
 from mcp_runtime import wire
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
 from mcp_runtime.sealing import MAX_TOKEN_CHARS
@@ -40,6 +39,7 @@ from mcp_runtime.tasks.service import (
     TASK_NOT_FOUND_MESSAGE,
 )
 from mcp_runtime.transport import MAX_COLLECTION_ITEMS, MAX_DEPTH, MAX_STRING_CHARS, McpHttpTransport
+from tests.integration.task_harness import TaskResources
 from tests.support import api_event, free_port, rpc, standard_headers
 
 CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}, "sampling": {}, "roots": {}}

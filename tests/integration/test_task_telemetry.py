@@ -43,9 +43,7 @@ def crash_for_metrics(args: NoArgs, ctx: ToolContext) -> str:
 
 def instrumented(env: TaskEnvironment, recorder: RecordingTelemetry) -> tuple[DynamoTaskStore, StepFunctionsExecutor]:
     store = DynamoTaskStore(env.resources.table_name, env.dynamodb, telemetry=recorder)
-    executor = StepFunctionsExecutor(
-        env.resources.state_machine_arn, env.stepfunctions, telemetry=recorder
-    )
+    executor = StepFunctionsExecutor(env.resources.state_machine_arn, env.stepfunctions, telemetry=recorder)
     return store, executor
 
 

@@ -127,7 +127,9 @@ def test_a_browser_origin_is_forbidden_behind_the_cloud_front_unless_allowed() -
     default = Client(McpHttpTransport(make_server()))
     assert default.post(rpc("server/discover"), headers=page).status == 403
     assert default.post(rpc("server/discover"), headers={**host, "origin": f"https://{host['host']}"}).status == 200
-    allowing = Client(McpHttpTransport(make_server(settings=make_settings(MCP_ALLOWED_ORIGINS="https://console.example.com"))))
+    allowing = Client(
+        McpHttpTransport(make_server(settings=make_settings(MCP_ALLOWED_ORIGINS="https://console.example.com")))
+    )
     assert allowing.post(rpc("server/discover"), headers=page).status == 200
 
 
