@@ -108,9 +108,14 @@ class RunningStack:
             aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
         )
 
-    def physical_id(self, logical_id_prefix: str) -> str:
-        """The physical id of the one resource whose logical id starts with this prefix."""
-        found = [v for k, v in self.state["physicalIds"].items() if k.startswith(logical_id_prefix)]
+    def physical_id(self, logical_id_prefix: str, resource_type: str | None = None) -> str:
+        """The physical id of the one resource (of this type) whose logical id starts with this prefix."""
+        types = self.state["resourceTypes"]
+        found = [
+            v
+            for k, v in self.state["physicalIds"].items()
+            if k.startswith(logical_id_prefix) and resource_type in (None, types[k])
+        ]
         assert len(found) == 1, f"{logical_id_prefix}: {found}"
         return str(found[0])
 

@@ -33,6 +33,7 @@ INIT_TIMEOUT_SECONDS: Final = 10.0  # Lambda's init phase limit
 # Lambda's synchronous invocation limits (request and response payloads).
 MAX_PAYLOAD_BYTES: Final = 6_291_456
 DEFAULT_MAX_ENVIRONMENTS: Final = 8
+MEMORY_WATCH_SECONDS: Final = 0.05
 PYTHON_RUNTIME: Final = "python3.13"
 
 log = logging.getLogger(__name__)
@@ -155,9 +156,9 @@ class _Environment:
         assert self.process.stdout is not None
         threading.Thread(target=self._pump_logs, args=(self.process.stdout,), daemon=True).start()
         ready = self._receive(INIT_TIMEOUT_SECONDS)
-        if ready is None:
+        if ready is None or ready is _TIMED_OUT:
             self.init_error = {
-                "errorType": "Runtime.ExitError" if self.process.poll() is not None else "Sandbox.Timedout",
+                "errorType": "Sandbox.Timedout" if ready is _TIMED_OUT else "Runtime.ExitError",
                 "errorMessage": "Init failed: the runtime did not start",
             }
             self.kill()
@@ -172,10 +173,10 @@ class _Environment:
             self.sink(self.spec.name, raw.decode("utf-8", "replace").rstrip("\n"))
 
     def _receive(self, timeout: float) -> dict[str, Any] | None:
-        """The next message, or None when the child died or `timeout` passed first."""
+        """The next message; None when the child ended first; `_TIMED_OUT` when `timeout` passed first."""
         readable, _, _ = select.select([self._reader], [], [], max(0.0, timeout))
         if not readable:
-            return None
+            return _TIMED_OUT
         line = self._reader.readline()
         if not line:
             return None
@@ -202,18 +203,19 @@ class _Environment:
             self._writer.flush()
         except (BrokenPipeError, OSError):
             return self._exit_error(request_id, started), False
-        answer = self._receive(timeout_seconds)
+        answer = self._await_answer(timeout_seconds)
         duration_ms = (time.monotonic() - started) * 1000
+        if answer is _OUT_OF_MEMORY:
+            return self._out_of_memory(request_id, duration_ms), False
+        if answer is _TIMED_OUT:  # still running at the deadline
+            self.kill()
+            self.sink(self.spec.name, f"{_stamp()} {request_id} Task timed out after {timeout_seconds:.2f} seconds")
+            error = {
+                "errorType": "Sandbox.Timedout",
+                "errorMessage": f"RequestId: {request_id} Error: Task timed out after {timeout_seconds:.2f} seconds",
+            }
+            return _failed(error, request_id, duration_ms), False
         if answer is None:
-            if self.process.poll() is None:  # still running at the deadline
-                self.kill()
-                self.sink(self.spec.name, f"{_stamp()} {request_id} Task timed out after {timeout_seconds:.2f} seconds")
-                error = {
-                    "errorType": "Sandbox.Timedout",
-                    "errorMessage": f"RequestId: {request_id} Error: "
-                    f"Task timed out after {timeout_seconds:.2f} seconds",
-                }
-                return _failed(error, request_id, duration_ms), False
             return self._exit_error(request_id, started), False
         max_memory_mb = int(answer.get("maxRssKb") or 0) // 1024
         self.sink(
@@ -221,13 +223,8 @@ class _Environment:
             f"REPORT RequestId: {request_id}\tDuration: {duration_ms:.2f} ms\t"
             f"Memory Size: {self.spec.memory_mb} MB\tMax Memory Used: {max_memory_mb} MB",
         )
-        if max_memory_mb > self.spec.memory_mb:
-            self.kill()
-            error = {
-                "errorType": "Runtime.OutOfMemory",
-                "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: signal: killed",
-            }
-            return _failed(error, request_id, duration_ms), False
+        if max_memory_mb > self.spec.memory_mb:  # over it between two watchdog looks
+            return self._out_of_memory(request_id, duration_ms), False
         raw = str(answer.get("payload") or "").encode("utf-8")
         if answer.get("kind") == "error":
             return InvocationResult(raw, "Unhandled", request_id, duration_ms), True
@@ -239,6 +236,29 @@ class _Environment:
             }
             return _failed(error, request_id, duration_ms), True
         return InvocationResult(raw, None, request_id, duration_ms), True
+
+    def _await_answer(self, timeout_seconds: float) -> dict[str, Any] | None:
+        """The answer, watching memory meanwhile: an environment over the function's memory size is
+        killed then, as Lambda kills it, before the rest of the handler can run."""
+        deadline = time.monotonic() + timeout_seconds
+        while True:
+            answer = self._receive(min(MEMORY_WATCH_SECONDS, deadline - time.monotonic()))
+            if answer is not _TIMED_OUT:
+                return answer
+            if _resident_mb(self.process.pid) > self.spec.memory_mb:
+                self.kill()
+                return _OUT_OF_MEMORY
+            if time.monotonic() >= deadline:
+                return _TIMED_OUT
+
+    def _out_of_memory(self, request_id: str, duration_ms: float) -> InvocationResult:
+        self.kill()
+        self.sink(self.spec.name, f"{_stamp()} {request_id} Error: Runtime exited with error: signal: killed")
+        error = {
+            "errorType": "Runtime.OutOfMemory",
+            "errorMessage": f"RequestId: {request_id} Error: Runtime exited with error: signal: killed",
+        }
+        return _failed(error, request_id, duration_ms)
 
     def _exit_error(self, request_id: str, started: float) -> InvocationResult:
         code = self.process.wait()
@@ -256,6 +276,20 @@ class _Environment:
         for stream in (self._writer, self._reader):
             with contextlib.suppress(OSError):
                 stream.close()
+
+
+_TIMED_OUT: Final[dict[str, Any]] = {"kind": "timed-out"}
+_OUT_OF_MEMORY: Final[dict[str, Any]] = {"kind": "out-of-memory"}
+
+
+def _resident_mb(pid: int) -> int:
+    """The process's resident memory (Linux /proc); 0 where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as statm:
+            pages = int(statm.read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return pages * os.sysconf("SC_PAGE_SIZE") // (1024 * 1024)
 
 
 def _failed(error: Mapping[str, Any], request_id: str, duration_ms: float) -> InvocationResult:

@@ -286,6 +286,7 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
         "assembly": str(stack.assembly.directory),
         "administrator": stack.admin,
         "physicalIds": stack.provisioned.template.physical_ids,
+        "resourceTypes": {resource.logical_id: resource.type for resource in stack.provisioned.template.resources()},
         "functions": {
             spec.logical_id: {"name": spec.name, "handler": spec.handler, "environment": spec.environment}
             for spec in stack.provisioned.functions.values()

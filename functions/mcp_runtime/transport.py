@@ -187,6 +187,9 @@ class McpHttpTransport:
             return self._handle_message(message, request)
         except McpError as error:
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(error.code))
+            if error.code == wire.INTERNAL_ERROR:
+                # The client gets the generic message; the log gets the cause (an AWS error, chained).
+                log.error("request failed: %s", error, exc_info=error)
             return _json_response(error.http_status, _error_message(_readable_id(message), error))
         except Exception:
             # The one place an unexpected failure becomes a wire error: no detail leaves.

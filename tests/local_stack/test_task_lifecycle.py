@@ -1,0 +1,99 @@
+"""The whole task lifecycle through the template-driven stack, as `cdk deploy` would run it.
+
+Each function runs in interpreters of its own with its template environment, the credentials of
+its own role (IAM enforced) and its template timeout (the worker's set to 5 s here); the state
+machine invokes the worker through the same path. These are the tests that would have caught the
+worker that could not start in AWS: nothing here shares a process or an environment with the API.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from mcp_runtime import wire
+from mcp_runtime.tasks.models import EXECUTION_FAILED_ERROR
+from tests.local_stack.conftest import StackClient
+
+pytestmark = pytest.mark.e2e
+
+
+def accept(**content: object) -> dict[str, object]:
+    return {"action": "accept", "content": content}
+
+
+def test_a_task_completes_with_the_tools_result(lifecycle_stack: StackClient) -> None:
+    task_id = lifecycle_stack.start("slow_compute", {"seconds": 0.2, "label": "done"})
+    task = lifecycle_stack.settled(task_id)
+    assert task["status"] == "completed"
+    assert task["result"]["content"][0]["type"] == "text"
+    assert "done" in task["result"]["content"][0]["text"]
+    assert lifecycle_stack.wait_for_execution(task_id) == "SUCCEEDED"
+
+
+def test_a_tool_error_completes_the_task_with_is_error(lifecycle_stack: StackClient) -> None:
+    task = lifecycle_stack.settled(lifecycle_stack.start("failing_job", {}))
+    assert (task["status"], task["result"]["isError"]) == ("completed", True)
+
+
+def test_a_protocol_error_fails_the_task_with_the_error_inline(lifecycle_stack: StackClient) -> None:
+    task = lifecycle_stack.settled(lifecycle_stack.start("protocol_error_job", {}))
+    assert task["status"] == "failed"
+    assert task["error"]["code"] == wire.INTERNAL_ERROR
+
+
+def test_input_mid_flight_parks_the_execution_and_the_answer_resumes_it(lifecycle_stack: StackClient) -> None:
+    task_id = lifecycle_stack.start("confirm_delete", {"filename": "a.txt"})
+    parked = lifecycle_stack.wait_for(task_id, lambda task: task["status"] == "input_required")
+    (key,) = parked["inputRequests"]
+    assert parked["inputRequests"][key]["method"] == "elicitation/create"
+
+    lifecycle_stack.result("tasks/update", {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}})
+
+    task = lifecycle_stack.settled(task_id)
+    assert task["status"] == "completed", task
+    assert lifecycle_stack.wait_for_execution(task_id) == "SUCCEEDED"
+
+
+def test_cancelling_a_running_task_settles_cancelled_and_stops_its_execution(lifecycle_stack: StackClient) -> None:
+    task_id = lifecycle_stack.start("slow_compute", {"seconds": 4, "label": "never"})
+    lifecycle_stack.wait_for(task_id, lambda task: bool(task.get("statusMessage")))
+
+    lifecycle_stack.result("tasks/cancel", {"taskId": task_id})
+
+    assert lifecycle_stack.task(task_id)["status"] == "cancelled"
+    assert lifecycle_stack.wait_for_execution(task_id) == "ABORTED"
+    assert lifecycle_stack.task(task_id)["status"] == "cancelled"
+
+
+def test_cancelling_a_parked_task_settles_cancelled_and_aborts_its_execution_at_once(
+    lifecycle_stack: StackClient,
+) -> None:
+    task_id = lifecycle_stack.start("confirm_delete", {"filename": "b.txt"})
+    lifecycle_stack.wait_for(task_id, lambda task: task["status"] == "input_required")
+
+    lifecycle_stack.result("tasks/cancel", {"taskId": task_id})
+
+    assert lifecycle_stack.task(task_id)["status"] == "cancelled"
+    assert lifecycle_stack.wait_for_execution(task_id) == "ABORTED"
+
+
+def test_a_worker_that_crashes_fails_the_task_with_lambdas_exit_error(lifecycle_stack: StackClient) -> None:
+    task = lifecycle_stack.settled(lifecycle_stack.start("crash_worker", {"status": 3}))
+    assert task["status"] == "failed"
+    assert task["error"] == {**EXECUTION_FAILED_ERROR, "data": {"reason": "Runtime.ExitError"}}
+    assert lifecycle_stack.wait_for_execution(task_id_of(task)) == "FAILED"
+
+
+def test_a_worker_past_its_template_timeout_is_killed_and_fails_the_task(lifecycle_stack: StackClient) -> None:
+    task_id = lifecycle_stack.start("hold_worker", {"seconds": 30})
+    task = lifecycle_stack.settled(task_id, timeout=40)
+    assert task["status"] == "failed"
+    assert task["error"] == {**EXECUTION_FAILED_ERROR, "data": {"reason": "Sandbox.Timedout"}}
+    assert lifecycle_stack.wait_for_output("Task timed out after 5.00 seconds")
+    # The killed environment is replaced: the next task runs.
+    after = lifecycle_stack.settled(lifecycle_stack.start("hold_worker", {"seconds": 0}))
+    assert (after["status"], after["result"]["content"][0]["text"]) == ("completed", "held for 0s")
+
+
+def task_id_of(task: dict[str, object]) -> str:
+    return str(task["taskId"])
