@@ -10,6 +10,7 @@ from infra.capabilities.functions import TaskFunctions
 from infra.capabilities.http_front import HttpFront
 from infra.capabilities.monitoring import Monitoring
 from infra.capabilities.sealing_secret import SealingSecret
+from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.task_table import TaskTable
 from infra.capabilities.workflow import TaskWorkflow
 from infra.config import DeploymentConfig
@@ -43,6 +44,9 @@ class McpTasksStack(Stack):
             removal_policy=config.removal,
         )
         self.functions.connect_workflow(self.workflow)
+        self.supervisor = TaskSupervisor(
+            self, "Supervisor", functions=self.functions, table=self.tasks.table, workflow=self.workflow
+        )
         self.functions.connect_secret(self.sealing)
         self.front = HttpFront(
             self,

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from app.endpoints import ApiEndpoint, WorkerEndpoint
+from app.endpoints import ApiEndpoint, SupervisorEndpoint, WorkerEndpoint
 from mcp_runtime.catalog import Catalog
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
@@ -27,9 +27,11 @@ if TYPE_CHECKING:
     from mcp_runtime.tasks.history import DynamoTaskHistory
     from mcp_runtime.tasks.service import TaskService
     from mcp_runtime.tasks.store import DynamoTaskStore
+    from mcp_runtime.tasks.supervisor import TaskSupervisor
     from mcp_runtime.tasks.worker import TaskWorker
 
 TABLE_PURPOSE = "the task table's name (the template sets it from the table)"
+MACHINE_PURPOSE = "the state machine that runs tasks (the template sets it from the workflow)"
 
 
 # ---- the catalog: one way, for both functions ------------------------------------------------------
@@ -70,21 +72,20 @@ def build_task_executor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY)
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
 
     return StepFunctionsExecutor(
-        settings.state_machine_arn or "",
+        settings.require("state_machine_arn", MACHINE_PURPOSE),
         endpoint_url=settings.aws_endpoint_url,
         telemetry=telemetry,
     )
 
 
 def build_task_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskService:
+    """The API side: reads and conditional writes on the table only (the supervisor calls Step Functions)."""
     from mcp_runtime.tasks.service import TaskService
 
     return TaskService(
         build_task_store(settings, telemetry),
-        build_task_executor(settings, telemetry),
         ttl_ms=settings.task_default_ttl_ms,
         poll_interval_ms=settings.task_poll_interval_ms,
-        reconcile_after_seconds=settings.task_reconcile_after_seconds,
         telemetry=telemetry,
     )
 
@@ -197,3 +198,16 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
 
 def build_worker_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> WorkerEndpoint:
     return WorkerEndpoint(build_worker(settings, telemetry), telemetry)
+
+
+# ---- the supervisor function --------------------------------------------------------------------
+def build_supervisor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskSupervisor:
+    from mcp_runtime.tasks.supervisor import TaskSupervisor
+
+    return TaskSupervisor(
+        build_task_store(settings, telemetry), build_task_executor(settings, telemetry), telemetry=telemetry
+    )
+
+
+def build_supervisor_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> SupervisorEndpoint:
+    return SupervisorEndpoint(build_supervisor(settings, telemetry), telemetry)

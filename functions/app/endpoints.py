@@ -5,11 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
+from mcp_runtime.tasks.aws_clients import invocation_deadline
 
 if TYPE_CHECKING:  # the API's cold start imports neither the worker nor Powertools
     from app.telemetry import PowertoolsTelemetry
+    from mcp_runtime.tasks.supervisor import TaskSupervisor
     from mcp_runtime.tasks.worker import TaskWorker
     from mcp_runtime.transport import McpHttpTransport
+
+
+def remaining_ms(context: Any) -> float | None:
+    """What Lambda's context says is left of this invocation (None without a context)."""
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    return float(remaining()) if callable(remaining) else None
 
 
 class ApiEndpoint:
@@ -24,7 +32,7 @@ class ApiEndpoint:
         self.require_principal = require_principal
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        with self.telemetry.invocation(context):
+        with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
             request = request_from_event(event, dev_auth=self.dev_auth, require_principal=self.require_principal)
             response = self.transport.handle(request)
         return response_to_proxy(response)
@@ -38,5 +46,17 @@ class WorkerEndpoint:
         self.telemetry = telemetry
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
-        with self.telemetry.invocation(context):
+        with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
             return self.worker.handle(event)
+
+
+class SupervisorEndpoint:
+    """A batch of the task table's stream, or an execution status change from EventBridge."""
+
+    def __init__(self, supervisor: TaskSupervisor, telemetry: PowertoolsTelemetry) -> None:
+        self.supervisor = supervisor
+        self.telemetry = telemetry
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
+            return self.supervisor.handle(event)

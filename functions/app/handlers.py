@@ -1,4 +1,5 @@
-"""The two Lambda entry points (`app.handlers.api_handler`, `app.handlers.worker_handler`).
+"""The Lambda entry points (`app.handlers.api_handler`, `app.handlers.worker_handler`,
+`app.handlers.supervisor_handler`).
 
 Each is one line over a service the composition root builds once per container, on first use.
 """
@@ -9,8 +10,8 @@ from functools import lru_cache
 from typing import Any
 
 from app import cold_start  # noqa: F401  (before anything imports pydantic)
-from app.composition import build_api_endpoint, build_worker_endpoint
-from app.endpoints import ApiEndpoint, WorkerEndpoint
+from app.composition import build_api_endpoint, build_supervisor_endpoint, build_worker_endpoint
+from app.endpoints import ApiEndpoint, SupervisorEndpoint, WorkerEndpoint
 from app.telemetry import PowertoolsTelemetry
 from mcp_runtime.settings import get_settings
 
@@ -21,6 +22,10 @@ def api_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 
 def worker_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     return worker_endpoint().handle(event, context)
+
+
+def supervisor_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    return supervisor_endpoint().handle(event, context)
 
 
 @lru_cache(maxsize=1)
@@ -41,9 +46,15 @@ def worker_endpoint() -> WorkerEndpoint:
     return build_worker_endpoint(get_settings(), telemetry())
 
 
+@lru_cache(maxsize=1)
+def supervisor_endpoint() -> SupervisorEndpoint:
+    return build_supervisor_endpoint(get_settings(), telemetry())
+
+
 def reset() -> None:
     """Forget the per-container singletons (tests that change settings between containers)."""
     get_settings.cache_clear()
     api_endpoint.cache_clear()
     worker_endpoint.cache_clear()
+    supervisor_endpoint.cache_clear()
     telemetry.cache_clear()

@@ -13,6 +13,11 @@ Two behaviours are brought in line with AWS here, so the function code needs no 
   ABORTED at once.
 - The interpreter's own calls are signed with the state machine role's credentials when IAM is
   enforced (`local_stack.iam_enforcement`).
+A callback token that was answered already answers TaskTimedOut ("the task associated with the
+token has already been closed"), as AWS does; moto accepted it again while the execution ran.
+Each execution's status changes (started, then how it ended) are reported to the listeners
+registered with `on_execution_status`, as AWS reports them to EventBridge (`local_stack.event_delivery`).
+Used stream shard iterators are forgotten (moto kept every one, a leak at one poll every 50 ms).
 These patch moto internals: moto is pinned exactly (5.2.5) for that reason.
 """
 
@@ -39,6 +44,7 @@ LambdaHandler = Callable[[dict[str, Any], Any], Any]
 Invoker = Callable[[bytes, dict[str, str]], tuple[bytes, str | None]]
 
 _INVOKERS: dict[str, Invoker] = {}
+_STATUS_LISTENERS: list[Callable[[Any], None]] = []
 _patch_lock = threading.Lock()
 _patched = False
 log = logging.getLogger(__name__)
@@ -95,6 +101,21 @@ def unregister_function(function_name: str) -> None:
     _INVOKERS.pop(function_name, None)
 
 
+def on_execution_status(listener: Callable[[Any], None]) -> Callable[[], None]:
+    """Call `listener(execution)` at each status change of any execution; returns the unsubscribe."""
+    install_patches()
+    _STATUS_LISTENERS.append(listener)
+    return lambda: _STATUS_LISTENERS.remove(listener) if listener in _STATUS_LISTENERS else None
+
+
+def _report_status(execution: Any) -> None:
+    for listener in list(_STATUS_LISTENERS):
+        try:
+            listener(execution)
+        except Exception:
+            log.exception("execution status listener")
+
+
 def install_patches() -> None:
     """moto's no-Docker Lambda invoke -> the registered invokers; StopExecution as AWS does it (once)."""
     global _patched
@@ -128,6 +149,51 @@ def install_patches() -> None:
             _fail_pending_callbacks(self)
 
         Execution.stop = stop  # type: ignore[method-assign]
+
+        from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication
+
+        original_start = Execution.start
+
+        def start(self: Any) -> None:
+            original_start(self)
+            _report_status(self)
+
+        Execution.start = start  # type: ignore[method-assign]
+        original_terminated = BaseExecutionWorkerCommunication.terminated
+
+        def terminated(self: Any) -> None:
+            original_terminated(self)
+            _report_status(self.execution)
+
+        BaseExecutionWorkerCommunication.terminated = terminated  # type: ignore[method-assign]
+
+        from moto.stepfunctions.parser.asl.eval.callback.callback import (
+            CallbackConsumerTimeout,
+            CallbackNotifyConsumerError,
+            CallbackPoolManager,
+        )
+
+        original_notify = CallbackPoolManager.notify
+
+        def notify(self: Any, callback_id: str, outcome: Any) -> bool:
+            endpoint = self.get(callback_id)
+            if endpoint is not None and endpoint.get_outcome() is not None:
+                raise CallbackNotifyConsumerError(callback_consumer_error=CallbackConsumerTimeout())
+            answered: bool = original_notify(self, callback_id, outcome)
+            return answered
+
+        CallbackPoolManager.notify = notify  # type: ignore[method-assign]
+
+        from moto.dynamodbstreams.models import DynamoDBStreamsBackend
+
+        original_get_records = DynamoDBStreamsBackend.get_records
+
+        def get_records(self: Any, iterator_arn: str, limit: int) -> dict[str, Any]:
+            answer: dict[str, Any] = original_get_records(self, iterator_arn, limit)
+            self.shard_iterators.pop(iterator_arn, None)
+            return answer
+
+        DynamoDBStreamsBackend.get_records = get_records  # type: ignore[method-assign]
         _patched = True
 
 

@@ -600,6 +600,14 @@ def _dynamodb_checks(request: _Request) -> list[_Check] | None:
                     table = str(spec.get("TableName", ""))
                     checks.append(_table_check(request, f"dynamodb:{action}", table, [spec.get(key_field)]))
         return checks
+    if operation == "ListStreams":
+        return [_Check(request.action, "*")]  # no resource-level permission
+    stream = body.get("StreamArn")
+    if isinstance(stream, str) and stream:
+        return [_Check(request.action, stream)]
+    iterator = body.get("ShardIterator")
+    if isinstance(iterator, str) and "|" in iterator:  # moto's iterators begin with the stream's ARN
+        return [_Check(request.action, iterator.split("|", 1)[0])]
     table = body.get("TableName")
     if not isinstance(table, str) or not table:
         arn = body.get("ResourceArn")

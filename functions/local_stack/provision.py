@@ -5,8 +5,11 @@ values), IAM roles with exactly their inline policies and the template's `AWS::I
 documents, Lambda functions (so their ARNs exist; their code runs in `local_stack.runtime`) and
 Step Functions state machines (the definition file and its substitutions as the template resolves
 them). Read, not created: API Gateway routes and JWT authorizers (the HTTP front serves them),
-Function URLs. Listed as not emulated: everything else (alarms, dashboards, log groups, Cognito
-pools and clients, Lambda permissions, stages), which no code path calls locally.
+Function URLs, Lambda event source mappings on DynamoDB streams, EventBridge rules with Lambda
+targets, and functions' asynchronous invocation settings (`local_stack.event_delivery` delivers
+those events as Lambda and EventBridge would). Listed as not emulated: everything else (alarms,
+dashboards, log groups, Cognito pools and clients, Lambda permissions, stages), which no code path
+calls locally.
 """
 
 from __future__ import annotations
@@ -38,7 +41,12 @@ SERVED_TYPES: Final[tuple[str, ...]] = (
     "AWS::ApiGatewayV2::Stage",
     "AWS::Lambda::Permission",
     "AWS::Lambda::Url",
+    "AWS::Lambda::EventSourceMapping",
+    "AWS::Events::Rule",
+    "AWS::Lambda::EventInvokeConfig",
 )
+# Lambda's default for asynchronous invocations (EventBridge targets) without an EventInvokeConfig.
+DEFAULT_ASYNC_RETRY_ATTEMPTS: Final = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +70,40 @@ class Route:
         return self.route_key.split(" ", 1)[1] if " " in self.route_key else ""
 
 
+@dataclass(frozen=True, slots=True)
+class StreamMapping:
+    """An `AWS::Lambda::EventSourceMapping` on a DynamoDB stream, as Lambda's poller reads it."""
+
+    logical_id: str
+    function_logical_id: str
+    stream_arn: str
+    batch_size: int = 100
+    starting_position: str = "LATEST"
+    filter_patterns: tuple[str, ...] = ()
+    report_batch_item_failures: bool = False
+    maximum_retry_attempts: int = -1  # -1: until the record expires
+    bisect_batch_on_function_error: bool = False
+    maximum_record_age_seconds: int = -1
+    maximum_batching_window_seconds: int = 0
+    enabled: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class RuleTarget:
+    function_logical_id: str
+    maximum_retry_attempts: int = 185  # EventBridge's default delivery retries
+
+
+@dataclass(frozen=True, slots=True)
+class EventRule:
+    """An `AWS::Events::Rule` on the default bus whose targets are the template's functions."""
+
+    logical_id: str
+    pattern: str  # the event pattern as JSON
+    targets: tuple[RuleTarget, ...]
+    enabled: bool = True
+
+
 @dataclass
 class ProvisionedStack:
     """What the provisioner created, and what the front and the runtime need to serve the template."""
@@ -74,6 +116,9 @@ class ProvisionedStack:
     state_machine_roles: dict[str, str] = field(default_factory=dict)  # ARN -> role ARN
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> name
     secrets: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+    stream_mappings: list[StreamMapping] = field(default_factory=list)
+    event_rules: list[EventRule] = field(default_factory=list)
+    async_retry_attempts: dict[str, int] = field(default_factory=dict)  # function logical id -> attempts
     not_emulated: dict[str, str] = field(default_factory=dict)  # logical id -> type
 
     def function(self, logical_id: str) -> FunctionSpec:
@@ -99,6 +144,12 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
     for resource in template.resources("AWS::StepFunctions::StateMachine"):
         _create_state_machine(template, resource, client("stepfunctions"), stack)
     stack.routes = _routes(template)
+    stack.stream_mappings = _stream_mappings(template, stack)
+    stack.event_rules = _event_rules(template, stack)
+    for resource in template.resources("AWS::Lambda::EventInvokeConfig"):
+        props = template.resolve(resource.properties)
+        function = _function_named(stack, str(props["FunctionName"]))
+        stack.async_retry_attempts[function] = int(props.get("MaximumRetryAttempts", DEFAULT_ASYNC_RETRY_ATTEMPTS))
     for resource in template.resources():
         if resource.type not in CREATED_TYPES + SERVED_TYPES:
             stack.not_emulated[resource.logical_id] = resource.type
@@ -123,7 +174,9 @@ def _create_table(template: DeployedTemplate, resource: Resource, dynamodb: Any)
         request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
     if props.get("DeletionProtectionEnabled"):
         request["DeletionProtectionEnabled"] = True
-    dynamodb.create_table(**request)
+    created = dynamodb.create_table(**request)["TableDescription"]
+    if created.get("LatestStreamArn"):
+        template.attributes[(resource.logical_id, "StreamArn")] = str(created["LatestStreamArn"])
     ttl = props.get("TimeToLiveSpecification")
     if ttl and ttl.get("Enabled"):
         dynamodb.update_time_to_live(
@@ -336,3 +389,67 @@ def _function_behind(template: DeployedTemplate, uri: Any) -> str | None:
         if resolved and template.attribute(resource.logical_id, "Arn") in str(resolved):
             return resource.logical_id
     return None
+
+
+# ---- event sources (read, delivered by local_stack.event_delivery) ----------------------------------
+def _function_named(stack: ProvisionedStack, name_or_arn: str) -> str:
+    """The logical id of the template's function a name or ARN refers to."""
+    for logical_id, spec in stack.functions.items():
+        if name_or_arn in (spec.name, spec.arn) or name_or_arn.startswith(spec.arn + ":"):
+            return logical_id
+    raise TemplateError(f"{name_or_arn!r} is not a function of this template")
+
+
+def _stream_mappings(template: DeployedTemplate, stack: ProvisionedStack) -> list[StreamMapping]:
+    mappings = []
+    for resource in template.resources("AWS::Lambda::EventSourceMapping"):
+        props = template.resolve(resource.properties)
+        source = str(props["EventSourceArn"])
+        if ":dynamodb:" not in source or "/stream/" not in source:
+            raise TemplateError(f"event source mapping {resource.logical_id} reads {source!r}: only DynamoDB streams")
+        if props.get("DestinationConfig") or props.get("TumblingWindowInSeconds"):
+            raise TemplateError(
+                f"event source mapping {resource.logical_id}: destinations and windows are not emulated"
+            )
+        filters = tuple(str(f["Pattern"]) for f in ((props.get("FilterCriteria") or {}).get("Filters") or ()))
+        mappings.append(
+            StreamMapping(
+                logical_id=resource.logical_id,
+                function_logical_id=_function_named(stack, str(props["FunctionName"])),
+                stream_arn=source,
+                batch_size=int(props.get("BatchSize", 100)),
+                starting_position=str(props.get("StartingPosition", "LATEST")),
+                filter_patterns=filters,
+                report_batch_item_failures="ReportBatchItemFailures" in (props.get("FunctionResponseTypes") or ()),
+                maximum_retry_attempts=int(props.get("MaximumRetryAttempts", -1)),
+                bisect_batch_on_function_error=bool(props.get("BisectBatchOnFunctionError", False)),
+                maximum_record_age_seconds=int(props.get("MaximumRecordAgeInSeconds", -1)),
+                maximum_batching_window_seconds=int(props.get("MaximumBatchingWindowInSeconds", 0)),
+                enabled=bool(props.get("Enabled", True)),
+            )
+        )
+    return mappings
+
+
+def _event_rules(template: DeployedTemplate, stack: ProvisionedStack) -> list[EventRule]:
+    rules = []
+    for resource in template.resources("AWS::Events::Rule"):
+        props = template.resolve(resource.properties)
+        if str(props.get("EventBusName") or "default") != "default" or "EventPattern" not in props:
+            raise TemplateError(f"rule {resource.logical_id}: only event patterns on the default bus are emulated")
+        targets = []
+        for target in props.get("Targets") or ():
+            if any(key in target for key in ("Input", "InputPath", "InputTransformer")):
+                raise TemplateError(f"rule {resource.logical_id}: target input transformations are not emulated")
+            retry = (target.get("RetryPolicy") or {}).get("MaximumRetryAttempts", 185)
+            targets.append(RuleTarget(_function_named(stack, str(target["Arn"])), int(retry)))
+        pattern = props["EventPattern"]
+        rules.append(
+            EventRule(
+                resource.logical_id,
+                pattern if isinstance(pattern, str) else json.dumps(pattern),
+                tuple(targets),
+                str(props.get("State", "ENABLED")) == "ENABLED",
+            )
+        )
+    return rules

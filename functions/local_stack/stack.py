@@ -7,7 +7,9 @@
 4. Run each function in execution environments of its own (`local_stack.runtime`), with its
    handler, environment, timeout and memory from the template; the state machine invokes the
    worker through the same path.
-5. Serve the template's HTTP API routes (`local_stack.http_front`).
+5. Serve the template's HTTP API routes (`local_stack.http_front`), and deliver its event sources:
+   the table streams its mappings read and the execution status changes its rules match
+   (`local_stack.event_delivery`).
 
 Settings (environment variables): PORT; FIXTURES=conformance (the suite's fixtures, as a layer);
 LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layers; a
@@ -38,6 +40,7 @@ from typing import Any, Final, TextIO
 from local_stack import iam_enforcement
 from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
 from local_stack.code import FunctionCode, build_function_code
+from local_stack.event_delivery import EventDelivery
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.runtime import (
@@ -134,6 +137,7 @@ class LocalStack:
     started_seconds: float
     admin: dict[str, str]
     sink: LogSink
+    delivery: EventDelivery
 
     @property
     def url(self) -> str:
@@ -145,6 +149,7 @@ class LocalStack:
         return self.pools[logical_id].invoke(payload)
 
     def stop(self) -> None:
+        self.delivery.stop()
         self.http.shutdown()
         self.http.server_close()
         self.thread.join(timeout=5)
@@ -167,7 +172,7 @@ def fixture_layer() -> Path:
 
 def _short_name(spec: FunctionSpec) -> str:
     lowered = spec.logical_id.lower()
-    for word in ("api", "worker"):
+    for word in ("api", "worker", "supervisor"):
         if word in lowered:
             return word
     return spec.logical_id
@@ -222,12 +227,19 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         DevTokenAuthorizer(options.default_user),
         ExchangeLog(options.record) if options.record else None,
     )
+    delivery = EventDelivery.start(
+        provisioned,
+        lambda logical_id, payload: _delivered(pools[logical_id].invoke(payload)),
+        lambda logical_id: _streams_client(aws.endpoint, credentials[logical_id], template.region),
+    )
     http = make_server(front, "127.0.0.1", options.port)
     thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
     thread.start()
     for pool in pools.values():
         threading.Thread(target=pool.warm, name=f"warm-{pool.spec.name}", daemon=True).start()
-    stack = LocalStack(http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink)
+    stack = LocalStack(
+        http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink, delivery
+    )
     _describe(stack, code, options, additions, out)
     _write_state(stack, additions)
     return stack
@@ -238,6 +250,22 @@ def _stack_name_of(directory: Path) -> str:
     if len(templates) != 1:
         raise ValueError(f"{directory} holds {len(templates)} templates; expected one stack")
     return templates[0].name.removesuffix(".template.json")
+
+
+def _delivered(result: InvocationResult) -> tuple[bytes, str | None]:
+    return result.payload, result.function_error
+
+
+def _streams_client(endpoint: str, credentials: Mapping[str, str], region: str) -> Any:
+    """A DynamoDB Streams client signed as a function's role: the event source mapping reads as that role."""
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
+        region_name=region,
+    ).client("dynamodbstreams", endpoint_url=endpoint)
 
 
 def _invoker(pool: FunctionPool) -> Any:
@@ -266,6 +294,14 @@ def _describe(
     for route in stack.provisioned.routes:
         auth = route.authorization_type + (f" scopes {','.join(route.scopes)}" if route.scopes else "")
         lines.append(f"route {route.route_key} -> {route.function_logical_id} ({auth})")
+    for mapping in stack.provisioned.stream_mappings:
+        lines.append(
+            f"event source {mapping.logical_id}: stream of {mapping.stream_arn.split('/')[1]} -> "
+            f"{mapping.function_logical_id} (batch {mapping.batch_size}, {len(mapping.filter_patterns)} filters)"
+        )
+    for rule in stack.provisioned.event_rules:
+        targets = ", ".join(target.function_logical_id for target in rule.targets)
+        lines.append(f"rule {rule.logical_id}: {rule.pattern} -> {targets}")
     lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")
     lines.append(f"local additions to each function's environment: {', '.join(sorted(additions))}")
     if stack.provisioned.not_emulated:

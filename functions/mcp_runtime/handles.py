@@ -17,7 +17,7 @@ from typing import Any, Final, Protocol
 from .errors import HandleConflict, HandleError, HandleNotFound, HandleStoreUnavailable
 from .observability import NO_TELEMETRY, Telemetry, traced
 from .tasks import schema
-from .tasks.aws_clients import THROTTLING_CODES, client_provider, error_code, is_aws_error
+from .tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
 
 __all__ = [
     "CallerHandles",
@@ -72,7 +72,7 @@ class DynamoHandleStore:
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._table = table_name
-        self._client = client_provider(client, "dynamodb", endpoint_url)
+        self._aws = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
         self._clock = clock
         self.telemetry = telemetry
 
@@ -165,17 +165,11 @@ class DynamoHandleStore:
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            response: dict[str, Any] = getattr(self._client(), operation)(**kwargs)
-            return response
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            code = error_code(exc)
-            if code == "ConditionalCheckFailedException":
-                raise _ConditionFailed(code) from exc
-            if code in THROTTLING_CODES or not code:
-                raise HandleStoreUnavailable(operation) from exc
-            raise HandleStoreUnavailable(f"{operation}: {code}") from exc
+            return self._aws.call(operation, **kwargs)
+        except AwsCallError as exc:
+            if exc.code == CONDITION_FAILED:
+                raise _ConditionFailed(exc.code) from exc
+            raise HandleStoreUnavailable(f"{operation}: {exc.code}") from exc
 
 
 class _ConditionFailed(Exception):

@@ -47,8 +47,6 @@ class Settings(BaseModel):
     state_machine_arn: str | None = Field(None, alias="TASK_STATE_MACHINE_ARN")
     task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS")
     task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
-    # An active task quiet for this long gets its execution checked on read (settled failed if it ended).
-    task_reconcile_after_seconds: float = Field(300.0, alias="TASK_RECONCILE_AFTER_SECONDS", ge=0)
     # Minimum spacing of the statusMessage writes a running tool's progress reports cause.
     task_progress_interval_ms: int = Field(1_000, alias="TASK_PROGRESS_INTERVAL_MS", ge=0)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")

@@ -1,4 +1,4 @@
-"""The two Lambda functions: the MCP endpoint (API) and the task worker, on one Docker-free asset.
+"""The Lambda functions of the MCP endpoint (API) and the task worker, on one Docker-free asset.
 
 Each function gets its own role holding only what its code calls; the grants live here, next to
 the action lists, so a reviewer reads one file. `tests/infra` checks the lists against the code.
@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 API_HANDLER = "app.handlers.api_handler"
 WORKER_HANDLER = "app.handlers.worker_handler"
+SUPERVISOR_HANDLER = "app.handlers.supervisor_handler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,14 +33,15 @@ class TableGrant:
     """Actions on the task table, optionally only on items whose partition key has a prefix."""
 
     actions: tuple[str, ...]
-    key_prefix: str | None = None
+    key_prefixes: tuple[str, ...] = ()
 
 
 # The task store reads, creates and conditionally updates task items; handles are minted (put),
-# resolved (get), updated and deleted. Only handles are ever deleted.
+# resolved (get), updated and deleted. A task item is deleted only to take back a create whose
+# answer was lost (`TaskStore.discard`), handles when the tool says so.
 API_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")),
-    TableGrant(("dynamodb:DeleteItem",), schema.HANDLE_KEY_PREFIX),
+    TableGrant(("dynamodb:DeleteItem",), (schema.HANDLE_KEY_PREFIX, schema.TASK_KEY_PREFIX)),
 )
 # Task history (a tool): the caller's own tasks, newest first, from the owner index, and only there.
 API_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
@@ -47,15 +49,15 @@ API_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
 # use handles like any tool, so it may also mint and delete those, and only those.
 WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
-    TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), schema.HANDLE_KEY_PREFIX),
+    TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), (schema.HANDLE_KEY_PREFIX,)),
 )
-# Step Functions, on this state machine (start; answer a parked callback) and on its executions.
+# The API function calls no Step Functions API: what a task write asks of its execution is done by
+# the supervisor (`infra/capabilities/supervisor.py`), from the table's stream.
 # SendTaskSuccess: the authorization reference lists no resource type, yet IAM evaluates it against
 # the state machine that issued the token (AccessDenied names that ARN) and CDK's own
 # `grantTaskResponse` scopes it there: so do we, instead of "*".
-API_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:StartExecution", "states:SendTaskSuccess")
-API_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution", "states:DescribeExecution")
-# The worker ends a wait it must not keep (the task was cancelled while it parked).
+# The worker ends a wait with its own token (the task was cancelled while it parked, or answered
+# while its park step was retried).
 WORKER_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
 
 RETENTION = {days.value: days for days in logs.RetentionDays}
@@ -89,6 +91,7 @@ class McpFunction(Construct):
         environment: dict[str, str],
         log_retention_days: int,
         removal_policy: RemovalPolicy,
+        wildcard_reason: str = "",
     ) -> None:
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
@@ -125,7 +128,13 @@ class McpFunction(Construct):
         acknowledge(
             self.role,
             "AwsSolutions-IAM5[Resource::*]",
-            "X-Ray PutTraceSegments/PutTelemetryRecords, added by tracing ACTIVE, have no resource-level permissions.",
+            " ".join(
+                (
+                    "X-Ray PutTraceSegments/PutTelemetryRecords, added by tracing ACTIVE, have no resource-level "
+                    "permissions.",
+                    wildcard_reason,
+                )
+            ).strip(),
         )
         acknowledge(
             self.function,
@@ -154,7 +163,10 @@ class TaskFunctions(Construct):
         allowed_origins: tuple[str, ...] = (),
     ) -> None:
         super().__init__(scope, construct_id)
-        common = {
+        self.code = code
+        self.log_retention_days = log_retention_days
+        self.removal_policy = removal_policy
+        self.common_environment = common = {
             "MCP_SERVER_NAME": server_name,
             "TASK_TABLE_NAME": table.table_name,
             "POWERTOOLS_SERVICE_NAME": server_name,
@@ -195,11 +207,11 @@ class TaskFunctions(Construct):
             log_retention_days=log_retention_days,
             removal_policy=removal_policy,
         )
-        for grant in API_TABLE_GRANTS:
-            self._grant_table(self.api.role, grant, table)
-        self._grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
-        for grant in WORKER_TABLE_GRANTS:
-            self._grant_table(self.worker.role, grant, table)
+        for table_grant in API_TABLE_GRANTS:
+            grant_table(self.api.role, table_grant, table)
+        grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
+        for table_grant in WORKER_TABLE_GRANTS:
+            grant_table(self.worker.role, table_grant, table)
 
     @property
     def api_function(self) -> lambda_.Function:
@@ -210,18 +222,11 @@ class TaskFunctions(Construct):
         return self.worker.function
 
     def connect_workflow(self, workflow: TaskWorkflow) -> None:
-        """Let the API function start, stop and answer this state machine's executions, and no other;
+        """Tell the API function that tasks run on this workflow (it serves the tasks extension then);
         let the worker answer its own callback. ARNs are built from the fixed name, not referenced:
         the state machine already depends on the worker, so a reference back would be a cycle."""
         self.api.function.add_environment("TASK_STATE_MACHINE_ARN", workflow.state_machine.state_machine_arn)
-        self._grant(self.api.role, API_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
-        self._grant(self.api.role, API_EXECUTION_ACTIONS, [workflow.executions_arn])
-        self._grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
-        acknowledge(
-            self.api.role,
-            f"AwsSolutions-IAM5[Resource::{workflow.executions_arn_for_nag}]",
-            "Executions are named by task id at run time; the grant covers executions of this one state machine.",
-        )
+        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
 
     def connect_authorization(self, issuer: str, scopes: tuple[str, ...]) -> None:
         """What the API function publishes as Protected Resource Metadata (RFC 9728)."""
@@ -233,15 +238,16 @@ class TaskFunctions(Construct):
         self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)
         secret.grant_read(self.api.role)
 
-    @staticmethod
-    def _grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> None:
-        role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
 
-    @staticmethod
-    def _grant_table(role: iam.IRole, grant: TableGrant, table: dynamodb.ITable) -> None:
-        conditions = None
-        if grant.key_prefix is not None:
-            conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{grant.key_prefix}*"]}}
-        role.add_to_principal_policy(
-            iam.PolicyStatement(actions=list(grant.actions), resources=[table.table_arn], conditions=conditions)
-        )
+def grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> None:
+    role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+
+
+def grant_table(role: iam.IRole, table_grant: TableGrant, table: dynamodb.ITable) -> None:
+    conditions = None
+    if table_grant.key_prefixes:
+        prefixes = [f"{prefix}*" for prefix in table_grant.key_prefixes]
+        conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": prefixes}}
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(table_grant.actions), resources=[table.table_arn], conditions=conditions)
+    )

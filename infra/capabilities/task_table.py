@@ -1,4 +1,8 @@
-"""The task table: tasks and handles in one on-demand DynamoDB table, shaped by the store's schema."""
+"""The task table: tasks and handles in one on-demand DynamoDB table, shaped by the store's schema.
+
+Its stream carries each write's new image to the supervisor (`infra/capabilities/supervisor.py`),
+which makes the Step Functions calls the writes ask for.
+"""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ class TaskTable(Construct):
             encryption=dynamodb.TableEncryption.AWS_MANAGED,
             deletion_protection=removal_policy == RemovalPolicy.RETAIN,
             removal_policy=removal_policy,
+            stream=dynamodb.StreamViewType.NEW_IMAGE,
         )
         self.table.add_global_secondary_index(
             index_name=schema.OWNER_INDEX,

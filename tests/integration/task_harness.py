@@ -1,8 +1,10 @@
 """Shared set-up of the task tests: one embedded moto server per session, the template's resources per test.
 
-Every test starts from an empty moto and gets the synthesized template's table, worker function and
-state machine (`local_stack.provision`, the same code `make run` uses), with the real `TaskWorker`
-invoked in-process by moto's Step Functions interpreter. These are component tests: one process,
+Every test starts from an empty moto and gets the synthesized template's table, functions and state
+machine (`local_stack.provision`, the same code `make run` uses), with the real `TaskWorker`
+invoked in-process by moto's Step Functions interpreter, and the template's event sources (the
+table's stream, execution status changes) delivered to the real `TaskSupervisor` in-process by the
+same `local_stack.event_delivery` the local stack runs. These are component tests: one process,
 no IAM; the template-driven local stack (`tests/e2e`, `tests/local_stack`) runs each function as Lambda would.
 """
 
@@ -15,15 +17,17 @@ from typing import Any
 
 import pytest
 
-from local_stack.aws import EmbeddedAws, register_function, start_embedded_aws, unregister_function
+from local_stack.aws import EmbeddedAws, in_process, register_function, start_embedded_aws, unregister_function
+from local_stack.event_delivery import EventDelivery
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.synth import Assembly, synthesize
 from local_stack.template import DeployedTemplate
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
-from mcp_runtime.tasks.executor import StepFunctionsExecutor
+from mcp_runtime.tasks.executor import StepFunctionsExecutor, execution_arn
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
+from mcp_runtime.tasks.supervisor import TaskSupervisor
 from mcp_runtime.tasks.worker import TaskWorker
 from mcp_runtime.tools import ToolRegistry
 
@@ -37,13 +41,15 @@ class TaskResources:
     table_name: str
     state_machine_arn: str
     worker_function_name: str
+    supervisor_logical_id: str
 
     @classmethod
     def of(cls, provisioned: ProvisionedStack) -> TaskResources:
         (table,) = provisioned.tables.values()
         (machine,) = provisioned.state_machines.values()
         (worker,) = [spec.name for spec in provisioned.functions.values() if "Worker" in spec.logical_id]
-        return cls(table, machine, worker)
+        (supervisor,) = [logical_id for logical_id in provisioned.functions if "Supervisor" in logical_id]
+        return cls(table, machine, worker, supervisor)
 
 
 class Clock:
@@ -95,20 +101,22 @@ class TaskEnvironment:
     def executor(self) -> StepFunctionsExecutor:
         return StepFunctionsExecutor(self.resources.state_machine_arn, self.stepfunctions)
 
-    def service(self, *, ttl_ms: int | None = 3_600_000, reconcile_after_seconds: float = 300.0) -> TaskService:
-        return TaskService(
-            self.store(),
-            self.executor(),
-            ttl_ms=ttl_ms,
-            poll_interval_ms=250,
-            reconcile_after_seconds=reconcile_after_seconds,
-        )
+    def service(self, *, ttl_ms: int | None = 3_600_000) -> TaskService:
+        return TaskService(self.store(), ttl_ms=ttl_ms, poll_interval_ms=250)
 
     def worker(self) -> TaskWorker:
         return TaskWorker(self.store(), self.executor(), self.tools, progress_interval_seconds=0.0)
 
-    def execution_status(self, task_id: str) -> str | None:
-        return self.executor().status(task_id)
+    def supervisor(self) -> TaskSupervisor:
+        return TaskSupervisor(self.store(), self.executor())
+
+    def execution_status(self, execution_name: str) -> str | None:
+        arn = execution_arn(self.resources.state_machine_arn, execution_name)
+        try:
+            status: str = self.stepfunctions.describe_execution(executionArn=arn)["status"]
+        except self.stepfunctions.exceptions.ExecutionDoesNotExist:
+            return None
+        return status
 
 
 @pytest.fixture(scope="session")
@@ -138,11 +146,21 @@ def task_env(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> Iterator[
     def worker_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         return holder["env"].worker().handle(event)
 
+    def supervisor_handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return holder["env"].supervisor().handle(event)
+
     resources = TaskResources.of(deployed)
     register_function(resources.worker_function_name, worker_handler)
+    supervisor = in_process(resources.supervisor_logical_id, supervisor_handler)
     env = TaskEnvironment(
         embedded_aws, resources, embedded_aws.client("dynamodb"), embedded_aws.client("stepfunctions")
     )
     holder["env"] = env
+    delivery = EventDelivery.start(
+        deployed,
+        lambda logical_id, payload: supervisor(payload, {}),
+        lambda logical_id: embedded_aws.client("dynamodbstreams"),
+    )
     yield env
+    delivery.stop()
     unregister_function(resources.worker_function_name)

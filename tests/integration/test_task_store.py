@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -13,10 +14,13 @@ from botocore.exceptions import ClientError
 from mcp_runtime import wire
 from mcp_runtime.mrtr import elicitation_request
 from mcp_runtime.tasks import schema
-from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
+from mcp_runtime.tasks.aws_clients import AwsRejected
+from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreRefused
 from mcp_runtime.tasks.models import (
     CANCELLED,
     COMPLETED,
+    EFFECT_RESUME,
+    EFFECT_STOP,
     FAILED,
     INPUT_REQUIRED,
     WORKING,
@@ -68,6 +72,9 @@ def create(store: DynamoTaskStore, clock: Clock, ttl_ms: int | None = TTL_MS, ow
         prepared={"name": "Alice"},
         poll_interval_ms=500,
         expires_at=expiry_epoch(clock(), ttl_ms),
+        create_token=(token := new_task_id()),
+        write_id=token,
+        execution_name="",
     )
     store.create(record)
     return record
@@ -156,7 +163,32 @@ def test_creating_a_task_with_an_existing_id_is_a_conflict(store: DynamoTaskStor
     record = create(store, clock)
 
     with pytest.raises(TaskConflict):
-        store.create(record)
+        store.create(replace(record, create_token="another create", arguments={"n": 2}))
+    assert store.get(record.task_id, ALICE.id) == record
+
+
+def test_a_create_sent_again_after_its_answer_was_lost_meets_its_own_write_and_succeeds(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+
+    store.create(record)  # the same create token: this create, applied before
+
+    assert store.get(record.task_id, ALICE.id) == record
+
+
+def test_a_discarded_create_is_gone_and_a_discard_of_someone_elses_create_is_refused_quietly(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    kept, dropped = create(store, clock), create(store, clock)
+
+    store.discard(kept.task_id, "not its create token")
+    store.discard(dropped.task_id, dropped.create_token)
+    store.discard("never-created-0000000000", "anything")
+
+    assert store.get(kept.task_id, ALICE.id) == kept
+    with pytest.raises(TaskNotFound):
+        store.get(dropped.task_id, ALICE.id)
 
 
 # ---- owner isolation ----------------------------------------------------------------------------------
@@ -213,7 +245,7 @@ def test_a_cancel_before_completion_wins_and_the_late_completion_is_refused(
 ) -> None:
     record = create(store, clock)
 
-    assert store.cancel(record.task_id, ALICE.id) == CancelOutcome(True, None)
+    assert store.cancel(record.task_id, ALICE.id) == CancelOutcome(True)
     with pytest.raises(TaskConflict):
         store.finish(record.task_id, COMPLETED, RESULT, expected_version=record.version)
     final = store.get(record.task_id, ALICE.id)
@@ -228,7 +260,7 @@ def test_a_completion_before_a_cancel_wins_and_the_cancel_is_a_no_op(store: Dyna
     assert store.get(record.task_id, ALICE.id).status == COMPLETED
 
 
-def test_cancelling_a_parked_task_hands_back_its_token_and_clears_the_questions(
+def test_cancelling_a_parked_task_clears_its_token_and_questions_and_asks_for_its_execution_to_stop(
     store: DynamoTaskStore, clock: Clock
 ) -> None:
     record = create(store, clock)
@@ -237,8 +269,8 @@ def test_cancelling_a_parked_task_hands_back_its_token_and_clears_the_questions(
     outcome = store.cancel(record.task_id, ALICE.id)
 
     after = store.get(record.task_id, ALICE.id)
-    assert outcome == CancelOutcome(True, "parked-token")
-    assert (after.status, after.input_requests, after.task_token) == (CANCELLED, {}, None)
+    assert outcome == CancelOutcome(True)
+    assert (after.status, after.input_requests, after.task_token, after.effect) == (CANCELLED, {}, None, EFFECT_STOP)
 
 
 def test_an_answer_arriving_after_a_cancel_is_ignored(store: DynamoTaskStore, clock: Clock) -> None:
@@ -246,7 +278,7 @@ def test_an_answer_arriving_after_a_cancel_is_ignored(store: DynamoTaskStore, cl
     park(store, record.task_id, ["confirm"])
     store.cancel(record.task_id, ALICE.id)
 
-    assert store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=True)}) == AnswerOutcome((), None)
+    assert store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=True)}) == AnswerOutcome((), False)
     assert store.get(record.task_id, ALICE.id).answers == {}
 
 
@@ -254,9 +286,23 @@ def test_a_park_after_a_cancel_is_refused(store: DynamoTaskStore, clock: Clock) 
     record = create(store, clock)
     store.cancel(record.task_id, ALICE.id)
 
-    with pytest.raises(TaskConflict):
-        store.park(record.task_id, record.version, {"confirm": request("?")}, (("confirm", "confirm"),), {}, "token")
+    outcome = store.park(record.task_id, record.version, {"confirm": request("?")}, (("confirm", "confirm"),), {}, "t")
+
+    assert (outcome.applied, outcome.record.status) == (False, CANCELLED)
     assert store.get(record.task_id, ALICE.id).status == CANCELLED
+
+
+def test_a_park_sent_again_after_its_answer_was_lost_finds_itself_applied(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    issued = (("confirm", "confirm"),)
+    store.park(record.task_id, record.version, {"confirm": request("?")}, issued, {}, "token-a")
+
+    again = store.park(record.task_id, record.version, {"confirm": request("?")}, issued, {}, "token-b")
+
+    assert (again.applied, again.record.status, again.record.task_token) == (True, INPUT_REQUIRED, "token-a")
+    assert store.replace_token(record.task_id, "token-a", "token-b")
+    assert not store.replace_token(record.task_id, "token-a", "token-c")
+    assert store.get(record.task_id).task_token == "token-b"
 
 
 def test_progress_is_recorded_while_working_and_refused_once_the_task_stopped(
@@ -278,16 +324,44 @@ def test_progress_is_recorded_while_working_and_refused_once_the_task_stopped(
 # ---- answers -------------------------------------------------------------------------------------------
 
 
-def test_answering_every_outstanding_key_resumes_with_the_parked_token(store: DynamoTaskStore, clock: Clock) -> None:
+def test_answering_every_outstanding_key_resumes_and_keeps_the_token_until_the_run_consumes_it(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
     park(store, record.task_id, ["name", "confirm"], token="token-7")
 
     outcome = store.answer(record.task_id, ALICE.id, {"name": accept(name="A"), "confirm": accept(ok=True)})
 
     after = store.get(record.task_id, ALICE.id)
-    assert outcome == AnswerOutcome(("name", "confirm"), "token-7")
-    assert (after.status, after.input_requests, after.task_token) == (WORKING, {}, None)
+    assert outcome == AnswerOutcome(("name", "confirm"), True)
+    assert (after.status, after.input_requests, after.task_token, after.effect) == (
+        WORKING,
+        {},
+        "token-7",
+        EFFECT_RESUME,
+    )
     assert after.answers == {"name": accept(name="A"), "confirm": accept(ok=True)}
+    store.set_status_message(record.task_id, "resumed")
+    consumed = store.get(record.task_id, ALICE.id)
+    assert (consumed.task_token, consumed.effect) == (None, None)
+
+
+def test_an_update_sent_again_after_its_answer_was_lost_asks_for_the_resume_again(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    park(store, record.task_id, ["confirm"], token="token-8")
+    answer = {"confirm": accept(ok=True)}
+    store.answer(record.task_id, ALICE.id, answer)
+    first = store.get(record.task_id, ALICE.id)
+
+    again = store.answer(record.task_id, ALICE.id, answer)
+
+    after = store.get(record.task_id, ALICE.id)
+    assert again == AnswerOutcome(("confirm",), True)
+    assert (after.status, after.task_token, after.effect, after.answers) == (WORKING, "token-8", EFFECT_RESUME, answer)
+    assert after.write_id != first.write_id  # a new stream record: the supervisor sends the token again
+    assert store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=False)}) == AnswerOutcome((), False)
 
 
 def test_a_partial_answer_leaves_only_the_outstanding_keys_and_does_not_resume(
@@ -299,7 +373,7 @@ def test_a_partial_answer_leaves_only_the_outstanding_keys_and_does_not_resume(
     outcome = store.answer(record.task_id, ALICE.id, {"name": accept(name="A")})
 
     after = store.get(record.task_id, ALICE.id)
-    assert outcome == AnswerOutcome(("name",), None)
+    assert outcome == AnswerOutcome(("name",), False)
     assert after.status == INPUT_REQUIRED
     assert list(after.input_requests) == ["confirm"]
     assert after.task_token == "token-1"
@@ -311,14 +385,14 @@ def test_answers_to_never_issued_already_answered_and_superseded_keys_are_ignore
     record = create(store, clock)
     park(store, record.task_id, ["name", "confirm"])
 
-    assert store.answer(record.task_id, ALICE.id, {"never-issued": accept(ok=True)}) == AnswerOutcome((), None)
-    assert store.answer(record.task_id, ALICE.id, {"name": accept(name="first")}) == AnswerOutcome(("name",), None)
+    assert store.answer(record.task_id, ALICE.id, {"never-issued": accept(ok=True)}) == AnswerOutcome((), False)
+    assert store.answer(record.task_id, ALICE.id, {"name": accept(name="first")}) == AnswerOutcome(("name",), False)
     assert store.answer(
         record.task_id, ALICE.id, {"name": accept(name="second"), "confirm": accept(ok=True)}
-    ) == AnswerOutcome(("confirm",), "token-1")
+    ) == AnswerOutcome(("confirm",), True)
     # The tool asks again (its earlier answer did not validate): a new wire key supersedes "name".
     park(store, record.task_id, ["name.2"], token="token-2")
-    assert store.answer(record.task_id, ALICE.id, {"name": accept(name="third")}) == AnswerOutcome((), None)
+    assert store.answer(record.task_id, ALICE.id, {"name": accept(name="third")}) == AnswerOutcome((), False)
 
     after = store.get(record.task_id, ALICE.id)
     assert after.answers == {"name": accept(name="first"), "confirm": accept(ok=True)}
@@ -340,20 +414,26 @@ def test_an_empty_update_changes_nothing(store: DynamoTaskStore, clock: Clock) -
     record = create(store, clock)
     before = park(store, record.task_id, ["confirm"])
 
-    assert store.answer(record.task_id, ALICE.id, {}) == AnswerOutcome((), None)
+    assert store.answer(record.task_id, ALICE.id, {}) == AnswerOutcome((), False)
     assert store.get(record.task_id, ALICE.id) == before
 
 
 # ---- errors --------------------------------------------------------------------------------------------
 
 
-def test_dynamodb_errors_become_store_errors_chained_from_the_client_error(task_env: TaskEnvironment) -> None:
+def test_a_refusal_becomes_a_store_refusal_chained_from_the_client_error_and_is_not_retried(
+    task_env: TaskEnvironment,
+) -> None:
+    calls: list[str] = []
+    task_env.dynamodb.meta.events.register("before-call.dynamodb.GetItem", lambda **_: calls.append("GetItem"))
     missing_table = DynamoTaskStore("no-such-table", task_env.dynamodb)
 
-    with pytest.raises(TaskStoreUnavailable, match="ResourceNotFoundException") as caught:
+    with pytest.raises(TaskStoreRefused, match="ResourceNotFoundException") as caught:
         missing_table.get("anything")
 
-    assert isinstance(caught.value.__cause__, ClientError)
+    assert isinstance(caught.value.__cause__, AwsRejected)
+    assert isinstance(caught.value.__cause__.__cause__, ClientError)
+    assert calls == ["GetItem"]
 
 
 # ---- randomized interleavings --------------------------------------------------------------------------
@@ -375,7 +455,6 @@ class Interleaving:
         self.worker_view: TaskRecord | None = None
         self.reconciler_view: TaskRecord | None = None
         self.first_answers: dict[str, Any] = {}
-        self.tokens_handed_out: list[str] = []
         self.terminal: TaskRecord | None = None
         self.last_seen = self.record
         self.parks = 0
@@ -420,10 +499,10 @@ class Interleaving:
         responses = {key: accept(ok=self.rng.random() < 0.5) for key in chosen}
         outcome = self.store.answer(self.task_id, ALICE.id, responses)
         for key in outcome.accepted_keys:
-            assert key not in self.first_answers, f"accepted {key} twice"
-            self.first_answers[key] = responses[key]
-        if outcome.resume_token is not None:
-            self.tokens_handed_out.append(outcome.resume_token)
+            assert self.first_answers.setdefault(key, responses[key]) == responses[key], f"{key} answered twice"
+        if outcome.resumed:
+            resumed = self.store.get(self.task_id)
+            assert resumed.status == WORKING and resumed.task_token is not None, "resumed without a token to send"
 
     def reconciler(self) -> None:
         if self.reconciler_view is None:
@@ -446,12 +525,11 @@ class Interleaving:
             assert now.input_requests == {} and now.task_token is None
         elif now.status == INPUT_REQUIRED:
             assert now.input_requests and now.task_token is not None
-        else:
-            assert now.input_requests == {} and now.task_token is None
+        else:  # working: the token of the last park stays until the resumed run's first write
+            assert now.input_requests == {}
         assert set(now.input_requests) <= issued and set(now.answers) <= issued
         assert not set(now.input_requests) & set(now.answers), "a key is both answered and outstanding"
         assert now.answers == self.first_answers, "an answer was lost or overwritten"
-        assert len(self.tokens_handed_out) == len(set(self.tokens_handed_out)), "a parked token resumed twice"
 
 
 def test_no_interleaving_of_cancel_update_completion_and_crash_loses_a_task_or_breaks_its_state(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Any
@@ -255,61 +256,53 @@ def test_cancelling_a_parked_task_settles_cancelled_and_ends_its_execution(
     assert service.get(task_id, request_context())["status"] == CANCELLED
 
 
-def test_a_task_whose_execution_died_without_a_terminal_write_is_settled_failed_on_read(env: TaskEnvironment) -> None:
-    watchful = TaskService(
-        env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0
-    )
-    task_id = start(watchful, env, "confirm_delete", {"filename": "a.txt"})
-    parked = poll(watchful, task_id, {INPUT_REQUIRED})
-    token = env.store().get(task_id).task_token
-    assert token is not None
+def test_a_task_whose_execution_was_stopped_behind_its_back_is_settled_failed_in_the_background(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    task_id = start(service, env, "confirm_delete", {"filename": "a.txt"})
+    parked = poll(service, task_id, {INPUT_REQUIRED})
     env.executor().stop(task_id)  # an operator stops the execution behind the service's back
-    wait_until(lambda: env.execution_status(task_id), lambda s: s == "ABORTED")
 
-    settled = watchful.get(task_id, request_context())
+    settled = poll(service, task_id, TERMINAL)
 
     assert parked["status"] == INPUT_REQUIRED
-    assert settled["status"] == FAILED
-    assert settled["error"] == EXECUTION_LOST_ERROR
+    assert (settled["status"], settled["error"]) == (FAILED, {**EXECUTION_LOST_ERROR, "data": {"reason": "ABORTED"}})
 
 
-def test_a_task_whose_execution_never_started_is_settled_failed_on_read(env: TaskEnvironment) -> None:
-    stamp = iso_timestamp(time.time() - 600)
-    record = TaskRecord(
-        task_id=new_task_id(),
-        owner=ALICE.id,
-        status=WORKING,
-        created_at=stamp,
-        last_updated_at=stamp,
-        ttl_ms=None,
-        version=1,
-        tool_name="slow_compute",
-        arguments={"seconds": 0},
-        client=ClientSnapshot(wire.PROTOCOL_VERSION, {}),
+def test_an_ended_execution_that_is_not_the_tasks_current_one_leaves_the_task_alone(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    task_id = start(service, env, "confirm_delete", {"filename": "b.txt"})
+    poll(service, task_id, {INPUT_REQUIRED})
+    stale = f"{task_id}.0"
+    env.stepfunctions.start_execution(
+        stateMachineArn=env.resources.state_machine_arn, name=stale, input=json.dumps({"taskId": task_id})
     )
-    env.store().create(record)  # as if the API died between the write and StartExecution
+    env.executor().stop(stale)
+    wait_until(lambda: env.execution_status(stale), lambda s: s != "RUNNING")
 
-    settled = env.service(reconcile_after_seconds=300).get(record.task_id, request_context())
+    assert service.get(task_id, request_context())["status"] == INPUT_REQUIRED
+    env.executor().stop(task_id)
+    settled = poll(service, task_id, TERMINAL)
+    assert (settled["status"], settled["error"]["data"]) == (FAILED, {"reason": "ABORTED"})
 
-    assert (settled["status"], settled["error"]) == (FAILED, EXECUTION_LOST_ERROR)
 
+def test_a_task_that_stays_quiet_is_left_alone_while_its_execution_runs(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    task_id = start(service, env, "confirm_delete", {"filename": "a.txt"})
+    poll(service, task_id, {INPUT_REQUIRED})
 
-def test_a_task_that_stays_quiet_is_not_reconciled_while_its_execution_runs(env: TaskEnvironment) -> None:
-    watchful = TaskService(
-        env.store(), env.executor(), ttl_ms=60_000, poll_interval_ms=250, reconcile_after_seconds=0.0
-    )
-    task_id = start(watchful, env, "confirm_delete", {"filename": "a.txt"})
-    poll(watchful, task_id, {INPUT_REQUIRED})
-
-    assert watchful.get(task_id, request_context())["status"] == INPUT_REQUIRED
-    watchful.cancel(task_id, request_context())
+    assert service.get(task_id, request_context())["status"] == INPUT_REQUIRED
+    assert env.execution_status(task_id) == "RUNNING"
+    service.cancel(task_id, request_context())
 
 
 def test_the_worker_leaves_a_cancelled_task_alone(service: TaskService, env: TaskEnvironment) -> None:
     task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
     service.cancel(task_id, request_context())
 
-    assert env.worker().run(task_id) == {"outcome": "stopped", "park": None}
+    assert env.worker().run(task_id) == {"outcome": "stopped", "park": None, "settle": None}
     assert env.store().get(task_id).status == CANCELLED
 
 

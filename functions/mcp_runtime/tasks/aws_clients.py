@@ -1,12 +1,86 @@
-"""boto3 clients built on first use (never at import time) and cached; boto3 itself is imported lazily."""
+"""AWS clients of the task side, and the one place their calls are made, timed and translated.
+
+Clients are built on first use (boto3 is imported then, never at import time), one per service and
+endpoint in a process, with short connect and read timeouts and botocore's own retries off.
+`AwsCaller.call` retries instead, for two reasons: a call's attempts stop before the invocation runs
+out of time (`invocation_deadline`, set by each Lambda entry point from the context's remaining
+time), and what AWS refused for good (`AwsRejected`: validation, access, a failed condition) is
+told apart from what may succeed when sent again (`AwsUnavailable`: throttling, 5xx, timeouts,
+connection errors, once the attempts or the time are used up). Callers translate these two into
+their own domain errors; nothing else in the task side catches botocore's exceptions.
+"""
 
 from __future__ import annotations
 
+import random
 import threading
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any, Final
 
+CONNECT_TIMEOUT_SECONDS: Final = 1.0
+# Per attempt; DynamoDB and Step Functions answer in milliseconds, S3 moves up to a few MB. With
+# less time left in the invocation, an attempt uses the longest shorter read timeout that fits.
+READ_TIMEOUT_SECONDS: Final[Mapping[str, float]] = {"dynamodb": 3.0, "stepfunctions": 4.0, "s3": 10.0}
+DEFAULT_READ_TIMEOUT_SECONDS: Final = 4.0
+SHORTER_READ_TIMEOUTS_SECONDS: Final[tuple[float, ...]] = (2.0, 1.0, 0.5)
+MAX_ATTEMPTS: Final = 6
+BASE_BACKOFF_SECONDS: Final = 0.05
+MAX_BACKOFF_SECONDS: Final = 2.0
+# Kept back from the invocation's remaining time: enough to answer after the last attempt.
+ANSWER_RESERVE_SECONDS: Final = 1.0
+
+# Error codes AWS uses for "not now": throttling, capacity, internal errors, transient conflicts.
+TRANSIENT_CODES: Final[frozenset[str]] = frozenset(
+    {
+        "ProvisionedThroughputExceededException",
+        "ThrottlingException",
+        "Throttling",
+        "ThrottledException",
+        "RequestLimitExceeded",
+        "TooManyRequestsException",
+        "SlowDown",
+        "InternalServerError",
+        "InternalFailure",
+        "InternalError",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "TransactionConflictException",
+        "TransactionInProgressException",
+        # Step Functions' open-executions quota: room comes back as executions end.
+        "ExecutionLimitExceeded",
+    }
+)
+# Kept for the handle store's own error names.
+THROTTLING_CODES: Final = TRANSIENT_CODES
+CONDITION_FAILED: Final = "ConditionalCheckFailedException"
+
+_deadline: ContextVar[float | None] = ContextVar("invocation_deadline", default=None)
+_clients: dict[tuple[str, str | None, str | None, float], Any] = {}
+_clients_lock = threading.Lock()
 _session_lock = threading.Lock()
 _session: Any = None
+
+
+@contextmanager
+def invocation_deadline(remaining_ms: float | None, reserve_seconds: float = ANSWER_RESERVE_SECONDS) -> Iterator[None]:
+    """AWS calls inside this block stop retrying in time to leave `reserve_seconds` of the invocation."""
+    deadline = None if remaining_ms is None else time.monotonic() + remaining_ms / 1000 - reserve_seconds
+    token = _deadline.set(deadline)
+    try:
+        yield
+    finally:
+        _deadline.reset(token)
+
+
+def seconds_left() -> float | None:
+    """Time left for AWS calls in this invocation (None outside any deadline)."""
+    deadline = _deadline.get()
+    return None if deadline is None else deadline - time.monotonic()
 
 
 def shared_session() -> Any:
@@ -20,62 +94,140 @@ def shared_session() -> Any:
         return _session
 
 
-class LazyClient:
-    """One boto3 client per service, built on first use. Client creation is not thread-safe; use is."""
+def connect_timeout(read_timeout: float) -> float:
+    return min(CONNECT_TIMEOUT_SECONDS, read_timeout)
 
-    def __init__(self, service: str, endpoint_url: str | None = None, region_name: str | None = None) -> None:
-        self.service = service
-        self.endpoint_url = endpoint_url
-        self.region_name = region_name
-        self._client: Any = None
-        self._lock = threading.Lock()
 
-    def __call__(self) -> Any:
-        if self._client is None:
-            with self._lock:
-                if self._client is None:
-                    from botocore.config import Config
+def build_client(
+    service: str, endpoint_url: str | None = None, region_name: str | None = None, read_timeout: float | None = None
+) -> Any:
+    """The process's client for this service, endpoint and read timeout: botocore's retries off."""
+    read = READ_TIMEOUT_SECONDS.get(service, DEFAULT_READ_TIMEOUT_SECONDS) if read_timeout is None else read_timeout
+    key = (service, endpoint_url, region_name, read)
+    client = _clients.get(key)
+    if client is None:
+        with _clients_lock:
+            client = _clients.get(key)
+            if client is None:
+                from botocore.config import Config
 
-                    self._client = shared_session().client(
-                        self.service,
-                        endpoint_url=self.endpoint_url,
-                        region_name=self.region_name,
-                        config=Config(
-                            retries={"mode": "standard", "max_attempts": 3}, connect_timeout=5, read_timeout=30
-                        ),
-                    )
-        return self._client
+                config = Config(
+                    connect_timeout=connect_timeout(read),
+                    read_timeout=read,
+                    retries={"mode": "standard", "total_max_attempts": 1},
+                )
+                client = shared_session().client(
+                    service, endpoint_url=endpoint_url, region_name=region_name, config=config
+                )
+                _clients[key] = client
+    return client
 
 
 def client_provider(
     client: Any | None, service: str, endpoint_url: str | None = None, region_name: str | None = None
-) -> Any:
-    """A zero-argument callable returning the client: the injected one, or a lazily built one."""
+) -> Callable[..., Any]:
+    """A callable returning the client (for a read timeout, if given): the injected one, or the process's own."""
     if client is not None:
-        return lambda: client
-    return LazyClient(service, endpoint_url, region_name)
+        return lambda read_timeout=None: client
+    return lambda read_timeout=None: build_client(service, endpoint_url, region_name, read_timeout)
 
 
-def error_code(exc: BaseException) -> str:
-    """The AWS error code of a botocore ClientError ('' for anything else)."""
+class AwsCallError(Exception):
+    """An AWS call that did not succeed: `code` is AWS's error code (or the exception's name)."""
+
+    def __init__(self, service: str, operation: str, code: str, message: str, response: Mapping[str, Any]) -> None:
+        super().__init__(f"{service} {operation}: {code}" + (f" ({message})" if message else ""))
+        self.service = service
+        self.operation = operation
+        self.code = code
+        self.response = dict(response)
+
+    @property
+    def item(self) -> dict[str, Any] | None:
+        """The item DynamoDB returned with a failed condition (ReturnValuesOnConditionCheckFailure)."""
+        item = self.response.get("Item")
+        return item if isinstance(item, dict) else None
+
+
+class AwsUnavailable(AwsCallError):
+    """Throttled, failing or unreachable for every attempt the budget allowed: may succeed later."""
+
+
+class AwsRejected(AwsCallError):
+    """AWS answered and refused (validation, access, a failed condition, a missing resource)."""
+
+
+def classify(service: str, operation: str, exc: BaseException) -> AwsCallError | None:
+    """The AWS failure `exc` stands for, or None when it is not botocore's (a bug of ours)."""
+    if not type(exc).__module__.startswith("botocore"):
+        return None
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
-        return str((response.get("Error") or {}).get("Code") or "")
-    return ""
+        error = response.get("Error") or {}
+        code = str(error.get("Code") or "")
+        status = int((response.get("ResponseMetadata") or {}).get("HTTPStatusCode") or 0)
+        message = str(error.get("Message") or "")
+        if code in TRANSIENT_CODES or status >= 500 or status == 429:
+            return AwsUnavailable(service, operation, code or str(status), message, response)
+        return AwsRejected(service, operation, code or str(status), message, response)
+    from botocore.exceptions import ConnectionError as BotocoreConnectionError
+    from botocore.exceptions import HTTPClientError
+
+    if isinstance(exc, BotocoreConnectionError | HTTPClientError):
+        return AwsUnavailable(service, operation, type(exc).__name__, str(exc), {})
+    return AwsRejected(service, operation, type(exc).__name__, str(exc), {})
 
 
-def is_aws_error(exc: BaseException) -> bool:
-    """botocore's ClientError and its connection/endpoint errors, told apart from our own bugs."""
-    return type(exc).__module__.startswith("botocore")
+class AwsCaller:
+    """Makes one service's calls: retries what may be retried, within the attempts and the time left."""
 
+    def __init__(
+        self,
+        service: str,
+        client: Any | None = None,
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
+        self.service = service
+        self.client = client_provider(client, service, endpoint_url, region_name)
+        self.max_attempts = max_attempts
+        default = READ_TIMEOUT_SECONDS.get(service, DEFAULT_READ_TIMEOUT_SECONDS)
+        self._read_timeouts = (default, *(t for t in SHORTER_READ_TIMEOUTS_SECONDS if t < default))
+        self._sleep = sleep
+        self._jitter = jitter
 
-THROTTLING_CODES = frozenset(
-    {
-        "ProvisionedThroughputExceededException",
-        "ThrottlingException",
-        "RequestLimitExceeded",
-        "InternalServerError",
-        "ServiceUnavailable",
-        "TransactionConflictException",
-    }
-)
+    def read_timeout_for(self, seconds: float | None) -> float | None:
+        """The longest read timeout whose worst-case attempt fits in `seconds` (None: none fits)."""
+        if seconds is None:
+            return self._read_timeouts[0]
+        for read in self._read_timeouts:
+            if connect_timeout(read) + read <= seconds:
+                return read
+        return None
+
+    def call(self, operation: str, **params: Any) -> dict[str, Any]:
+        attempt = 0
+        while True:
+            attempt += 1
+            # Never start an attempt whose worst case would outlast the invocation.
+            read_timeout = self.read_timeout_for(seconds_left())
+            if read_timeout is None:
+                raise AwsUnavailable(self.service, operation, "NoTimeLeft", "the invocation's time is up", {})
+            try:
+                response: dict[str, Any] = getattr(self.client(read_timeout), operation)(**params)
+                return response
+            except Exception as exc:
+                failure = classify(self.service, operation, exc)
+                if failure is None:
+                    raise
+                if isinstance(failure, AwsRejected) or attempt >= self.max_attempts:
+                    raise failure from exc
+                delay = self._jitter() * min(MAX_BACKOFF_SECONDS, BASE_BACKOFF_SECONDS * 2**attempt)
+                left = seconds_left()
+                if left is not None and self.read_timeout_for(left - delay) is None:
+                    raise failure from exc
+                self._sleep(delay)

@@ -16,11 +16,22 @@ class TaskConflict(TaskError):
 
 
 class TaskStoreUnavailable(TaskError):
-    """DynamoDB throttled or failed; safe to retry. The state machine retries on this name."""
+    """DynamoDB throttled, failed or was unreachable for the whole budget; safe to retry.
+
+    The state machine retries on this name (a worker step that raises it did nothing irreversible).
+    """
+
+
+class TaskStoreRefused(TaskError):
+    """DynamoDB refused the request (validation, access, a missing table): retrying cannot help."""
 
 
 class ExecutorUnavailable(TaskError):
-    """Step Functions refused or failed a call that the caller cannot complete without."""
+    """Step Functions throttled, failed or was unreachable for the whole budget; safe to retry."""
+
+
+class ExecutorRefused(TaskError):
+    """Step Functions refused the request for good (access, a missing state machine, bad input)."""
 
 
 class TaskNoLongerRunning(Exception):

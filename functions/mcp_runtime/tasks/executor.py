@@ -1,4 +1,10 @@
-"""Running a task's work: one Step Functions Standard execution per task, named by the task id."""
+"""Running a task's work: Step Functions Standard executions, named by the task (`executionName`).
+
+The supervisor starts, resumes and stops executions as the task item's `effect` asks
+(`mcp_runtime.tasks.supervisor`); the worker only answers its own callback token. Every call is
+safe to repeat: a start of an execution that exists, a stop of one that ended, and a token nobody
+waits on any more are all "already done".
+"""
 
 from __future__ import annotations
 
@@ -6,36 +12,34 @@ import json
 from typing import Any, Final, Protocol
 
 from ..observability import NO_TELEMETRY, Telemetry, traced
-from .aws_clients import client_provider, error_code, is_aws_error
-from .errors import ExecutorUnavailable
+from .aws_clients import AwsCaller, AwsCallError, AwsRejected
+from .errors import ExecutorRefused, ExecutorUnavailable
 
-# An execution in one of these states will never write the task's terminal status.
-ENDED_STATUSES: Final[frozenset[str]] = frozenset({"SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"})
-# Callback errors meaning "nobody waits on this token any more".
+# Callback errors meaning "nobody waits on this token any more" (it was answered, timed out, or its
+# execution ended): the task's own item, not the token, says what happens next.
 STALE_TOKEN_CODES: Final[frozenset[str]] = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 
 
 class TaskExecutor(Protocol):
-    def start(self, task_id: str) -> None:
-        """Start the task's execution; starting the same task twice is harmless."""
+    def start(self, task_id: str, execution_name: str) -> None:
+        """Start the task's execution; starting it again is harmless."""
 
-    def stop(self, task_id: str) -> None:
-        """Stop the execution (an execution that already ended is fine)."""
+    def stop(self, execution_name: str) -> None:
+        """Stop the execution (one that already ended, or never started, is fine)."""
 
-    def resume(self, task_token: str) -> bool:
-        """Wake an execution parked on input; False when nothing waits on that token any more."""
-
-    def release(self, task_token: str) -> None:
-        """Best effort: let a parked wait end without resuming the work (after a stop or cancel)."""
-
-    def status(self, task_id: str) -> str | None:
-        """The execution's status (RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED), or None if none exists."""
+    def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
+        """Wake an execution parked on this token; False when nothing waits on it any more."""
 
 
-def execution_arn(state_machine_arn: str, task_id: str) -> str:
-    """arn:...:stateMachine:<name> -> arn:...:execution:<name>:<task id>, without asking AWS."""
+def execution_arn(state_machine_arn: str, execution_name: str) -> str:
+    """arn:...:stateMachine:<name> -> arn:...:execution:<name>:<execution>, without asking AWS."""
     prefix, _, name = state_machine_arn.rpartition(":stateMachine:")
-    return f"{prefix}:execution:{name}:{task_id}"
+    return f"{prefix}:execution:{name}:{execution_name}"
+
+
+def execution_input(task_id: str) -> str:
+    """The one input every execution of a task gets (so a repeated start is the same start)."""
+    return json.dumps({"taskId": task_id}, separators=(",", ":"))
 
 
 class StepFunctionsExecutor:
@@ -49,64 +53,52 @@ class StepFunctionsExecutor:
         endpoint_url: str | None = None,
         region_name: str | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        caller: AwsCaller | None = None,
     ) -> None:
         self.state_machine_arn = state_machine_arn
-        self._client = client_provider(client, "stepfunctions", endpoint_url, region_name)
+        self._aws = caller or AwsCaller("stepfunctions", client, endpoint_url=endpoint_url, region_name=region_name)
         self.telemetry = telemetry
 
     @traced("TaskExecutor.start")
-    def start(self, task_id: str) -> None:
+    def start(self, task_id: str, execution_name: str) -> None:
         try:
-            self._client().start_execution(
-                stateMachineArn=self.state_machine_arn, name=task_id, input=json.dumps({"taskId": task_id})
+            self._aws.call(
+                "start_execution",
+                stateMachineArn=self.state_machine_arn,
+                name=execution_name,
+                input=execution_input(task_id),
             )
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            if error_code(exc) == "ExecutionAlreadyExists":
-                return
-            raise ExecutorUnavailable(f"could not start the task's execution: {error_code(exc) or exc}") from exc
+        except AwsCallError as exc:
+            if isinstance(exc, AwsRejected) and exc.code == "ExecutionAlreadyExists":
+                return  # started before (and perhaps ended since)
+            raise _translate(exc, "start") from exc
 
     @traced("TaskExecutor.stop")
-    def stop(self, task_id: str) -> None:
+    def stop(self, execution_name: str) -> None:
         try:
-            self._client().stop_execution(
-                executionArn=execution_arn(self.state_machine_arn, task_id), error="TaskCancelled", cause="tasks/cancel"
+            self._aws.call(
+                "stop_execution",
+                executionArn=execution_arn(self.state_machine_arn, execution_name),
+                error="TaskCancelled",
+                cause="tasks/cancel",
             )
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            if error_code(exc) != "ExecutionDoesNotExist":
-                raise ExecutorUnavailable(f"could not stop the task's execution: {error_code(exc) or exc}") from exc
+        except AwsCallError as exc:
+            if isinstance(exc, AwsRejected) and exc.code == "ExecutionDoesNotExist":
+                return  # never started
+            raise _translate(exc, "stop") from exc
 
     @traced("TaskExecutor.resume")
-    def resume(self, task_token: str) -> bool:
+    def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
         try:
-            self._client().send_task_success(taskToken=task_token, output=json.dumps({"resumed": True}))
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            if error_code(exc) in STALE_TOKEN_CODES:
+            self._aws.call("send_task_success", taskToken=task_token, output=json.dumps(output or {"resumed": True}))
+        except AwsCallError as exc:
+            if isinstance(exc, AwsRejected) and exc.code in STALE_TOKEN_CODES:
                 return False
-            raise ExecutorUnavailable(f"could not resume the task's execution: {error_code(exc) or exc}") from exc
+            raise _translate(exc, "resume") from exc
         return True
 
-    @traced("TaskExecutor.release")
-    def release(self, task_token: str) -> None:
-        try:
-            self._client().send_task_success(taskToken=task_token, output=json.dumps({"released": True}))
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
 
-    @traced("TaskExecutor.status")
-    def status(self, task_id: str) -> str | None:
-        try:
-            response = self._client().describe_execution(executionArn=execution_arn(self.state_machine_arn, task_id))
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            if error_code(exc) == "ExecutionDoesNotExist":
-                return None
-            raise ExecutorUnavailable(f"could not describe the task's execution: {error_code(exc) or exc}") from exc
-        return str(response["status"])
+def _translate(exc: AwsCallError, what: str) -> Exception:
+    if isinstance(exc, AwsRejected):
+        return ExecutorRefused(f"could not {what} the task's execution ({exc.code})")
+    return ExecutorUnavailable(f"could not {what} the task's execution ({exc.code})")

@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .aws_clients import client_provider, is_aws_error
+from .aws_clients import AwsCaller, AwsCallError
 from .errors import TaskStoreUnavailable
 from .store import from_item
 
@@ -76,7 +76,7 @@ class DynamoTaskHistory:
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self._table = table_name
-        self._client = client_provider(client, "dynamodb", endpoint_url)
+        self._aws = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
         self._clock = clock
         self.telemetry = telemetry
 
@@ -99,11 +99,9 @@ class DynamoTaskHistory:
                 schema.PARTITION_KEY: {"S": schema.TASK_KEY_PREFIX + task_id},
             }
         try:
-            response = self._client().query(**request)
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            raise TaskStoreUnavailable("query") from exc
+            response = self._aws.call("query", **request)
+        except AwsCallError as exc:
+            raise TaskStoreUnavailable(f"query: {exc.code}") from exc
         now = self._clock()
         tasks = []
         for item in response.get("Items", []):

@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import Any, Final, cast
 
 from .. import wire
+from . import schema
 
 WORKING: Final = "working"
 INPUT_REQUIRED: Final = "input_required"
@@ -21,6 +22,10 @@ COMPLETED: Final = "completed"
 FAILED: Final = "failed"
 CANCELLED: Final = "cancelled"
 ACTIVE_STATUSES: Final[tuple[str, ...]] = (WORKING, INPUT_REQUIRED)
+
+EFFECT_START: Final = schema.EFFECT_START
+EFFECT_RESUME: Final = schema.EFFECT_RESUME
+EFFECT_STOP: Final = schema.EFFECT_STOP
 
 
 def iso_timestamp(epoch_seconds: float) -> str:
@@ -90,6 +95,17 @@ class TaskRecord:
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
     expires_at: int | None = None
+    # Written once at create: a retried create that meets this value met its own write.
+    create_token: str = ""
+    # Set by every conditional write: a retried write that meets its own id was applied already.
+    write_id: str = ""
+    effect: str | None = None
+    execution_name: str = ""
+
+    @property
+    def execution(self) -> str:
+        """The name of the execution that runs the task now (the task id, unless it continued)."""
+        return self.execution_name or self.task_id
 
     @property
     def is_terminal(self) -> bool:
@@ -140,6 +156,13 @@ def get_task_result(record: TaskRecord) -> dict[str, Any]:
     elif record.status == FAILED:
         detailed["error"] = dict(record.error or {"code": wire.INTERNAL_ERROR, "message": "Task failed"})
     return detailed
+
+
+def new_write_id() -> str:
+    """Names one logical write across its retries (not a secret: an item's own bookkeeping)."""
+    import secrets
+
+    return secrets.token_hex(8)
 
 
 EXECUTION_FAILED_ERROR: Final[dict[str, Any]] = {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}

@@ -11,3 +11,16 @@ OWNER_INDEX_PARTITION_KEY: Final = "owner"
 OWNER_INDEX_SORT_KEY: Final = "createdAt"
 TASK_KEY_PREFIX: Final = "task#"
 HANDLE_KEY_PREFIX: Final = "handle#"
+
+# What a task's execution must be told, left on the item (attribute `effect`) by the write that made
+# it due. The table's stream delivers that write to the supervisor, which makes the Step Functions
+# call (and is retried until it succeeds); the worker's next write removes it.
+EFFECT_ATTRIBUTE: Final = "effect"
+EFFECT_START: Final = "start"  # start the execution named `executionName`
+EFFECT_RESUME: Final = "resume"  # send `taskToken` to the parked execution
+EFFECT_STOP: Final = "stop"  # stop the execution named `executionName`
+EFFECTS: Final[tuple[str, ...]] = (EFFECT_START, EFFECT_RESUME, EFFECT_STOP)
+
+# The EventBridge events the supervisor settles lost executions from.
+EXECUTION_STATUS_CHANGE: Final = "Step Functions Execution Status Change"
+ENDED_STATUSES: Final[tuple[str, ...]] = ("ABORTED", "FAILED", "SUCCEEDED", "TIMED_OUT")

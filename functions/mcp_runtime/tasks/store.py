@@ -4,37 +4,45 @@ Item (key `pk = "task#<id>"`): owner, status, createdAt/lastUpdatedAt (ISO 8601)
 (epoch seconds, the table's TTL attribute; absent when ttlMs is null), version (optimistic lock),
 the tool call (toolName, arguments, client, prepared), the outstanding inputRequests and received
 answers (maps keyed by wire key, so one answer is one map entry), every issued key, the parked
-taskToken, and the final result or error. Big or free-form values are JSON strings.
+taskToken, the final result or error, the execution's name, and the `effect` the supervisor still
+has to carry out (start, resume, stop; see `models.EFFECTS`). Big or free-form values are JSON.
 
 Rules every write follows:
 - a terminal status is written once: every transition requires an active status;
 - an item past `expiresAt` is treated as absent (DynamoDB deletes late), on reads and in conditions;
-- another principal's item looks exactly like a missing one.
+- another principal's item looks exactly like a missing one;
+- a write is safe to send again when AWS applied it but its answer was lost: each write carries a
+  write id (creates a create token), and a retry whose condition fails on an item that already
+  shows that write is the write's success, not a conflict.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .aws_clients import THROTTLING_CODES, client_provider, error_code, is_aws_error
-from .errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
+from .aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
+from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
     COMPLETED,
+    EFFECT_RESUME,
+    EFFECT_STOP,
     FAILED,
     INPUT_REQUIRED,
     WORKING,
     ClientSnapshot,
     TaskRecord,
     iso_timestamp,
+    new_write_id,
 )
 
 Item = dict[str, dict[str, Any]]
@@ -42,10 +50,10 @@ Item = dict[str, dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class AnswerOutcome:
-    """What `answer` did: the keys it accepted, and the token to resume the execution with (if now due)."""
+    """What `answer` did: the keys it accepted, and whether the task is now due to resume."""
 
     accepted_keys: tuple[str, ...]
-    resume_token: str | None
+    resumed: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,12 +62,22 @@ class CancelOutcome:
     `settled` is the task as the cancel left it (reported to telemetry); not part of equality."""
 
     cancelled: bool
-    parked_token: str | None = None
     settled: TaskRecord | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ParkOutcome:
+    """What `park` found: `applied` when the item shows this park (now, or from an attempt whose
+    answer was lost); `record` is the item as it is after the write (or as the failed condition saw it)."""
+
+    applied: bool
+    record: TaskRecord
 
 
 class TaskStore(Protocol):
     def create(self, record: TaskRecord) -> None: ...
+
+    def discard(self, task_id: str, create_token: str) -> None: ...
 
     def get(self, task_id: str, owner: str | None = None) -> TaskRecord: ...
 
@@ -77,11 +95,15 @@ class TaskStore(Protocol):
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
-    ) -> None: ...
+    ) -> ParkOutcome: ...
+
+    def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool: ...
 
     def finish(
         self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
     ) -> TaskRecord: ...
+
+    def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord: ...
 
 
 def task_key(task_id: str) -> dict[str, dict[str, str]]:
@@ -123,7 +145,14 @@ def to_item(record: TaskRecord) -> Item:
         "answers": {"M": {k: _json(v) for k, v in record.answers.items()}},
         "issuedKeys": _json([list(pair) for pair in record.issued_keys]),
         "scratch": _json(record.scratch),
+        "createToken": {"S": record.create_token},
     }
+    if record.write_id:
+        item["writeId"] = {"S": record.write_id}
+    if record.execution_name:
+        item["executionName"] = {"S": record.execution_name}
+    if record.effect is not None:
+        item["effect"] = {"S": record.effect}
     if record.poll_interval_ms is not None:
         item["pollIntervalMs"] = {"N": str(record.poll_interval_ms)}
     if record.status_message is not None:
@@ -170,6 +199,10 @@ def from_item(item: Item) -> TaskRecord:
         result=_loads(item.get("result")),
         error=_loads(item.get("error")),
         expires_at=number(schema.TTL_ATTRIBUTE),
+        create_token=text("createToken") or "",
+        write_id=text("writeId") or "",
+        effect=text("effect"),
+        execution_name=text("executionName") or "",
     )
 
 
@@ -251,9 +284,10 @@ class DynamoTaskStore:
         region_name: str | None = None,
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry = NO_TELEMETRY,
+        caller: AwsCaller | None = None,
     ) -> None:
         self.table_name = table_name
-        self._client = client_provider(client, "dynamodb", endpoint_url, region_name)
+        self._aws = caller or AwsCaller("dynamodb", client, endpoint_url=endpoint_url, region_name=region_name)
         self._clock = clock
         self.telemetry = telemetry
 
@@ -261,12 +295,7 @@ class DynamoTaskStore:
     @traced("TaskStore.get")
     def get(self, task_id: str, owner: str | None = None) -> TaskRecord:
         """A consistent read. `owner=None` is the worker's view (it acts for whoever owns the task)."""
-        try:
-            response = self._client().get_item(TableName=self.table_name, Key=task_key(task_id), ConsistentRead=True)
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            raise self._translate(exc) from exc
+        response = self._call("get_item", TableName=self.table_name, Key=task_key(task_id), ConsistentRead=True)
         return self._visible(response.get("Item"), owner)
 
     def _visible(self, item: Item | None, owner: str | None) -> TaskRecord:
@@ -277,55 +306,92 @@ class DynamoTaskStore:
             raise TaskNotFound("Task not found")
         return record
 
-    # ---- writes ---------------------------------------------------------------------------------
+    # ---- writes from the API --------------------------------------------------------------------
     @traced("TaskStore.create")
     def create(self, record: TaskRecord) -> None:
+        """Put the new item (its `effect` asks for the execution to start); a create that meets its own
+        earlier attempt (same create token) succeeded."""
         try:
-            self._client().put_item(
+            self._call(
+                "put_item",
                 TableName=self.table_name,
                 Item=to_item(record),
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": schema.PARTITION_KEY},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise TaskConflict(f"task {record.task_id} already exists") from exc
-            raise self._translate(exc) from exc
+        except _ConditionFailed as failure:
+            if failure.record is not None and failure.record.create_token == record.create_token:
+                return
+            raise TaskConflict(f"task {record.task_id} already exists") from None
+
+    @traced("TaskStore.discard")
+    def discard(self, task_id: str, create_token: str) -> None:
+        """Delete a task whose create may have been applied although the caller was told it failed."""
+        try:
+            self._call(
+                "delete_item",
+                TableName=self.table_name,
+                Key=task_key(task_id),
+                ConditionExpression="#token = :token",
+                ExpressionAttributeNames={"#token": "createToken"},
+                ExpressionAttributeValues={":token": {"S": create_token}},
+            )
+        except _ConditionFailed:
+            return  # never written (or not ours): nothing to take back
 
     @traced("TaskStore.answer")
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
         """Record answers to outstanding keys; others (never issued, answered, superseded) are ignored.
 
         First try assumes the answers cover every outstanding key (the usual case: one write). When
-        that condition fails, the old item comes back with the failure and the exact subset is
-        written, conditioned on the version just seen.
+        that condition fails, the item comes back with the failure: if it already shows these answers
+        (this write, or the same answers sent before, applied with the answer lost), that is the
+        answer's success; otherwise the exact subset is written, conditioned on the version just seen.
+        The callback token stays on the item until the resumed run's first write consumes it.
         """
         if not responses:
             self.get(task_id, owner)  # an empty update still answers "not found" for unknown ids
-            return AnswerOutcome((), None)
+            return AnswerOutcome((), False)
         keys = tuple(responses)
+        write_id = new_write_id()
         try:
-            old = self._apply_answers(task_id, owner, responses, keys, covers_all=True, expected_version=None)
-            return AnswerOutcome(keys, old.task_token)
+            new = self._apply_answers(task_id, owner, responses, keys, True, None, write_id)
+            return AnswerOutcome(keys, new.status == WORKING)
         except _ConditionFailed as failure:
             current = failure.record
         for _ in range(3):
             record = self._visible_or_missing(current, owner)
+            already = tuple(key for key in keys if key in record.answers and record.answers[key] == responses[key])
+            if already and not any(key in record.input_requests for key in keys):
+                return self._resume_again(record, already)
             if record.status != INPUT_REQUIRED:
-                return AnswerOutcome((), None)
+                return AnswerOutcome((), False)
             outstanding = tuple(key for key in keys if key in record.input_requests)
             if not outstanding:
-                return AnswerOutcome((), None)
+                return AnswerOutcome((), False)
             covers_all = set(outstanding) == set(record.input_requests)
             try:
-                self._apply_answers(task_id, owner, responses, outstanding, covers_all, expected_version=record.version)
+                self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
             except _ConditionFailed as failure:
                 current = failure.record
                 continue
-            return AnswerOutcome(outstanding, record.task_token if covers_all else None)
+            return AnswerOutcome(outstanding, covers_all)
         raise TaskConflict(f"task {task_id} kept changing while answers were recorded")
+
+    def _resume_again(self, record: TaskRecord, keys: tuple[str, ...]) -> AnswerOutcome:
+        """The answers are on the item already (a retried update). While the resumed run has not
+        consumed the token yet, ask for it to be sent again: a new stream record, a new attempt."""
+        if record.status != WORKING or record.task_token is None:
+            return AnswerOutcome(keys, record.status == WORKING)
+        expression = _Expression()
+        expression.set("writeId", {"S": new_write_id()})
+        expression.set("effect", {"S": EFFECT_RESUME})
+        expression.require_equals("status", {"S": WORKING})
+        expression.require_equals("taskToken", {"S": record.task_token})
+        with contextlib.suppress(_ConditionFailed):  # failed: the run consumed it meanwhile, so it resumed
+            self._update(record.task_id, expression)
+        return AnswerOutcome(keys, True)
 
     def _apply_answers(
         self,
@@ -335,6 +401,7 @@ class DynamoTaskStore:
         keys: tuple[str, ...],
         covers_all: bool,
         expected_version: int | None,
+        write_id: str,
     ) -> TaskRecord:
         now = self._clock()
         expression = _Expression()
@@ -344,10 +411,11 @@ class DynamoTaskStore:
             if expected_version is None:
                 expression.require(f"attribute_exists({expression.name('inputRequests')}.{expression.name(key)})")
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
+        expression.set("writeId", {"S": write_id})
         expression.bump_version()
         if covers_all:
             expression.set("status", {"S": WORKING})
-            expression.remove("taskToken")
+            expression.set("effect", {"S": EFFECT_RESUME})
             expression.remove("statusMessage")
             if expected_version is None:
                 expression.require(
@@ -362,11 +430,15 @@ class DynamoTaskStore:
 
     @traced("TaskStore.cancel")
     def cancel(self, task_id: str, owner: str) -> CancelOutcome:
+        """Settle `cancelled`; the item's `effect` then asks for the execution to be stopped."""
         now = self._clock()
+        write_id = new_write_id()
         expression = _Expression()
         expression.set("status", {"S": CANCELLED})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
         expression.set("statusMessage", {"S": "Cancelled by the client"})
+        expression.set("writeId", {"S": write_id})
+        expression.set("effect", {"S": EFFECT_STOP})
         expression.bump_version()
         expression.remove("taskToken")
         expression.set("inputRequests", {"M": {}})
@@ -374,30 +446,27 @@ class DynamoTaskStore:
         expression.require_status_in(ACTIVE_STATUSES)
         expression.require_live(now)
         try:
-            old = self._update(task_id, expression)
+            settled = self._update(task_id, expression)
         except _ConditionFailed as failure:
             record = self._visible_or_missing(failure.record, owner)
+            if record.status == CANCELLED and record.write_id == write_id:
+                return CancelOutcome(True, record)  # this cancel, applied, its answer lost
             if record.is_terminal:
                 return CancelOutcome(False)
             raise TaskConflict(f"task {task_id} could not be cancelled") from None
-        settled = replace(
-            old,
-            status=CANCELLED,
-            last_updated_at=iso_timestamp(now),
-            status_message="Cancelled by the client",
-            version=old.version + 1,
-            task_token=None,
-            input_requests={},
-        )
-        return CancelOutcome(True, old.task_token, settled)
+        return CancelOutcome(True, settled)
 
+    # ---- writes from the worker -----------------------------------------------------------------
     @traced("TaskStore.set_status_message")
     def set_status_message(self, task_id: str, message: str) -> None:
-        """Progress from a running tool; raises TaskConflict once the task stopped working."""
+        """Progress from a running tool; raises TaskConflict once the task stopped working. Like every
+        write of a running tool, it consumes the token and the effect that started or resumed it."""
         now = self._clock()
         expression = _Expression()
         expression.set("statusMessage", {"S": message})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
+        expression.remove("taskToken")
+        expression.remove("effect")
         expression.require_equals("status", {"S": WORKING})
         try:
             self._update(task_id, expression)
@@ -413,8 +482,12 @@ class DynamoTaskStore:
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
-    ) -> None:
-        """working -> input_required, with the requests and the token that resumes the execution."""
+    ) -> ParkOutcome:
+        """working -> input_required, with the requests and the token that resumes the execution.
+
+        The park's own keys are new (never issued before), so an item whose issued keys begin with
+        `issued_keys` shows this park: applied by an earlier attempt whose answer was lost (possibly
+        with an earlier token, and possibly answered since)."""
         now = self._clock()
         expression = _Expression()
         expression.set("status", {"S": INPUT_REQUIRED})
@@ -424,13 +497,35 @@ class DynamoTaskStore:
         expression.set("taskToken", {"S": task_token})
         expression.set("statusMessage", {"S": "Waiting for input"})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
+        expression.set("writeId", {"S": new_write_id()})
+        expression.remove("effect")
         expression.bump_version()
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("version", {"N": str(expected_version)})
         try:
+            return ParkOutcome(True, self._update(task_id, expression))
+        except _ConditionFailed as failure:
+            if failure.record is None:
+                raise TaskNotFound("Task not found") from None
+            record = failure.record
+        applied = bool(issued_keys) and record.issued_keys[: len(issued_keys)] == tuple(issued_keys)
+        return ParkOutcome(applied, record)
+
+    @traced("TaskStore.replace_token")
+    def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool:
+        """Swap the parked token for the one the execution now waits on (its park step was retried)."""
+        expression = _Expression()
+        expression.set("taskToken", {"S": new_token})
+        expression.require_equals("status", {"S": INPUT_REQUIRED})
+        if old_token is None:
+            expression.require(f"attribute_not_exists({expression.name('taskToken')})")
+        else:
+            expression.require_equals("taskToken", {"S": old_token})
+        try:
             self._update(task_id, expression)
         except _ConditionFailed:
-            raise TaskConflict(f"task {task_id} moved on before it could park") from None
+            return False
+        return True
 
     @traced("TaskStore.finish")
     def finish(
@@ -439,66 +534,78 @@ class DynamoTaskStore:
         """The one terminal write: completed with `result`, or failed with `error`. Returns the task as settled."""
         if status not in (COMPLETED, FAILED):
             raise ValueError(f"finish() writes completed or failed, not {status}")
-        now = self._clock()
+        expression, write_id = self._terminal(status, payload)
+        if expected_version is not None:
+            expression.require_equals("version", {"N": str(expected_version)})
+        return self._settle(task_id, expression, write_id)
+
+    @traced("TaskStore.settle_lost")
+    def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord:
+        """`failed`, for a task still active although its execution (this one, by name) has ended."""
+        expression, write_id = self._terminal(FAILED, error)
+        name, value = expression.name("executionName"), expression.value({"S": execution_name})
+        if execution_name == task_id:  # a task's first execution may go unnamed on its item
+            expression.require(f"({name} = {value} OR attribute_not_exists({name}))")
+        else:
+            expression.require(f"{name} = {value}")
+        return self._settle(task_id, expression, write_id)
+
+    def _terminal(self, status: str, payload: dict[str, Any]) -> tuple[_Expression, str]:
+        write_id = new_write_id()
         expression = _Expression()
         expression.set("status", {"S": status})
         expression.set("result" if status == COMPLETED else "error", _json(payload))
-        expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        expression.set("writeId", {"S": write_id})
         expression.bump_version()
         expression.remove("taskToken")
         expression.remove("statusMessage")
+        expression.remove("effect")
         expression.set("inputRequests", {"M": {}})
         expression.require_status_in(ACTIVE_STATUSES)
-        if expected_version is not None:
-            expression.require_equals("version", {"N": str(expected_version)})
+        return expression, write_id
+
+    def _settle(self, task_id: str, expression: _Expression, write_id: str) -> TaskRecord:
         try:
-            old = self._update(task_id, expression)
-        except _ConditionFailed:
+            return self._update(task_id, expression)
+        except _ConditionFailed as failure:
+            if failure.record is not None and failure.record.write_id == write_id:
+                return failure.record  # this write, applied, its answer lost
             raise TaskConflict(f"task {task_id} was already settled or moved on") from None
-        return replace(
-            old,
-            status=status,
-            last_updated_at=iso_timestamp(now),
-            version=old.version + 1,
-            status_message=None,
-            task_token=None,
-            input_requests={},
-            result=payload if status == COMPLETED else old.result,
-            error=payload if status == FAILED else old.error,
-        )
 
     # ---- plumbing -------------------------------------------------------------------------------
     def _update(self, task_id: str, expression: _Expression) -> TaskRecord:
-        """Run one conditional UpdateItem; returns the item as it was before the write."""
+        """Run one conditional UpdateItem; returns the item as the write left it."""
         expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
-        try:
-            response = self._client().update_item(
-                TableName=self.table_name,
-                Key=task_key(task_id),
-                ReturnValues="ALL_OLD",
-                ReturnValuesOnConditionCheckFailure="ALL_OLD",
-                **expression.request(),
-            )
-        except Exception as exc:
-            if not is_aws_error(exc):
-                raise
-            if error_code(exc) == "ConditionalCheckFailedException":
-                item = getattr(exc, "response", {}).get("Item")
-                raise _ConditionFailed(from_item(item) if item else None) from exc
-            raise self._translate(exc) from exc
+        response = self._call(
+            "update_item",
+            TableName=self.table_name,
+            Key=task_key(task_id),
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **expression.request(),
+        )
         return from_item(response["Attributes"])
+
+    def _call(self, operation: str, **params: Any) -> dict[str, Any]:
+        try:
+            return self._aws.call(operation, **params)
+        except AwsCallError as exc:
+            raise _translate(exc) from exc
 
     def _visible_or_missing(self, record: TaskRecord | None, owner: str) -> TaskRecord:
         if record is None or record.owner != owner or record.is_expired(self._clock()):
             raise TaskNotFound("Task not found")
         return record
 
-    @staticmethod
-    def _translate(exc: Exception) -> TaskStoreUnavailable:
-        code = error_code(exc)
-        if code in THROTTLING_CODES or not code:
-            return TaskStoreUnavailable(f"task table unavailable: {code or type(exc).__name__}")
-        return TaskStoreUnavailable(f"task table refused the request: {code}")
+
+def _translate(exc: AwsCallError) -> Exception:
+    if isinstance(exc, AwsRejected) and exc.code == CONDITION_FAILED:
+        item = exc.item
+        return _ConditionFailed(from_item(item) if item else None)
+    if isinstance(exc, AwsUnavailable):
+        return TaskStoreUnavailable(f"task table unavailable ({exc.operation}: {exc.code})")
+    return TaskStoreRefused(f"task table refused the request ({exc.operation}: {exc.code})")
 
 
 class _ConditionFailed(Exception):

@@ -1,14 +1,17 @@
 """The worker side of a task: what the state machine's Lambda steps do.
 
-Three actions, one per step of `infra/statemachine/task_workflow.asl.json`:
+Four actions, one per step of `infra/statemachine/task_workflow.asl.json`:
 - `run`: load the task, run the tool from the top with every answer received so far. A result
   settles `completed` (also for `isError: true`), a protocol error (`McpError`) settles `failed`
   with that error inline, and a question the tool still needs answered goes back to the state
-  machine as `input_required` with fresh wire keys, for the next step to park.
+  machine as `input_required` with fresh wire keys, for the next step to park. A terminal write
+  that AWS would not take in the invocation's time goes back as `settle`, with the result in hand.
 - `park`: runs inside the `.waitForTaskToken` step; stores the questions and the callback token in
   one conditional write (so a client never sees input_required without a token to resume).
+- `settle`: writes a terminal status the run could not (the state machine retries it, never the tool).
 - `fail`: the state machine's Catch; settles `failed` with -32603 unless already terminal.
-Any other exception escapes, so Lambda reports it and the state machine's Retry/Catch decide.
+Storage that refuses a write for good (validation, access) fails the task at once, naming why;
+only `TaskStoreUnavailable` (nothing irreversible done yet) is retried by the state machine.
 """
 
 from __future__ import annotations
@@ -23,9 +26,24 @@ from ..errors import McpError
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
-from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound, TaskStoreUnavailable
+from .errors import (
+    ExecutorRefused,
+    ExecutorUnavailable,
+    TaskConflict,
+    TaskNoLongerRunning,
+    TaskNotFound,
+    TaskStoreRefused,
+    TaskStoreUnavailable,
+)
 from .executor import TaskExecutor
-from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, WORKING, TaskRecord
+from .limits import (
+    MAX_INPUT_REQUESTS_BYTES,
+    MAX_STATE_BYTES,
+    MAX_STORED_RESULT_BYTES,
+    encoded_size,
+    too_large_error,
+)
+from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
 from .store import TaskStore
 from .telemetry import report_settled
 
@@ -41,6 +59,12 @@ OUTCOME_INPUT_REQUIRED: Final = "input_required"
 OUTCOME_PARKED: Final = "parked"
 # The task is gone, settled or cancelled: nothing more to do for this execution.
 OUTCOME_STOPPED: Final = "stopped"
+# The terminal write could not be made in time: the state machine's Settle step makes it.
+OUTCOME_SETTLE: Final = "settle"
+# Step Functions' longest task timeout we ask for (its executions last a year at most).
+MAX_PARK_SECONDS: Final = 365 * 24 * 3600
+# A park outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
+PARK_TIMEOUT_MARGIN_SECONDS: Final = 60
 
 
 def allocate_wire_keys(
@@ -86,7 +110,7 @@ class ProgressReporter:
             self._store.set_status_message(self._task_id, message)
         except TaskConflict:
             raise TaskNoLongerRunning(self._task_id) from None
-        except TaskStoreUnavailable as exc:
+        except (TaskStoreUnavailable, TaskStoreRefused) as exc:
             log.info("task %s: progress not recorded (%s)", self._task_id, exc)
 
 
@@ -101,6 +125,7 @@ class TaskWorker:
         history: DynamoTaskHistory | None = None,
         progress_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
@@ -111,6 +136,7 @@ class TaskWorker:
         self.history = history
         self.progress_interval_seconds = progress_interval_seconds
         self._clock = clock
+        self._wall_clock = wall_clock
         self.telemetry = telemetry
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -124,6 +150,8 @@ class TaskWorker:
             return self.run(task_id)
         if action == "park":
             return self.park(task_id, str(event["taskToken"]), event["park"])
+        if action == "settle":
+            return self.settle(task_id, event["settle"])
         if action == "fail":
             return self.fail(task_id, str(event.get("error") or "Unknown"))
         raise ValueError(f"unknown worker action {action!r}")
@@ -148,19 +176,41 @@ class TaskWorker:
         except ToolError as exc:  # arguments that no longer validate
             result = ToolResult([text(str(exc))], is_error=True)
         except InputNeeded as needed:
-            requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
-            park = {
-                "version": record.version,
-                "inputRequests": requests,
-                "issuedKeys": [list(p) for p in issued],
-                "state": ctx.state,
-            }
-            return {"outcome": OUTCOME_INPUT_REQUIRED, "park": park}
+            return self._ask(record, needed, ctx)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_STOPPED)
         except McpError as exc:
             return self._settle(record, FAILED, exc.to_error_object())
-        return self._settle(record, COMPLETED, result.to_wire())
+        payload = result.to_wire()
+        size = encoded_size(payload)
+        if size > MAX_STORED_RESULT_BYTES:
+            return self._settle(record, FAILED, too_large_error("result", size, MAX_STORED_RESULT_BYTES))
+        return self._settle(record, COMPLETED, payload)
+
+    def _ask(self, record: TaskRecord, needed: InputNeeded, ctx: ToolContext) -> dict[str, Any]:
+        requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
+        for what, value, limit in (
+            ("questions", requests, MAX_INPUT_REQUESTS_BYTES),
+            ("state", ctx.state, MAX_STATE_BYTES),
+        ):
+            size = encoded_size(value)
+            if size > limit:
+                return self._settle(record, FAILED, too_large_error(what, size, limit))
+        park = {
+            "version": record.version,
+            "inputRequests": requests,
+            "issuedKeys": [list(p) for p in issued],
+            "state": ctx.state,
+            "timeoutSeconds": self._park_timeout(record),
+        }
+        return {**_outcome(OUTCOME_INPUT_REQUIRED), "park": park}
+
+    def _park_timeout(self, record: TaskRecord) -> int:
+        """How long the execution may wait: until the task expires (and a little more), at most a year."""
+        if record.expires_at is None:
+            return MAX_PARK_SECONDS
+        left = record.expires_at - self._wall_clock() + PARK_TIMEOUT_MARGIN_SECONDS
+        return max(1, min(MAX_PARK_SECONDS, int(left)))
 
     def _tool_context(self, record: TaskRecord) -> ToolContext:
         meta = RequestMeta(record.client.protocol_version, dict(record.client.capabilities), record.client.client_info)
@@ -191,37 +241,79 @@ class TaskWorker:
         return CallerTaskHistory(self.history, owner)
 
     def _settle(self, record: TaskRecord, status: str, payload: dict[str, Any]) -> dict[str, Any]:
+        """The terminal write, retried here with the result in hand; if AWS will not take it within this
+        invocation, the state machine's Settle step retries it (the tool never runs again for it)."""
         try:
             settled = self.store.finish(record.task_id, status, payload, expected_version=record.version)
         except TaskConflict:
             return _outcome(OUTCOME_STOPPED)  # cancelled (or settled) while the tool ran: that write wins
+        except TaskStoreUnavailable as exc:
+            log.warning("task %s: terminal write not taken in time (%s); handing it to Settle", record.task_id, exc)
+            settle = {"status": status, "payload": payload, "version": record.version}
+            return {**_outcome(OUTCOME_SETTLE), "settle": settle}
+        except TaskStoreRefused as exc:
+            return self._refused(record.task_id, exc)
+        report_settled(self.telemetry, settled)
+        return _outcome(OUTCOME_COMPLETED if status == COMPLETED else OUTCOME_FAILED)
+
+    def _refused(self, task_id: str, exc: TaskStoreRefused) -> dict[str, Any]:
+        """The table refused the terminal write for good: fail the task with a small error saying so."""
+        log.error("task %s: terminal write refused (%s)", task_id, exc)
+        error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored", "data": {"reason": str(exc)}}
+        settled = self.store.finish(task_id, FAILED, error)  # refused again: Lambda reports it, the Catch fails it
+        report_settled(self.telemetry, settled)
+        return _outcome(OUTCOME_FAILED)
+
+    # ---- settle -------------------------------------------------------------------------------
+    def settle(self, task_id: str, settle: Mapping[str, Any]) -> dict[str, Any]:
+        """The Settle step: the terminal write the run handed over; TaskStoreUnavailable is retried."""
+        status, payload = str(settle["status"]), dict(settle["payload"])
+        try:
+            settled = self.store.finish(task_id, status, payload, expected_version=int(settle["version"]))
+        except TaskConflict:
+            return _outcome(OUTCOME_STOPPED)
+        except TaskStoreRefused as exc:
+            return self._refused(task_id, exc)
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_COMPLETED if status == COMPLETED else OUTCOME_FAILED)
 
     # ---- park ---------------------------------------------------------------------------------
     def park(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
         issued = tuple((str(a), str(b)) for a, b in park["issuedKeys"])
+        outcome = self.store.park(
+            task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token
+        )
+        record = outcome.record
+        if outcome.applied and record.status == INPUT_REQUIRED:
+            if record.task_token == task_token or self.store.replace_token(task_id, record.task_token, task_token):
+                return _outcome(OUTCOME_PARKED)
+            record = self.store.get(task_id)  # answered while the token was swapped
+        if outcome.applied and record.status == WORKING:
+            # This park was applied by an attempt whose answer was lost, and the client has answered
+            # since: the execution waits on this step's token, which only this step holds.
+            self._resume(task_token)
+            return _outcome(OUTCOME_PARKED)
+        # Cancelled or settled since the run: end the wait now (the run that follows sees why).
+        self._resume(task_token)
+        return _outcome(OUTCOME_STOPPED)
+
+    def _resume(self, task_token: str) -> None:
         try:
-            self.store.park(
-                task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token
-            )
-        except TaskConflict:
-            # Cancelled (or settled) since the run: end the wait at once instead of parking.
-            self.executor.release(task_token)
-            return _outcome(OUTCOME_STOPPED)
-        return _outcome(OUTCOME_PARKED)
+            self.executor.resume(task_token)
+        except (ExecutorUnavailable, ExecutorRefused) as exc:
+            log.warning("could not end a wait with its own token (%s); the execution's timeout will", exc)
 
     # ---- fail ---------------------------------------------------------------------------------
     def fail(self, task_id: str, error_name: str) -> dict[str, Any]:
         log.error("task %s: execution failed with %s", task_id, error_name)
         try:
             settled = self.store.finish(task_id, FAILED, {**EXECUTION_FAILED_ERROR, "data": {"reason": error_name}})
-        except TaskConflict:
+        except (TaskConflict, TaskNotFound):
             return _outcome(OUTCOME_STOPPED)
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
 
 
 def _outcome(outcome: str) -> dict[str, Any]:
-    # `park` is always present: the state machine's paths must resolve on every outcome.
-    return {"outcome": outcome, "park": None}
+    # Every key is always present: the state machine's paths must resolve on every outcome.
+    return {"outcome": outcome, "park": None, "settle": None}
