@@ -229,7 +229,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         threading.Thread(target=pool.warm, name=f"warm-{pool.spec.name}", daemon=True).start()
     stack = LocalStack(http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink)
     _describe(stack, code, options, additions, out)
-    _write_state(stack, additions)
+    _write_state(stack, additions, credentials)
     return stack
 
 
@@ -276,7 +276,7 @@ def _describe(
     out.flush()
 
 
-def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
+def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: Mapping[str, dict[str, str]]) -> None:
     """What `make sam-env` and tests need to reach this stack's resources."""
     port = stack.http.server_address[1]
     state = {
@@ -292,6 +292,7 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
             for spec in stack.provisioned.functions.values()
         },
         "localAdditions": dict(additions),
+        "credentials": dict(credentials),
     }
     directory = STATE_ROOT / "run"
     directory.mkdir(parents=True, exist_ok=True)
