@@ -27,9 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.support import RunningStack, local_stack_process, standard_headers
 
 from bench.common import TASKS_EXTENSION, rpc, verdict
-from tests.support import RunningStack, local_stack_process, standard_headers
 
 LAYER = Path(__file__).resolve().parent / "layers" / "aws_calls"
 CAPS = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
