@@ -9,7 +9,7 @@ export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast lint conformance synth bench clean rename
+.PHONY: install run test test-fast lint conformance synth bench clean rename sam-env
 
 install: $(VENV)/.installed node_modules/.installed
 
@@ -23,8 +23,15 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-run: $(VENV)/.installed
-	PORT=$(PORT) $(PY) -m local_stack
+# The synthesized template on loopback, each function as Lambda runs it (README: "Run it locally").
+# Requests without a token are taken as LOCAL_DEFAULT_USER's; set it empty to get API Gateway's 401.
+LOCAL_DEFAULT_USER ?= developer
+run: install
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) $(PY) -m local_stack
+
+# env-vars files for `sam local invoke`: against the running local stack, or STACK=<name> deployed.
+sam-env: install
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m local_stack.sam_env $(if $(STACK),--stack $(STACK))
 
 LINT_PATHS := functions infra tests bench scripts events
 

@@ -241,7 +241,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink, delivery
     )
     _describe(stack, code, options, additions, out)
-    _write_state(stack, additions)
+    _write_state(stack, additions, credentials)
     return stack
 
 
@@ -312,7 +312,7 @@ def _describe(
     out.flush()
 
 
-def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
+def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: Mapping[str, dict[str, str]]) -> None:
     """What `make sam-env` and tests need to reach this stack's resources."""
     port = stack.http.server_address[1]
     state = {
@@ -328,6 +328,7 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str]) -> None:
             for spec in stack.provisioned.functions.values()
         },
         "localAdditions": dict(additions),
+        "credentials": dict(credentials),
     }
     directory = STATE_ROOT / "run"
     directory.mkdir(parents=True, exist_ok=True)
