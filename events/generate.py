@@ -5,10 +5,12 @@ Every JSON-RPC method the MCP endpoint serves gets one event per front:
 - `function-url/<method>.json`: Lambda Function URL, payload 2.0, `AWS_IAM` auth
   (`requestContext.authorizer.iam`);
 `examples/<tool>.json` calls each example tool of `functions/tools/` (HTTP API form);
-and every step the task state machine invokes the worker with gets `worker/<action>.json`, the
-`Payload` its `lambda:invoke` Task states send. Headers mirror the body as the 2026-07-28
-transport requires (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`). `tests/test_events.py`
-checks that the files are what this script writes and runs each through its handler.
+every step the task state machine invokes the worker with gets `worker/<action>.json`, the
+`Payload` its `lambda:invoke` Task states send; and each event source of the supervisor gets
+`supervisor/<source>.json`: a batch of the task table's stream, an execution status change.
+Headers mirror the body as the 2026-07-28 transport requires (`MCP-Protocol-Version`, `Mcp-Method`,
+`Mcp-Name`). `tests/test_events.py` checks that the files are what this script writes and runs each
+through its handler.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ METHODS: dict[str, tuple[dict[str, Any], str | None, bool]] = {
     "tasks/cancel": ({"taskId": UNKNOWN_TASK_ID}, "taskId", True),
 }
 
-# The worker's three actions, as the state machine's Task states send them.
+# The worker's actions, as the state machine's Task states send them.
 WORKER_EVENTS: dict[str, dict[str, Any]] = {
     "run": {"action": "run", "taskId": UNKNOWN_TASK_ID},
     "park": {
@@ -77,7 +79,81 @@ WORKER_EVENTS: dict[str, dict[str, Any]] = {
             "state": {},
         },
     },
+    "settle": {
+        "action": "settle",
+        "taskId": UNKNOWN_TASK_ID,
+        "settle": {
+            "status": "completed",
+            "payload": {"resultType": "complete", "content": [{"type": "text", "text": "done"}]},
+            "version": 1,
+        },
+    },
     "fail": {"action": "fail", "taskId": UNKNOWN_TASK_ID, "error": "States.Timeout"},
+}
+
+STREAM_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/ServerlessMcpTasks-TaskTable/stream/2026-07-28T00:00:00.000"
+STATE_MACHINE = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:ServerlessMcpTasks-tasks"
+# The supervisor's event sources: a stream record asking for a (never started) execution to stop,
+# and the status change of an execution whose task does not exist. Both change nothing.
+SUPERVISOR_EVENTS: dict[str, dict[str, Any]] = {
+    "stream-batch": {
+        "Records": [
+            {
+                "eventID": "c81e728d9d4c2f636f067f89cc14862c",
+                "eventName": "MODIFY",
+                "eventVersion": "1.1",
+                "eventSource": "aws:dynamodb",
+                "awsRegion": REGION,
+                "dynamodb": {
+                    "ApproximateCreationDateTime": 1785196800.0,
+                    "Keys": {"pk": {"S": f"task#{UNKNOWN_TASK_ID}"}},
+                    "NewImage": {
+                        "pk": {"S": f"task#{UNKNOWN_TASK_ID}"},
+                        "taskId": {"S": UNKNOWN_TASK_ID},
+                        "owner": {"S": "jwt:alice|client"},
+                        "status": {"S": "cancelled"},
+                        "createdAt": {"S": "2026-07-28T00:00:00.000Z"},
+                        "lastUpdatedAt": {"S": "2026-07-28T00:00:01.000Z"},
+                        "ttlMs": {"N": "86400000"},
+                        "version": {"N": "2"},
+                        "toolName": {"S": "deploy_release"},
+                        "arguments": {"S": "{}"},
+                        "client": {"S": "{}"},
+                        "effect": {"S": "stop"},
+                        "executionName": {"S": UNKNOWN_TASK_ID},
+                    },
+                    "SequenceNumber": "100000000000000000001",
+                    "SizeBytes": 420,
+                    "StreamViewType": "NEW_IMAGE",
+                },
+                "eventSourceARN": STREAM_ARN,
+            }
+        ]
+    },
+    "execution-ended": {
+        "version": "0",
+        "id": "6a7e8feb-b491-4cf7-a9f1-bf3703467718",
+        "detail-type": "Step Functions Execution Status Change",
+        "source": "aws.states",
+        "account": ACCOUNT,
+        "time": "2026-07-28T00:00:02Z",
+        "region": REGION,
+        "resources": [f"arn:aws:states:{REGION}:{ACCOUNT}:execution:ServerlessMcpTasks-tasks:{UNKNOWN_TASK_ID}"],
+        "detail": {
+            "executionArn": f"arn:aws:states:{REGION}:{ACCOUNT}:execution:ServerlessMcpTasks-tasks:{UNKNOWN_TASK_ID}",
+            "stateMachineArn": STATE_MACHINE,
+            "name": UNKNOWN_TASK_ID,
+            "status": "FAILED",
+            "startDate": 1785196800000,
+            "stopDate": 1785196802000,
+            "input": json.dumps({"taskId": UNKNOWN_TASK_ID}),
+            "output": None,
+            "inputDetails": {"included": True},
+            "outputDetails": None,
+            "error": "States.TaskFailed",
+            "cause": "An example",
+        },
+    },
 }
 
 
@@ -257,6 +333,8 @@ def all_events() -> dict[str, dict[str, Any]]:
         events[f"examples/{name}.json"] = http_api_event("tools/call", request_id, prepared)
     for action, payload in WORKER_EVENTS.items():
         events[f"worker/{action}.json"] = payload
+    for source, payload in SUPERVISOR_EVENTS.items():
+        events[f"supervisor/{source}.json"] = payload
     return events
 
 

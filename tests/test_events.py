@@ -28,8 +28,10 @@ _spec.loader.exec_module(generate)
 API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*/*.json"))
 EXAMPLE_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("examples/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
+SUPERVISOR_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("supervisor/*.json"))
 API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
+SUPERVISOR_FUNCTION = "SupervisorFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
 # The example server has tools and tasks but no prompts or resources: those methods are not served.
 NOT_SERVED = (
@@ -82,7 +84,8 @@ def test_one_event_per_method_and_front() -> None:
     assert len(generate.METHODS) == 12
     for front in ("http-api", "function-url"):
         assert {f"{front}/{generate.slug(m)}.json" for m in generate.METHODS} <= set(API_EVENTS)
-    assert WORKER_EVENTS == ["worker/fail.json", "worker/park.json", "worker/run.json"]
+    assert WORKER_EVENTS == ["worker/fail.json", "worker/park.json", "worker/run.json", "worker/settle.json"]
+    assert SUPERVISOR_EVENTS == ["supervisor/execution-ended.json", "supervisor/stream-batch.json"]
 
 
 @pytest.mark.parametrize("relative", API_EVENTS + EXAMPLE_EVENTS)
@@ -161,7 +164,18 @@ def test_api_event_through_the_handler(deployed_like: DeployedLike, relative: st
 def test_worker_event_through_the_handler(deployed_like: DeployedLike, relative: str) -> None:
     """Each step the state machine sends, for a task that does not exist: the worker stops cleanly
     (the execution then ends) instead of raising into Step Functions' retries."""
-    assert deployed_like.invoke(WORKER_FUNCTION, _load(relative)) == {"outcome": "stopped", "park": None}
+    assert deployed_like.invoke(WORKER_FUNCTION, _load(relative)) == {
+        "outcome": "stopped",
+        "park": None,
+        "settle": None,
+    }
+
+
+@pytest.mark.parametrize("relative", SUPERVISOR_EVENTS)
+def test_supervisor_event_through_the_handler(deployed_like: DeployedLike, relative: str) -> None:
+    """Each event source of the supervisor, about a task that does not exist: nothing to do, nothing failed."""
+    expected = {"batchItemFailures": []} if "stream" in relative else {}
+    assert deployed_like.invoke(SUPERVISOR_FUNCTION, _load(relative)) == expected
 
 
 def test_every_example_tool_module_has_an_event_calling_it() -> None:

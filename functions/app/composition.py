@@ -183,11 +183,13 @@ def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> Ap
 
 # ---- the worker function ------------------------------------------------------------------------
 def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskWorker:
+    from mcp_runtime.tasks.executor import StepFunctionsExecutor
     from mcp_runtime.tasks.worker import TaskWorker
 
     return TaskWorker(
         build_task_store(settings, telemetry),
-        build_task_executor(settings, telemetry),
+        # It only answers the callback tokens it holds: no state machine ARN needed (nor set).
+        StepFunctionsExecutor("", endpoint_url=settings.aws_endpoint_url, telemetry=telemetry),
         build_catalog(settings).tools,
         handles=build_handle_store(settings, telemetry),
         history=build_task_history(settings, telemetry),

@@ -138,12 +138,17 @@ def test_removal_policy_comes_from_context(synth: Any) -> None:
 # ---- functions ----------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     ("construct", "handler"),
-    [("api", "app.handlers.api_handler"), ("worker", "app.handlers.worker_handler")],
+    [
+        ("api", "app.handlers.api_handler"),
+        ("worker", "app.handlers.worker_handler"),
+        ("supervisor", "app.handlers.supervisor_handler"),
+    ],
 )
 def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
     default_stack: Synthesized, construct: str, handler: str
 ) -> None:
-    function = getattr(default_stack.stack.functions, construct)
+    stack = default_stack.stack
+    function = stack.supervisor.function if construct == "supervisor" else getattr(stack.functions, construct)
     log_group_id = default_stack.stack.get_logical_id(function.log_group.node.default_child)
     default_stack.template.has_resource_properties(
         "AWS::Lambda::Function",
@@ -162,7 +167,7 @@ def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
 def test_function_environment_names_are_settings_the_code_reads(default_stack: Synthesized) -> None:
     aliases = {field.alias for field in Settings.model_fields.values()}
     functions = default_stack.resources("AWS::Lambda::Function")
-    assert len(functions) == 2
+    assert len(functions) == 3
     for function in functions.values():
         names = set(function["Properties"]["Environment"]["Variables"])
         # POWERTOOLS_* are Powertools' own; PYDANTIC_DISABLE_PLUGINS is read by pydantic and app/cold_start.py.
@@ -213,23 +218,19 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Action": ["dynamodb:DeleteItem"],
             "Effect": "Allow",
             "Resource": table,
-            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
+            # Handles, and a task only to take back a create whose answer was lost.
+            "Condition": {
+                "ForAllValues:StringLike": {
+                    "dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*", f"{schema.TASK_KEY_PREFIX}*"]
+                }
+            },
         },
         {
             "Action": ["dynamodb:Query"],
             "Effect": "Allow",
             "Resource": {"Fn::Join": ["", [table, f"/index/{schema.OWNER_INDEX}"]]},
         },
-        {
-            "Action": ["states:SendTaskSuccess", "states:StartExecution"],
-            "Effect": "Allow",
-            "Resource": _arn("stateMachine", STATE_MACHINE_NAME),
-        },
-        {
-            "Action": ["states:DescribeExecution", "states:StopExecution"],
-            "Effect": "Allow",
-            "Resource": _arn("execution", f"{STATE_MACHINE_NAME}:*"),
-        },
+        # No Step Functions action at all: the supervisor makes those calls.
         {
             "Action": ["secretsmanager:GetSecretValue"],
             "Effect": "Allow",
@@ -265,6 +266,88 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
         default_stack, default_stack.stack.get_logical_id(stack.functions.worker.role.node.default_child)
     )
     assert _normalized(actual) == _normalized(expected)
+
+
+def test_supervisor_policy_is_exactly_what_it_and_its_stream_mapping_call(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    table = default_stack.logical_id(stack.tasks.table)
+    expected = [
+        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": _get_att(default_stack.logical_id(stack.supervisor.function.log_group)),
+        },
+        {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": _get_att(table)},
+        {
+            "Action": ["states:SendTaskSuccess", "states:StartExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("stateMachine", STATE_MACHINE_NAME),
+        },
+        {
+            "Action": ["states:StopExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("execution", f"{STATE_MACHINE_NAME}:*"),
+        },
+        {"Action": ["dynamodb:ListStreams"], "Effect": "Allow", "Resource": "*"},
+        {
+            "Action": ["dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"],
+            "Effect": "Allow",
+            "Resource": {"Fn::GetAtt": [table, "StreamArn"]},
+        },
+    ]
+    actual = _statements_of(
+        default_stack, default_stack.stack.get_logical_id(stack.supervisor.function.role.node.default_child)
+    )
+    assert _normalized(actual) == _normalized(expected)
+
+
+def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_leave_an_effect(
+    default_stack: Synthesized,
+) -> None:
+    stack = default_stack.stack
+    table = default_stack.logical_id(stack.tasks.table)
+    default_stack.template.has_resource_properties(
+        "AWS::DynamoDB::Table", {"StreamSpecification": {"StreamViewType": "NEW_IMAGE"}}
+    )
+    pattern = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "EventSourceArn": {"Fn::GetAtt": [table, "StreamArn"]},
+            "FunctionName": {"Ref": default_stack.logical_id(stack.supervisor.function.function)},
+            "StartingPosition": "TRIM_HORIZON",
+            "FunctionResponseTypes": ["ReportBatchItemFailures"],
+            "MaximumRetryAttempts": -1,
+            "BisectBatchOnFunctionError": False,
+            "FilterCriteria": {"Filters": [{"Pattern": pattern}]},
+        },
+    )
+    assert json.loads(pattern.as_string()) == {
+        "dynamodb": {"NewImage": {schema.EFFECT_ATTRIBUTE: {"S": list(schema.EFFECTS)}}}
+    }
+
+
+def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    supervisor = default_stack.logical_id(stack.supervisor.function.function)
+    default_stack.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "EventPattern": {
+                "source": ["aws.states"],
+                "detail-type": [schema.EXECUTION_STATUS_CHANGE],
+                "detail": {
+                    "stateMachineArn": [_arn("stateMachine", STATE_MACHINE_NAME)],
+                    "status": list(schema.ENDED_STATUSES),
+                },
+            },
+            "Targets": [Match.object_like({"Arn": _get_att(supervisor), "RetryPolicy": {"MaximumRetryAttempts": 2}})],
+        },
+    )
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::EventInvokeConfig", {"FunctionName": {"Ref": supervisor}, "MaximumRetryAttempts": 2}
+    )
 
 
 def test_function_roles_have_no_managed_policies(default_stack: Synthesized) -> None:

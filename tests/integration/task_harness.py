@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -119,6 +120,21 @@ class TaskEnvironment:
         return status
 
 
+@contextmanager
+def delivered_events(
+    aws: EmbeddedAws, deployed: ProvisionedStack, supervisor: Callable[[dict[str, Any], Any], Any]
+) -> Iterator[EventDelivery]:
+    """The template's stream mappings and rules, delivering to `supervisor` (a handler) in-process."""
+    invoker = in_process(TaskResources.of(deployed).supervisor_logical_id, supervisor)
+    delivery = EventDelivery.start(
+        deployed, lambda logical_id, payload: invoker(payload, {}), lambda logical_id: aws.client("dynamodbstreams")
+    )
+    try:
+        yield delivery
+    finally:
+        delivery.stop()
+
+
 @pytest.fixture(scope="session")
 def assembly() -> Assembly:
     return synthesize()
@@ -151,16 +167,10 @@ def task_env(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> Iterator[
 
     resources = TaskResources.of(deployed)
     register_function(resources.worker_function_name, worker_handler)
-    supervisor = in_process(resources.supervisor_logical_id, supervisor_handler)
     env = TaskEnvironment(
         embedded_aws, resources, embedded_aws.client("dynamodb"), embedded_aws.client("stepfunctions")
     )
     holder["env"] = env
-    delivery = EventDelivery.start(
-        deployed,
-        lambda logical_id, payload: supervisor(payload, {}),
-        lambda logical_id: embedded_aws.client("dynamodbstreams"),
-    )
-    yield env
-    delivery.stop()
+    with delivered_events(embedded_aws, deployed, supervisor_handler):
+        yield env
     unregister_function(resources.worker_function_name)

@@ -24,7 +24,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from app.composition import build_server, build_worker
+from app.composition import build_server, build_supervisor, build_worker
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
 from mcp_runtime import wire
@@ -39,7 +39,7 @@ from mcp_runtime.tasks.service import (
     TASK_NOT_FOUND_MESSAGE,
 )
 from mcp_runtime.transport import MAX_COLLECTION_ITEMS, MAX_DEPTH, MAX_STRING_CHARS, McpHttpTransport
-from tests.integration.task_harness import TaskResources
+from tests.integration.task_harness import TaskResources, delivered_events
 from tests.support import api_event, free_port, rpc, standard_headers
 
 CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}, "sampling": {}, "roots": {}}
@@ -126,8 +126,10 @@ def aws_environment(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> It
             "AWS_ENDPOINT_URL": embedded_aws.endpoint,
         }
         worker = build_worker(_settings(**environment))
+        supervisor = build_supervisor(_settings(**environment))
         register_function(resources.worker_function_name, lambda event, context: worker.handle(event))
-        yield environment
+        with delivered_events(embedded_aws, deployed, lambda event, context: supervisor.handle(event)):
+            yield environment
         unregister_function(resources.worker_function_name)
 
 

@@ -1,4 +1,5 @@
-"""AWS calls per task operation are at the minimum DESIGN.md lists, counted on the API side's clients."""
+"""AWS calls per task operation are at the minimum DESIGN.md lists, counted on the API side's clients
+and on the background's (the supervisor carries out the Step Functions calls task writes ask for)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ import pytest
 from fixtures import conformance_tasks
 from local_stack.aws import DUMMY_CREDENTIALS, REGION
 from mcp_runtime.tasks.aws_clients import shared_session
-from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
@@ -26,12 +26,20 @@ class CallLog:
         client.meta.events.register("before-call.*.*", self._record)
         return client
 
+    def attach_to(self, client: Any) -> CallLog:
+        self.attach(client)
+        return self
+
     def _record(self, model: Any, **_: Any) -> None:
         self.calls.append(f"{model.service_model.service_id}.{model.name}")
 
     def take(self) -> list[str]:
         taken, self.calls = self.calls, []
         return taken
+
+    def take_effects(self) -> list[str]:
+        """What was asked of executions: the test's own DescribeExecution polls left out."""
+        return [call for call in self.take() if call != "SFN.DescribeExecution"]
 
 
 @pytest.fixture
@@ -56,10 +64,7 @@ def api_service(task_env: TaskEnvironment, calls: CallLog) -> Iterator[TaskServi
         )
 
     yield TaskService(
-        DynamoTaskStore(task_env.resources.table_name, client("dynamodb")),
-        StepFunctionsExecutor(task_env.resources.state_machine_arn, client("stepfunctions")),
-        ttl_ms=60_000,
-        poll_interval_ms=500,
+        DynamoTaskStore(task_env.resources.table_name, client("dynamodb")), ttl_ms=60_000, poll_interval_ms=500
     )
 
 
@@ -70,58 +75,92 @@ def create(service: TaskService, env: TaskEnvironment, name: str, arguments: dic
     return task_id
 
 
-def test_creating_a_task_is_one_conditional_write_and_one_start_execution(
-    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog
-) -> None:
-    create(api_service, task_env, "slow_compute", {"seconds": 0, "label": "x"})
-
-    assert calls.take() == ["DynamoDB.PutItem", "SFN.StartExecution"]
+@pytest.fixture
+def background(task_env: TaskEnvironment) -> CallLog:
+    """The Step Functions calls of the background (the supervisor; the worker makes none here)."""
+    return CallLog().attach_to(task_env.stepfunctions)
 
 
-def test_reading_a_task_is_one_consistent_read(
-    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog
+def settle(service: TaskService, task_id: str, statuses: set[str]) -> dict[str, Any]:
+    task: dict[str, Any] = wait_until(
+        lambda: service.get(task_id, request_context()), lambda t: t["status"] in statuses
+    )
+    return task
+
+
+def test_creating_a_task_is_one_conditional_write_and_the_supervisor_starts_it_once(
+    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog, background: CallLog
 ) -> None:
     task_id = create(api_service, task_env, "slow_compute", {"seconds": 0, "label": "x"})
+
+    assert calls.take() == ["DynamoDB.PutItem"]
+    settle(api_service, task_id, {"completed"})
     calls.take()
-
-    api_service.get(task_id, request_context())
-
-    assert calls.take() == ["DynamoDB.GetItem"]
+    assert background.take_effects() == ["SFN.StartExecution"]
 
 
-def test_answering_every_question_is_one_conditional_update_and_one_send_task_success(
+def test_reading_a_task_is_one_consistent_read_in_every_state(
     api_service: TaskService, task_env: TaskEnvironment, calls: CallLog
 ) -> None:
-    task_id = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
-    wait_until(lambda: api_service.get(task_id, request_context()), lambda t: t["status"] == "input_required")
+    seen = []
+    running = create(api_service, task_env, "slow_compute", {"seconds": 30, "label": "x"})
+    parked = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
+    done = create(api_service, task_env, "slow_compute", {"seconds": 0, "label": "y"})
+    failed = create(api_service, task_env, "protocol_error_job", {})
+    for task_id, status in ((parked, "input_required"), (done, "completed"), (failed, "failed")):
+        settle(api_service, task_id, {status})
+    api_service.cancel(parked, request_context())
     calls.take()
+
+    for task_id in (running, parked, done, failed):
+        seen.append(api_service.get(task_id, request_context())["status"])
+        assert calls.take() == ["DynamoDB.GetItem"]
+
+    assert seen == ["working", "cancelled", "completed", "failed"]
+    api_service.cancel(running, request_context())
+
+
+def test_answering_every_question_is_one_conditional_update_and_the_supervisor_sends_the_token_once(
+    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog, background: CallLog
+) -> None:
+    task_id = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
+    settle(api_service, task_id, {"input_required"})
+    calls.take(), background.take()
 
     api_service.update(task_id, {"confirm": {"action": "accept", "content": {"confirm": True}}}, request_context())
 
-    assert calls.take() == ["DynamoDB.UpdateItem", "SFN.SendTaskSuccess"]
-    done = wait_until(lambda: api_service.get(task_id, request_context()), lambda t: t["status"] == "completed")
-    assert done["status"] == "completed"
+    assert calls.take() == ["DynamoDB.UpdateItem"]
+    assert settle(api_service, task_id, {"completed"})["status"] == "completed"
+    assert background.take_effects() == ["SFN.SendTaskSuccess"]
 
 
-def test_an_answer_to_a_key_nobody_asked_is_one_update_attempt_and_sends_nothing(
-    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog
+def test_an_answer_to_a_key_nobody_asked_is_one_update_attempt_and_resumes_nothing(
+    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog, background: CallLog
 ) -> None:
     task_id = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
-    wait_until(lambda: api_service.get(task_id, request_context()), lambda t: t["status"] == "input_required")
-    calls.take()
+    settle(api_service, task_id, {"input_required"})
+    calls.take(), background.take()
 
     api_service.update(task_id, {"unknown-key": {"ignored": True}}, request_context())
 
     assert calls.take() == ["DynamoDB.UpdateItem"]
     api_service.cancel(task_id, request_context())
+    wait_until(lambda: task_env.execution_status(task_id), lambda status: status != "RUNNING")
+    assert background.take_effects() == ["SFN.StopExecution"]
 
 
-def test_cancelling_a_running_task_is_one_conditional_update_and_one_stop_execution(
-    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog
+def test_cancelling_a_running_task_is_one_conditional_update_and_the_supervisor_stops_it_once(
+    api_service: TaskService, task_env: TaskEnvironment, calls: CallLog, background: CallLog
 ) -> None:
     task_id = create(api_service, task_env, "slow_compute", {"seconds": 30, "label": "x"})
-    calls.take()
+    wait_until(lambda: api_service.get(task_id, request_context()), lambda t: "statusMessage" in t)
+    calls.take(), background.take()
 
     api_service.cancel(task_id, request_context())
 
-    assert calls.take() == ["DynamoDB.UpdateItem", "SFN.StopExecution"]
+    assert calls.take() == ["DynamoDB.UpdateItem"]
+    assert wait_until(lambda: task_env.execution_status(task_id), lambda status: status != "RUNNING") in (
+        "ABORTED",
+        "SUCCEEDED",
+    )
+    assert background.take_effects() == ["SFN.StopExecution"]

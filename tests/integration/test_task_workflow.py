@@ -19,13 +19,10 @@ from mcp_runtime.tasks.models import (
     FAILED,
     INPUT_REQUIRED,
     WORKING,
-    ClientSnapshot,
-    TaskRecord,
-    iso_timestamp,
 )
-from mcp_runtime.tasks.service import TaskService, new_task_id
+from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tools import Answers, ToolContext, tool
-from tests.integration.task_harness import ALICE, TaskEnvironment, request_context, wait_until
+from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
 

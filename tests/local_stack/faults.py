@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ class Rule:
 class FaultLayer:
     directory: Path
     _generation: int = field(default=0)
+    armed_at: float = field(default=0.0)
 
     @classmethod
     def create(cls, directory: Path) -> FaultLayer:
@@ -61,8 +63,9 @@ class FaultLayer:
         return layer
 
     def arm(self, *rules: Rule) -> None:
-        """Replace the scenario; counts start again from zero for the new rules."""
+        """Replace the scenario; counts (and `fired`, `count`) start again from zero for the new rules."""
         self._generation += 1
+        self.armed_at = time.time()
         document = {"rules": [rule.to_json(f"g{self._generation}r{n}") for n, rule in enumerate(rules)]}
         scratch = self.directory / "scenario.json.tmp"
         scratch.write_text(json.dumps(document), encoding="utf-8")
@@ -75,10 +78,12 @@ class FaultLayer:
         found = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
         return [call for call in found if call["at"] >= since]
 
-    def fired(self, since: float = 0.0) -> Counter[tuple[str, str]]:
-        """How many faults fired, by (operation, fault)."""
-        return Counter((call["operation"], call["fault"]) for call in self.calls(since) if call["fault"])
+    def fired(self, since: float | None = None) -> Counter[tuple[str, str]]:
+        """How many faults fired since the last `arm` (or `since`), by (operation, fault)."""
+        calls = self.calls(self.armed_at if since is None else since)
+        return Counter((call["operation"], call["fault"]) for call in calls if call["fault"])
 
-    def count(self, since: float = 0.0, function: str = "") -> Counter[str]:
-        """AWS requests sent (attempts, including faulted ones), by operation."""
-        return Counter(call["operation"] for call in self.calls(since) if function in call["function"])
+    def count(self, since: float | None = None, function: str = "") -> Counter[str]:
+        """AWS requests sent (attempts, faulted ones too) since the last `arm` (or `since`), by operation."""
+        calls = self.calls(self.armed_at if since is None else since)
+        return Counter(call["operation"] for call in calls if function in call["function"])

@@ -8,7 +8,10 @@ retry meets its own write. Each scenario below failed before the runtime was mad
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +19,7 @@ import pytest
 
 from mcp_runtime import wire
 from tests.local_stack.conftest import TERMINAL, StackClient
-from tests.local_stack.faults import CRASH, LOST, THROTTLE, FaultLayer, Rule
+from tests.local_stack.faults import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
 from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e
@@ -264,3 +267,197 @@ def test_a_killed_worker_invocation_fails_the_task_instead_of_leaving_it_working
     done = stack.settled(task_id, timeout=40)
     assert done["status"] in TERMINAL
     assert execution_ends(stack, task_id) != "RUNNING"
+
+
+# ---- the AWS-call budget, counted on each function's own calls --------------------------------------------
+SUPERVISOR = "Supervisor"
+
+
+def api_calls(faults: FaultLayer, since: float) -> list[str]:
+    return sorted(call["operation"] for call in faults.calls(since) if API in call["function"])
+
+
+def background_sfn_calls(faults: FaultLayer, since: float) -> list[str]:
+    return sorted(
+        call["operation"]
+        for call in faults.calls(since)
+        if SUPERVISOR in call["function"] and call["operation"].startswith("SFN.")
+    )
+
+
+def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_in_every_state(
+    stack: StackClient, faults: FaultLayer
+) -> None:
+    mark = time.time()
+    parked_id = stack.start("confirm_delete", {"filename": "budget.txt"})
+    assert api_calls(faults, mark) == ["DynamoDB.PutItem"]
+    key, _ = parked(stack, parked_id)
+    assert background_sfn_calls(faults, mark) == ["SFN.StartExecution"]
+
+    mark = time.time()
+    stack.result("tasks/update", {"taskId": parked_id, "inputResponses": {key: accept(confirm=True)}})
+    assert api_calls(faults, mark) == ["DynamoDB.UpdateItem"]
+    done = stack.settled(parked_id)
+    assert background_sfn_calls(faults, mark) == ["SFN.SendTaskSuccess"]
+
+    running_id = stack.start("slow_compute", {"seconds": 5, "label": "budget"})
+    stack.wait_for(running_id, lambda task: bool(task.get("statusMessage")))
+    mark = time.time()
+    stack.result("tasks/cancel", {"taskId": running_id})
+    assert api_calls(faults, mark) == ["DynamoDB.UpdateItem"]
+    assert execution_ends(stack, running_id) in ("ABORTED", "SUCCEEDED")
+    assert background_sfn_calls(faults, mark) == ["SFN.StopExecution"]
+
+    failed_id = stack.start("protocol_error_job", {})
+    stack.settled(failed_id)
+    working_id = stack.start("slow_compute", {"seconds": 5, "label": "budget-working"})
+    waiting_id = stack.start("confirm_delete", {"filename": "budget-waiting.txt"})
+    parked(stack, waiting_id)
+    for task_id, status in (
+        (working_id, "working"),
+        (waiting_id, "input_required"),
+        (parked_id, "completed"),
+        (failed_id, "failed"),
+        (running_id, "cancelled"),
+    ):
+        mark = time.time()
+        assert stack.task(task_id)["status"] == status
+        assert api_calls(faults, mark) == ["DynamoDB.GetItem"], status
+    assert done["result"]["content"][0]["text"] == "Deleted budget.txt"
+    for task_id in (working_id, waiting_id):
+        stack.result("tasks/cancel", {"taskId": task_id})
+
+
+# ---- a seeded random phase: every fault, on every operation, over every kind of task ------------------------
+SEED = 20261201
+RANDOM_OPERATIONS = (
+    "DynamoDB.PutItem",
+    "DynamoDB.GetItem",
+    "DynamoDB.UpdateItem",
+    "DynamoDB.DeleteItem",
+    "SFN.StartExecution",
+    "SFN.SendTaskSuccess",
+    "SFN.StopExecution",
+)
+RANDOM_FAULTS = (THROTTLE, ERROR, TIMEOUT, LOST)
+CLIENT_RETRIES = 8
+
+
+def random_rules(probability: float) -> list[Rule]:
+    rules = [
+        Rule(fault, operation, probability=probability, seed=SEED)
+        for operation in RANDOM_OPERATIONS
+        for fault in RANDOM_FAULTS
+    ]
+    # A worker killed mid-invocation, now and then, just before one of its writes.
+    rules.append(Rule(CRASH, "DynamoDB.UpdateItem", WORKER, probability=probability, seed=SEED))
+    return rules
+
+
+@dataclass
+class Scenario:
+    """One task driven the way a client would: every call answered -32603 is tried again."""
+
+    kind: str
+    stack: StackClient
+    task_id: str | None = None
+    create_failed: bool = False
+    first_terminal: dict[str, Any] | None = None
+    answers: dict[str, Any] = field(default_factory=dict)
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any] | None:
+        for _ in range(CLIENT_RETRIES):
+            body = self.stack.call(method, params)
+            if "result" in body:
+                result: dict[str, Any] = body["result"]
+                return result
+            assert body["error"]["code"] == wire.INTERNAL_ERROR, body  # only AWS trouble, never bad input
+            time.sleep(0.2)
+        return None
+
+    def run(self) -> None:
+        tool, arguments = SCENARIO_CALLS[self.kind]
+        created = self.call("tools/call", {"name": tool, "arguments": arguments})
+        if created is None:
+            self.create_failed = True
+            return
+        assert created["resultType"] == wire.RESULT_TASK, created
+        self.task_id = created["taskId"]
+        if self.kind in ("answer-yes", "answer-no", "cancel-parked"):
+            task = self.poll(lambda t: t["status"] != "working")
+            if task is not None and task["status"] == "input_required":
+                (key,) = task["inputRequests"]
+                if self.kind == "cancel-parked":
+                    self.call("tasks/cancel", {"taskId": self.task_id})
+                else:
+                    self.answers = {key: accept(confirm=self.kind == "answer-yes")}
+                    self.call("tasks/update", {"taskId": self.task_id, "inputResponses": self.answers})
+        elif self.kind == "cancel-running":
+            self.poll(lambda t: bool(t.get("statusMessage")) or t["status"] != "working")
+            self.call("tasks/cancel", {"taskId": self.task_id})
+        self.first_terminal = self.poll(lambda t: t["status"] in TERMINAL, timeout=90)
+
+    def poll(self, accept_task: Any, timeout: float = 45) -> dict[str, Any] | None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            task = self.call("tasks/get", {"taskId": self.task_id})
+            if task is not None and accept_task(task):
+                return task
+            time.sleep(0.1)
+        return None
+
+    def acceptable(self, task: dict[str, Any]) -> bool:
+        """A result is the one this task's answers call for; failing (a killed worker, a refusal) is allowed."""
+        if task["status"] == "failed":
+            return task["error"]["code"] == wire.INTERNAL_ERROR
+        if task["status"] == "cancelled":
+            return self.kind.startswith("cancel")
+        text = task["result"]["content"][0]["text"]
+        expected = {
+            "complete": "slow_compute 'random' finished after 0.2s",
+            "tool-error": "failing_job failed on purpose: simulated tool error",
+            "answer-yes": "Deleted random.txt",
+            "answer-no": "Kept random.txt",
+            "cancel-running": "slow_compute 'random-long' finished after 3s",
+        }
+        return self.kind in expected and text == expected[self.kind]
+
+
+SCENARIO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "complete": ("slow_compute", {"seconds": 0.2, "label": "random"}),
+    "tool-error": ("failing_job", {}),
+    "protocol-error": ("protocol_error_job", {}),
+    "answer-yes": ("confirm_delete", {"filename": "random.txt"}),
+    "answer-no": ("confirm_delete", {"filename": "random.txt"}),
+    "cancel-running": ("slow_compute", {"seconds": 3, "label": "random-long"}),
+    "cancel-parked": ("confirm_delete", {"filename": "random.txt"}),
+}
+
+
+def test_a_seeded_mix_of_every_fault_loses_strands_and_repeats_nothing(
+    faulty_stack: StackClient, faults: FaultLayer
+) -> None:
+    stack = StackClient(faulty_stack.running, user="random-phase")
+    scenarios = [Scenario(kind, stack) for kind in SCENARIO_CALLS for _ in range(2)]
+    faults.arm(*random_rules(0.03))
+    threads = [threading.Thread(target=scenario.run) for scenario in scenarios]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=180)
+    fired = faults.fired()
+    faults.arm()
+
+    created = [scenario for scenario in scenarios if scenario.task_id is not None]
+    assert sum(fired.values()) >= 10, fired  # the phase really was faulty
+    assert {s.task_id for s in created} == my_task_ids(stack), "a task lost, or a failed create left one"
+    for scenario in created:
+        assert scenario.task_id is not None
+        assert scenario.first_terminal is not None, f"{scenario.kind} {scenario.task_id} never settled"
+        assert scenario.acceptable(scenario.first_terminal), (scenario.kind, scenario.first_terminal)
+        assert execution_ends(stack, scenario.task_id, timeout=60) != "RUNNING", scenario.kind
+        again = stack.task(scenario.task_id)
+        assert {k: v for k, v in again.items() if k != "lastUpdatedAt"} == {
+            k: v for k, v in scenario.first_terminal.items() if k != "lastUpdatedAt"
+        }, "a terminal task changed"
+        assert again["lastUpdatedAt"] == scenario.first_terminal["lastUpdatedAt"]

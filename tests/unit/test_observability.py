@@ -23,7 +23,7 @@ from app import handlers
 from app.telemetry import RUNTIME_LOGGERS, PowertoolsTelemetry, tracing_enabled
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
-from mcp_runtime.errors import InvalidParams
+from mcp_runtime.errors import InternalError, InvalidParams
 from mcp_runtime.observability import (
     METRIC_DIMENSIONS,
     MRTR_ROUNDS,
@@ -36,10 +36,11 @@ from mcp_runtime.observability import (
     TIME_TO_TERMINAL,
 )
 from mcp_runtime.server import McpServer
-from mcp_runtime.tasks.errors import ExecutorUnavailable, TaskConflict, TaskNotFound
+from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, iso_timestamp
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore
+from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, ParkOutcome
+from mcp_runtime.tasks.worker import TaskWorker
 from mcp_runtime.tools import Answers, ToolContext, ToolRegistry, tool
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO, api_event, rpc
@@ -173,14 +174,21 @@ def test_an_mrtr_round_of_a_prompt_is_counted_by_prompt(recorded_client: Client,
 class MemoryTaskStore:
     """Just enough of a `TaskStore` for the service's create, get and cancel; stamps with `clock`."""
 
-    def __init__(self, clock: Callable[[], float]) -> None:
+    def __init__(self, clock: Callable[[], float], *, fail_create: bool = False) -> None:
         self.clock = clock
+        self.fail_create = fail_create
         self.items: dict[str, TaskRecord] = {}
+        self.discarded: list[tuple[str, str]] = []
 
     def create(self, record: TaskRecord) -> None:
+        if self.fail_create:
+            raise TaskStoreUnavailable("throttled")
         if record.task_id in self.items:
             raise TaskConflict(record.task_id)
         self.items[record.task_id] = record
+
+    def discard(self, task_id: str, create_token: str) -> None:
+        self.discarded.append((task_id, create_token))
 
     def get(self, task_id: str, owner: str | None = None) -> TaskRecord:
         record = self.items.get(task_id)
@@ -196,7 +204,7 @@ class MemoryTaskStore:
             record, status=CANCELLED, last_updated_at=iso_timestamp(self.clock()), version=record.version + 1
         )
         self.items[task_id] = settled
-        return CancelOutcome(True, record.task_token, settled)
+        return CancelOutcome(True, settled)
 
     def finish(
         self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
@@ -228,31 +236,27 @@ class MemoryTaskStore:
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
-    ) -> None:
+    ) -> ParkOutcome:
+        raise NotImplementedError
+
+    def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool:
+        raise NotImplementedError
+
+    def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord:
         raise NotImplementedError
 
 
 class FakeExecutor:
-    def __init__(self, *, fail_start: bool = False) -> None:
-        self.fail_start = fail_start
-        self.calls: list[tuple[str, str]] = []
+    """The worker's executor: it only ever answers its own callback tokens."""
 
-    def start(self, task_id: str) -> None:
-        self.calls.append(("start", task_id))
-        if self.fail_start:
-            raise ExecutorUnavailable("no")
+    def start(self, task_id: str, execution_name: str) -> None:
+        raise NotImplementedError
 
-    def stop(self, task_id: str) -> None:
-        self.calls.append(("stop", task_id))
+    def stop(self, execution_name: str) -> None:
+        raise NotImplementedError
 
-    def resume(self, task_token: str) -> bool:
+    def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
         return True
-
-    def release(self, task_token: str) -> None:
-        return None
-
-    def status(self, task_id: str) -> str | None:
-        return "RUNNING"
 
 
 def _ctx(principal: Principal = ALICE) -> RequestContext:
@@ -260,10 +264,9 @@ def _ctx(principal: Principal = ALICE) -> RequestContext:
     return RequestContext(request_id=7, method="tools/call", meta=meta, principal=principal, headers={})
 
 
-def _service(clock: FakeClock, recorder: RecordingTelemetry, executor: FakeExecutor | None = None) -> TaskService:
+def _service(clock: FakeClock, recorder: RecordingTelemetry, store: MemoryTaskStore | None = None) -> TaskService:
     return TaskService(
-        MemoryTaskStore(clock),
-        executor or FakeExecutor(),
+        store or MemoryTaskStore(clock),
         ttl_ms=3_600_000,
         poll_interval_ms=None,
         clock=clock,
@@ -304,16 +307,17 @@ def test_a_task_created_then_cancelled_counts_both_by_tool_and_the_time_to_termi
     assert len(recorder.samples) == 3
 
 
-def test_a_task_whose_execution_cannot_start_is_counted_created_then_failed(recorder: RecordingTelemetry) -> None:
+def test_a_task_whose_create_could_not_be_written_is_not_counted_and_is_taken_back(
+    recorder: RecordingTelemetry,
+) -> None:
     clock = FakeClock()
-    service = _service(clock, recorder, FakeExecutor(fail_start=True))
-    with pytest.raises(Exception, match="Failed to start task"):
+    store = MemoryTaskStore(clock, fail_create=True)
+    service = _service(clock, recorder, store)
+    with pytest.raises(InternalError, match=r"^Failed to create task$"):
         service.create(_slow_job_spec(), {}, _ctx(), None)
-    assert recorder.samples == [
-        Sample(TASKS_CREATED, "Count", 1.0, {"tool": "slow_job"}),
-        Sample(TASKS_FAILED, "Count", 1.0, {"tool": "slow_job"}),
-        Sample(TIME_TO_TERMINAL, "Milliseconds", 0.0, {"tool": "slow_job", "status": "failed"}),
-    ]
+    assert recorder.samples == []
+    ((task_id, token),) = store.discarded
+    assert task_id == "task-0000000000000001" and len(token) == 32
 
 
 def test_tasks_get_correlates_the_task_id(recorder: RecordingTelemetry) -> None:
@@ -349,7 +353,7 @@ def test_store_and_executor_calls_run_inside_named_spans(recorder: RecordingTele
         def start_execution(self, **request: Any) -> dict[str, Any]:
             return {}
 
-    StepFunctionsExecutor("arn:aws:states:us-east-1:1:stateMachine:t", StubSfn(), telemetry=recorder).start("t")
+    StepFunctionsExecutor("arn:aws:states:us-east-1:1:stateMachine:t", StubSfn(), telemetry=recorder).start("t", "t")
     DynamoHandleStore("tasks", StubDynamo(), telemetry=recorder).mint("owner", "cart", {}, 60)
     DynamoTaskHistory("tasks", StubDynamo(), telemetry=recorder).page("owner")
     assert recorder.spans == ["TaskStore.create", "TaskExecutor.start", "HandleStore.mint", "TaskHistory.page"]
@@ -524,7 +528,6 @@ def test_runtime_log_records_become_json_with_the_invocations_correlation_keys(
 
 
 def test_the_worker_adapter_logs_with_task_id_and_execution_name(capsys: pytest.CaptureFixture[str]) -> None:
-    from mcp_runtime.tasks.worker import TaskWorker
 
     with _runtime_loggers_restored():
         telemetry = PowertoolsTelemetry("obs-worker", "Worker", tracing=False)
@@ -658,14 +661,14 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     service = _service(clock, recorder)
     service.create(_slow_job_spec(), {}, _ctx(), None)
     service.cancel("task-0000000000000001", _ctx())
-    failing = _service(clock, recorder, FakeExecutor(fail_start=True))
-    with pytest.raises(Exception, match="Failed to start task"):
-        failing.create(_slow_job_spec(), {}, _ctx(), None)
+    failing = _service(clock, recorder)
+    failed = failing.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
+    TaskWorker(failing.store, FakeExecutor(), ToolRegistry(), telemetry=recorder).fail(failed, "States.Timeout")
 
     reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}
     declared = {(metric, dims) for metric, sets in METRIC_DIMENSIONS.items() for dims in sets}
     assert reported <= declared
-    assert {metric for metric, _ in reported} == set(METRIC_DIMENSIONS) - {TASKS_COMPLETED}  # the worker's
+    assert {metric for metric, _ in reported} == set(METRIC_DIMENSIONS) - {TASKS_COMPLETED}
 
 
 def test_without_the_xray_sdk_spans_are_quietly_skipped(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -280,9 +280,13 @@ class TaskWorker:
     # ---- park ---------------------------------------------------------------------------------
     def park(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
         issued = tuple((str(a), str(b)) for a, b in park["issuedKeys"])
-        outcome = self.store.park(
-            task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token
-        )
+        try:
+            outcome = self.store.park(
+                task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token
+            )
+        except TaskNotFound:
+            self._resume(task_token)  # the task is gone: end the wait
+            return _outcome(OUTCOME_STOPPED)
         record = outcome.record
         if outcome.applied and record.status == INPUT_REQUIRED:
             if record.task_token == task_token or self.store.replace_token(task_id, record.task_token, task_token):

@@ -32,7 +32,10 @@ LOCK = HERE / "lock"
 FUNCTION = os.environ.get("AWS_LAMBDA_FUNCTION_NAME", "")
 
 _THROTTLING = {
-    "dynamodb": ("ProvisionedThroughputExceededException", "The level of configured provisioned throughput was exceeded"),
+    "dynamodb": (
+        "ProvisionedThroughputExceededException",
+        "The level of configured provisioned throughput was exceeded",
+    ),
     "sfn": ("ThrottlingException", "Rate exceeded"),
     "s3": ("SlowDown", "Please reduce your request rate."),
 }
@@ -115,7 +118,7 @@ def _error_response(request: Any, service: str, fault: str) -> Any:
 
 
 def _on_send(request: Any, event_name: str = "", **_: Any) -> Any:
-    _, service, operation_name = (event_name.split(".") + ["", ""])[:3]
+    _, service, operation_name = [*event_name.split("."), "", ""][:3]
     from botocore.exceptions import ReadTimeoutError
 
     body = request.body if isinstance(request.body, str) else (request.body or b"").decode("utf-8", "replace")
