@@ -9,10 +9,13 @@ started 4 KB).
 
 Operations, each driven over HTTP one at a time (tools/call with the tasks extension, tasks/get,
 tasks/update, tasks/cancel) on the example task tool deploy_release; the API function's calls
-during an operation are that operation's; the worker's are reported until the task parks and from
-the answer to the terminal write ("complete"). Budget (DESIGN.md): create = 1 conditional write +
-1 StartExecution; get = 1 consistent read; update = 1 conditional update + at most 1
-SendTaskSuccess; cancel = 1 conditional update + 1 StopExecution.
+during an operation are that operation's, and the supervisor's calls it causes in the background
+(from the table's stream: start, resume, stop; from the execution's status change: one read) are
+reported beside them; the worker's are reported until the task parks and from the answer to the
+terminal write ("complete"). Budget (DESIGN.md): create = 1 conditional write (+ 1 StartExecution
+in the background); get = 1 consistent read; update = 1 conditional update (+ at most 1
+SendTaskSuccess in the background); cancel = 1 conditional update (+ 1 StopExecution in the
+background). Every count is of attempts: a retry would show as a second call.
 """
 
 from __future__ import annotations
@@ -98,6 +101,7 @@ def run() -> dict[str, Any]:
             log = CallLog(layer / "calls")
             api = stack.physical_id("FunctionsApi", "AWS::Lambda::Function")
             worker = stack.physical_id("FunctionsWorker", "AWS::Lambda::Function")
+            supervisor = stack.physical_id("SupervisorFunction", "AWS::Lambda::Function")
             table = stack.physical_id("TaskTable", "AWS::DynamoDB::Table")
             dynamodb = stack.aws_client("dynamodb")
 
@@ -105,7 +109,19 @@ def run() -> dict[str, Any]:
                 item = dynamodb.get_item(TableName=table, Key={"pk": {"S": f"task#{task_id}"}}, ConsistentRead=True)
                 return _item_size(item.get("Item") or {})
 
+            def quiet(function: str, seconds: float = 1.0) -> None:
+                """Until the function's log has not grown for `seconds` (its background work is done)."""
+                path = log.directory / f"{function}.jsonl"
+                size, since = -1, time.monotonic()
+                while time.monotonic() - since < seconds:
+                    now = path.stat().st_size if path.exists() else 0
+                    if now != size:
+                        size, since = now, time.monotonic()
+                    time.sleep(0.05)
+
             def account(label: str, function: str, task_id: str | None) -> None:
+                if function == supervisor:
+                    quiet(function)
                 entries = log.new_calls(function)
                 calls[label] = Counter(entry["call"] for entry in entries)
                 capacity[label] = sum(float(entry.get("capacity") or 0) for entry in entries)
@@ -131,6 +147,7 @@ def run() -> dict[str, Any]:
             account("get", api, task_id)
             parked = _wait_status(stack, task_id, {"input_required"})
             log.new_calls(api)  # the polls
+            account("create, in the background", supervisor, task_id)
             account("worker until parked", worker, task_id)
             key = next(iter(parked["inputRequests"]))
             answer = {key: {"action": "accept", "content": {"approve": True}}}
@@ -138,6 +155,7 @@ def run() -> dict[str, Any]:
             account("update", api, task_id)
             _wait_status(stack, task_id, {"completed"})
             log.new_calls(api)
+            account("update and completion, in the background", supervisor, task_id)
             status = "RUNNING"
             arn = stack.physical_id("Workflow", "AWS::StepFunctions::StateMachine").replace(
                 ":stateMachine:", ":execution:"
@@ -151,13 +169,26 @@ def run() -> dict[str, Any]:
             second = _call(stack, rpc("tools/call", deploy, request_id=2, capabilities=CAPS))
             _wait_status(stack, second["taskId"], {"input_required"})
             log.new_calls(api)
+            log.new_calls(supervisor)
             _call(stack, rpc("tasks/cancel", {"taskId": second["taskId"]}, capabilities=CAPS))
             account("cancel", api, second["taskId"])
+            account("cancel, in the background", supervisor, second["taskId"])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
     operations: dict[str, Any] = {}
-    for op in ("first request of a container", "create", "get", "update", "cancel", "complete", "worker until parked"):
+    for op in (
+        "first request of a container",
+        "create",
+        "create, in the background",
+        "get",
+        "update",
+        "update and completion, in the background",
+        "cancel",
+        "cancel, in the background",
+        "worker until parked",
+        "complete",
+    ):
         op_calls = dict(calls.get(op, Counter()))
         operations[op] = {
             "calls": op_calls,
@@ -172,17 +203,21 @@ def run() -> dict[str, Any]:
     def others(op: str, allowed: set[str]) -> int:
         return sum(n for name, n in operations[op]["calls"].items() if name not in allowed)
 
+    background_create = "create, in the background"
+    background_update = "update and completion, in the background"
+    background_cancel = "cancel, in the background"
     budgets = {
-        "create = 1 PutItem + 1 StartExecution": count("create", "dynamodb:PutItem") == 1
-        and count("create", "stepfunctions:StartExecution") == 1
-        and others("create", {"dynamodb:PutItem", "stepfunctions:StartExecution"}) == 0,
+        "create = 1 PutItem (+ 1 StartExecution in the background)": count("create", "dynamodb:PutItem") == 1
+        and others("create", {"dynamodb:PutItem"}) == 0
+        and count(background_create, "stepfunctions:StartExecution") == 1
+        and others(background_create, {"stepfunctions:StartExecution"}) == 0,
         "get = 1 GetItem": count("get", "dynamodb:GetItem") == 1 and others("get", {"dynamodb:GetItem"}) == 0,
-        "update = 1 UpdateItem + <= 1 SendTaskSuccess": count("update", "dynamodb:UpdateItem") == 1
-        and count("update", "stepfunctions:SendTaskSuccess") <= 1
-        and others("update", {"dynamodb:UpdateItem", "stepfunctions:SendTaskSuccess"}) == 0,
-        "cancel = 1 UpdateItem + 1 StopExecution": count("cancel", "dynamodb:UpdateItem") == 1
-        and count("cancel", "stepfunctions:StopExecution") == 1
-        and others("cancel", {"dynamodb:UpdateItem", "stepfunctions:StopExecution"}) == 0,
+        "update = 1 UpdateItem (+ <= 1 SendTaskSuccess in the background)": count("update", "dynamodb:UpdateItem") == 1
+        and others("update", {"dynamodb:UpdateItem"}) == 0
+        and count(background_update, "stepfunctions:SendTaskSuccess") <= 1,
+        "cancel = 1 UpdateItem (+ 1 StopExecution in the background)": count("cancel", "dynamodb:UpdateItem") == 1
+        and others("cancel", {"dynamodb:UpdateItem"}) == 0
+        and count(background_cancel, "stepfunctions:StopExecution") == 1,
     }
     return {"operations": operations, "budgets": budgets}
 
@@ -197,7 +232,7 @@ def report(result: dict[str, Any]) -> list[str]:
         units = ""
         if "moto_consumed_capacity" in entry:
             units = f"   [capacity {entry['moto_consumed_capacity']:.1f} / {entry['modelled_units']:.0f} units]"
-        lines.append(f"  {op:<20} {entry['total_calls']:2d} calls: {calls}{units}")
+        lines.append(f"  {op:<42} {entry['total_calls']:2d} calls: {calls}{units}")
     for name, ok in result["budgets"].items():
         lines.append(f"  budget {name}: {verdict(ok)}")
     return lines

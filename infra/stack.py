@@ -68,6 +68,7 @@ class McpTasksStack(Stack):
             "Monitoring",
             api_function=self.functions.api_function,
             worker_function=self.functions.worker_function,
+            supervisor_function=self.supervisor.function.function,
             state_machine=self.workflow.state_machine,
             table=self.tasks.table,
             http_api=self.front.api,

@@ -52,7 +52,7 @@ class DeployedLike:
     stack: RunningStack
 
     def function_name(self, prefix: str) -> str:
-        return self.stack.physical_id(prefix)
+        return self.stack.physical_id(prefix, "AWS::Lambda::Function")
 
     def invoke(self, prefix: str, event: dict[str, Any]) -> Any:
         response = self.stack.aws_client("lambda").invoke(

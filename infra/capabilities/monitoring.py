@@ -20,6 +20,7 @@ from mcp_runtime import wire
 from mcp_runtime.tasks import schema
 
 PERIOD = Duration.minutes(5)
+ITERATOR_AGE_ALARM_MS = 60_000
 
 
 class Monitoring(Construct):
@@ -30,6 +31,7 @@ class Monitoring(Construct):
         *,
         api_function: lambda_.IFunction,
         worker_function: lambda_.IFunction,
+        supervisor_function: lambda_.IFunction,
         state_machine: sfn.IStateMachine,
         table: dynamodb.ITable,
         http_api: apigwv2.IHttpApi,
@@ -61,6 +63,15 @@ class Monitoring(Construct):
             "WorkerErrors": (
                 worker_function.metric_errors(period=PERIOD, statistic="Sum"),
                 "A task step raised (Step Functions may retry)",
+            ),
+            "SupervisorErrors": (
+                supervisor_function.metric_errors(period=PERIOD, statistic="Sum"),
+                "The supervisor raised (its stream batch or status event is retried)",
+            ),
+            # Start, resume and stop wait in the table's stream while Step Functions does not take them.
+            "EffectsDelayed": (
+                supervisor_function.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
+                "Task starts, resumes or stops waited over a minute in the table's stream",
             ),
             "ExecutionsFailed": (
                 state_machine.metric_failed(period=PERIOD, statistic="Sum"),
@@ -95,7 +106,7 @@ class Monitoring(Construct):
                 name,
                 alarm_description=description,
                 metric=metric,
-                threshold=1,
+                threshold=ITERATOR_AGE_ALARM_MS if name == "EffectsDelayed" else 1,
                 evaluation_periods=1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
@@ -143,6 +154,21 @@ class Monitoring(Construct):
                 title="Worker function",
                 left=[worker_function.metric_invocations(period=PERIOD), worker_function.metric_errors(period=PERIOD)],
                 right=[worker_function.metric_duration(period=PERIOD, statistic="p99")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Supervisor: invocations and errors",
+                left=[
+                    supervisor_function.metric_invocations(period=PERIOD),
+                    supervisor_function.metric_errors(period=PERIOD),
+                ],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Supervisor: age of the oldest stream record (ms)",
+                left=[supervisor_function.metric("IteratorAge", period=PERIOD, statistic="Maximum")],
                 width=12,
             ),
         )

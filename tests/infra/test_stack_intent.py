@@ -559,11 +559,13 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "Errors",
         "ExecutionsFailed",
         "ExecutionsTimedOut",
+        "IteratorAge",  # starts, resumes or stops waiting in the stream
         "ReadThrottleEvents + WriteThrottleEvents",
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "Throttles",
     ]
-    assert len(by_metric["Errors"]) == 2  # API and worker
+    assert len(by_metric["Errors"]) == 3  # API, worker and supervisor
+    assert by_metric["IteratorAge"][0]["Threshold"] == 60_000
     stack.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     stack.template.has_resource_properties(
         "AWS::SNS::TopicPolicy", Match.object_like({"PolicyDocument": Match.any_value()})

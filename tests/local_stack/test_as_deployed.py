@@ -21,6 +21,7 @@ from local_stack.runtime import MAX_PAYLOAD_BYTES
 from mcp_runtime import wire
 from mcp_runtime.tasks.models import COMPLETED, WORKING, ClientSnapshot, TaskRecord, iso_timestamp
 from mcp_runtime.tasks.store import to_item
+from mcp_runtime.tasks.supervisor import RESUME_REFUSED_ERROR
 from tests.local_stack.conftest import StackClient, edited_assembly, resource_of
 from tests.support import RunningStack, local_stack_process, rpc, standard_headers
 
@@ -190,7 +191,7 @@ def test_the_worker_function_with_only_its_template_environment_runs_a_task_step
 
     answer = invoke(stack, WORKER, {"action": "run", "taskId": task_id})
 
-    assert answer == {"error": None, "payload": {"outcome": "completed", "park": None}}
+    assert answer == {"error": None, "payload": {"outcome": "completed", "park": None, "settle": None}}
     item = stack.aws_client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"task#{task_id}"}})["Item"]
     assert item["status"]["S"] == COMPLETED
     assert json.loads(item["result"]["S"])["structuredContent"] == {"words": 3, "characters": 13}
@@ -245,9 +246,11 @@ def _remove_action(template: dict[str, Any], policy_prefix: str, action: str) ->
     raise AssertionError(f"{action} is not granted by {policy_prefix}")
 
 
-def test_without_the_send_task_success_grant_an_answer_cannot_resume_its_task(tmp_path: Path) -> None:
+def test_without_the_send_task_success_grant_the_supervisor_cannot_resume_and_the_task_fails_saying_so(
+    tmp_path: Path,
+) -> None:
     assembly = edited_assembly(
-        tmp_path, lambda template: _remove_action(template, "FunctionsApiRoleDefaultPolicy", "states:SendTaskSuccess")
+        tmp_path, lambda template: _remove_action(template, "SupervisorRoleDefaultPolicy", "states:SendTaskSuccess")
     )
     with local_stack_process(fixtures="conformance", extra_env={"LOCAL_CDK_OUT": str(assembly)}) as running:
         client = StackClient(running)
@@ -256,11 +259,13 @@ def test_without_the_send_task_success_grant_an_answer_cannot_resume_its_task(tm
         (key,) = parked["inputRequests"]
         answer = {key: {"action": "accept", "content": {"confirm": True}}}
 
-        refused = client.call("tasks/update", {"taskId": task_id, "inputResponses": answer})
+        assert client.result("tasks/update", {"taskId": task_id, "inputResponses": answer}) == {
+            "resultType": "complete"
+        }
 
-        assert refused["error"] == {"code": wire.INTERNAL_ERROR, "message": "Failed to resume task"}
-        assert client.wait_for_output("AccessDeniedException")
-        assert running.printed("is not authorized to perform: states:SendTaskSuccess")
+        failed = client.settled(task_id)
+        assert (failed["status"], failed["error"]) == ("failed", RESUME_REFUSED_ERROR)
+        assert client.wait_for_output("is not authorized to perform: states:SendTaskSuccess")
 
 
 def test_a_function_missing_a_variable_it_needs_fails_its_first_invocation_naming_it(tmp_path: Path) -> None:

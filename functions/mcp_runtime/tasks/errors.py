@@ -23,7 +23,13 @@ class TaskStoreUnavailable(TaskError):
 
 
 class TaskStoreRefused(TaskError):
-    """DynamoDB refused the request (validation, access, a missing table): retrying cannot help."""
+    """DynamoDB refused the request (validation, access, a missing table): retrying cannot help.
+
+    The message (for logs) carries AWS's own words; `code` alone may go into a task's error."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class ExecutorUnavailable(TaskError):
@@ -31,7 +37,9 @@ class ExecutorUnavailable(TaskError):
 
 
 class ExecutorRefused(TaskError):
-    """Step Functions refused the request for good (access, a missing state machine, bad input)."""
+    """Step Functions refused the request for good (access, a missing state machine, bad input).
+
+    The message (for logs) carries AWS's own words."""
 
 
 class TaskNoLongerRunning(Exception):

@@ -100,5 +100,5 @@ class StepFunctionsExecutor:
 
 def _translate(exc: AwsCallError, what: str) -> Exception:
     if isinstance(exc, AwsRejected):
-        return ExecutorRefused(f"could not {what} the task's execution ({exc.code})")
+        return ExecutorRefused(f"could not {what} the task's execution ({exc})")
     return ExecutorUnavailable(f"could not {what} the task's execution ({exc.code})")

@@ -605,7 +605,7 @@ def _translate(exc: AwsCallError) -> Exception:
         return _ConditionFailed(from_item(item) if item else None)
     if isinstance(exc, AwsUnavailable):
         return TaskStoreUnavailable(f"task table unavailable ({exc.operation}: {exc.code})")
-    return TaskStoreRefused(f"task table refused the request ({exc.operation}: {exc.code})")
+    return TaskStoreRefused(f"task table refused the request ({exc})", exc.code)
 
 
 class _ConditionFailed(Exception):

@@ -259,7 +259,7 @@ class TaskWorker:
     def _refused(self, task_id: str, exc: TaskStoreRefused) -> dict[str, Any]:
         """The table refused the terminal write for good: fail the task with a small error saying so."""
         log.error("task %s: terminal write refused (%s)", task_id, exc)
-        error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored", "data": {"reason": str(exc)}}
+        error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored", "data": {"reason": exc.code}}
         settled = self.store.finish(task_id, FAILED, error)  # refused again: Lambda reports it, the Catch fails it
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
