@@ -7,7 +7,8 @@ Every JSON-RPC method the MCP endpoint serves gets one event per front:
 `examples/<tool>.json` calls each example tool of `functions/tools/` (HTTP API form);
 every step the task state machine invokes the worker with gets `worker/<action>.json`, the
 `Payload` its `lambda:invoke` Task states send; and each event source of the supervisor gets
-`supervisor/<source>.json`: a batch of the task table's stream, an execution status change.
+`supervisor/<source>.json`: a batch of the task table's stream, an execution status change; and
+the callback route gets `callbacks/complete.json`, an external system completing a callback.
 Headers mirror the body as the 2026-07-28 transport requires (`MCP-Protocol-Version`, `Mcp-Method`,
 `Mcp-Name`). `tests/test_events.py` checks that the files are what this script writes and runs each
 through its handler.
@@ -62,7 +63,7 @@ METHODS: dict[str, tuple[dict[str, Any], str | None, bool]] = {
 
 # The worker's actions, as the state machine's Task states send them.
 WORKER_EVENTS: dict[str, dict[str, Any]] = {
-    "run": {"action": "run", "taskId": UNKNOWN_TASK_ID},
+    "run": {"action": "run", "taskId": UNKNOWN_TASK_ID, "round": 0, "executionName": UNKNOWN_TASK_ID},
     "park": {
         "action": "park",
         "taskId": UNKNOWN_TASK_ID,
@@ -321,6 +322,34 @@ def function_url_event(method: str, request_id: int) -> dict[str, Any]:
     }
 
 
+def callback_event() -> dict[str, Any]:
+    """An external system completing a callback on `POST /tasks/callbacks` (no authorizer: the token is
+    the credential). The token names a task that does not exist, so the answer is the refusal."""
+    body = json.dumps({"token": f"{UNKNOWN_TASK_ID}.c3RlcDpidWlsZA.{'x' * 43}", "result": {"status": "built"}})
+    domain = f"{HTTP_API_ID}.execute-api.{REGION}.amazonaws.com"
+    context = _request_context(domain, HTTP_API_ID, "POST /tasks/callbacks", "Vb2nKjmVIAMEV900=", {})
+    context.pop("authorizer")
+    context["http"]["path"] = "/tasks/callbacks"
+    return {
+        "version": "2.0",
+        "routeKey": "POST /tasks/callbacks",
+        "rawPath": "/tasks/callbacks",
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "content-length": str(len(body.encode())),
+            "host": domain,
+            "user-agent": "ci-runner/1.0",
+            "x-forwarded-for": SOURCE_IP,
+            "x-forwarded-port": "443",
+            "x-forwarded-proto": "https",
+        },
+        "requestContext": context,
+        "body": body,
+        "isBase64Encoded": False,
+    }
+
+
 def all_events() -> dict[str, dict[str, Any]]:
     """Relative path -> event."""
     events: dict[str, dict[str, Any]] = {}
@@ -335,6 +364,7 @@ def all_events() -> dict[str, dict[str, Any]]:
         events[f"worker/{action}.json"] = payload
     for source, payload in SUPERVISOR_EVENTS.items():
         events[f"supervisor/{source}.json"] = payload
+    events["callbacks/complete.json"] = callback_event()
     return events
 
 

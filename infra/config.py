@@ -68,6 +68,10 @@ class DeploymentConfig:
     api_memory_mb: int = 512
     worker_memory_mb: int = 1024
     worker_timeout_seconds: int = 300
+    # How long a task stays retrievable (its ttlMs); the payload bucket keeps objects a day longer.
+    task_ttl_hours: int = 24
+    # Tool runs per execution before a new execution takes over (Step Functions' history limit).
+    execution_round_limit: int = 1000
     alarm_email: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -109,5 +113,7 @@ class DeploymentConfig:
             api_memory_mb=_int(get("apiMemoryMb") or 512, "apiMemoryMb", 128, 10_240),
             worker_memory_mb=_int(get("workerMemoryMb") or 1024, "workerMemoryMb", 128, 10_240),
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),
+            task_ttl_hours=_int(get("taskTtlHours") or 24, "taskTtlHours", 1, 24 * 365),
+            execution_round_limit=_int(get("executionRoundLimit") or 1000, "executionRoundLimit", 1, 1200),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
         )

@@ -6,9 +6,11 @@ from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
 
 from infra import bundling
+from infra.capabilities.callbacks import TaskCallbacks
 from infra.capabilities.functions import TaskFunctions
 from infra.capabilities.http_front import HttpFront
 from infra.capabilities.monitoring import Monitoring
+from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.task_table import TaskTable
@@ -63,6 +65,19 @@ class McpTasksStack(Stack):
             removal_policy=config.removal,
         )
         self.functions.connect_authorization(self.front.issuer, self.front.scopes)
+        self.payloads = TaskPayloads(
+            self, "Payloads", task_ttl_hours=config.task_ttl_hours, removal_policy=config.removal
+        )
+        self.functions.connect_payloads(self.payloads, config.task_ttl_hours)
+        self.callbacks = TaskCallbacks(
+            self,
+            "Callbacks",
+            functions=self.functions,
+            table=self.tasks.table,
+            payloads=self.payloads,
+            http_api=self.front.api,
+        )
+        self.functions.connect_callbacks(self.callbacks, config.execution_round_limit)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from mcp_runtime import wire
+from mcp_runtime.tasks.callbacks import REFUSED
 from tests.support import RunningStack, local_stack_process
 
 REPO = Path(__file__).resolve().parents[1]
@@ -32,6 +33,7 @@ SUPERVISOR_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob
 API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
 SUPERVISOR_FUNCTION = "SupervisorFunction"
+CALLBACK_FUNCTION = "CallbacksCallbacksFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
 # The example server has tools and tasks but no prompts or resources: those methods are not served.
 NOT_SERVED = (
@@ -86,6 +88,9 @@ def test_one_event_per_method_and_front() -> None:
         assert {f"{front}/{generate.slug(m)}.json" for m in generate.METHODS} <= set(API_EVENTS)
     assert WORKER_EVENTS == ["worker/fail.json", "worker/park.json", "worker/run.json", "worker/settle.json"]
     assert SUPERVISOR_EVENTS == ["supervisor/execution-ended.json", "supervisor/stream-batch.json"]
+    assert sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("callbacks/*.json")) == [
+        "callbacks/complete.json"
+    ]
 
 
 @pytest.mark.parametrize("relative", API_EVENTS + EXAMPLE_EVENTS)
@@ -168,6 +173,7 @@ def test_worker_event_through_the_handler(deployed_like: DeployedLike, relative:
         "outcome": "stopped",
         "park": None,
         "settle": None,
+        "wait": None,
     }
 
 
@@ -225,3 +231,10 @@ def test_the_handle_example_mints_a_cart_and_the_history_lists_the_callers_tasks
     assert opened["content"][0]["text"].startswith("Opened cart cart_")
     history = _call_example(deployed_like, "examples/list-my-tasks.json")["structuredContent"]
     assert [task["tool"] for task in history["tasks"]][:1] == ["deploy_release"]
+
+
+def test_the_callback_event_through_the_handler_is_refused_for_a_task_that_does_not_exist(
+    deployed_like: DeployedLike,
+) -> None:
+    answer = deployed_like.invoke(CALLBACK_FUNCTION, _load("callbacks/complete.json"))
+    assert (answer["statusCode"], json.loads(answer["body"])) == (404, REFUSED)

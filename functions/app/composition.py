@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from app.endpoints import ApiEndpoint, SupervisorEndpoint, WorkerEndpoint
+from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, WorkerEndpoint
 from mcp_runtime.catalog import Catalog
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
@@ -23,8 +23,10 @@ if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
     from mcp_runtime.context import RequestContext
     from mcp_runtime.handles import HandleStore
+    from mcp_runtime.tasks.callbacks import CallbackService
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
     from mcp_runtime.tasks.history import DynamoTaskHistory
+    from mcp_runtime.tasks.payloads import S3PayloadStore
     from mcp_runtime.tasks.service import TaskService
     from mcp_runtime.tasks.store import DynamoTaskStore
     from mcp_runtime.tasks.supervisor import TaskSupervisor
@@ -78,6 +80,15 @@ def build_task_executor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY)
     )
 
 
+def build_payload_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> S3PayloadStore | None:
+    """The bucket for results and records too large for the item (none: they must fit in it)."""
+    if not settings.task_payload_bucket:
+        return None
+    from mcp_runtime.tasks.payloads import S3PayloadStore
+
+    return S3PayloadStore(settings.task_payload_bucket, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
+
+
 def build_task_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskService:
     """The API side: reads and conditional writes on the table only (the supervisor calls Step Functions)."""
     from mcp_runtime.tasks.service import TaskService
@@ -86,6 +97,7 @@ def build_task_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) 
         build_task_store(settings, telemetry),
         ttl_ms=settings.task_default_ttl_ms,
         poll_interval_ms=settings.task_poll_interval_ms,
+        payloads=build_payload_store(settings, telemetry),
         telemetry=telemetry,
     )
 
@@ -193,6 +205,9 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
         build_catalog(settings).tools,
         handles=build_handle_store(settings, telemetry),
         history=build_task_history(settings, telemetry),
+        payloads=build_payload_store(settings, telemetry),
+        callback_url=settings.task_callback_url,
+        rounds_per_execution=settings.task_rounds_per_execution,
         progress_interval_seconds=settings.task_progress_interval_ms / 1000,
         telemetry=telemetry,
     )
@@ -213,3 +228,16 @@ def build_supervisor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) ->
 
 def build_supervisor_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> SupervisorEndpoint:
     return SupervisorEndpoint(build_supervisor(settings, telemetry), telemetry)
+
+
+# ---- the callback function ----------------------------------------------------------------------
+def build_callback_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> CallbackService:
+    from mcp_runtime.tasks.callbacks import CallbackService
+
+    return CallbackService(
+        build_task_store(settings, telemetry), build_payload_store(settings, telemetry), telemetry=telemetry
+    )
+
+
+def build_callback_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> CallbackEndpoint:
+    return CallbackEndpoint(build_callback_service(settings, telemetry), telemetry)

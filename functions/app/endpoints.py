@@ -9,6 +9,7 @@ from mcp_runtime.tasks.aws_clients import invocation_deadline
 
 if TYPE_CHECKING:  # the API's cold start imports neither the worker nor Powertools
     from app.telemetry import PowertoolsTelemetry
+    from mcp_runtime.tasks.callbacks import CallbackService
     from mcp_runtime.tasks.supervisor import TaskSupervisor
     from mcp_runtime.tasks.worker import TaskWorker
     from mcp_runtime.transport import McpHttpTransport
@@ -60,3 +61,26 @@ class SupervisorEndpoint:
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
             return self.supervisor.handle(event)
+
+
+class CallbackEndpoint:
+    """An external system completing a task's callback: one API Gateway (payload 2.0) event in,
+    one proxy response out. The token in the body is the only credential."""
+
+    def __init__(self, service: CallbackService, telemetry: PowertoolsTelemetry) -> None:
+        self.service = service
+        self.telemetry = telemetry
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        import base64
+        import json
+
+        with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
+            body = event.get("body") or ""
+            raw = base64.b64decode(body) if event.get("isBase64Encoded") else str(body).encode()
+            answer = self.service.complete(raw)
+        return {
+            "statusCode": answer.status,
+            "headers": {"content-type": "application/json"},
+            "body": json.dumps(answer.body),
+        }

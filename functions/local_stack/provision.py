@@ -1,15 +1,16 @@
 """Create in the embedded moto what the synthesized template declares, from the template's own properties.
 
-Created for real: DynamoDB tables (keys, indexes, TTL, streams), Secrets Manager secrets (generated
-values), IAM roles with exactly their inline policies and the template's `AWS::IAM::Policy`
-documents, Lambda functions (so their ARNs exist; their code runs in `local_stack.runtime`) and
-Step Functions state machines (the definition file and its substitutions as the template resolves
-them). Read, not created: API Gateway routes and JWT authorizers (the HTTP front serves them),
-Function URLs, Lambda event source mappings on DynamoDB streams, EventBridge rules with Lambda
-targets, and functions' asynchronous invocation settings (`local_stack.event_delivery` delivers
-those events as Lambda and EventBridge would). Listed as not emulated: everything else (alarms,
-dashboards, log groups, Cognito pools and clients, Lambda permissions, stages), which no code path
-calls locally.
+Created for real: DynamoDB tables (keys, indexes, TTL, streams), S3 buckets (encryption, lifecycle
+rules, public access block), Secrets Manager secrets (generated values), IAM roles with exactly
+their inline policies and the template's `AWS::IAM::Policy` documents, Lambda functions (so their
+ARNs exist; their code runs in `local_stack.runtime`) and Step Functions state machines (the
+definition file and its substitutions as the template resolves them). Read, not created: API Gateway
+routes and JWT authorizers (the HTTP front serves them), Function URLs, Lambda event source mappings
+on DynamoDB streams, EventBridge rules with Lambda targets, and functions' asynchronous invocation
+settings (`local_stack.event_delivery` delivers those events as Lambda and EventBridge would).
+Listed as not emulated: everything else (alarms, dashboards, log groups, Cognito pools and clients,
+Lambda permissions, stages, bucket policies), which no code path calls locally (a bucket policy's
+TLS-only rule has nothing to refuse on loopback).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from local_stack.template import DeployedTemplate, Resource, TemplateError
 
 CREATED_TYPES: Final[tuple[str, ...]] = (
     "AWS::DynamoDB::Table",
+    "AWS::S3::Bucket",
     "AWS::SecretsManager::Secret",
     "AWS::IAM::Role",
     "AWS::IAM::Policy",
@@ -115,6 +117,7 @@ class ProvisionedStack:
     state_machines: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
     state_machine_roles: dict[str, str] = field(default_factory=dict)  # ARN -> role ARN
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> name
+    buckets: dict[str, str] = field(default_factory=dict)  # logical id -> name
     secrets: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
     stream_mappings: list[StreamMapping] = field(default_factory=list)
     event_rules: list[EventRule] = field(default_factory=list)
@@ -134,6 +137,8 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
         stack.secrets[resource.logical_id] = _create_secret(template, resource, client("secretsmanager"))
     for resource in template.resources("AWS::DynamoDB::Table"):
         stack.tables[resource.logical_id] = _create_table(template, resource, client("dynamodb"))
+    for resource in template.resources("AWS::S3::Bucket"):
+        stack.buckets[resource.logical_id] = _create_bucket(template, resource, client("s3"))
     iam = client("iam")
     for resource in template.resources("AWS::IAM::Role"):
         _create_role(template, resource, iam, stack)
@@ -183,6 +188,45 @@ def _create_table(template: DeployedTemplate, resource: Resource, dynamodb: Any)
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
         )
     return name
+
+
+# ---- S3 ---------------------------------------------------------------------------------------
+def _create_bucket(template: DeployedTemplate, resource: Resource, s3: Any) -> str:
+    """A bucket with the template's encryption, lifecycle and public access block (moto stores them;
+    it neither encrypts nor expires objects, and the bucket policy is not evaluated)."""
+    props = template.resolve(resource.properties)
+    name = template.physical_id(resource.logical_id)
+    s3.create_bucket(Bucket=name)
+    if props.get("BucketEncryption"):
+        s3.put_bucket_encryption(Bucket=name, ServerSideEncryptionConfiguration=_sse(props["BucketEncryption"]))
+    if props.get("PublicAccessBlockConfiguration"):
+        s3.put_public_access_block(Bucket=name, PublicAccessBlockConfiguration=props["PublicAccessBlockConfiguration"])
+    rules = (props.get("LifecycleConfiguration") or {}).get("Rules") or []
+    if rules:
+        s3.put_bucket_lifecycle_configuration(
+            Bucket=name, LifecycleConfiguration={"Rules": [_lifecycle_rule(rule) for rule in rules]}
+        )
+    return name
+
+
+def _sse(encryption: dict[str, Any]) -> dict[str, Any]:
+    rules = []
+    for rule in encryption.get("ServerSideEncryptionConfiguration") or []:
+        default = rule.get("ServerSideEncryptionByDefault") or {}
+        rules.append({"ApplyServerSideEncryptionByDefault": dict(default)})
+    return {"Rules": rules}
+
+
+def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """CloudFormation's lifecycle rule shape, in the S3 API's."""
+    converted: dict[str, Any] = {"ID": rule.get("Id", "rule"), "Status": rule.get("Status", "Enabled")}
+    converted["Filter"] = {"Prefix": rule.get("Prefix", "")}
+    if "ExpirationInDays" in rule:
+        converted["Expiration"] = {"Days": int(rule["ExpirationInDays"])}
+    abort = rule.get("AbortIncompleteMultipartUpload")
+    if abort:
+        converted["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": int(abort["DaysAfterInitiation"])}
+    return converted
 
 
 # ---- Secrets Manager --------------------------------------------------------------------------

@@ -149,6 +149,12 @@ class DeployedTemplate:
                 else f"{resource.logical_id}-{_suffix(self.stack_name, resource.logical_id)}"
             )
             return f"arn:{PARTITION}:secretsmanager:{self.region}:{self.account_id}:secret:{name}"
+        if kind == "AWS::S3::Bucket":
+            if "BucketName" in props:
+                return str(self.resolve(props["BucketName"]))
+            # CloudFormation's generated bucket names: lower case, at most 63 characters.
+            prefix = f"{self.stack_name}-{resource.logical_id}".lower()[:49]
+            return f"{prefix}-{_suffix(self.stack_name, resource.logical_id, 12, _LOWER_DIGITS)}"
         if kind == "AWS::Cognito::UserPool":
             return f"{self.region}_{_suffix(self.stack_name, resource.logical_id, 9, _LETTERS_DIGITS)}"
         if kind == "AWS::Cognito::UserPoolClient":
@@ -204,6 +210,9 @@ class DeployedTemplate:
             ("AWS::Lambda::Url", "FunctionUrl"): lambda: (
                 f"https://{_suffix(self.stack_name, logical_id, 32, _LOWER_DIGITS)}.lambda-url.{region}.on.aws/"
             ),
+            ("AWS::S3::Bucket", "Arn"): lambda: f"arn:{PARTITION}:s3:::{physical}",
+            ("AWS::S3::Bucket", "DomainName"): lambda: f"{physical}.s3.{URL_SUFFIX}",
+            ("AWS::S3::Bucket", "RegionalDomainName"): lambda: f"{physical}.s3.{region}.{URL_SUFFIX}",
             ("AWS::SNS::Topic", "TopicArn"): lambda: f"arn:{PARTITION}:sns:{region}:{account}:{physical}",
             ("AWS::CloudWatch::Alarm", "Arn"): lambda: (
                 f"arn:{PARTITION}:cloudwatch:{region}:{account}:alarm:{physical}"

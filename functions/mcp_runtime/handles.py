@@ -165,11 +165,12 @@ class DynamoHandleStore:
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         try:
-            return self._aws.call(operation, **kwargs)
+            response: dict[str, Any] = self._aws.call(operation, **kwargs)
         except AwsCallError as exc:
             if exc.code == CONDITION_FAILED:
                 raise _ConditionFailed(exc.code) from exc
             raise HandleStoreUnavailable(f"{operation}: {exc.code}") from exc
+        return response
 
 
 class _ConditionFailed(Exception):

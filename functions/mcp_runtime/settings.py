@@ -49,6 +49,12 @@ class Settings(BaseModel):
     task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
     # Minimum spacing of the statusMessage writes a running tool's progress reports cause.
     task_progress_interval_ms: int = Field(1_000, alias="TASK_PROGRESS_INTERVAL_MS", ge=0)
+    # The S3 bucket for results and durable records too large for the task item.
+    task_payload_bucket: str | None = Field(None, alias="TASK_PAYLOAD_BUCKET")
+    # Where an external system completes a `ctx.wait_for_callback` (the template's callback route).
+    task_callback_url: str = Field("", alias="TASK_CALLBACK_URL")
+    # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
+    task_rounds_per_execution: int = Field(1_000, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)

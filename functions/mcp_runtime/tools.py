@@ -11,9 +11,11 @@ decision order the tool uses; the runtime does the protocol for it.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
+import time
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -24,12 +26,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ValidationError
 
+from . import wire
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
 from .mrtr import Asker
 
-if TYPE_CHECKING:  # the handle store and task history load only where they are configured
+if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .handles import CallerHandles
+    from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -95,6 +99,7 @@ class ToolContext(Asker):
         prepared: Any = None,
         handles: CallerHandles | None = None,
         task_history: CallerTaskHistory | None = None,
+        durable: DurableRun | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
         self.principal = principal
@@ -107,6 +112,7 @@ class ToolContext(Asker):
         self._log = log
         self._handles = handles
         self._task_history = task_history
+        self._durable = durable
 
     @property
     def handles(self) -> CallerHandles:
@@ -126,9 +132,50 @@ class ToolContext(Asker):
         if self._progress is not None:
             self._progress(progress, total, message)
 
+    # ---- durable operations (named after AWS Lambda durable functions' SDK) ---------------------
+    def step(self, name: str, fn: Callable[[], Any]) -> Any:
+        """Run `fn()` once for the task and return its JSON value; on every later run of the tool the
+        recorded value comes back without calling `fn`. Outside a task, `fn()` simply runs."""
+        if self._durable is None:
+            return json.loads(json.dumps(_dumpable(fn()), ensure_ascii=False))
+        return self._durable.step(name, fn)
+
+    def wait(self, seconds: float) -> None:
+        """Wait durably: inside a task no Lambda runs meanwhile (a Step Functions Wait state); outside
+        one (a synchronous call) it sleeps."""
+        if self._durable is None:
+            time.sleep(seconds)
+            return
+        self._durable.wait(seconds)
+
+    def wait_for_callback(
+        self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None
+    ) -> Any:
+        """Hand an external system a single-use token (and the URL to complete it at) through `submit`,
+        park the task until it completes, and return what it sent. Only inside a task."""
+        if self._durable is None:
+            from .errors import MissingRequiredClientCapability
+
+            raise MissingRequiredClientCapability(
+                "This tool waits for an external system and can only run as a task",
+                {"extensions": {wire.TASKS_EXTENSION: {}}},
+            )
+        return self._durable.wait_for_callback(name, submit, timeout_seconds)
+
+    def idempotency_key(self, name: str) -> str:
+        """A key stable across every run of this task's tool, for external systems that deduplicate."""
+        if self._durable is None:
+            return hashlib.sha256(f"{id(self)}/{name}".encode()).hexdigest()[:32]
+        return self._durable.idempotency_key(name)
+
     def log(self, level: str, data: Any) -> None:
         if self._log is not None:
             self._log(level, data)
+
+
+def _dumpable(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    return dump(mode="json") if callable(dump) else value
 
 
 ToolFunction = Callable[[Any, ToolContext], Any]

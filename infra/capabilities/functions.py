@@ -21,11 +21,14 @@ from infra.nag import acknowledge
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
+    from infra.capabilities.callbacks import TaskCallbacks
+    from infra.capabilities.payloads import TaskPayloads
     from infra.capabilities.workflow import TaskWorkflow
 
 API_HANDLER = "app.handlers.api_handler"
 WORKER_HANDLER = "app.handlers.worker_handler"
 SUPERVISOR_HANDLER = "app.handlers.supervisor_handler"
+CALLBACK_HANDLER = "app.handlers.callback_handler"
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +62,10 @@ WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
 # The worker ends a wait with its own token (the task was cancelled while it parked, or answered
 # while its park step was retried).
 WORKER_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
+# Results and durable records too large for the item: the worker writes and reads them back, the API
+# reads a result to inline it in tasks/get.
+API_BUCKET_ACTIONS: tuple[str, ...] = ("s3:GetObject",)
+WORKER_BUCKET_ACTIONS: tuple[str, ...] = ("s3:GetObject", "s3:PutObject")
 
 RETENTION = {days.value: days for days in logs.RetentionDays}
 
@@ -227,6 +234,19 @@ class TaskFunctions(Construct):
         the state machine already depends on the worker, so a reference back would be a cycle."""
         self.api.function.add_environment("TASK_STATE_MACHINE_ARN", workflow.state_machine.state_machine_arn)
         grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
+
+    def connect_payloads(self, payloads: TaskPayloads, task_ttl_hours: int) -> None:
+        """The bucket for what does not fit in an item, and the TTL its lifecycle is set from."""
+        for fn in (self.api.function, self.worker.function):
+            fn.add_environment("TASK_PAYLOAD_BUCKET", payloads.bucket.bucket_name)
+        self.api.function.add_environment("TASK_DEFAULT_TTL_MS", str(task_ttl_hours * 3_600_000))
+        payloads.grant(self.api.role, API_BUCKET_ACTIONS)
+        payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)
+
+    def connect_callbacks(self, callbacks: TaskCallbacks, rounds_per_execution: int) -> None:
+        """Where the worker tells external systems to complete a callback; when it renews an execution."""
+        self.worker.function.add_environment("TASK_CALLBACK_URL", callbacks.url)
+        self.worker.function.add_environment("TASK_ROUNDS_PER_EXECUTION", str(rounds_per_execution))
 
     def connect_authorization(self, issuer: str, scopes: tuple[str, ...]) -> None:
         """What the API function publishes as Protected Resource Metadata (RFC 9728)."""

@@ -26,6 +26,7 @@ from local_stack.template import DeployedTemplate
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.tasks.executor import StepFunctionsExecutor, execution_arn
+from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.supervisor import TaskSupervisor
@@ -35,6 +36,7 @@ from mcp_runtime.tools import ToolRegistry
 ALICE = Principal("test:alice", "test")
 MALLORY = Principal("test:mallory", "test")
 TASKS_AND_ELICITATION: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}}
+CALLBACK_URL = "https://callbacks.example.com/tasks/callbacks"
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +45,7 @@ class TaskResources:
     state_machine_arn: str
     worker_function_name: str
     supervisor_logical_id: str
+    bucket_name: str
 
     @classmethod
     def of(cls, provisioned: ProvisionedStack) -> TaskResources:
@@ -50,7 +53,8 @@ class TaskResources:
         (machine,) = provisioned.state_machines.values()
         (worker,) = [spec.name for spec in provisioned.functions.values() if "Worker" in spec.logical_id]
         (supervisor,) = [logical_id for logical_id in provisioned.functions if "Supervisor" in logical_id]
-        return cls(table, machine, worker, supervisor)
+        (bucket,) = provisioned.buckets.values()
+        return cls(table, machine, worker, supervisor, bucket)
 
 
 class Clock:
@@ -95,6 +99,7 @@ class TaskEnvironment:
     stepfunctions: Any
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     clock: Callable[[], float] = time.time
+    rounds_per_execution: int = 1000
 
     def store(self, clock: Callable[[], float] | None = None) -> DynamoTaskStore:
         return DynamoTaskStore(self.resources.table_name, self.dynamodb, clock=clock or self.clock)
@@ -102,11 +107,22 @@ class TaskEnvironment:
     def executor(self) -> StepFunctionsExecutor:
         return StepFunctionsExecutor(self.resources.state_machine_arn, self.stepfunctions)
 
+    def payloads(self) -> S3PayloadStore:
+        return S3PayloadStore(self.resources.bucket_name, self.aws.client("s3"))
+
     def service(self, *, ttl_ms: int | None = 3_600_000) -> TaskService:
-        return TaskService(self.store(), ttl_ms=ttl_ms, poll_interval_ms=250)
+        return TaskService(self.store(), ttl_ms=ttl_ms, poll_interval_ms=250, payloads=self.payloads())
 
     def worker(self) -> TaskWorker:
-        return TaskWorker(self.store(), self.executor(), self.tools, progress_interval_seconds=0.0)
+        return TaskWorker(
+            self.store(),
+            self.executor(),
+            self.tools,
+            payloads=self.payloads(),
+            callback_url=CALLBACK_URL,
+            rounds_per_execution=self.rounds_per_execution,
+            progress_interval_seconds=0.0,
+        )
 
     def supervisor(self) -> TaskSupervisor:
         return TaskSupervisor(self.store(), self.executor())

@@ -299,7 +299,7 @@ def test_the_worker_leaves_a_cancelled_task_alone(service: TaskService, env: Tas
     task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
     service.cancel(task_id, request_context())
 
-    assert env.worker().run(task_id) == {"outcome": "stopped", "park": None, "settle": None}
+    assert env.worker().run(task_id) == {"outcome": "stopped", "park": None, "settle": None, "wait": None}
     assert env.store().get(task_id).status == CANCELLED
 
 

@@ -191,7 +191,7 @@ def test_the_worker_function_with_only_its_template_environment_runs_a_task_step
 
     answer = invoke(stack, WORKER, {"action": "run", "taskId": task_id})
 
-    assert answer == {"error": None, "payload": {"outcome": "completed", "park": None, "settle": None}}
+    assert answer == {"error": None, "payload": {"outcome": "completed", "park": None, "settle": None, "wait": None}}
     item = stack.aws_client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"task#{task_id}"}})["Item"]
     assert item["status"]["S"] == COMPLETED
     assert json.loads(item["result"]["S"])["structuredContent"] == {"words": 3, "characters": 13}

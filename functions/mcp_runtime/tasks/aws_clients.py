@@ -209,7 +209,8 @@ class AwsCaller:
                 return read
         return None
 
-    def call(self, operation: str, **params: Any) -> dict[str, Any]:
+    def call(self, operation: str, *, then: Callable[[dict[str, Any]], Any] | None = None, **params: Any) -> Any:
+        """The operation's response (or `then(response)`, inside the same attempt: reading a body)."""
         attempt = 0
         while True:
             attempt += 1
@@ -219,7 +220,7 @@ class AwsCaller:
                 raise AwsUnavailable(self.service, operation, "NoTimeLeft", "the invocation's time is up", {})
             try:
                 response: dict[str, Any] = getattr(self.client(read_timeout), operation)(**params)
-                return response
+                return response if then is None else then(response)
             except Exception as exc:
                 failure = classify(self.service, operation, exc)
                 if failure is None:

@@ -101,6 +101,10 @@ class TaskRecord:
     write_id: str = ""
     effect: str | None = None
     execution_name: str = ""
+    # Durable operations (steps, waits, callbacks) by key, as `mcp_runtime.tasks.durable` records them.
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # A result too large for the item: where it is in the payload bucket.
+    result_ref: dict[str, Any] | None = None
 
     @property
     def execution(self) -> str:
@@ -146,13 +150,14 @@ def create_task_result(record: TaskRecord) -> dict[str, Any]:
     return {"resultType": wire.RESULT_TASK, **record.to_task()}
 
 
-def get_task_result(record: TaskRecord) -> dict[str, Any]:
-    """`GetTaskResult`: `resultType: "complete"` and the `DetailedTask` for the current status."""
+def get_task_result(record: TaskRecord, result: dict[str, Any] | None = None) -> dict[str, Any]:
+    """`GetTaskResult`: `resultType: "complete"` and the `DetailedTask` for the current status.
+    `result`: the completed task's result when it was fetched from the payload bucket."""
     detailed: dict[str, Any] = {"resultType": wire.RESULT_COMPLETE, **record.to_task()}
     if record.status == INPUT_REQUIRED:
         detailed["inputRequests"] = dict(record.input_requests)
     elif record.status == COMPLETED:
-        detailed["result"] = dict(record.result or {"resultType": wire.RESULT_COMPLETE, "content": []})
+        detailed["result"] = dict(result or record.result or {"resultType": wire.RESULT_COMPLETE, "content": []})
     elif record.status == FAILED:
         detailed["error"] = dict(record.error or {"code": wire.INTERNAL_ERROR, "message": "Task failed"})
     return detailed

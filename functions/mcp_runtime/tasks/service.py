@@ -7,7 +7,8 @@ it until it succeeds (`mcp_runtime.tasks.supervisor`). So a throttled Step Funct
 fail a request nor lose its effect.
 
 AWS calls per operation (DESIGN.md budgets): create = one conditional put; get = one consistent
-read in every state; update = one conditional update (a second one only for a partial or partly
+read in every state (and one S3 GetObject for a completed task whose result is in the payload
+bucket); update = one conditional update (a second one only for a partial or partly
 stale answer, or to ask again for the resume of a retried update); cancel = one conditional update.
 """
 
@@ -26,6 +27,7 @@ from ..tools import ToolSpec
 from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .limits import MAX_TASK_ANSWERS, MAX_TASK_ANSWERS_BYTES, MAX_TASK_ARGUMENTS_BYTES, encoded_size
 from .models import (
+    COMPLETED,
     EFFECT_START,
     WORKING,
     ClientSnapshot,
@@ -35,6 +37,7 @@ from .models import (
     get_task_result,
     iso_timestamp,
 )
+from .payloads import PayloadStore
 from .store import TaskStore
 from .telemetry import report_settled
 
@@ -65,11 +68,13 @@ class TaskService:
         *,
         ttl_ms: int | None,
         poll_interval_ms: int | None,
+        payloads: PayloadStore | None = None,
         clock: Callable[[], float] = time.time,
         id_factory: Callable[[], str] = new_task_id,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
+        self.payloads = payloads
         self.telemetry = telemetry
         self.ttl_ms = ttl_ms
         self.poll_interval_ms = poll_interval_ms
@@ -122,7 +127,15 @@ class TaskService:
             raise InvalidParams(TASK_NOT_FOUND_MESSAGE) from None
         except (TaskStoreUnavailable, TaskStoreRefused) as exc:
             raise InternalError("Failed to retrieve task") from exc
-        return get_task_result(record)
+        if record.status != COMPLETED or record.result_ref is None:
+            return get_task_result(record)
+        if self.payloads is None:
+            raise InternalError("Failed to retrieve task")
+        try:
+            result = self.payloads.get(record.result_ref)
+        except (TaskStoreUnavailable, TaskStoreRefused) as exc:
+            raise InternalError("Failed to retrieve task") from exc
+        return get_task_result(record, result)
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
         self.telemetry.correlate(task_id=task_id)

@@ -35,6 +35,7 @@ from .models import (
     CANCELLED,
     COMPLETED,
     EFFECT_RESUME,
+    EFFECT_START,
     EFFECT_STOP,
     FAILED,
     INPUT_REQUIRED,
@@ -100,10 +101,27 @@ class TaskStore(Protocol):
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool: ...
 
     def finish(
-        self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
+        self,
+        task_id: str,
+        status: str,
+        payload: dict[str, Any],
+        expected_version: int | None = None,
+        result_ref: dict[str, Any] | None = None,
     ) -> TaskRecord: ...
 
     def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord: ...
+
+    def record_operation(
+        self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
+    ) -> dict[str, Any]: ...
+
+    def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None: ...
+
+    def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
+
+    def park_callback(self, task_id: str, key: str, task_token: str, message: str) -> ParkOutcome: ...
+
+    def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool: ...
 
 
 def task_key(task_id: str) -> dict[str, dict[str, str]]:
@@ -165,7 +183,47 @@ def to_item(record: TaskRecord) -> Item:
         item["error"] = _json(record.error)
     if record.expires_at is not None:
         item[schema.TTL_ATTRIBUTE] = {"N": str(record.expires_at)}
+    item["steps"] = {"M": {key: record_to_attribute(value) for key, value in record.steps.items()}}
+    if record.result_ref is not None:
+        item["resultRef"] = _json(record.result_ref)
     return item
+
+
+# Fields of a durable operation's record: JSON-encoded, or typed (so conditions can read them).
+_RECORD_JSON_FIELDS = ("v", "ref", "error")
+
+
+def record_to_attribute(record: Mapping[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {}
+    for name, value in record.items():
+        if name in _RECORD_JSON_FIELDS:
+            fields[name] = _json(value)
+        elif value is None:
+            fields[name] = {"NULL": True}
+        elif isinstance(value, bool):
+            fields[name] = {"BOOL": value}
+        elif isinstance(value, int | float):
+            fields[name] = {"N": repr(value) if isinstance(value, float) else str(value)}
+        else:
+            fields[name] = {"S": str(value)}
+    return {"M": fields}
+
+
+def record_from_attribute(attribute: Mapping[str, Any]) -> dict[str, Any]:
+    record: dict[str, Any] = {}
+    for name, value in (attribute.get("M") or {}).items():
+        if name in _RECORD_JSON_FIELDS:
+            record[name] = json.loads(value["S"])
+        elif "NULL" in value:
+            record[name] = None
+        elif "BOOL" in value:
+            record[name] = bool(value["BOOL"])
+        elif "N" in value:
+            number = float(value["N"])
+            record[name] = int(number) if number.is_integer() and "." not in value["N"] else number
+        else:
+            record[name] = value.get("S")
+    return record
 
 
 def from_item(item: Item) -> TaskRecord:
@@ -203,6 +261,8 @@ def from_item(item: Item) -> TaskRecord:
         write_id=text("writeId") or "",
         effect=text("effect"),
         execution_name=text("executionName") or "",
+        steps={key: record_from_attribute(value) for key, value in (item.get("steps") or {}).get("M", {}).items()},
+        result_ref=_loads(item.get("resultRef")),
     )
 
 
@@ -527,14 +587,129 @@ class DynamoTaskStore:
             return False
         return True
 
+    # ---- durable operations (mcp_runtime.tasks.durable) -------------------------------------------
+    @traced("TaskStore.record_operation")
+    def record_operation(
+        self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
+    ) -> dict[str, Any]:
+        """A step's, wait's or callback's record; the first writer wins (a callback that was never
+        parked is replaced). Raises TaskConflict once the task stopped working."""
+        expression = _Expression()
+        expression.set_entry("steps", key, record_to_attribute(record))
+        expression.set("scratch", _json(dict(scratch)))
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        expression.remove("taskToken")
+        expression.remove("effect")
+        expression.require_equals("status", {"S": WORKING})
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        if replace:
+            expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
+        else:
+            expression.require(f"attribute_not_exists({path})")
+        try:
+            return self._update(task_id, expression).steps[key]
+        except _ConditionFailed as failure:
+            current = failure.record
+        if current is None or current.status != WORKING:
+            raise TaskConflict(f"task {task_id} is no longer working")
+        if key in current.steps:
+            return current.steps[key]  # recorded first by another run (or by this write, its answer lost)
+        raise TaskConflict(f"task {task_id}: {key} could not be recorded")
+
+    @traced("TaskStore.checkpoint")
+    def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
+        """Keep the tool's `ctx.state` as the invocation ends at a step boundary; TaskConflict once not working."""
+        expression = _Expression()
+        expression.set("scratch", _json(dict(scratch)))
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        expression.remove("taskToken")
+        expression.remove("effect")
+        expression.require_equals("status", {"S": WORKING})
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed:
+            raise TaskConflict(f"task {task_id} is no longer working") from None
+
+    @traced("TaskStore.renew")
+    def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord:
+        """Hand the task to a new execution (this one nears Step Functions' history limit): the write
+        names it and asks the supervisor to start it."""
+        expression = _Expression()
+        expression.set("executionName", {"S": next_execution})
+        expression.set("effect", {"S": EFFECT_START})
+        expression.set("writeId", {"S": new_write_id()})
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        expression.remove("taskToken")
+        expression.require_equals("status", {"S": WORKING})
+        name, value = expression.name("executionName"), expression.value({"S": current_execution})
+        if current_execution == task_id:
+            expression.require(f"({name} = {value} OR attribute_not_exists({name}))")
+        else:
+            expression.require(f"{name} = {value}")
+        try:
+            return self._update(task_id, expression)
+        except _ConditionFailed as failure:
+            if failure.record is not None and failure.record.execution == next_execution:
+                return failure.record  # this renewal, applied, its answer lost
+            raise TaskConflict(f"task {task_id} moved on before it could continue in a new execution") from None
+
+    @traced("TaskStore.park_callback")
+    def park_callback(self, task_id: str, key: str, task_token: str, message: str) -> ParkOutcome:
+        """Store the token a callback's completion resumes the execution with (the task stays working)."""
+        expression = _Expression()
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        expression.set("taskToken", {"S": task_token})
+        expression.sets.append(f"{path}.{expression.name('parked')} = {expression.value({'BOOL': True})}")
+        expression.set("statusMessage", {"S": message})
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        expression.remove("effect")
+        expression.require_equals("status", {"S": WORKING})
+        expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
+        try:
+            return ParkOutcome(True, self._update(task_id, expression))
+        except _ConditionFailed as failure:
+            if failure.record is None:
+                raise TaskNotFound("Task not found") from None
+            return ParkOutcome(False, failure.record)
+
+    @traced("TaskStore.complete_callback")
+    def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
+        """The external system's completion: once, for the holder of the token, while the task works.
+        Asks for the parked execution to be resumed. False when refused (unknown, used, forged, ended)."""
+        now = self._clock()
+        write_id = new_write_id()
+        expression = _Expression()
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        for name, value in {"state": "done", **outcome}.items():
+            attribute = _json(value) if name in _RECORD_JSON_FIELDS else {"S": str(value)}
+            expression.sets.append(f"{path}.{expression.name(name)} = {expression.value(attribute)}")
+        expression.set("effect", {"S": EFFECT_RESUME})
+        expression.set("writeId", {"S": write_id})
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
+        expression.require_equals("status", {"S": WORKING})
+        expression.require(f"{path}.{expression.name('hash')} = {expression.value({'S': secret_hash})}")
+        expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
+        expression.require_live(now)
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed as failure:
+            return failure.record is not None and failure.record.write_id == write_id  # this write, answer lost
+        return True
+
     @traced("TaskStore.finish")
     def finish(
-        self, task_id: str, status: str, payload: dict[str, Any], expected_version: int | None = None
+        self,
+        task_id: str,
+        status: str,
+        payload: dict[str, Any],
+        expected_version: int | None = None,
+        result_ref: dict[str, Any] | None = None,
     ) -> TaskRecord:
-        """The one terminal write: completed with `result`, or failed with `error`. Returns the task as settled."""
+        """The one terminal write: completed with `result` (or where it is, `result_ref`), or failed
+        with `error`. Returns the task as settled."""
         if status not in (COMPLETED, FAILED):
             raise ValueError(f"finish() writes completed or failed, not {status}")
-        expression, write_id = self._terminal(status, payload)
+        expression, write_id = self._terminal(status, payload, result_ref)
         if expected_version is not None:
             expression.require_equals("version", {"N": str(expected_version)})
         return self._settle(task_id, expression, write_id)
@@ -550,11 +725,16 @@ class DynamoTaskStore:
             expression.require(f"{name} = {value}")
         return self._settle(task_id, expression, write_id)
 
-    def _terminal(self, status: str, payload: dict[str, Any]) -> tuple[_Expression, str]:
+    def _terminal(
+        self, status: str, payload: dict[str, Any], result_ref: dict[str, Any] | None = None
+    ) -> tuple[_Expression, str]:
         write_id = new_write_id()
         expression = _Expression()
         expression.set("status", {"S": status})
-        expression.set("result" if status == COMPLETED else "error", _json(payload))
+        if result_ref is not None:
+            expression.set("resultRef", _json(result_ref))
+        else:
+            expression.set("result" if status == COMPLETED else "error", _json(payload))
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         expression.set("writeId", {"S": write_id})
         expression.bump_version()
@@ -589,9 +769,10 @@ class DynamoTaskStore:
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         try:
-            return self._aws.call(operation, **params)
+            response: dict[str, Any] = self._aws.call(operation, **params)
         except AwsCallError as exc:
             raise _translate(exc) from exc
+        return response
 
     def _visible_or_missing(self, record: TaskRecord | None, owner: str) -> TaskRecord:
         if record is None or record.owner != owner or record.is_expired(self._clock()):

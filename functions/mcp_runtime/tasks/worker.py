@@ -1,13 +1,19 @@
 """The worker side of a task: what the state machine's Lambda steps do.
 
 Four actions, one per step of `infra/statemachine/task_workflow.asl.json`:
-- `run`: load the task, run the tool from the top with every answer received so far. A result
-  settles `completed` (also for `isError: true`), a protocol error (`McpError`) settles `failed`
-  with that error inline, and a question the tool still needs answered goes back to the state
-  machine as `input_required` with fresh wire keys, for the next step to park. A terminal write
-  that AWS would not take in the invocation's time goes back as `settle`, with the result in hand.
-- `park`: runs inside the `.waitForTaskToken` step; stores the questions and the callback token in
-  one conditional write (so a client never sees input_required without a token to resume).
+- `run`: load the task, run the tool from the top with every answer and durable record received
+  so far (`mcp_runtime.tasks.durable`). A result settles `completed` (also for `isError: true`;
+  one too large for the item goes to the payload bucket), a protocol error (`McpError`) settles
+  `failed` with that error inline. Otherwise the run ends at a durable boundary and tells the state
+  machine what comes next: `input_required` (questions under fresh wire keys, for the park step),
+  `callback` (park until an external system completes a callback), `wait` (a Wait state, no Lambda
+  running), `continue` (the invocation ran short of time: the tool goes on in a fresh one) or
+  `renew` (the execution nears Step Functions' history limit: a new execution takes over, same
+  task). A terminal write that AWS would not take in the invocation's time goes back as `settle`,
+  with the result in hand.
+- `park`: runs inside the `.waitForTaskToken` step; stores the questions (or the callback's
+  parking) and the callback token in one conditional write (so a client never sees
+  input_required without a token to resume).
 - `settle`: writes a terminal status the run could not (the state machine retries it, never the tool).
 - `fail`: the state machine's Catch; settles `failed` with -32603 unless already terminal.
 Storage that refuses a write for good (validation, access) fails the task at once, naming why;
@@ -26,6 +32,7 @@ from ..errors import McpError
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
+from .durable import AwaitCallback, ContinueLater, DurableRun, WaitFor
 from .errors import (
     ExecutorRefused,
     ExecutorUnavailable,
@@ -37,13 +44,17 @@ from .errors import (
 )
 from .executor import TaskExecutor
 from .limits import (
+    MAX_ANSWER_BYTES,
+    MAX_INLINE_RESULT_BYTES,
     MAX_INPUT_REQUESTS_BYTES,
+    MAX_RESULT_BYTES,
     MAX_STATE_BYTES,
-    MAX_STORED_RESULT_BYTES,
+    answer_size,
     encoded_size,
     too_large_error,
 )
 from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
+from .payloads import PayloadStore
 from .store import TaskStore
 from .telemetry import report_settled
 
@@ -61,6 +72,13 @@ OUTCOME_PARKED: Final = "parked"
 OUTCOME_STOPPED: Final = "stopped"
 # The terminal write could not be made in time: the state machine's Settle step makes it.
 OUTCOME_SETTLE: Final = "settle"
+OUTCOME_CALLBACK: Final = "callback"
+OUTCOME_WAIT: Final = "wait"
+OUTCOME_CONTINUE: Final = "continue"
+OUTCOME_RENEW: Final = "renew"
+# Rounds (tool runs) per execution before a new one takes over: each round adds 9 to 20 history
+# events, and Step Functions ends an execution at 25,000.
+DEFAULT_ROUNDS_PER_EXECUTION: Final = 1000
 # Step Functions' longest task timeout we ask for (its executions last a year at most).
 MAX_PARK_SECONDS: Final = 365 * 24 * 3600
 # A park outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
@@ -90,16 +108,27 @@ def allocate_wire_keys(
 
 
 class ProgressReporter:
-    """Turns `ctx.report_progress` into throttled `statusMessage` writes; notices a cancel at each write."""
+    """Turns `ctx.report_progress` into throttled `statusMessage` writes; notices a cancel at each write,
+    and ends the invocation there when its time runs short after a step was recorded in it."""
 
-    def __init__(self, store: TaskStore, task_id: str, min_interval_seconds: float, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        task_id: str,
+        min_interval_seconds: float,
+        clock: Callable[[], float],
+        durable: DurableRun | None = None,
+    ) -> None:
         self._store = store
         self._task_id = task_id
         self._min_interval = min_interval_seconds
         self._clock = clock
+        self._durable = durable
         self._last_write: float | None = None
 
     def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        if self._durable is not None and self._durable.time_is_short():
+            raise ContinueLater("progress")
         now = self._clock()
         if self._last_write is not None and now - self._last_write < self._min_interval:
             return
@@ -123,6 +152,9 @@ class TaskWorker:
         *,
         handles: HandleStore | None = None,
         history: DynamoTaskHistory | None = None,
+        payloads: PayloadStore | None = None,
+        callback_url: str = "",
+        rounds_per_execution: int = DEFAULT_ROUNDS_PER_EXECUTION,
         progress_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -134,6 +166,9 @@ class TaskWorker:
         # What a tool run as a task sees besides its arguments, as when it runs synchronously.
         self.handles = handles
         self.history = history
+        self.payloads = payloads
+        self.callback_url = callback_url
+        self.rounds_per_execution = rounds_per_execution
         self.progress_interval_seconds = progress_interval_seconds
         self._clock = clock
         self._wall_clock = wall_clock
@@ -144,10 +179,10 @@ class TaskWorker:
         task_id = str(event.get("taskId") or "")
         if not task_id:
             raise ValueError("worker event without taskId")
-        # Every execution is named by its task id (`TaskExecutor.start`); an event may say so itself.
-        self.telemetry.correlate(task_id=task_id, execution_name=str(event.get("executionName") or task_id))
+        execution = str(event.get("executionName") or "")
+        self.telemetry.correlate(task_id=task_id, execution_name=execution or task_id)
         if action == "run":
-            return self.run(task_id)
+            return self.run(task_id, int(event.get("round") or 0), execution)
         if action == "park":
             return self.park(task_id, str(event["taskToken"]), event["park"])
         if action == "settle":
@@ -157,19 +192,31 @@ class TaskWorker:
         raise ValueError(f"unknown worker action {action!r}")
 
     # ---- run ----------------------------------------------------------------------------------
-    def run(self, task_id: str) -> dict[str, Any]:
+    def run(self, task_id: str, round_number: int = 0, execution: str = "") -> dict[str, Any]:
         try:
             record = self.store.get(task_id)
         except TaskNotFound:
             return _outcome(OUTCOME_STOPPED)
-        if record.status != WORKING:
-            return _outcome(OUTCOME_STOPPED)
+        if record.status != WORKING or (execution and record.execution != execution):
+            return _outcome(OUTCOME_STOPPED)  # settled, parked, or carried on by a newer execution
+        if round_number >= self.rounds_per_execution:
+            return self._renew(record)
         spec = self.tools.get(record.tool_name)
         if spec is None:
             return self._settle(
                 record, FAILED, {"code": EXECUTION_FAILED_ERROR["code"], "message": f"Unknown tool: {record.tool_name}"}
             )
-        ctx = self._tool_context(record)
+        holder: dict[str, ToolContext] = {}
+        durable = DurableRun(
+            record.task_id,
+            record.steps,
+            self.store,
+            self.payloads,
+            state=lambda: holder["ctx"].state,
+            callback_url=self.callback_url,
+            inline_records_bytes=sum(encoded_size(r["v"]) for r in record.steps.values() if "v" in r),
+        )
+        ctx = holder["ctx"] = self._tool_context(record, durable)
         try:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
@@ -177,15 +224,32 @@ class TaskWorker:
             result = ToolResult([text(str(exc))], is_error=True)
         except InputNeeded as needed:
             return self._ask(record, needed, ctx)
+        except ContinueLater:
+            return self._continue(record, ctx)
+        except WaitFor as wait:
+            return {**_outcome(OUTCOME_WAIT), "wait": {"seconds": wait.seconds}}
+        except AwaitCallback as waiting:
+            return self._await_callback(record, waiting)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_STOPPED)
         except McpError as exc:
             return self._settle(record, FAILED, exc.to_error_object())
-        payload = result.to_wire()
+        return self._complete(record, result.to_wire())
+
+    def _complete(self, record: TaskRecord, payload: dict[str, Any]) -> dict[str, Any]:
+        """The result, stated against its limits: inline when small, in the payload bucket up to 5 MB."""
         size = encoded_size(payload)
-        if size > MAX_STORED_RESULT_BYTES:
-            return self._settle(record, FAILED, too_large_error("result", size, MAX_STORED_RESULT_BYTES))
-        return self._settle(record, COMPLETED, payload)
+        if size > MAX_RESULT_BYTES or answer_size(payload) > MAX_ANSWER_BYTES:
+            return self._settle(record, FAILED, too_large_error("result", size, MAX_RESULT_BYTES))
+        if size <= MAX_INLINE_RESULT_BYTES:
+            return self._settle(record, COMPLETED, payload)
+        if self.payloads is None:
+            return self._settle(record, FAILED, too_large_error("result", size, MAX_INLINE_RESULT_BYTES))
+        try:
+            pointer = self.payloads.put(record.task_id, "result", payload)
+        except TaskStoreRefused as exc:
+            return self._refused(record.task_id, exc)
+        return self._settle(record, COMPLETED, payload, pointer)
 
     def _ask(self, record: TaskRecord, needed: InputNeeded, ctx: ToolContext) -> dict[str, Any]:
         requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
@@ -197,6 +261,7 @@ class TaskWorker:
             if size > limit:
                 return self._settle(record, FAILED, too_large_error(what, size, limit))
         park = {
+            "kind": "input",
             "version": record.version,
             "inputRequests": requests,
             "issuedKeys": [list(p) for p in issued],
@@ -205,6 +270,37 @@ class TaskWorker:
         }
         return {**_outcome(OUTCOME_INPUT_REQUIRED), "park": park}
 
+    def _await_callback(self, record: TaskRecord, waiting: AwaitCallback) -> dict[str, Any]:
+        timeout = self._park_timeout(record)
+        if waiting.timeout_seconds is not None:
+            timeout = min(timeout, waiting.timeout_seconds)
+        park = {"kind": "callback", "key": waiting.key, "name": waiting.name, "timeoutSeconds": timeout}
+        return {**_outcome(OUTCOME_CALLBACK), "park": park}
+
+    def _continue(self, record: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
+        """End this invocation at a step boundary; the next one picks up from the recorded steps."""
+        size = encoded_size(ctx.state)
+        if size > MAX_STATE_BYTES:
+            return self._settle(record, FAILED, too_large_error("state", size, MAX_STATE_BYTES))
+        try:
+            self.store.checkpoint(record.task_id, ctx.state)
+        except TaskConflict:
+            return _outcome(OUTCOME_STOPPED)  # cancelled: noticed at this boundary
+        except (TaskStoreUnavailable, TaskStoreRefused) as exc:
+            log.warning("task %s: state not kept at the boundary (%s); steps are", record.task_id, exc)
+        return _outcome(OUTCOME_CONTINUE)
+
+    def _renew(self, record: TaskRecord) -> dict[str, Any]:
+        """Carry the task on in a new execution (same task id), started by the supervisor."""
+        current = record.execution
+        base, _, generation = current.rpartition(".")
+        number = int(generation) + 1 if base == record.task_id and generation.isdigit() else 2
+        try:
+            self.store.renew(record.task_id, current, f"{record.task_id}.{number}")
+        except TaskConflict:
+            return _outcome(OUTCOME_STOPPED)
+        return _outcome(OUTCOME_RENEW)
+
     def _park_timeout(self, record: TaskRecord) -> int:
         """How long the execution may wait: until the task expires (and a little more), at most a year."""
         if record.expires_at is None:
@@ -212,18 +308,22 @@ class TaskWorker:
         left = record.expires_at - self._wall_clock() + PARK_TIMEOUT_MARGIN_SECONDS
         return max(1, min(MAX_PARK_SECONDS, int(left)))
 
-    def _tool_context(self, record: TaskRecord) -> ToolContext:
+    def _tool_context(self, record: TaskRecord, durable: DurableRun) -> ToolContext:
         meta = RequestMeta(record.client.protocol_version, dict(record.client.capabilities), record.client.client_info)
+        progress = ProgressReporter(
+            self.store, record.task_id, self.progress_interval_seconds, self._clock, durable=durable
+        )
         return ToolContext(
             meta,
             Principal(record.owner, "task"),
             answers=record.answers_by_tool_key(),
             state=record.scratch,
-            progress=ProgressReporter(self.store, record.task_id, self.progress_interval_seconds, self._clock),
+            progress=progress,
             task_id=record.task_id,
             prepared=record.prepared,
             handles=self._caller_handles(record.owner),
             task_history=self._caller_history(record.owner),
+            durable=durable,
         )
 
     def _caller_handles(self, owner: str) -> CallerHandles | None:
@@ -240,16 +340,19 @@ class TaskWorker:
 
         return CallerTaskHistory(self.history, owner)
 
-    def _settle(self, record: TaskRecord, status: str, payload: dict[str, Any]) -> dict[str, Any]:
+    def _settle(
+        self, record: TaskRecord, status: str, payload: dict[str, Any], pointer: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
         """The terminal write, retried here with the result in hand; if AWS will not take it within this
         invocation, the state machine's Settle step retries it (the tool never runs again for it)."""
         try:
-            settled = self.store.finish(record.task_id, status, payload, expected_version=record.version)
+            settled = self.store.finish(record.task_id, status, payload, record.version, result_ref=pointer)
         except TaskConflict:
             return _outcome(OUTCOME_STOPPED)  # cancelled (or settled) while the tool ran: that write wins
         except TaskStoreUnavailable as exc:
             log.warning("task %s: terminal write not taken in time (%s); handing it to Settle", record.task_id, exc)
-            settle = {"status": status, "payload": payload, "version": record.version}
+            settle = {"status": status, "version": record.version}
+            settle.update({"ref": pointer} if pointer is not None else {"payload": payload})
             return {**_outcome(OUTCOME_SETTLE), "settle": settle}
         except TaskStoreRefused as exc:
             return self._refused(record.task_id, exc)
@@ -257,7 +360,7 @@ class TaskWorker:
         return _outcome(OUTCOME_COMPLETED if status == COMPLETED else OUTCOME_FAILED)
 
     def _refused(self, task_id: str, exc: TaskStoreRefused) -> dict[str, Any]:
-        """The table refused the terminal write for good: fail the task with a small error saying so."""
+        """Storage refused the terminal write for good: fail the task with a small error saying so."""
         log.error("task %s: terminal write refused (%s)", task_id, exc)
         error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored", "data": {"reason": exc.code}}
         settled = self.store.finish(task_id, FAILED, error)  # refused again: Lambda reports it, the Catch fails it
@@ -267,9 +370,11 @@ class TaskWorker:
     # ---- settle -------------------------------------------------------------------------------
     def settle(self, task_id: str, settle: Mapping[str, Any]) -> dict[str, Any]:
         """The Settle step: the terminal write the run handed over; TaskStoreUnavailable is retried."""
-        status, payload = str(settle["status"]), dict(settle["payload"])
+        status = str(settle["status"])
+        pointer = settle.get("ref")
+        payload = dict(settle.get("payload") or {})
         try:
-            settled = self.store.finish(task_id, status, payload, expected_version=int(settle["version"]))
+            settled = self.store.finish(task_id, status, payload, int(settle["version"]), result_ref=pointer)
         except TaskConflict:
             return _outcome(OUTCOME_STOPPED)
         except TaskStoreRefused as exc:
@@ -279,6 +384,8 @@ class TaskWorker:
 
     # ---- park ---------------------------------------------------------------------------------
     def park(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
+        if park.get("kind") == "callback":
+            return self._park_callback(task_id, task_token, park)
         issued = tuple((str(a), str(b)) for a, b in park["issuedKeys"])
         try:
             outcome = self.store.park(
@@ -301,6 +408,21 @@ class TaskWorker:
         self._resume(task_token)
         return _outcome(OUTCOME_STOPPED)
 
+    def _park_callback(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
+        key, name = str(park["key"]), str(park.get("name") or "")
+        try:
+            outcome = self.store.park_callback(task_id, key, task_token, f"Waiting for {name}")
+        except TaskNotFound:
+            self._resume(task_token)
+            return _outcome(OUTCOME_STOPPED)
+        if outcome.applied:
+            return _outcome(OUTCOME_PARKED)
+        # Completed before the park could store the token (or cancelled): this step holds the token,
+        # so it resumes the execution itself, and the run that follows returns what was sent.
+        self._resume(task_token)
+        done = (outcome.record.steps.get(key) or {}).get("state") == "done"
+        return _outcome(OUTCOME_PARKED if done and outcome.record.status == WORKING else OUTCOME_STOPPED)
+
     def _resume(self, task_token: str) -> None:
         try:
             self.executor.resume(task_token)
@@ -320,4 +442,4 @@ class TaskWorker:
 
 def _outcome(outcome: str) -> dict[str, Any]:
     # Every key is always present: the state machine's paths must resolve on every outcome.
-    return {"outcome": outcome, "park": None, "settle": None}
+    return {"outcome": outcome, "park": None, "settle": None, "wait": None}

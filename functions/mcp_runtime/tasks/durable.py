@@ -1,0 +1,316 @@
+"""Durable steps, waits and callbacks: what `ctx.step`, `ctx.wait` and `ctx.wait_for_callback` do in a task.
+
+Named after AWS Lambda durable functions' SDK. A task tool runs from the top on every invocation of
+the worker; each durable operation is recorded on the task item (or in S3 when large) the first
+time it completes, and returns its record at once on every later run:
+
+- `step(name, fn)` runs `fn()` once for the task and records its JSON value before the tool goes
+  on. Only a step that was running when an invocation died runs again (so pass
+  `idempotency_key(name)` to external systems it calls).
+- `wait(seconds)` records when the wait ends and ends the invocation: the execution sits in a
+  Step Functions Wait state with no Lambda running, then the tool runs again and the wait returns.
+- `wait_for_callback(name, submit)` records a single-use callback (the hash of an unguessable
+  token), hands `submit` the token and the URL an external system completes it at, and ends the
+  invocation: the execution parks on a callback token until that completion arrives (or the wait
+  times out), then the tool runs again and gets what the external system sent.
+
+Before a step starts, the run checks the invocation's remaining time: when the longest step so far
+would not fit, the invocation ends at this boundary (`ContinueLater`) and the state machine runs
+the tool again in a fresh one, where the finished steps return at once. Every durable write is
+conditioned on the task still working, so a cancel is noticed at each step boundary and each wait.
+Operations are keyed by kind, name and how often the name came up in this run (`step:fetch`,
+`step:fetch#2`): a tool must ask for them in the same order on every run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import secrets
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeVar
+
+from ..tools import ToolError
+from .aws_clients import seconds_left
+from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
+from .limits import (
+    ITEM_RECORDS_BYTES,
+    MAX_CALLBACK_BYTES,
+    MAX_INLINE_RECORD_BYTES,
+    MAX_OPERATIONS,
+    MAX_RECORD_BYTES,
+    encoded_size,
+)
+from .payloads import PayloadStore, is_pointer
+
+T = TypeVar("T")
+
+# Kept free at a step boundary beyond the longest step: the step's record and the worker's answer.
+STEP_RESERVE_SECONDS: Final = 2.0
+MAX_WAIT_SECONDS: Final = 365 * 24 * 3600
+CALLBACK_WAITING: Final = "waiting"
+CALLBACK_DONE: Final = "done"
+
+
+class Suspend(BaseException):
+    """Ends this run of the tool at a durable boundary; the state machine takes over from here.
+
+    A BaseException, so a tool's own `except Exception` cannot swallow it."""
+
+
+class ContinueLater(Suspend):
+    """The invocation is running out of time: go on in a fresh one."""
+
+
+class WaitFor(Suspend):
+    def __init__(self, seconds: int) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
+class AwaitCallback(Suspend):
+    def __init__(self, key: str, name: str, timeout_seconds: int | None) -> None:
+        super().__init__(key)
+        self.key = key
+        self.name = name
+        self.timeout_seconds = timeout_seconds
+
+
+class CallbackFailed(ToolError):
+    """The external system reported a failure; unhandled, the task completes with it as a tool error."""
+
+
+class CallbackTimedOut(ToolError):
+    """Nobody completed the callback within its timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """What `submit` hands the external system: POST `{"token": ..., "result": ...}` to `url`
+    (or `{"token": ..., "error": {"message": ...}}`). The token works once."""
+
+    name: str
+    token: str
+    url: str
+
+
+class OperationStore(Protocol):
+    """What a durable run needs of the task store (`DynamoTaskStore` implements it)."""
+
+    def record_operation(
+        self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
+    ) -> dict[str, Any]:
+        """Write the operation's record (first writer wins unless `replace`); returns the record kept.
+        Raises TaskNoLongerRunning once the task stopped working."""
+        ...
+
+
+def token_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def encode_callback_token(task_id: str, key: str, secret: str) -> str:
+    """`<task id>.<key, base64url>.<secret>`: the key finds the record, the secret proves the holder."""
+    import base64
+
+    encoded = base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+    return f"{task_id}.{encoded}.{secret}"
+
+
+def decode_callback_token(token: str) -> tuple[str, str, str] | None:
+    import base64
+    import binascii
+
+    parts = token.split(".")
+    if len(parts) != 3 or not all(parts) or len(token) > 1024:
+        return None
+    task_id, encoded, secret = parts
+    try:
+        key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+    except (binascii.Error, UnicodeDecodeError, ValueError):
+        return None
+    return task_id, key, secret
+
+
+def _json_value(value: Any) -> Any:
+    """What a step returns, on its first run and every replay alike: its JSON value."""
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        value = dump(mode="json")
+    return json.loads(json.dumps(value, ensure_ascii=False))
+
+
+class DurableRun:
+    """The durable operations of one run of a task's tool (one worker invocation)."""
+
+    def __init__(
+        self,
+        task_id: str,
+        records: Mapping[str, dict[str, Any]],
+        store: OperationStore,
+        payloads: PayloadStore | None,
+        *,
+        state: Callable[[], Mapping[str, Any]],
+        callback_url: str,
+        inline_records_bytes: int = 0,
+        clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
+        time_left: Callable[[], float | None] = seconds_left,
+    ) -> None:
+        self.task_id = task_id
+        self.records = dict(records)
+        self.store = store
+        self.payloads = payloads
+        self.callback_url = callback_url
+        self._state = state
+        self._inline_bytes = inline_records_bytes
+        self._clock = clock
+        self._monotonic = monotonic
+        self._time_left = time_left
+        self._seen: Counter[tuple[str, str]] = Counter()
+        self._in_step = False
+        # Steps recorded in this invocation: a run that recorded none never ends early (it must progress).
+        self.recorded_here = 0
+
+    # ---- keys and time ----------------------------------------------------------------------------
+    def _key(self, kind: str, name: str) -> str:
+        if self._in_step:
+            raise RuntimeError("durable operations cannot be nested inside a step")
+        self._seen[(kind, name)] += 1
+        count = self._seen[(kind, name)]
+        return f"{kind}:{name}" + (f"#{count}" if count > 1 else "")
+
+    def idempotency_key(self, name: str) -> str:
+        """Stable for this task and name across every run: for external systems that deduplicate."""
+        return hashlib.sha256(f"{self.task_id}/{name}".encode()).hexdigest()[:32]
+
+    def longest_step_seconds(self) -> float:
+        return max(
+            (float(r.get("ms") or 0) / 1000 for k, r in self.records.items() if k.startswith("step:")), default=0
+        )
+
+    def time_is_short(self) -> bool:
+        """Whether the longest step so far (and the reserve) no longer fits in this invocation."""
+        left = self._time_left()
+        if left is None or self.recorded_here == 0:
+            return False
+        return left < self.longest_step_seconds() + STEP_RESERVE_SECONDS
+
+    # ---- step ------------------------------------------------------------------------------------
+    def step(self, name: str, fn: Callable[[], T]) -> Any:
+        key = self._key("step", name)
+        found = self.records.get(key)
+        if found is not None:
+            return self._value_of(found)
+        if self.time_is_short():
+            raise ContinueLater(key)
+        started = self._monotonic()
+        self._in_step = True
+        try:
+            value = _json_value(fn())
+        finally:
+            self._in_step = False
+        record = self._stored_record(key, value)
+        record["ms"] = round((self._monotonic() - started) * 1000)
+        kept = self._record(key, record)
+        self.recorded_here += 1
+        return self._value_of(kept)
+
+    # ---- wait ------------------------------------------------------------------------------------
+    def wait(self, seconds: float) -> None:
+        if not 0 < seconds <= MAX_WAIT_SECONDS:
+            raise ValueError(f"ctx.wait takes 0 < seconds <= {MAX_WAIT_SECONDS}")
+        key = self._key("wait", "")
+        found = self.records.get(key)
+        now = self._clock()
+        if found is None:
+            found = self._record(key, {"until": now + seconds})
+        left = float(found["until"]) - now
+        if left <= 0:
+            return
+        raise WaitFor(max(1, math.ceil(left)))
+
+    # ---- callbacks -------------------------------------------------------------------------------
+    def wait_for_callback(
+        self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None
+    ) -> Any:
+        key = self._key("callback", name)
+        found = self.records.get(key)
+        if found is not None and found.get("state") == CALLBACK_DONE:
+            if "error" in found:
+                raise CallbackFailed(f"Callback {name!r} failed: {found['error']}")
+            return self._value_of(found)
+        now = self._clock()
+        if found is not None and found.get("deadline") is not None and now >= float(found["deadline"]):
+            raise CallbackTimedOut(f"Callback {name!r} was not completed within {found.get('timeout')} seconds")
+        timeout = None if timeout_seconds is None else max(1, math.ceil(timeout_seconds))
+        if found is not None and found.get("parked"):
+            # Parked before and woken without a completion: wait again, the external system has the token.
+            raise AwaitCallback(key, name, self._remaining(found))
+        # First time, or a run that died before it parked: issue a (new) token and submit it.
+        secret = secrets.token_urlsafe(32)
+        record = {
+            "state": CALLBACK_WAITING,
+            "name": name,
+            "hash": token_hash(secret),
+            "timeout": timeout,
+            "deadline": None if timeout is None else now + timeout,
+        }
+        self._record(key, record, replace=found is not None)
+        submit(Callback(name, encode_callback_token(self.task_id, key, secret), self.callback_url))
+        raise AwaitCallback(key, name, timeout)
+
+    def _remaining(self, record: Mapping[str, Any]) -> int | None:
+        if record.get("deadline") is None:
+            return None
+        return max(1, math.ceil(float(record["deadline"]) - self._clock()))
+
+    # ---- records ---------------------------------------------------------------------------------
+    def _stored_record(self, key: str, value: Any) -> dict[str, Any]:
+        """`{"v": value}` inline when small, else a pointer to the value in S3."""
+        size = encoded_size(value)
+        if size > MAX_RECORD_BYTES:
+            raise ToolError(
+                f"Step {key!r} returned {size} bytes; a step's value may be at most {MAX_RECORD_BYTES} bytes"
+            )
+        if size <= MAX_INLINE_RECORD_BYTES and self._inline_bytes + size <= ITEM_RECORDS_BYTES:
+            self._inline_bytes += size
+            return {"v": value}
+        if self.payloads is None:
+            raise ToolError(f"Step {key!r} returned {size} bytes, more than the task item can hold")
+        return {"ref": self.payloads.put(self.task_id, key, value)}
+
+    def _record(self, key: str, record: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+        if len(self.records) >= MAX_OPERATIONS and key not in self.records:
+            raise ToolError(f"A task may record at most {MAX_OPERATIONS} steps, waits and callbacks")
+        try:
+            kept = self.store.record_operation(self.task_id, key, record, self._state(), replace=replace)
+        except (TaskConflict, TaskNotFound):
+            raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
+        self.records[key] = kept
+        return kept
+
+    def _value_of(self, record: Mapping[str, Any]) -> Any:
+        if "ref" in record and is_pointer(record["ref"]):
+            if self.payloads is None:
+                raise RuntimeError("a record points at the payload bucket, which is not configured")
+            return self.payloads.get(record["ref"])
+        return record.get("v")
+
+
+__all__ = [
+    "MAX_CALLBACK_BYTES",
+    "AwaitCallback",
+    "Callback",
+    "CallbackFailed",
+    "CallbackTimedOut",
+    "ContinueLater",
+    "DurableRun",
+    "OperationStore",
+    "Suspend",
+    "WaitFor",
+]

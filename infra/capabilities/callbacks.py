@@ -1,0 +1,73 @@
+"""The callback route: where an external system completes a task's `ctx.wait_for_callback`.
+
+`POST /tasks/callbacks` on the HTTP API, served by a small function of its own. The route has no
+JWT authorizer on purpose: the external system (a CI pipeline, a batch job, a person outside MCP)
+holds no user token, and the body's single-use callback token is the credential, checked by a
+conditional write against the hash the callback's record holds. The function may read and update
+task items (not handles) and put large results in the payload bucket, nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from aws_cdk import Duration
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_dynamodb as dynamodb
+from constructs import Construct
+
+from infra.capabilities.functions import CALLBACK_HANDLER, McpFunction, TableGrant, grant_table
+from infra.nag import acknowledge
+from mcp_runtime.tasks import schema
+
+if TYPE_CHECKING:
+    from infra.capabilities.functions import TaskFunctions
+    from infra.capabilities.payloads import TaskPayloads
+
+CALLBACK_PATH = "/tasks/callbacks"
+CALLBACK_TABLE_GRANTS: tuple[TableGrant, ...] = (
+    TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (schema.TASK_KEY_PREFIX,)),
+)
+CALLBACK_BUCKET_ACTIONS: tuple[str, ...] = ("s3:PutObject",)
+
+
+class TaskCallbacks(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        functions: TaskFunctions,
+        table: dynamodb.ITable,
+        payloads: TaskPayloads,
+        http_api: apigwv2.HttpApi,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.function = McpFunction(
+            self,
+            "Callbacks",
+            description="Task callbacks: an external system completes a task's wait_for_callback with its token",
+            handler=CALLBACK_HANDLER,
+            code=functions.code,
+            memory_mb=256,
+            timeout=Duration.seconds(10),
+            environment={**functions.common_environment, "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name},
+            log_retention_days=functions.log_retention_days,
+            removal_policy=functions.removal_policy,
+        )
+        for table_grant in CALLBACK_TABLE_GRANTS:
+            grant_table(self.function.role, table_grant, table)
+        payloads.grant(self.function.role, CALLBACK_BUCKET_ACTIONS)
+        routes = http_api.add_routes(
+            path=CALLBACK_PATH,
+            methods=[apigwv2.HttpMethod.POST],
+            integration=integrations.HttpLambdaIntegration("Callbacks", self.function.function),
+        )
+        acknowledge(
+            routes[0],
+            "AwsSolutions-APIG4",
+            "External systems completing a task's callback hold no user token: the body's single-use 256-bit "
+            "token is the credential, checked against the hash on the task item in the same conditional write.",
+        )
+        self.url = f"{http_api.api_endpoint}{CALLBACK_PATH}"

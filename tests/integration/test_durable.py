@@ -1,0 +1,156 @@
+"""Durable steps, waits, callbacks, continuation and big results, on the real ASL with the worker in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fixtures import lifecycle
+from local_stack.aws import register_function
+from mcp_runtime import wire
+from mcp_runtime.tasks.aws_clients import invocation_deadline
+from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
+from mcp_runtime.tasks.limits import MAX_RESULT_BYTES
+from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
+from mcp_runtime.tasks.service import TaskService
+from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+
+TERMINAL = {COMPLETED, FAILED, CANCELLED}
+
+
+@pytest.fixture
+def env(task_env: TaskEnvironment) -> TaskEnvironment:
+    task_env.tools.include(lifecycle)
+    return task_env
+
+
+@pytest.fixture
+def service(env: TaskEnvironment) -> TaskService:
+    return env.service()
+
+
+def start(service: TaskService, env: TaskEnvironment, name: str, arguments: dict[str, Any]) -> str:
+    spec = env.tools.get(name)
+    assert spec is not None
+    task_id: str = service.create(spec, arguments, request_context(), None)["taskId"]
+    return task_id
+
+
+def settled(service: TaskService, task_id: str, timeout: float = 30) -> dict[str, Any]:
+    task: dict[str, Any] = wait_until(
+        lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL, timeout
+    )
+    return task
+
+
+def step_runs(ledger: Path) -> list[int]:
+    return [int(line.split()[1]) for line in ledger.read_text().splitlines()]
+
+
+def test_each_step_runs_once_across_invocations_cut_short_by_the_deadline(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    def short_invocations(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with invocation_deadline(3_500):  # each invocation has 3.5 s: two 0.6 s steps and the reserve
+            return env.worker().handle(event)
+
+    register_function(env.resources.worker_function_name, short_invocations)
+    ledger = tmp_path / "ledger.txt"
+    task_id = start(service, env, "stepped_job", {"steps": 5, "seconds": 0.6, "ledger": str(ledger)})
+
+    done = settled(service, task_id)
+
+    assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "5 steps, sum of squares 30")
+    assert step_runs(ledger) == [0, 1, 2, 3, 4]
+    steps = env.store().get(task_id).steps
+    assert sorted(steps) == [f"step:part-{n}" for n in range(5)]
+    assert [steps[f"step:part-{n}"]["v"] for n in range(5)] == [0, 1, 4, 9, 16]
+
+
+def test_a_durable_wait_ends_the_invocation_and_the_tool_goes_on_after_it(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    args = {"steps": 3, "ledger": str(ledger), "wait_after": 0, "wait_seconds": 1}
+    task_id = start(service, env, "stepped_job", args)
+
+    done = settled(service, task_id)
+
+    assert done["status"] == COMPLETED
+    assert step_runs(ledger) == [0, 1, 2]
+    history = env.stepfunctions.get_execution_history(
+        executionArn=env.stepfunctions.describe_execution(
+            executionArn=f"{env.resources.state_machine_arn.replace(':stateMachine:', ':execution:')}:{task_id}"
+        )["executionArn"]
+    )["events"]
+    assert [e["type"] for e in history].count("WaitStateEntered") == 1
+
+
+def test_an_execution_near_its_round_limit_hands_the_task_to_a_new_execution(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    env.rounds_per_execution = 1
+    ledger = tmp_path / "ledger.txt"
+    args = {"steps": 2, "ledger": str(ledger), "wait_after": 0, "wait_seconds": 1}
+    task_id = start(service, env, "stepped_job", args)
+
+    done = settled(service, task_id)
+
+    assert done["status"] == COMPLETED
+    assert step_runs(ledger) == [0, 1]
+    assert env.store().get(task_id).execution == f"{task_id}.2"
+    assert env.execution_status(task_id) == "SUCCEEDED"
+    assert wait_until(lambda: env.execution_status(f"{task_id}.2"), lambda s: s != "RUNNING") == "SUCCEEDED"
+
+
+def test_a_callback_completes_once_for_its_token_and_refuses_a_second_and_a_forged_one(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    inbox = tmp_path / "inbox.jsonl"
+    task_id = start(service, env, "external_job", {"inbox": str(inbox)})
+    wait_until(lambda: inbox.exists() and inbox.read_text(), bool)
+    (submitted,) = [json.loads(line) for line in inbox.read_text().splitlines()]
+    callbacks = CallbackService(env.store(), env.payloads())
+    forged = submitted["token"][:-4] + ("AAAA" if not submitted["token"].endswith("AAAA") else "BBBB")
+
+    assert callbacks.complete(json.dumps({"token": forged, "result": {"ok": False}}).encode()).status == 404
+    first = callbacks.complete(json.dumps({"token": submitted["token"], "result": {"ok": True}}).encode())
+    second = callbacks.complete(json.dumps({"token": submitted["token"], "result": {"ok": "again"}}).encode())
+    done = settled(service, task_id)
+
+    assert (first.status, first.body) == (200, {"completed": True})
+    assert (second.status, second.body) == (404, REFUSED)
+    assert submitted["url"] == "https://callbacks.example.com/tasks/callbacks"
+    assert done["result"]["content"][0]["text"] == 'report: the external system sent {"ok": true}'
+
+
+def test_a_callback_not_completed_in_time_completes_the_task_with_a_tool_error(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    inbox = tmp_path / "inbox.jsonl"
+    task_id = start(service, env, "external_job", {"inbox": str(inbox), "timeout_seconds": 1})
+
+    done = settled(service, task_id)
+
+    assert (done["status"], done["result"]["isError"]) == (COMPLETED, True)
+    assert done["result"]["content"][0]["text"] == "Callback 'build' was not completed within 1 seconds"
+
+
+def test_a_two_megabyte_result_comes_back_whole_and_a_six_megabyte_one_fails_naming_the_limit(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+    big = start(service, env, "counted_job", {"ledger": str(ledger), "result_kb": 2048})
+    too_big = start(service, env, "counted_job", {"ledger": str(ledger), "result_kb": 6144})
+
+    done, refused = settled(service, big), settled(service, too_big)
+
+    text = done["result"]["content"][0]["text"]
+    assert (done["status"], len(text)) == (COMPLETED, len(f"ran {big}") + 2048 * 1024)
+    assert refused["status"] == FAILED
+    assert refused["error"]["code"] == wire.INTERNAL_ERROR
+    assert refused["error"]["message"].endswith(f"over the limit of {MAX_RESULT_BYTES} bytes")
+    assert refused["error"]["data"]["limitBytes"] == MAX_RESULT_BYTES
