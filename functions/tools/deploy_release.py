@@ -9,8 +9,10 @@ Lambda) and the client polls `tasks/get`. Everything the tool does is plain code
   noticed: after `tasks/cancel` the next report stops the tool.
 - `ctx.elicit(...)` mid-task parks the execution (no Lambda runs while the user thinks) and shows
   the question on `tasks/get`; `tasks/update` answers it, and the tool runs again from the top.
-- Because it runs again from the top, record finished steps in `ctx.state` (kept with the task)
-  and skip them on the next run; ask questions before doing work you would not want to repeat.
+- Because it runs again from the top, each stage is a durable step: `ctx.step(name, fn)` runs
+  `fn` once for the task and records what it returned; on the next run the stage is skipped and
+  its record returned. A run that nears the worker's timeout goes on in a fresh invocation at a
+  step boundary, so the stages together may take far longer than one invocation.
 
 A client that does not declare the tasks extension gets the same tool synchronously (asked
 through MRTR), which is fine for short runs; set `task_required=True` to refuse those instead.
@@ -18,6 +20,7 @@ through MRTR), which is fine for short runs; set `task_required=True` to refuse 
 
 from __future__ import annotations
 
+import functools
 import time
 
 from pydantic import BaseModel, Field
@@ -37,7 +40,7 @@ class Promotion(BaseModel):
     approve: bool = Field(description="Promote to production?")
 
 
-def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: int) -> None:
+def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: int) -> str:
     """Stand-in for real work (a build, a test run, a rollout): a loop that reports as it goes."""
     ctx.report_progress(step, total, f"{stage}: started")
     started = time.monotonic()
@@ -45,6 +48,7 @@ def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: i
         time.sleep(min(0.5, seconds - elapsed))
         fraction = min((time.monotonic() - started) / seconds, 0.99)
         ctx.report_progress(step + fraction, total, f"{stage}: {fraction:.0%}")
+    return f"{stage} done"
 
 
 @tool(
@@ -54,16 +58,13 @@ def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: i
 )
 def deploy_release(args: DeployReleaseArgs, ctx: ToolContext) -> str:
     total = len(STAGES) + 1
-    done: list[str] = ctx.state.setdefault("done", [])
     for step, stage in enumerate(STAGES):
-        if stage in done:
-            continue  # finished before the execution parked for the approval
-        _run_stage(ctx, stage, args.seconds_per_stage, step, total)
-        done.append(stage)
+        # Runs once for the task; after the approval, the tool runs again and this returns at once.
+        ctx.step(stage, functools.partial(_run_stage, ctx, stage, args.seconds_per_stage, step, total))
 
     answer = ctx.elicit("promote", f"{args.service} {args.version} passed staging. Promote to production?", Promotion)
     if not (answer.accepted and answer.content is not None and answer.content.approve):
         return f"{args.service} {args.version} stays on staging; production was not changed."
 
-    _run_stage(ctx, "production", args.seconds_per_stage, len(STAGES), total)
+    ctx.step("production", lambda: _run_stage(ctx, "production", args.seconds_per_stage, len(STAGES), total))
     return f"{args.service} {args.version} is live in production."

@@ -50,7 +50,7 @@ class TaskCallbacks(Construct):
             description="Task callbacks: an external system completes a task's wait_for_callback with its token",
             handler=CALLBACK_HANDLER,
             code=functions.code,
-            memory_mb=256,
+            memory_mb=512,
             timeout=Duration.seconds(10),
             environment={**functions.common_environment, "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name},
             log_retention_days=functions.log_retention_days,

@@ -50,7 +50,7 @@ class TaskSupervisor(Construct):
         functions: TaskFunctions,
         table: dynamodb.ITable,
         workflow: TaskWorkflow,
-        memory_mb: int = 256,
+        memory_mb: int = 512,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = McpFunction(

@@ -32,6 +32,8 @@ OPERATIONS = {
     "send_task_failure": "states:SendTaskFailure",
     "send_task_heartbeat": "states:SendTaskHeartbeat",
     "get_secret_value": "secretsmanager:GetSecretValue",
+    "put_object": "s3:PutObject",
+    "get_object": "s3:GetObject",
     "get_secret": "secretsmanager:GetSecretValue",  # Powertools parameters
 }
 # A call, or an operation name handed to a dispatcher as a string (`self._call("put_item", ...)`).
@@ -76,6 +78,7 @@ def test_every_call_in_the_code_is_granted_and_every_grant_is_called(default_sta
         _granted(default_stack, functions.api.role)
         | _granted(default_stack, functions.worker.role)
         | _granted(default_stack, default_stack.stack.supervisor.function.role)
+        | _granted(default_stack, default_stack.stack.callbacks.function.role)
     )
     assert not set(called) - granted, f"called but not granted: { {a: called[a] for a in set(called) - granted} }"
     assert not granted - set(called), f"granted but never called: {granted - set(called)}"

@@ -39,6 +39,10 @@ def _get_att(logical_id: str) -> dict[str, Any]:
     return {"Fn::GetAtt": [logical_id, "Arn"]}
 
 
+def _payload_objects(stack: Synthesized) -> dict[str, Any]:
+    return {"Fn::Join": ["", [_get_att(stack.logical_id(stack.stack.payloads.bucket)), "/tasks/*"]]}
+
+
 def _statements_of(stack: Synthesized, role_logical_id: str) -> list[dict[str, Any]]:
     statements: list[dict[str, Any]] = []
     for policy in stack.resources("AWS::IAM::Policy").values():
@@ -142,13 +146,15 @@ def test_removal_policy_comes_from_context(synth: Any) -> None:
         ("api", "app.handlers.api_handler"),
         ("worker", "app.handlers.worker_handler"),
         ("supervisor", "app.handlers.supervisor_handler"),
+        ("callbacks", "app.handlers.callback_handler"),
     ],
 )
 def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
     default_stack: Synthesized, construct: str, handler: str
 ) -> None:
     stack = default_stack.stack
-    function = stack.supervisor.function if construct == "supervisor" else getattr(stack.functions, construct)
+    own = {"supervisor": stack.supervisor.function, "callbacks": stack.callbacks.function}
+    function = own[construct] if construct in own else getattr(stack.functions, construct)
     log_group_id = default_stack.stack.get_logical_id(function.log_group.node.default_child)
     default_stack.template.has_resource_properties(
         "AWS::Lambda::Function",
@@ -167,7 +173,7 @@ def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
 def test_function_environment_names_are_settings_the_code_reads(default_stack: Synthesized) -> None:
     aliases = {field.alias for field in Settings.model_fields.values()}
     functions = default_stack.resources("AWS::Lambda::Function")
-    assert len(functions) == 3
+    assert len(functions) == 4
     for function in functions.values():
         names = set(function["Properties"]["Environment"]["Variables"])
         # POWERTOOLS_* are Powertools' own; PYDANTIC_DISABLE_PLUGINS is read by pydantic and app/cold_start.py.
@@ -231,6 +237,7 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Resource": {"Fn::Join": ["", [table, f"/index/{schema.OWNER_INDEX}"]]},
         },
         # No Step Functions action at all: the supervisor makes those calls.
+        {"Action": ["s3:GetObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
         {
             "Action": ["secretsmanager:GetSecretValue"],
             "Effect": "Allow",
@@ -261,6 +268,7 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
         },
         {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
+        {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
     actual = _statements_of(
         default_stack, default_stack.stack.get_logical_id(stack.functions.worker.role.node.default_child)
@@ -449,7 +457,7 @@ def test_mcp_route_needs_a_jwt_from_the_quick_start_pool(default_stack: Synthesi
     )
 
 
-def test_only_the_resource_metadata_routes_are_public(default_stack: Synthesized) -> None:
+def test_only_the_resource_metadata_routes_and_the_callback_route_are_public(default_stack: Synthesized) -> None:
     routes = {
         r["Properties"]["RouteKey"]: r["Properties"]
         for r in default_stack.resources("AWS::ApiGatewayV2::Route").values()
@@ -458,10 +466,82 @@ def test_only_the_resource_metadata_routes_are_public(default_stack: Synthesized
         "POST /mcp",
         "GET /.well-known/oauth-protected-resource",
         "GET /.well-known/oauth-protected-resource/mcp",
+        "POST /tasks/callbacks",
     }
     for key, route in routes.items():
-        if key.startswith("GET"):
-            assert route["AuthorizationType"] == "NONE"
+        if key != "POST /mcp":
+            assert route["AuthorizationType"] == "NONE"  # the callback's token is its credential
+
+
+def test_the_callback_route_invokes_its_own_function_which_touches_only_task_items_and_the_bucket(
+    default_stack: Synthesized,
+) -> None:
+    stack = default_stack.stack
+    table = _get_att(default_stack.logical_id(stack.tasks.table))
+    expected = [
+        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": _get_att(default_stack.logical_id(stack.callbacks.function.log_group)),
+        },
+        {
+            "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            "Effect": "Allow",
+            "Resource": table,
+            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.TASK_KEY_PREFIX}*"]}},
+        },
+        {"Action": ["s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
+    ]
+    actual = _statements_of(
+        default_stack, default_stack.stack.get_logical_id(stack.callbacks.function.role.node.default_child)
+    )
+    assert _normalized(actual) == _normalized(expected)
+    default_stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Integration",
+        {
+            "IntegrationUri": _get_att(default_stack.logical_id(stack.callbacks.function.function)),
+            "PayloadFormatVersion": "2.0",
+        },
+    )
+    worker = default_stack.json["Resources"][default_stack.logical_id(stack.functions.worker_function)]
+    callback_url = worker["Properties"]["Environment"]["Variables"]["TASK_CALLBACK_URL"]
+    assert json.dumps(callback_url).endswith('"/tasks/callbacks"]]}')
+
+
+def test_the_payload_bucket_is_private_encrypted_tls_only_and_expires_objects_a_day_after_the_task(
+    default_stack: Synthesized,
+) -> None:
+    default_stack.template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "LifecycleConfiguration": {
+                "Rules": [Match.object_like({"ExpirationInDays": 2, "Prefix": "tasks/", "Status": "Enabled"})]
+            },
+        },
+    )
+    default_stack.template.has_resource_properties(
+        "AWS::S3::BucketPolicy",
+        {
+            "PolicyDocument": {
+                "Statement": [
+                    Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})
+                ],
+                "Version": "2012-10-17",
+            }
+        },
+    )
+    api = default_stack.json["Resources"][default_stack.logical_id(default_stack.stack.functions.api_function)]
+    assert api["Properties"]["Environment"]["Variables"]["TASK_DEFAULT_TTL_MS"] == "86400000"
 
 
 def test_http_api_has_no_cors_by_default_and_a_throttled_logged_stage(default_stack: Synthesized) -> None:

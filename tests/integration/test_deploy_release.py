@@ -39,7 +39,7 @@ def test_the_release_waits_for_approval_after_staging_and_goes_live_once_approve
         return task
 
     waiting = wait_until(poll, lambda t: t["status"] != "working")
-    stored_state = task_env.store().get(task_id).scratch
+    recorded = task_env.store().get(task_id).steps
     service.update(task_id, {"promote": {"action": "accept", "content": {"approve": True}}}, request_context())
     done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
 
@@ -47,7 +47,11 @@ def test_the_release_waits_for_approval_after_staging_and_goes_live_once_approve
     assert waiting["inputRequests"]["promote"]["params"]["message"] == (
         "billing 1.4.2 passed staging. Promote to production?"
     )
-    assert stored_state == {"done": ["build", "test", "staging"]}
+    assert {key: record["v"] for key, record in recorded.items()} == {
+        "step:build": "build done",
+        "step:test": "test done",
+        "step:staging": "staging done",
+    }
     assert any(message.startswith(("build:", "test:", "staging:")) for message in seen_messages)
     assert (done["status"], done["result"]["content"]) == (
         COMPLETED,

@@ -8,8 +8,11 @@ one execution: each step must still run exactly once.
 from __future__ import annotations
 
 import json
+import re
+import threading
 import time
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,7 @@ from mcp_runtime import wire
 from mcp_runtime.tasks.callbacks import REFUSED
 from mcp_runtime.tasks.limits import MAX_RESULT_BYTES
 from tests.local_stack.conftest import StackClient
-from tests.support import local_stack_process
+from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -28,9 +31,53 @@ CONTEXT = {"workerTimeoutSeconds": 10, "executionRoundLimit": 4}
 STEPS, STEP_SECONDS, WAIT_AFTER, WAIT_SECONDS = 12, 3, 5, 5
 
 
+# What adding the README's tool does, once a function imports `tools`: its file in functions/tools/,
+# its line in MODULES. Functions that never import `tools` (the supervisor) stay as they are.
+README_TOOL_LAYER = """
+import importlib, importlib.abc, importlib.util, pathlib, sys
+
+
+class AddTheReadmeTool(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "tools":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("tools")
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            module.__path__.append(str(pathlib.Path(__file__).parent / "tools"))
+            module.MODULES = (*module.MODULES, importlib.import_module("tools.run_pipeline"))
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, AddTheReadmeTool())
+"""
+
+
+def readme_tool() -> str:
+    readme = (REPO / "README.md").read_text()
+    block = re.search(r"<!-- long-work:start -->\n```python\n(.*?)```\n<!-- long-work:end -->", readme, re.DOTALL)
+    assert block, "the README lost its long-work example"
+    return block.group(1)
+
+
 @pytest.fixture(scope="module")
-def stack() -> Iterator[StackClient]:
-    with local_stack_process(fixtures="lifecycle", extra_env={"LOCAL_CDK_CONTEXT": json.dumps(CONTEXT)}) as running:
+def readme_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    layer = tmp_path_factory.mktemp("readme-tool")
+    (layer / "tools").mkdir()
+    (layer / "tools" / "run_pipeline.py").write_text(readme_tool())
+    (layer / "sitecustomize.py").write_text(README_TOOL_LAYER)
+    return layer
+
+
+@pytest.fixture(scope="module")
+def stack(readme_layer: Path) -> Iterator[StackClient]:
+    env = {"LOCAL_CDK_CONTEXT": json.dumps(CONTEXT), "LOCAL_LAYERS": str(readme_layer)}
+    with local_stack_process(fixtures="lifecycle", extra_env=env) as running:
         yield StackClient(running, user="long-work")
 
 
@@ -148,3 +195,63 @@ def test_a_two_megabyte_result_comes_back_whole_and_six_megabytes_fail_naming_th
     assert refused["status"] == "failed"
     assert refused["error"]["code"] == wire.INTERNAL_ERROR
     assert refused["error"]["message"].endswith(f"over the limit of {MAX_RESULT_BYTES} bytes")
+
+
+class FakeCi:
+    """The CI the README's tool triggers: it records each webhook; the test then plays the pipeline."""
+
+    def __init__(self) -> None:
+        self.received: list[dict[str, Any]] = []
+        ci = self
+
+        class Webhook(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                ci.received.append({**json.loads(self.rfile.read(length)), "key": self.headers.get("idempotency-key")})
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                return
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Webhook)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hooks/build"
+
+    def webhook_for(self, project: str, timeout: float = 60) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for hook in self.received:
+                if hook["project"] == project:
+                    return hook
+            time.sleep(0.1)
+        raise AssertionError(f"the CI never heard of {project}")
+
+
+def test_the_readme_tool_added_in_one_file_gets_steps_the_wait_the_callback_big_results_and_cancel(
+    stack: StackClient,
+) -> None:
+    ci = FakeCi()
+    route = stack.running.url.removesuffix("/mcp") + "/tasks/callbacks"
+    task_id = stack.start("run_pipeline", {"project": "apollo", "webhook": ci.url, "settle_seconds": 2})
+    cancelled_id = stack.start("run_pipeline", {"project": "gemini", "webhook": ci.url, "settle_seconds": 2})
+
+    hook = ci.webhook_for("apollo")
+    log = "x" * (2 * 1024 * 1024)
+    accepted = httpx.post(route, json={"token": hook["token"], "result": {"status": "passed", "log": log}}, timeout=30)
+    replayed = httpx.post(route, json={"token": hook["token"], "result": {"status": "failed"}})
+    other = ci.webhook_for("gemini")
+    stack.result("tasks/cancel", {"taskId": cancelled_id})
+    late = httpx.post(route, json={"token": other["token"], "result": {"status": "passed"}})
+    done = stack.settled(task_id, timeout=60)
+
+    assert (accepted.status_code, replayed.status_code, late.status_code) == (200, 404, 404)
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == f"apollo: passed\n{log}"
+    assert hook["callbackUrl"].startswith("https://") and hook["callbackUrl"].endswith("/tasks/callbacks")
+    assert len(hook["key"]) == 32 and hook["key"] != other["key"]
+    start, end = wait_window(stack, task_id)
+    assert end - start >= 1.5 and lambda_runs_between(stack, task_id, start, end) == 0
+    assert stack.task(cancelled_id)["status"] == "cancelled"
+    assert stack.wait_for_execution(cancelled_id) in ("ABORTED", "SUCCEEDED")

@@ -37,8 +37,8 @@ MAX_INLINE_RECORD_BYTES: Final = 4 * KB
 ITEM_RECORDS_BYTES: Final = 128 * KB
 MAX_RECORD_BYTES: Final = 5 * 1024 * KB
 MAX_OPERATIONS: Final = 1000
-# What an external system may send to complete a callback.
-MAX_CALLBACK_BYTES: Final = 256 * KB
+# What an external system may send to complete a callback (its result is a record like a step's).
+MAX_CALLBACK_BYTES: Final = MAX_RECORD_BYTES
 
 
 def encoded_size(value: Any) -> int:
