@@ -97,7 +97,7 @@ def run() -> dict[str, Any]:
     capacity: dict[str, float] = {}
     modelled: dict[str, float] = {}
     try:
-        with local_stack_process(extra_env={"LOCAL_LAYERS": str(layer)}) as stack:
+        with local_stack_process(fixtures="lifecycle", extra_env={"LOCAL_LAYERS": str(layer)}) as stack:
             log = CallLog(layer / "calls")
             api = stack.physical_id("FunctionsApi", "AWS::Lambda::Function")
             worker = stack.physical_id("FunctionsWorker", "AWS::Lambda::Function")
@@ -173,6 +173,7 @@ def run() -> dict[str, Any]:
             _call(stack, rpc("tasks/cancel", {"taskId": second["taskId"]}, capabilities=CAPS))
             account("cancel", api, second["taskId"])
             account("cancel, in the background", supervisor, second["taskId"])
+            durable = _durable_operations(stack, log, scratch, quiet)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -219,7 +220,55 @@ def run() -> dict[str, Any]:
         and others("cancel", {"dynamodb:UpdateItem"}) == 0
         and count(background_cancel, "stepfunctions:StopExecution") == 1,
     }
-    return {"operations": operations, "budgets": budgets}
+    return {"operations": operations, "budgets": budgets, "durable": durable}
+
+
+def _durable_operations(stack: RunningStack, log: CallLog, scratch: Path, quiet: Any) -> dict[str, Any]:
+    """What a step, a wait and a callback add, measured on whole tasks of the lifecycle fixtures:
+    every function's AWS calls (the API's polls left out), worker invocations and state transitions."""
+    functions = {
+        "worker": stack.physical_id("FunctionsWorker", "AWS::Lambda::Function"),
+        "supervisor": stack.physical_id("SupervisorFunction", "AWS::Lambda::Function"),
+        "callbacks": stack.physical_id("CallbacksFunction", "AWS::Lambda::Function"),
+    }
+    api = stack.physical_id("FunctionsApi", "AWS::Lambda::Function")
+    machine = stack.physical_id("Workflow", "AWS::StepFunctions::StateMachine")
+    sfn = stack.aws_client("stepfunctions")
+    route = stack.url.removesuffix("/mcp") + "/tasks/callbacks"
+
+    def measure(tool: str, arguments: dict[str, Any], complete: Path | None = None) -> dict[str, Any]:
+        for function in (*functions.values(), api):
+            log.new_calls(function)
+        task_id = _call(stack, rpc("tools/call", {"name": tool, "arguments": arguments}, capabilities=CAPS))["taskId"]
+        if complete is not None:
+            deadline = time.monotonic() + 30
+            while not (complete.exists() and complete.read_text()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            token = json.loads(complete.read_text().splitlines()[0])["token"]
+            httpx.post(route, json={"token": token, "result": {"ok": True}}, timeout=30).raise_for_status()
+        _wait_status(stack, task_id, {"completed"})
+        for function in functions.values():
+            quiet(function)
+        counted: dict[str, Any] = {
+            name: dict(Counter(entry["call"] for entry in log.new_calls(function)))
+            for name, function in functions.items()
+        }
+        log.new_calls(api)
+        arn = machine.replace(":stateMachine:", ":execution:") + f":{task_id}"
+        while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+            time.sleep(0.05)
+        events = sfn.get_execution_history(executionArn=arn, maxResults=1000)["events"]
+        counted["transitions"] = sum(1 for event in events if event["type"].endswith("StateEntered"))
+        counted["worker invocations"] = sum(1 for event in events if event["type"] == "TaskScheduled")
+        return counted
+
+    ledger = scratch / "ledger.txt"
+    one = measure("stepped_job", {"steps": 1, "ledger": str(ledger)})
+    five = measure("stepped_job", {"steps": 5, "ledger": str(ledger)})
+    waited = measure("stepped_job", {"steps": 1, "ledger": str(ledger), "wait_after": 0, "wait_seconds": 1})
+    inbox = scratch / "inbox.jsonl"
+    called_back = measure("external_job", {"inbox": str(inbox)}, complete=inbox)
+    return {"1 step": one, "5 steps": five, "1 step and a wait": waited, "1 step and a callback": called_back}
 
 
 def report(result: dict[str, Any]) -> list[str]:
@@ -235,6 +284,14 @@ def report(result: dict[str, Any]) -> list[str]:
         lines.append(f"  {op:<42} {entry['total_calls']:2d} calls: {calls}{units}")
     for name, ok in result["budgets"].items():
         lines.append(f"  budget {name}: {verdict(ok)}")
+    lines.append("Durable operations (whole tasks of the lifecycle fixtures; the API's polls left out)")
+    for scenario, counted in (result.get("durable") or {}).items():
+        parts = [f"{counted['transitions']} transitions", f"{counted['worker invocations']} worker invocations"]
+        for function in ("worker", "supervisor", "callbacks"):
+            calls = ", ".join(f"{n} {name}" for name, n in sorted(counted[function].items()))
+            if calls:
+                parts.append(f"{function}: {calls}")
+        lines.append(f"  {scenario:<24} " + "; ".join(parts))
     return lines
 
 

@@ -273,7 +273,7 @@ def test_an_ended_execution_that_is_not_the_tasks_current_one_leaves_the_task_al
     poll(service, task_id, {INPUT_REQUIRED})
     stale = f"{task_id}.0"
     env.stepfunctions.start_execution(
-        stateMachineArn=env.resources.state_machine_arn, name=stale, input=json.dumps({"taskId": task_id})
+        stateMachineArn=env.resources.state_machine_arn, name=stale, input=json.dumps({"taskId": task_id, "round": 0})
     )
     env.executor().stop(stale)
     wait_until(lambda: env.execution_status(stale), lambda s: s != "RUNNING")

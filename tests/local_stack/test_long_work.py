@@ -255,3 +255,14 @@ def test_the_readme_tool_added_in_one_file_gets_steps_the_wait_the_callback_big_
     assert end - start >= 1.5 and lambda_runs_between(stack, task_id, start, end) == 0
     assert stack.task(cancelled_id)["status"] == "cancelled"
     assert stack.wait_for_execution(cancelled_id) in ("ABORTED", "SUCCEEDED")
+
+
+def test_a_step_running_when_its_invocation_died_runs_again_and_the_finished_ones_do_not(
+    stack: StackClient, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "ledger.txt"
+
+    done = stack.settled(stack.start("crash_once_job", {"ledger": str(ledger)}), timeout=60)
+
+    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "first, then second")
+    assert ledger.read_text().splitlines() == ["first", "second (dies)", "second"]

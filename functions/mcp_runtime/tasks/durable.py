@@ -130,10 +130,10 @@ def decode_callback_token(token: str) -> tuple[str, str, str] | None:
         return None
     task_id, encoded, secret = parts
     try:
-        key = base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+        key = base64.b64decode(encoded + "=" * (-len(encoded) % 4), altchars=b"-_", validate=True).decode()
     except (binascii.Error, UnicodeDecodeError, ValueError):
         return None
-    return task_id, key, secret
+    return (task_id, key, secret) if key else None
 
 
 def _json_value(value: Any) -> Any:

@@ -38,8 +38,9 @@ def execution_arn(state_machine_arn: str, execution_name: str) -> str:
 
 
 def execution_input(task_id: str) -> str:
-    """The one input every execution of a task gets (so a repeated start is the same start)."""
-    return json.dumps({"taskId": task_id}, separators=(",", ":"))
+    """The one input every execution of a task gets (so a repeated start is the same start): the task,
+    and round 0 of the rounds the state machine counts toward handing the task to a new execution."""
+    return json.dumps({"taskId": task_id, "round": 0}, separators=(",", ":"))
 
 
 class StepFunctionsExecutor:

@@ -1,0 +1,68 @@
+"""The durable operations outside a task (a synchronous call) and the callback token's shape."""
+
+from __future__ import annotations
+
+import sys
+
+from pydantic import BaseModel
+
+from mcp_runtime import wire
+from mcp_runtime.server import McpServer
+from mcp_runtime.tasks.durable import decode_callback_token, encode_callback_token, token_hash
+from mcp_runtime.tools import Answers, ToolContext, tool
+from mcp_runtime.transport import McpHttpTransport
+from tests.unit.conftest import Client, error_of, result_of
+
+
+class NoArgs(BaseModel):
+    pass
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+@tool(description="Two steps, one returning a model, and a short wait; may run synchronously.", answers=Answers.TASK)
+def steps_anywhere(args: NoArgs, ctx: ToolContext) -> str:
+    point = ctx.step("point", lambda: Point(x=1, y=2))
+    numbers = ctx.step("numbers", lambda: (1, 2, 3))
+    ctx.wait(0.01)
+    return f"{point} {numbers} {len(ctx.idempotency_key('point'))}"
+
+
+@tool(description="Waits for an external system.", answers=Answers.TASK)
+def needs_a_callback(args: NoArgs, ctx: ToolContext) -> str:
+    return str(ctx.wait_for_callback("ci", lambda callback: None))
+
+
+def client_with(server: McpServer) -> Client:
+    server.tools.include(sys.modules[__name__])
+    return Client(McpHttpTransport(server))
+
+
+def test_outside_a_task_a_step_runs_at_once_and_returns_its_json_value_and_a_wait_sleeps(server: McpServer) -> None:
+    result = result_of(client_with(server).call_tool("steps_anywhere", {}))
+    assert result["content"] == [{"type": "text", "text": "{'x': 1, 'y': 2} [1, 2, 3] 32"}]
+
+
+def test_outside_a_task_a_callback_cannot_be_waited_for_and_the_client_is_told_to_declare_tasks(
+    server: McpServer,
+) -> None:
+    error = error_of(client_with(server).call_tool("needs_a_callback", {}))
+    assert error["code"] == wire.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert error["data"] == {"requiredCapabilities": {"extensions": {wire.TASKS_EXTENSION: {}}}}
+
+
+def test_a_callback_token_names_its_task_and_record_and_carries_a_secret_only_its_hash_checks() -> None:
+    token = encode_callback_token("TaskId_0123456789abcdefghijklmnop", "callback:ci.build#2", "s3cr3t-256-bits")
+
+    assert decode_callback_token(token) == (
+        "TaskId_0123456789abcdefghijklmnop",
+        "callback:ci.build#2",
+        "s3cr3t-256-bits",
+    )
+    assert token.count(".") == 2 and "callback:" not in token
+    assert token_hash("s3cr3t-256-bits") != token_hash("s3cr3t-256-bitz")
+    for broken in ("", "a.b", "a..c", "a.b.c.d", "x" * 1025, "task.!!!.secret"):
+        assert decode_callback_token(broken) is None
