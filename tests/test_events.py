@@ -33,7 +33,7 @@ SUPERVISOR_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob
 API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
 SUPERVISOR_FUNCTION = "SupervisorFunction"
-CALLBACK_FUNCTION = "CallbacksCallbacksFunction"
+CALLBACK_FUNCTION = "CallbacksFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
 # The example server has tools and tasks but no prompts or resources: those methods are not served.
 NOT_SERVED = (

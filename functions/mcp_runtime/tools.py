@@ -36,6 +36,8 @@ if TYPE_CHECKING:  # the handle store, task history and durable runs load only w
     from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory
 
+# The longest `ctx.wait` a synchronous call (no task) sleeps through instead of refusing.
+SYNC_WAIT_LIMIT_SECONDS: Final = 5.0
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
 
@@ -142,11 +144,18 @@ class ToolContext(Asker):
 
     def wait(self, seconds: float) -> None:
         """Wait durably: inside a task no Lambda runs meanwhile (a Step Functions Wait state); outside
-        one (a synchronous call) it sleeps."""
-        if self._durable is None:
-            time.sleep(seconds)
+        one (a synchronous call) it sleeps, for at most a few seconds."""
+        if self._durable is not None:
+            self._durable.wait(seconds)
             return
-        self._durable.wait(seconds)
+        if seconds > SYNC_WAIT_LIMIT_SECONDS:
+            from .errors import MissingRequiredClientCapability
+
+            raise MissingRequiredClientCapability(
+                "This tool waits longer than a request lasts and can only run as a task",
+                {"extensions": {wire.TASKS_EXTENSION: {}}},
+            )
+        time.sleep(max(0.0, seconds))
 
     def wait_for_callback(
         self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None

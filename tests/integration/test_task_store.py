@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from local_stack.aws import EmbeddedAws
+from local_stack.provision import ProvisionedStack
 from mcp_runtime import wire
 from mcp_runtime.mrtr import elicitation_request
 from mcp_runtime.tasks import schema
@@ -31,7 +33,7 @@ from mcp_runtime.tasks.models import (
 )
 from mcp_runtime.tasks.service import new_task_id
 from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, task_key
-from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment
+from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources
 
 TTL_MS = 60_000
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
@@ -49,6 +51,14 @@ def request(message: str) -> dict[str, Any]:
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
+
+
+@pytest.fixture
+def task_env(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> TaskEnvironment:
+    """The template's table alone: the store's own behaviour, with no execution started from its stream."""
+    return TaskEnvironment(
+        embedded_aws, TaskResources.of(deployed), embedded_aws.client("dynamodb"), embedded_aws.client("stepfunctions")
+    )
 
 
 @pytest.fixture

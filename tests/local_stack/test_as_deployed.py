@@ -289,3 +289,31 @@ def test_a_worker_over_its_memory_size_fails_the_task_out_of_memory() -> None:
         task = client.settled(client.start("allocate_memory", {"megabytes": 256}))
     assert task["status"] == "failed"
     assert task["error"]["data"] == {"reason": "Runtime.OutOfMemory"}
+
+
+# ---- what the stack creates and serves beyond functions, and what it does not emulate ----------------------
+def test_the_payload_bucket_has_the_templates_encryption_lifecycle_and_public_access_block(stack: RunningStack) -> None:
+    (props,) = [r["Properties"] for r in template_of(stack)["Resources"].values() if r["Type"] == "AWS::S3::Bucket"]
+    s3 = stack.aws_client("s3")
+    bucket = stack.physical_id("PayloadsBucket", "AWS::S3::Bucket")
+
+    rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
+    encryption = s3.get_bucket_encryption(Bucket=bucket)["ServerSideEncryptionConfiguration"]["Rules"]
+    public = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
+
+    (rule,) = props["LifecycleConfiguration"]["Rules"]
+    assert [(r["ID"], r["Filter"]["Prefix"], r["Expiration"]["Days"]) for r in rules] == [
+        (rule["Id"], rule["Prefix"], rule["ExpirationInDays"])
+    ]
+    assert encryption[0]["ApplyServerSideEncryptionByDefault"]["SSEAlgorithm"] == "AES256"
+    assert public == props["PublicAccessBlockConfiguration"]
+
+
+def test_the_log_names_the_event_sources_it_delivers_and_what_it_does_not_emulate(stack: RunningStack) -> None:
+    """moto neither encrypts nor expires objects and evaluates no bucket policy (TLS-only has nothing to
+    refuse on loopback); the stack says so, and delivers the stream mapping and the rule itself."""
+    assert stack.printed("event source SupervisorFunctionDynamoDBEventSource")
+    assert stack.printed('"detail-type": ["Step Functions Execution Status Change"]')
+    (line,) = [line for line in stack.output if line.startswith("not emulated:")]
+    assert "AWS::S3::BucketPolicy" in line and "AWS::Lambda::EventSourceMapping" not in line
+    assert "AWS::Events::Rule" not in line

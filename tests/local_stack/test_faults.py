@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from mcp_runtime import wire
+from mcp_runtime.tasks.limits import MAX_RESULT_BYTES
 from tests.local_stack.conftest import TERMINAL, StackClient
 from tests.local_stack.faults import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
 from tests.support import local_stack_process
@@ -239,12 +240,17 @@ def test_a_throttled_final_write_is_retried_with_the_result_in_hand_and_the_tool
 def test_a_result_too_big_to_store_fails_the_task_at_once_naming_the_limit_and_runs_the_tool_once(
     stack: StackClient, ledger: Path
 ) -> None:
-    task_id = stack.start("counted_job", {"ledger": str(ledger), "result_kb": 450})
+    task_id = stack.start("counted_job", {"ledger": str(ledger), "result_kb": 6144})
 
     done = stack.settled(task_id, timeout=40)
+    size = done["error"]["data"]["sizeBytes"]
     assert done["status"] == "failed"
-    assert done["error"]["code"] == wire.INTERNAL_ERROR
-    assert "limit" in done["error"]["message"]
+    assert done["error"] == {
+        "code": wire.INTERNAL_ERROR,
+        "message": f"Task result is {size} bytes, over the limit of {MAX_RESULT_BYTES} bytes",
+        "data": {"limitBytes": MAX_RESULT_BYTES, "sizeBytes": size},
+    }
+    assert size > 6 * 1024 * 1024
     assert runs(ledger) == 1
 
 

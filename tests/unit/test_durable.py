@@ -66,3 +66,15 @@ def test_a_callback_token_names_its_task_and_record_and_carries_a_secret_only_it
     assert token_hash("s3cr3t-256-bits") != token_hash("s3cr3t-256-bitz")
     for broken in ("", "a.b", "a..c", "a.b.c.d", "x" * 1025, "task.!!!.secret"):
         assert decode_callback_token(broken) is None
+
+
+@tool(description="Waits an hour; may run synchronously.", answers=Answers.TASK)
+def waits_an_hour(args: NoArgs, ctx: ToolContext) -> str:
+    ctx.wait(3600)
+    return "waited"
+
+
+def test_outside_a_task_a_wait_longer_than_a_request_is_refused_naming_the_tasks_extension(server: McpServer) -> None:
+    error = error_of(client_with(server).call_tool("waits_an_hour", {}))
+    assert error["code"] == wire.MISSING_REQUIRED_CLIENT_CAPABILITY
+    assert error["message"] == "This tool waits longer than a request lasts and can only run as a task"

@@ -188,6 +188,10 @@ class DurableRun:
         """Stable for this task and name across every run: for external systems that deduplicate."""
         return hashlib.sha256(f"{self.task_id}/{name}".encode()).hexdigest()[:32]
 
+    @property
+    def in_step(self) -> bool:
+        return self._in_step
+
     def longest_step_seconds(self) -> float:
         return max(
             (float(r.get("ms") or 0) / 1000 for k, r in self.records.items() if k.startswith("step:")), default=0

@@ -127,8 +127,8 @@ class ProgressReporter:
         self._last_write: float | None = None
 
     def __call__(self, progress: float, total: float | None, message: str | None) -> None:
-        if self._durable is not None and self._durable.time_is_short():
-            raise ContinueLater("progress")
+        if self._durable is not None and not self._durable.in_step and self._durable.time_is_short():
+            raise ContinueLater("progress")  # between steps only: a step is never cut in two
         now = self._clock()
         if self._last_write is not None and now - self._last_write < self._min_interval:
             return

@@ -121,7 +121,9 @@ def _on_send(request: Any, event_name: str = "", **_: Any) -> Any:
     _, service, operation_name = [*event_name.split("."), "", ""][:3]
     from botocore.exceptions import ReadTimeoutError
 
-    body = request.body if isinstance(request.body, str) else (request.body or b"").decode("utf-8", "replace")
+    raw = request.body
+    # JSON services send bytes; S3 uploads may stream a file-like body, which is left unread.
+    body = raw if isinstance(raw, str) else raw.decode("utf-8", "replace") if isinstance(raw, bytes) else ""
     operation = f"{_SERVICE_NAMES.get(service, service)}.{operation_name}"
     fault = _decide(operation, body)
     if fault is None:
