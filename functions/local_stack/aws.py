@@ -15,6 +15,9 @@ Two behaviours are brought in line with AWS here, so the function code needs no 
   enforced (`local_stack.iam_enforcement`).
 A callback token that was answered already answers TaskTimedOut ("the task associated with the
 token has already been closed"), as AWS does; moto accepted it again while the execution ran.
+DynamoDB requests are applied one at a time: moto's server handles requests on concurrent threads and
+evaluates a condition and applies its update without a lock, so two conditional writes to one item
+could both pass; DynamoDB applies each write to an item atomically.
 Each execution's status changes (started, then how it ended) are reported to the listeners
 registered with `on_execution_status`, as AWS reports them to EventBridge (`local_stack.event_delivery`).
 Used stream shard iterators are forgotten (moto kept every one, a leak at one poll every 50 ms).
@@ -116,6 +119,26 @@ def _report_status(execution: Any) -> None:
             log.exception("execution status listener")
 
 
+_DYNAMODB_ITEM_OPERATIONS: Final = (
+    "put_item",
+    "get_item",
+    "update_item",
+    "delete_item",
+    "query",
+    "scan",
+    "transact_write_items",
+)
+_dynamodb_lock = threading.RLock()
+
+
+def _serialized(operation: Callable[..., Any]) -> Callable[..., Any]:
+    def serialized(self: Any, *args: Any, **kwargs: Any) -> Any:
+        with _dynamodb_lock:
+            return operation(self, *args, **kwargs)
+
+    return serialized
+
+
 def install_patches() -> None:
     """moto's no-Docker Lambda invoke -> the registered invokers; StopExecution as AWS does it (once)."""
     global _patched
@@ -183,6 +206,11 @@ def install_patches() -> None:
             return answered
 
         CallbackPoolManager.notify = notify  # type: ignore[method-assign]
+
+        from moto.dynamodb.models import DynamoDBBackend
+
+        for operation in _DYNAMODB_ITEM_OPERATIONS:
+            setattr(DynamoDBBackend, operation, _serialized(getattr(DynamoDBBackend, operation)))
 
         from moto.dynamodbstreams.models import DynamoDBStreamsBackend
 

@@ -6,7 +6,7 @@ the local stack does it, from what the template declares (`local_stack.provision
 
 - `StreamPoller`, one per `AWS::Lambda::EventSourceMapping` on a DynamoDB stream: reads the stream
   with the function's own role (IAM enforced), drops records the mapping's filter criteria do not
-  match, invokes the function with batches of at most `BatchSize` records in stream order, and on a
+  match, invokes the function with batches of at most `BatchSize` records (and 6 MB) in stream order, and on a
   function error retries the same batch (with `ReportBatchItemFailures`, from the first record the
   function reported) until it succeeds, `MaximumRetryAttempts` is used up, or the record is older
   than `MaximumRecordAgeInSeconds`. Lambda polls a stream shard about four times a second; this
@@ -34,6 +34,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from local_stack.provision import EventRule, StreamMapping
+from local_stack.runtime import MAX_PAYLOAD_BYTES
 
 # (function logical id, event bytes) -> (payload bytes, function error or None)
 Invoke = Callable[[str, bytes], tuple[bytes, str | None]]
@@ -136,7 +137,7 @@ class StreamPoller:
         attempts = 0
         while self._pending and not self._stop.is_set():
             self._drop_expired()
-            batch = self._pending[: self.mapping.batch_size]
+            batch = self._batch()
             if not batch:
                 return
             payload, error = self.invoke(self.mapping.function_logical_id, json.dumps({"Records": batch}).encode())
@@ -155,6 +156,17 @@ class StreamPoller:
                 attempts = 0
                 continue
             self._stop.wait(min(LAST_RETRY_SECONDS, FIRST_RETRY_SECONDS * 2 ** (attempts - 1)))
+
+    def _batch(self) -> list[dict[str, Any]]:
+        """At most `BatchSize` records, and no more than fit in one invocation's 6 MB payload (as Lambda does)."""
+        batch: list[dict[str, Any]] = []
+        size = len(b'{"Records": []}')
+        for record in self._pending[: self.mapping.batch_size]:
+            size += len(json.dumps(record).encode()) + 2
+            if batch and size > MAX_PAYLOAD_BYTES:
+                break
+            batch.append(record)
+        return batch
 
     def _done_count(self, batch: list[dict[str, Any]], payload: bytes, error: str | None) -> int:
         """How many records of the batch count as processed."""

@@ -124,6 +124,7 @@ def test_a_callback_completes_once_for_its_token_and_refuses_a_second_and_a_forg
     assert (first.status, first.body) == (200, {"completed": True})
     assert (second.status, second.body) == (404, REFUSED)
     assert submitted["url"] == "https://callbacks.example.com/tasks/callbacks"
+    assert done["status"] == COMPLETED, done
     assert done["result"]["content"][0]["text"] == 'report: the external system sent {"ok": true}'
 
 

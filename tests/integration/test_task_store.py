@@ -5,6 +5,8 @@ from __future__ import annotations
 import contextlib
 import math
 import random
+import sys
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -552,3 +554,46 @@ def test_no_interleaving_of_cancel_update_completion_and_crash_loses_a_task_or_b
         store.cancel(run.task_id, ALICE.id)  # whatever happened, the client can always end it
         final = store.get(run.task_id, ALICE.id)
         assert final.is_terminal, f"seed {seed}: task left {final.status}"
+
+
+def test_concurrent_conditional_writes_to_one_item_have_exactly_one_winner(task_env: TaskEnvironment) -> None:
+    """DynamoDB applies each write to an item atomically; the local moto is held to the same (without
+    `local_stack.aws`'s lock, several writers win in about a third of these rounds)."""
+    key = {schema.PARTITION_KEY: {"S": "task#race-0000000000000000"}}
+    big = {"big": {"S": "x" * 300_000}, "fields": {"M": {f"k{n}": {"S": "v" * 100} for n in range(500)}}}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(0.0001)  # threads interleave often, as on a busy machine
+    try:
+        for round_number in range(10):
+            task_env.dynamodb.put_item(TableName=task_env.resources.table_name, Item={**key, **big})
+            winners = claim_concurrently(task_env, key, writers=24)
+            item = task_env.dynamodb.get_item(TableName=task_env.resources.table_name, Key=key, ConsistentRead=True)
+            assert len(winners) == 1, f"round {round_number}: {winners}"
+            assert item["Item"]["winner"] == {"N": str(winners[0])}
+    finally:
+        sys.setswitchinterval(interval)
+
+
+def claim_concurrently(task_env: TaskEnvironment, key: dict[str, Any], writers: int) -> list[int]:
+    winners: list[int] = []
+
+    def claim(writer: int) -> None:
+        try:
+            task_env.dynamodb.update_item(
+                TableName=task_env.resources.table_name,
+                Key=key,
+                UpdateExpression="SET #winner = :writer",
+                ConditionExpression="attribute_not_exists(#winner)",
+                ExpressionAttributeNames={"#winner": "winner"},
+                ExpressionAttributeValues={":writer": {"N": str(writer)}},
+            )
+            winners.append(writer)
+        except ClientError as exc:
+            assert exc.response["Error"]["Code"] == "ConditionalCheckFailedException"
+
+    threads = [threading.Thread(target=claim, args=(n,)) for n in range(writers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return winners
