@@ -19,6 +19,7 @@ from mcp_runtime.transport import McpHttpTransport
 
 if TYPE_CHECKING:
     from mcp_runtime.handles import HandleStore
+    from mcp_runtime.legacy import LegacyLeg
     from mcp_runtime.tasks.history import DynamoTaskHistory
 
 
@@ -131,7 +132,17 @@ def _correlate(ctx: RequestContext) -> None:
 
 @lru_cache(maxsize=1)
 def transport() -> McpHttpTransport:
-    return McpHttpTransport(build_server(get_settings(), telemetry()), on_request=_correlate)
+    server = build_server(get_settings(), telemetry())
+    return McpHttpTransport(server, on_request=_correlate, legacy=_legacy_leg(server, get_settings()))
+
+
+def _legacy_leg(server: McpServer, settings: Settings) -> LegacyLeg | None:
+    """Handshake-era (2025) clients on the same endpoint, unless MCP_LEGACY_CLIENTS=0."""
+    if not settings.legacy_clients:
+        return None
+    from mcp_runtime.legacy import build_legacy_leg
+
+    return build_legacy_leg(server, settings, telemetry())
 
 
 def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

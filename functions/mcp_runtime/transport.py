@@ -3,6 +3,10 @@
 Order (WIRE.md §2.7): HTTP method -> Origin/Host -> parse -> JSON-RPC shape -> required `_meta`
 -> header/body version cross-check -> version support -> Mcp-Method/Mcp-Name -> method known ->
 capability gate -> Mcp-Param-* -> handler params.
+
+Handshake-era traffic (an `initialize`, an `Mcp-Session-Id`, a 2025 `MCP-Protocol-Version`, a
+client's answer, `GET`/`DELETE`) is handed to the legacy leg when one is configured, after the
+Origin/Host, authentication, size, parse and shape checks every request gets.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import wire
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
@@ -30,6 +34,9 @@ from .errors import (
 from .headers import decode_header_value
 from .observability import REJECTED_REQUESTS
 from .server import McpServer
+
+if TYPE_CHECKING:
+    from .legacy import LegacyLeg
 
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
@@ -139,11 +146,18 @@ def _readable_id(message: Any) -> wire.RequestId | None:
 
 
 class McpHttpTransport:
-    def __init__(self, server: McpServer, on_request: Callable[[RequestContext], None] | None = None) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        on_request: Callable[[RequestContext], None] | None = None,
+        legacy: LegacyLeg | None = None,
+    ) -> None:
         self.server = server
         self.settings = server.settings
         # Called once the JSON-RPC id and method are known (correlation ids, metrics).
         self.on_request = on_request
+        # The 2025 leg (sessions, resumable streams); without it 2025 traffic is answered -32022.
+        self.legacy = legacy
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -163,12 +177,19 @@ class McpHttpTransport:
             if request.method.upper() not in ("GET", "HEAD"):
                 raise RequestRejected(405, "Method not allowed: use GET", {"allow": "GET"})
             return _json_response(200, self._resource_metadata(request), {"cache-control": "max-age=3600"})
-        if request.method.upper() != "POST":
+        http_method = request.method.upper()
+        legacy_stream_request = self.legacy is not None and http_method in ("GET", "DELETE")
+        if http_method != "POST" and not legacy_stream_request:
             raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
         if request.principal is None:
             metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
             challenge = f'Bearer resource_metadata="{metadata_url}"'
             raise RequestRejected(401, "Authentication required", {"www-authenticate": challenge})
+        if legacy_stream_request:
+            assert self.legacy is not None
+            if http_method == "GET":
+                return self.legacy.handle_get(request)
+            return self.legacy.handle_delete(request)
         if len(request.body) > self.settings.max_body_bytes:
             raise RequestRejected(413, "Request body too large")
 
@@ -235,6 +256,8 @@ class McpHttpTransport:
         breach = _limit_breach(message) if _may_breach_limits(request.body) else None
         if breach is not None:
             raise InvalidRequest(f"Invalid request: {breach}")
+        if self.legacy is not None and self.legacy.claims(message, request.headers):
+            return self.legacy.handle_post(request, message)
         if message.get("jsonrpc") != wire.JSONRPC_VERSION:
             raise InvalidRequest('Invalid request: jsonrpc must be "2.0"')
         method = message.get("method")
