@@ -203,6 +203,8 @@ class McpHttpTransport:
         except McpError as error:
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(error.code))
             return _json_response(error.http_status, _error_message(_readable_id(message), error))
+        except RequestRejected:
+            raise  # an HTTP-level refusal from the legacy leg (a 404 session, a 400 answer): mapped in handle()
         except Exception:
             # The one place an unexpected failure becomes a wire error: no detail leaves.
             log.exception("unhandled error while serving a request")
