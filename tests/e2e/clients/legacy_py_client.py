@@ -30,23 +30,25 @@ async def main(url: str, script: dict[str, Any]) -> dict[str, Any]:
     async def progress(value: float, total: float | None, message: str | None) -> None:
         report["progress"].append(message if message is not None else str(value))
 
-    async with streamablehttp_client(url) as (read, write, _):
-        async with ClientSession(read, write, elicitation_callback=elicit) as session:
-            initialized = await session.initialize()
-            report["protocolVersion"] = initialized.protocolVersion
-            if script.get("list"):
-                report["tools"] = [tool.name for tool in (await session.list_tools()).tools]
-            handle = None
-            for call in script.get("calls") or []:
-                arguments = json.loads(json.dumps(call.get("arguments") or {}).replace("$HANDLE", handle or ""))
-                callback = progress if call.get("progress") else None
-                with anyio.fail_after(60):
-                    result = await session.call_tool(call["tool"], arguments, progress_callback=callback)
-                texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
-                report["calls"].append({"texts": texts, "isError": bool(result.isError)})
-                found = re.search(r"cart_[A-Za-z0-9_-]+", " ".join(texts))
-                if found and handle is None:
-                    handle = found.group(0)
+    async with (
+        streamablehttp_client(url) as (read, write, _),
+        ClientSession(read, write, elicitation_callback=elicit) as session,
+    ):
+        initialized = await session.initialize()
+        report["protocolVersion"] = initialized.protocolVersion
+        if script.get("list"):
+            report["tools"] = [tool.name for tool in (await session.list_tools()).tools]
+        handle = None
+        for call in script.get("calls") or []:
+            arguments = json.loads(json.dumps(call.get("arguments") or {}).replace("$HANDLE", handle or ""))
+            callback = progress if call.get("progress") else None
+            with anyio.fail_after(60):
+                result = await session.call_tool(call["tool"], arguments, progress_callback=callback)
+            texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+            report["calls"].append({"texts": texts, "isError": bool(result.isError)})
+            found = re.search(r"cart_[A-Za-z0-9_-]+", " ".join(texts))
+            if found and handle is None:
+                handle = found.group(0)
     return report
 
 
