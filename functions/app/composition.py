@@ -19,7 +19,7 @@ from mcp_runtime.transport import McpHttpTransport
 
 if TYPE_CHECKING:
     from mcp_runtime.handles import HandleStore
-    from mcp_runtime.legacy import LegacyLeg
+    from mcp_runtime.legacy._leg import LegacyLeg
     from mcp_runtime.tasks.history import DynamoTaskHistory
 
 
@@ -137,12 +137,13 @@ def transport() -> McpHttpTransport:
 
 
 def _legacy_leg(server: McpServer, settings: Settings) -> LegacyLeg | None:
-    """Handshake-era (2025) clients on the same endpoint, unless MCP_LEGACY_CLIENTS=0."""
+    """Handshake-era (2025) clients on the same endpoint, unless MCP_LEGACY_CLIENTS=0; built when the
+    first 2025 request arrives, so a 2026 container never loads it."""
     if not settings.legacy_clients:
         return None
     from mcp_runtime.legacy import build_legacy_leg
 
-    return build_legacy_leg(server, settings, telemetry())
+    return cast("LegacyLeg", LazyService(lambda: build_legacy_leg(server, settings, telemetry())))
 
 
 def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

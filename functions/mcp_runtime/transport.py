@@ -32,11 +32,12 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .headers import decode_header_value
+from .legacy import is_legacy_message
 from .observability import REJECTED_REQUESTS
 from .server import McpServer
 
 if TYPE_CHECKING:
-    from .legacy import LegacyLeg
+    from .legacy._leg import LegacyLeg
 
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
@@ -258,7 +259,7 @@ class McpHttpTransport:
         breach = _limit_breach(message) if _may_breach_limits(request.body) else None
         if breach is not None:
             raise InvalidRequest(f"Invalid request: {breach}")
-        if self.legacy is not None and self.legacy.claims(message, request.headers):
+        if self.legacy is not None and is_legacy_message(message, request.headers):
             return self.legacy.handle_post(request, message)
         if message.get("jsonrpc") != wire.JSONRPC_VERSION:
             raise InvalidRequest('Invalid request: jsonrpc must be "2.0"')

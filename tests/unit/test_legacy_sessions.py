@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from mcp_runtime import wire
-from mcp_runtime.legacy import LegacyLeg, SessionInvalid, SessionSealer
-from mcp_runtime.legacy._sessions import MAX_SESSION_PAYLOAD_BYTES
+from mcp_runtime.legacy import is_legacy_message
+from mcp_runtime.legacy._sessions import MAX_SESSION_PAYLOAD_BYTES, SessionInvalid, SessionSealer
 from mcp_runtime.sealing import StateSealer
 from tests.unit.conftest import TEST_KEY, FakeClock
 
@@ -106,4 +106,4 @@ def test_oversized_client_capabilities_and_info_keep_only_what_the_server_reads(
 def test_only_handshake_era_traffic_takes_the_legacy_leg(
     headers: dict[str, str], message: dict[str, Any], legacy: bool
 ) -> None:
-    assert LegacyLeg.claims({"jsonrpc": "2.0", "id": 1, **message}, headers) is legacy
+    assert is_legacy_message({"jsonrpc": "2.0", "id": 1, **message}, headers) is legacy

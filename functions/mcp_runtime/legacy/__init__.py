@@ -1,43 +1,33 @@
 """Serving handshake-era clients (MCP 2025-11-25, 2025-06-18, 2025-03-26) from the stateless endpoint.
 
-`build_legacy_leg(server, settings)` gives the transport its second leg; everything else in this
-package is private to it.
+The transport asks `is_legacy_message` of every POST (cheap: it imports nothing else) and hands
+what it claims, and every GET and DELETE, to the leg `build_legacy_leg` makes. The leg's modules
+are private to this package and load only when the first 2025 request arrives.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ._leg import LegacyLeg, derive_stream_key
-from ._sessions import Session, SessionInvalid, SessionSealer
-from ._store import DynamoLegacyStore, LegacyStore, SessionState, StreamNotFound, StreamRecord
+from ._routing import is_legacy_message
 
 if TYPE_CHECKING:
     from ..observability import Telemetry
     from ..server import McpServer
     from ..settings import Settings
+    from ._leg import LegacyLeg
 
-__all__ = [
-    "DynamoLegacyStore",
-    "LegacyLeg",
-    "LegacyStore",
-    "Session",
-    "SessionInvalid",
-    "SessionSealer",
-    "SessionState",
-    "StreamNotFound",
-    "StreamRecord",
-    "build_legacy_leg",
-    "derive_stream_key",
-]
+__all__ = ["build_legacy_leg", "is_legacy_message"]
 
 
 def build_legacy_leg(server: McpServer, settings: Settings, telemetry: Telemetry | None = None) -> LegacyLeg:
     """The leg over `server`, with its DynamoDB store where the task table is configured."""
+    from ..observability import NO_TELEMETRY
+    from ._leg import LegacyLeg
+    from ._store import DynamoLegacyStore, LegacyStore
+
     store: LegacyStore | None = None
     if settings.state_machine_arn:
-        from ..observability import NO_TELEMETRY
-
         store = DynamoLegacyStore(
             settings.task_table_name, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry or NO_TELEMETRY
         )

@@ -120,26 +120,6 @@ class LegacyLeg:
         self._sleep = sleep
         self.on_request = on_request
 
-    # ---- routing ------------------------------------------------------------------------------
-    @staticmethod
-    def claims(message: Any, headers: dict[str, str]) -> bool:
-        """Whether a POSTed message belongs to the handshake era (else it takes the 2026-07-28 path).
-
-        A 2026-07-28 `MCP-Protocol-Version` or `_meta` always wins, so nothing a 2026 client sends
-        (even a stray session header) changes its path. Otherwise a session id, a 2025 version
-        header or an `initialize` marks the handshake era.
-        """
-        header = headers.get(wire.HEADER_PROTOCOL_VERSION)
-        if header is not None and header.strip() not in wire.LEGACY_PROTOCOL_VERSIONS:
-            return False
-        params = message.get("params") if isinstance(message, dict) else None
-        meta = params.get("_meta") if isinstance(params, dict) else None
-        if isinstance(meta, dict) and wire.META_PROTOCOL_VERSION in meta:
-            return False
-        if header is not None or wire.HEADER_SESSION_ID in headers:
-            return True
-        return isinstance(message, dict) and message.get("method") == wire.METHOD_INITIALIZE
-
     # ---- POST ---------------------------------------------------------------------------------
     def handle_post(self, request: HttpRequest, message: dict[str, Any]) -> HttpResponse:
         request_id = message.get("id")
