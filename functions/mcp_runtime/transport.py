@@ -187,10 +187,7 @@ class McpHttpTransport:
             challenge = f'Bearer resource_metadata="{metadata_url}"'
             raise RequestRejected(401, "Authentication required", {"www-authenticate": challenge})
         if legacy_stream_request:
-            assert self.legacy is not None
-            if http_method == "GET":
-                return self.legacy.handle_get(request)
-            return self.legacy.handle_delete(request)
+            return self._legacy_stream_request(http_method, request)
         if len(request.body) > self.settings.max_body_bytes:
             raise RequestRejected(413, "Request body too large")
 
@@ -211,6 +208,20 @@ class McpHttpTransport:
             log.exception("unhandled error while serving a request")
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
             return _json_response(200, _error_message(_readable_id(message), InternalError("Internal error")))
+
+    def _legacy_stream_request(self, http_method: str, request: HttpRequest) -> HttpResponse:
+        """GET (resume a stream) and DELETE (end a session) of the legacy leg, with the same last resort."""
+        assert self.legacy is not None
+        try:
+            if http_method == "GET":
+                return self.legacy.handle_get(request)
+            return self.legacy.handle_delete(request)
+        except RequestRejected:
+            raise
+        except Exception:
+            log.exception("unhandled error while serving a legacy stream request")
+            self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
+            return _json_response(200, _error_message(None, InternalError("Internal error")))
 
     def _base_url(self, request: HttpRequest) -> str:
         if self.settings.resource_url:

@@ -19,6 +19,7 @@ import pytest
 
 from mcp_runtime import wire
 from mcp_runtime.legacy._leg import (
+    CLIENT_ANSWER_FAILED,
     NEEDS_STREAM_TEXT,
     NO_OUTSTANDING_REQUEST,
     NO_STANDALONE_STREAM,
@@ -115,7 +116,7 @@ class Client:
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[RunningStack]:
-    with local_stack_process(extra_env={"DEV_AUTH": "1"}) as running:
+    with local_stack_process(fixtures="conformance", extra_env={"DEV_AUTH": "1"}) as running:
         yield running
 
 
@@ -163,7 +164,7 @@ def test_initialize_negotiates_the_requested_2025_revision_and_seals_a_visible_a
     for requested, negotiated in (("2025-06-18", "2025-06-18"), ("2024-11-05", VERSION), (VERSION, VERSION)):
         result = client.initialize(version=requested).json()["result"]
         assert result["protocolVersion"] == negotiated
-        assert set(result["capabilities"]) == {"tools", "logging"}
+        assert set(result["capabilities"]) == {"tools", "prompts", "completions", "resources", "logging"}
         assert all(0x21 <= ord(char) <= 0x7E for char in client.session or "")
 
 
@@ -356,3 +357,74 @@ def test_cancelling_the_request_cancels_the_task_and_closes_its_stream(alice: Cl
     newest = alice.request("tools/call", {"name": "list_my_tasks", "arguments": {"limit": 1}}).json()
     (task,) = newest["result"]["structuredContent"]["tasks"]
     assert (task["tool"], task["status"]) == ("deploy_release", "cancelled")
+
+
+# ---- shapes of the older revisions, logs, and answers that are errors --------------------------------------
+def test_a_2025_06_18_session_gets_elicitation_requests_without_a_mode(stack: RunningStack) -> None:
+    client = Client(stack.url, "alice")
+    client.initialize(ELICITING, version="2025-06-18")
+    _, request = asked(client.request("tools/call", {"name": "archive_project", "arguments": {"project": "apollo"}}))
+    assert request["params"] == {
+        "message": CONFIRM_QUESTION,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean", "description": "Archive the project?"}},
+            "required": ["confirm"],
+        },
+    }
+
+
+def test_a_2025_03_26_session_gets_no_structured_content_or_output_schemas(stack: RunningStack) -> None:
+    client = Client(stack.url, "alice")
+    client.initialize({}, version="2025-03-26")
+    called = client.request("tools/call", {"name": "count_words", "arguments": {"text": "a b"}}).json()["result"]
+    assert called == {"content": [{"type": "text", "text": '{"words": 2, "characters": 3}'}]}
+    listed = client.request("tools/list").json()["result"]["tools"]
+    assert not [tool["name"] for tool in listed if "outputSchema" in tool or "title" in tool]
+    modern = Client(stack.url, "alice")
+    modern.initialize({}, version=VERSION)
+    structured = modern.request("tools/call", {"name": "count_words", "arguments": {"text": "a b"}}).json()
+    assert structured["result"]["structuredContent"] == {"words": 2, "characters": 3}
+
+
+def test_logs_reach_a_session_only_after_it_sets_a_level(alice: Client) -> None:
+    logging_call = {"name": "test_tool_with_logging", "arguments": {}}
+    assert alice.request("tools/call", logging_call).headers["content-type"] == "application/json"
+    assert alice.request("logging/setLevel", {"level": "info"}).json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    logged = alice.request("tools/call", logging_call, request_id=2).events()
+    assert [event["data"].get("params", {}).get("data") for event in logged] == [
+        "Tool execution started",
+        "Tool processing data",
+        "Tool execution completed",
+        None,
+    ]
+    assert logged[-1]["data"]["result"]["content"][0]["text"] == "Logging test completed."
+    assert alice.request("logging/setLevel", {"level": "error"}).status == 200
+    assert alice.request("tools/call", logging_call).headers["content-type"] == "application/json"
+
+
+def test_an_error_in_place_of_a_sampling_answer_fails_the_request(stack: RunningStack) -> None:
+    client = Client(stack.url, "alice")
+    client.initialize({"sampling": {}})
+    call = client.request("tools/call", {"name": "test_sampling", "arguments": {"prompt": "Hi"}}, request_id=21)
+    events = call.events()
+    event_id, request = events[-1]["id"], events[-1]["data"]
+    assert request["method"] == wire.INPUT_METHOD_SAMPLING
+    assert request["params"]["maxTokens"] == 100
+    error = {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -1, "message": "User rejected sampling"}}
+    assert client.send("POST", error).status == 202
+    failed = CLIENT_ANSWER_FAILED.format(method=wire.INPUT_METHOD_SAMPLING)
+    assert resume_until_message(client, event_id)[1] == {
+        "jsonrpc": "2.0",
+        "id": 21,
+        "error": {"code": wire.INTERNAL_ERROR, "message": failed},
+    }
+
+
+def test_an_error_in_place_of_an_elicitation_answer_counts_as_a_cancel(alice: Client) -> None:
+    call = alice.request("tools/call", {"name": "test_elicitation", "arguments": {"message": "Who?"}}, request_id=22)
+    event_id, request = asked(call)
+    error = {"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32603, "message": "no UI"}}
+    assert alice.send("POST", error).status == 202
+    final = resume_until_message(alice, event_id)[1]
+    assert final["result"]["content"][0]["text"] == "User response: action=cancel, content={}"

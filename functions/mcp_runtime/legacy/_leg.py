@@ -14,6 +14,7 @@ Errors: `McpError`s become JSON-RPC errors here (HTTP 200); session and stream r
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -372,6 +373,7 @@ class LegacyLeg:
             if advanced is not None and advanced.events_after(seen):
                 return self._stream(advanced, advanced.events_after(seen), before_seq=seen)
             if self._clock() + delay >= deadline:
+                self._keep_alive(record)
                 return self._stream(record, [], before_seq=record.seq)  # nothing yet: come back after `retry`
             self._sleep(delay)
             delay = min(delay * 2, 0.5)
@@ -393,7 +395,7 @@ class LegacyLeg:
         try:
             return self.store.save_stream(updated, claimed.version)
         except StreamConflict:
-            raise InternalError("Internal error: the stream changed while it was resumed") from None
+            return None  # cancelled while it ran: the next read sees that
 
     def _rerun(
         self, record: StreamRecord, session: Session, state: SessionState, principal: Principal, headers: dict[str, str]
@@ -580,6 +582,14 @@ class LegacyLeg:
         return replace(
             record, status=DONE, pending={}, answers={}, request_state=None, expires_at=self._stream_expiry()
         )
+
+    def _keep_alive(self, record: StreamRecord) -> None:
+        """A stream the client keeps reconnecting to outlives its TTL (a long task, a slow user)."""
+        assert self.store is not None
+        if record.expires_at - self._clock() > self.stream_ttl_seconds / 2:
+            return
+        with contextlib.suppress(StreamConflict):  # someone else wrote it, which renewed it too
+            self.store.save_stream(replace(record, expires_at=self._stream_expiry()), record.version)
 
     def _stream_expiry(self) -> int:
         return int(self._clock()) + self.stream_ttl_seconds
