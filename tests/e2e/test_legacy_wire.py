@@ -26,6 +26,7 @@ from mcp_runtime.legacy._leg import (
     SESSION_NOT_FOUND,
     SESSION_REQUIRED,
     STREAM_NOT_FOUND,
+    TASK_NEEDS_STREAM,
 )
 from tests.support import RunningStack, local_stack_process
 
@@ -428,3 +429,20 @@ def test_an_error_in_place_of_an_elicitation_answer_counts_as_a_cancel(alice: Cl
     assert alice.send("POST", error).status == 202
     final = resume_until_message(alice, event_id)[1]
     assert final["result"]["content"][0]["text"] == "User response: action=cancel, content={}"
+
+
+def test_a_client_that_takes_no_event_stream_gets_task_tools_synchronously_or_a_clear_tool_error(
+    alice: Client,
+) -> None:
+    json_only = {"accept": "application/json"}
+    quick = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "sync"}}
+    ran = alice.request("tools/call", quick, headers=json_only).json()["result"]
+    assert ran == {"content": [{"type": "text", "text": "slow_compute 'sync' finished after 0s"}]}
+    only_task = alice.request("tools/call", {"name": "failing_job", "arguments": {}}, headers=json_only).json()
+    assert only_task["result"] == {
+        "content": [{"type": "text", "text": f"Tool failing_job runs only as a task, {TASK_NEEDS_STREAM}"}],
+        "isError": True,
+    }
+    asks = {"name": "deploy_release", "arguments": {"service": "s", "version": "1", "seconds_per_stage": 0}}
+    needs_input = alice.request("tools/call", asks, headers=json_only).json()["result"]
+    assert needs_input == {"content": [{"type": "text", "text": NEEDS_STREAM_TEXT}], "isError": True}

@@ -69,6 +69,7 @@ NEEDS_STREAM_TEXT: Final = (
     "This tool needs input from the user, which this client cannot receive: it does not accept event streams."
 )
 TASK_CANCELLED_TEXT: Final = "The task was cancelled."
+TASK_NEEDS_STREAM: Final = "which this client cannot follow: it does not accept event streams."
 CLIENT_ANSWER_FAILED: Final = "The client could not answer {method}"
 # Server-to-client request ids: `<stream key>.<round>.<question key>`; event ids: `<stream key>.<seq>`.
 _STREAM_KEY: Final = re.compile(r"^[0-9a-f]{32}$")
@@ -253,7 +254,12 @@ class LegacyLeg:
             if ctx.method != "tools/call":
                 raise
             # 2025 names no capability error: a tool the client cannot serve says so as a tool error.
-            return ToolResult([text(f"{exc.message}, which this client did not declare.")], is_error=True).to_wire()
+            required = exc.data.get("requiredCapabilities") if isinstance(exc.data, dict) else None
+            if isinstance(required, dict) and "extensions" in required:
+                explained = f"{exc.message}, {TASK_NEEDS_STREAM}"
+            else:
+                explained = f"{exc.message}, which this client did not declare."
+            return ToolResult([text(explained)], is_error=True).to_wire()
 
     def _complete(self, ctx: RequestContext, session: Session, result: dict[str, Any]) -> HttpResponse:
         shaped = shapes.legacy_result(ctx.method, result, session.protocol_version)
