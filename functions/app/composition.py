@@ -143,7 +143,7 @@ def _legacy_leg(server: McpServer, settings: Settings) -> LegacyLeg | None:
         return None
     from mcp_runtime.legacy import build_legacy_leg
 
-    return cast("LegacyLeg", LazyService(lambda: build_legacy_leg(server, settings, telemetry())))
+    return cast("LegacyLeg", LazyService(lambda: build_legacy_leg(server, settings, telemetry(), _correlate)))
 
 
 def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

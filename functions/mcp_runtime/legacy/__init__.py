@@ -7,11 +7,13 @@ are private to this package and load only when the first 2025 request arrives.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ._routing import is_legacy_message
 
 if TYPE_CHECKING:
+    from ..context import RequestContext
     from ..observability import Telemetry
     from ..server import McpServer
     from ..settings import Settings
@@ -20,8 +22,14 @@ if TYPE_CHECKING:
 __all__ = ["build_legacy_leg", "is_legacy_message"]
 
 
-def build_legacy_leg(server: McpServer, settings: Settings, telemetry: Telemetry | None = None) -> LegacyLeg:
-    """The leg over `server`, with its DynamoDB store where the task table is configured."""
+def build_legacy_leg(
+    server: McpServer,
+    settings: Settings,
+    telemetry: Telemetry | None = None,
+    on_request: Callable[[RequestContext], None] | None = None,
+) -> LegacyLeg:
+    """The leg over `server`, with its DynamoDB store where the task table is configured;
+    `on_request` is called once a request's id and method are known (correlation ids)."""
     from ..observability import NO_TELEMETRY
     from ._leg import LegacyLeg
     from ._store import DynamoLegacyStore, LegacyStore
@@ -38,4 +46,5 @@ def build_legacy_leg(server: McpServer, settings: Settings, telemetry: Telemetry
         stream_ttl_seconds=settings.legacy_stream_ttl_seconds,
         retry_ms=settings.legacy_retry_ms,
         wait_seconds=settings.legacy_stream_wait_seconds,
+        on_request=on_request,
     )

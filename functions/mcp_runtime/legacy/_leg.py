@@ -244,6 +244,8 @@ class LegacyLeg:
         try:
             self.store.create_stream(record)
         except StreamConflict:
+            if record.task_id is not None and self.server.tasks is not None:
+                self.server.tasks.cancel(record.task_id, ctx)  # nobody could ever follow it
             raise InvalidRequest("Invalid request: a request with this id is still in progress") from None
         return self._stream(record, record.events, before_seq=0)
 
