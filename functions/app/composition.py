@@ -19,7 +19,6 @@ from mcp_runtime.transport import McpHttpTransport
 
 if TYPE_CHECKING:
     from mcp_runtime.handles import HandleStore
-    from mcp_runtime.legacy._leg import LegacyLeg
     from mcp_runtime.tasks.history import DynamoTaskHistory
 
 
@@ -132,18 +131,12 @@ def _correlate(ctx: RequestContext) -> None:
 
 @lru_cache(maxsize=1)
 def transport() -> McpHttpTransport:
+    from mcp_runtime.legacy import legacy_leg
+
     server = build_server(get_settings(), telemetry())
-    return McpHttpTransport(server, on_request=_correlate, legacy=_legacy_leg(server, get_settings()))
-
-
-def _legacy_leg(server: McpServer, settings: Settings) -> LegacyLeg | None:
-    """Handshake-era (2025) clients on the same endpoint, unless MCP_LEGACY_CLIENTS=0; built when the
-    first 2025 request arrives, so a 2026 container never loads it."""
-    if not settings.legacy_clients:
-        return None
-    from mcp_runtime.legacy import build_legacy_leg
-
-    return cast("LegacyLeg", LazyService(lambda: build_legacy_leg(server, settings, telemetry(), _correlate)))
+    return McpHttpTransport(
+        server, on_request=_correlate, legacy=legacy_leg(server, get_settings(), telemetry(), _correlate)
+    )
 
 
 def handle_api_event(event: dict[str, Any], context: Any = None) -> dict[str, Any]:

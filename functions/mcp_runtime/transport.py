@@ -37,7 +37,7 @@ from .observability import REJECTED_REQUESTS
 from .server import McpServer
 
 if TYPE_CHECKING:
-    from .legacy._leg import LegacyLeg
+    from .legacy import LegacyEndpoint
 
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
@@ -151,7 +151,7 @@ class McpHttpTransport:
         self,
         server: McpServer,
         on_request: Callable[[RequestContext], None] | None = None,
-        legacy: LegacyLeg | None = None,
+        legacy: LegacyEndpoint | None = None,
     ) -> None:
         self.server = server
         self.settings = server.settings
