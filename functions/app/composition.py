@@ -176,7 +176,11 @@ def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> Ap
     def correlate(ctx: RequestContext) -> None:
         telemetry.correlate_request(ctx.request_id, ctx.method)
 
-    transport = McpHttpTransport(build_server(settings, telemetry), on_request=correlate)
+    from mcp_runtime.legacy import legacy_leg
+
+    server = build_server(settings, telemetry)
+    legacy = legacy_leg(server, settings, telemetry, correlate)
+    transport = McpHttpTransport(server, on_request=correlate, legacy=legacy)
     return ApiEndpoint(transport, telemetry, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
 
 

@@ -62,6 +62,9 @@ class RequestContext:
     principal: Principal
     headers: dict[str, str]
     notifications: list[dict[str, Any]] = field(default_factory=list)
+    # The transport can carry a durable task for this request without the tasks extension (the
+    # legacy leg's resumable event stream), so a task tool runs as a task here too.
+    task_stream: bool = False
     _progress_seen: float | None = None
 
     def send_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:

@@ -83,14 +83,15 @@ class StateSealer:
         self._lifetime = lifetime_seconds
         self._clock = clock
 
-    def seal(self, binding: Binding, payload: dict[str, Any]) -> str:
+    def seal(self, binding: Binding, payload: dict[str, Any], *, lifetime_seconds: int | None = None) -> str:
+        """A token for `payload`, valid for this sealer's lifetime or, where given, `lifetime_seconds`."""
         key = self._keys[0]
         body = {
             "p": binding.principal,
             "m": binding.method,
             "t": binding.target,
             "a": binding.arguments_digest,
-            "x": int(self._clock()) + self._lifetime,
+            "x": int(self._clock()) + (self._lifetime if lifetime_seconds is None else lifetime_seconds),
             "d": payload,
         }
         encoded = _b64encode(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())

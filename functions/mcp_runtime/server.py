@@ -217,10 +217,11 @@ class McpServer:
         if spec is None:
             raise InvalidParams(f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
-        self._check_header_params(spec, arguments, ctx)
+        if ctx.meta.protocol_version in wire.SUPPORTED_PROTOCOL_VERSIONS:
+            self._check_header_params(spec, arguments, ctx)  # 2025 clients send no Mcp-Param headers
         wants_task = (
             spec.answers is Answers.TASK
-            and ctx.meta.declares_extension(wire.TASKS_EXTENSION)
+            and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
         if spec.task_required and not wants_task:

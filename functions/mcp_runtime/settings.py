@@ -52,6 +52,15 @@ class Settings(BaseModel):
     # Minimum spacing of the statusMessage writes a running tool's progress reports cause.
     task_progress_interval_ms: int = Field(1_000, alias="TASK_PROGRESS_INTERVAL_MS", ge=0)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+    # Handshake-era (2025) clients: sealed sessions and resumable event streams.
+    legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")
+    legacy_session_lifetime_seconds: int = Field(86_400, alias="MCP_LEGACY_SESSION_LIFETIME_SECONDS", ge=60, le=604_800)
+    # How long a stream waiting for the client's answer (or a task's news) is kept, renewed by every event.
+    legacy_stream_ttl_seconds: int = Field(900, alias="MCP_LEGACY_STREAM_TTL_SECONDS", ge=30, le=86_400)
+    # The `retry` a closed stream tells the client to wait before it reconnects with Last-Event-ID.
+    legacy_retry_ms: int = Field(500, alias="MCP_LEGACY_RETRY_MS", ge=0, le=60_000)
+    # How long a reconnect waits for news before it ends the stream again (stay under the front's timeout).
+    legacy_stream_wait_seconds: float = Field(10.0, alias="MCP_LEGACY_STREAM_WAIT_SECONDS", ge=0, le=25)
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
 

@@ -3,6 +3,10 @@
 Order (WIRE.md §2.7): HTTP method -> Origin/Host -> parse -> JSON-RPC shape -> required `_meta`
 -> header/body version cross-check -> version support -> Mcp-Method/Mcp-Name -> method known ->
 capability gate -> Mcp-Param-* -> handler params.
+
+Handshake-era traffic (an `initialize`, an `Mcp-Session-Id`, a 2025 `MCP-Protocol-Version`, a
+client's answer, `GET`/`DELETE`) is handed to the legacy leg when one is configured, after the
+Origin/Host, authentication, size, parse and shape checks every request gets.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import wire
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
@@ -28,8 +32,12 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .headers import decode_header_value
+from .legacy import is_legacy_message
 from .observability import REJECTED_REQUESTS
 from .server import McpServer
+
+if TYPE_CHECKING:
+    from .legacy import LegacyEndpoint
 
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
@@ -146,11 +154,18 @@ def _readable_id(message: Any) -> wire.RequestId | None:
 
 
 class McpHttpTransport:
-    def __init__(self, server: McpServer, on_request: Callable[[RequestContext], None] | None = None) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        on_request: Callable[[RequestContext], None] | None = None,
+        legacy: LegacyEndpoint | None = None,
+    ) -> None:
         self.server = server
         self.settings = server.settings
         # Called once the JSON-RPC id and method are known (correlation ids, metrics).
         self.on_request = on_request
+        # The 2025 leg (sessions, resumable streams); without it 2025 traffic is answered -32022.
+        self.legacy = legacy
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -169,12 +184,16 @@ class McpHttpTransport:
             if request.method.upper() not in ("GET", "HEAD"):
                 raise RequestRejected(405, "Method not allowed: use GET", {"allow": "GET"})
             return _json_response(200, self._resource_metadata(request), {"cache-control": "max-age=3600"})
-        if request.method.upper() != "POST":
+        http_method = request.method.upper()
+        legacy_stream_request = self.legacy is not None and http_method in ("GET", "DELETE")
+        if http_method != "POST" and not legacy_stream_request:
             raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
         if request.principal is None:
             metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
             challenge = f'Bearer resource_metadata="{metadata_url}"'
             raise RequestRejected(401, "Authentication required", {"www-authenticate": challenge})
+        if legacy_stream_request:
+            return self._legacy_stream_request(http_method, request)
         if len(request.body) > self.settings.max_body_bytes:
             raise RequestRejected(413, "Request body too large")
 
@@ -191,11 +210,27 @@ class McpHttpTransport:
                 # The client gets the generic message; the log gets the cause (an AWS error, chained).
                 log.error("request failed: %s", error, exc_info=error)
             return _json_response(error.http_status, _error_message(_readable_id(message), error))
+        except RequestRejected:
+            raise  # an HTTP-level refusal from the legacy leg (a 404 session, a 400 answer): mapped in handle()
         except Exception:
             # The one place an unexpected failure becomes a wire error: no detail leaves.
             log.exception("unhandled error while serving a request")
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
             return _json_response(200, _error_message(_readable_id(message), InternalError("Internal error")))
+
+    def _legacy_stream_request(self, http_method: str, request: HttpRequest) -> HttpResponse:
+        """GET (resume a stream) and DELETE (end a session) of the legacy leg, with the same last resort."""
+        assert self.legacy is not None
+        try:
+            if http_method == "GET":
+                return self.legacy.handle_get(request)
+            return self.legacy.handle_delete(request)
+        except RequestRejected:
+            raise
+        except Exception:
+            log.exception("unhandled error while serving a legacy stream request")
+            self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
+            return _json_response(200, _error_message(None, InternalError("Internal error")))
 
     def _base_url(self, request: HttpRequest) -> str:
         if self.settings.resource_url:
@@ -252,6 +287,8 @@ class McpHttpTransport:
         breach = _limit_breach(message) if _may_breach_limits(request.body) else None
         if breach is not None:
             raise InvalidRequest(f"Invalid request: {breach}")
+        if self.legacy is not None and is_legacy_message(message, request.headers):
+            return self.legacy.handle_post(request, message)
         if message.get("jsonrpc") != wire.JSONRPC_VERSION:
             raise InvalidRequest('Invalid request: jsonrpc must be "2.0"')
         method = message.get("method")

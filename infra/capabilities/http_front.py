@@ -1,5 +1,8 @@
-"""The HTTP front: `POST /mcp` on an API Gateway HTTP API behind a JWT authorizer, and optionally a
+"""The HTTP front: `/mcp` on an API Gateway HTTP API behind a JWT authorizer, and optionally a
 Lambda Function URL with AWS_IAM auth. Both deliver payload 2.0 events to the same API function.
+
+`POST /mcp` carries every JSON-RPC message; `GET /mcp` (resume an event stream with Last-Event-ID)
+and `DELETE /mcp` (end a session) serve handshake-era (2025) clients, behind the same authorizer.
 """
 
 from __future__ import annotations
@@ -21,12 +24,23 @@ from infra.capabilities.functions import retention
 from infra.nag import acknowledge
 
 MCP_PATH = "/mcp"
+MCP_METHODS = ("POST", "GET", "DELETE")
 # OAuth 2.0 Protected Resource Metadata (RFC 9728): public, so a client can find the issuer.
 METADATA_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp")
 RESOURCE_SERVER_ID = "mcp"
 INVOKE_SCOPE = "invoke"
 # Headers a browser client sends to an MCP endpoint (only used when CORS origins are configured).
-MCP_REQUEST_HEADERS = ("authorization", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name")
+MCP_REQUEST_HEADERS = (
+    "authorization",
+    "content-type",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "last-event-id",
+)
+# A browser client must be able to read the session id that `initialize` returns.
+MCP_RESPONSE_HEADERS = ("mcp-session-id",)
 _ACCESS_LOG_FIELDS = {
     "requestId": "$context.requestId",
     "ip": "$context.identity.sourceIp",
@@ -151,14 +165,15 @@ class HttpFront(Construct):
         if cors_allow_origins:
             cors = apigwv2.CorsPreflightOptions(
                 allow_origins=list(cors_allow_origins),
-                allow_methods=[apigwv2.CorsHttpMethod.POST],
+                allow_methods=[apigwv2.CorsHttpMethod(method) for method in MCP_METHODS],
                 allow_headers=list(MCP_REQUEST_HEADERS),
+                expose_headers=list(MCP_RESPONSE_HEADERS),
                 max_age=Duration.hours(1),
             )
         self.api = apigwv2.HttpApi(
             self,
             "HttpApi",
-            description="MCP endpoint (POST /mcp), stateless: one JSON-RPC call per request",
+            description="MCP endpoint (/mcp), stateless: one JSON-RPC call per request",
             create_default_stage=False,
             cors_preflight=cors,
         )
@@ -179,7 +194,7 @@ class HttpFront(Construct):
         integration = integrations.HttpLambdaIntegration("Mcp", handler)
         self.api.add_routes(
             path=MCP_PATH,
-            methods=[apigwv2.HttpMethod.POST],
+            methods=[apigwv2.HttpMethod(method) for method in MCP_METHODS],
             integration=integration,
             authorizer=self.authorizer,
             authorization_scopes=scopes or None,

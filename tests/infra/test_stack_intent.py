@@ -347,6 +347,17 @@ def test_mcp_route_needs_a_jwt_from_the_quick_start_pool(default_stack: Synthesi
             "AuthorizationScopes": ["mcp/invoke"],
         },
     )
+    # The 2025 clients' stream resumption (GET) and session end (DELETE): the same authorizer and scope.
+    for route_key in ("GET /mcp", "DELETE /mcp"):
+        template.has_resource_properties(
+            "AWS::ApiGatewayV2::Route",
+            {
+                "RouteKey": route_key,
+                "AuthorizationType": "JWT",
+                "AuthorizerId": {"Ref": authorizer.as_string()},
+                "AuthorizationScopes": ["mcp/invoke"],
+            },
+        )
     pool = default_stack.logical_id(default_stack.stack.front.user_pool.user_pool)
     client = default_stack.logical_id(default_stack.stack.front.user_pool.client)
     resource_server = default_stack.logical_id(default_stack.stack.front.user_pool.resource_server)
@@ -373,12 +384,14 @@ def test_only_the_resource_metadata_routes_are_public(default_stack: Synthesized
     }
     assert set(routes) == {
         "POST /mcp",
+        "GET /mcp",
+        "DELETE /mcp",
         "GET /.well-known/oauth-protected-resource",
         "GET /.well-known/oauth-protected-resource/mcp",
     }
     for key, route in routes.items():
-        if key.startswith("GET"):
-            assert route["AuthorizationType"] == "NONE"
+        expected = "NONE" if key.startswith("GET /.well-known/") else "JWT"
+        assert route["AuthorizationType"] == expected, key
 
 
 def test_http_api_has_no_cors_by_default_and_a_throttled_logged_stage(default_stack: Synthesized) -> None:
@@ -416,7 +429,11 @@ def test_own_issuer_replaces_the_user_pool_and_cors_is_opt_in(synth: Any) -> Non
         "AWS::ApiGatewayV2::Api",
         {
             "CorsConfiguration": Match.object_like(
-                {"AllowOrigins": ["https://console.example.com"], "AllowMethods": ["POST"]}
+                {
+                    "AllowOrigins": ["https://console.example.com"],
+                    "AllowMethods": ["POST", "GET", "DELETE"],
+                    "ExposeHeaders": ["mcp-session-id"],
+                }
             )
         },
     )
