@@ -6,7 +6,12 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# A task's ttlMs: at least 1 ms, at most Step Functions' one-year limit on a Standard execution.
+MAX_TASK_TTL_MS = 365 * 24 * 3600 * 1000
+# Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
+_NULL_SPELLINGS = frozenset({"", "null", "none"})
 
 # A fixed development key: fine on loopback, refused when a deployment forgets to configure one.
 DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
@@ -45,7 +50,7 @@ class Settings(BaseModel):
     # Durable tasks
     task_table_name: str | None = Field(None, alias="TASK_TABLE_NAME")
     state_machine_arn: str | None = Field(None, alias="TASK_STATE_MACHINE_ARN")
-    task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS")
+    task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS", ge=1, le=MAX_TASK_TTL_MS)
     task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
     # An active task quiet for this long gets its execution checked on read (settled failed if it ended).
     task_reconcile_after_seconds: float = Field(300.0, alias="TASK_RECONCILE_AFTER_SECONDS", ge=0)
@@ -63,6 +68,13 @@ class Settings(BaseModel):
     legacy_stream_wait_seconds: float = Field(10.0, alias="MCP_LEGACY_STREAM_WAIT_SECONDS", ge=0, le=25)
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
+
+    @field_validator("task_default_ttl_ms", mode="before")
+    @classmethod
+    def _null_ttl(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in _NULL_SPELLINGS:
+            return None
+        return value
 
     @property
     def fixture_sets(self) -> frozenset[str]:
