@@ -68,12 +68,16 @@ class RequestContext:
     _progress_seen: float | None = None
 
     def send_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Queue `notifications/progress` for this request's stream; a no-op without a token."""
+        """Queue `notifications/progress` for this request's stream; a no-op without a token.
+
+        Progress must increase with every notification: a report that does not is dropped (the rule
+        a task's reports follow too), never an error in the tool's work.
+        """
         token = self.meta.progress_token
         if token is None:
             return
         if self._progress_seen is not None and progress <= self._progress_seen:
-            raise ValueError("progress must increase with every report")
+            return
         self._progress_seen = progress
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:
