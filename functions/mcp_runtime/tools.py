@@ -358,7 +358,14 @@ class ToolRegistry:
             self._loader_thread = threading.get_ident()
             try:
                 while self._loaders:
-                    self._loaders[0]()
+                    before = set(self._tools)
+                    try:
+                        self._loaders[0]()
+                    except BaseException:
+                        # Undo what this loader registered, so retrying it next time starts clean.
+                        for name in set(self._tools) - before:
+                            del self._tools[name]
+                        raise
                     self._loaders.pop(0)
             finally:
                 self._loader_thread = None

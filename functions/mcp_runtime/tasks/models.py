@@ -130,15 +130,23 @@ def create_task_result(record: TaskRecord) -> dict[str, Any]:
     return {"resultType": wire.RESULT_TASK, **record.to_task()}
 
 
+class BrokenTaskRecord(ValueError):
+    """A stored task that cannot be rendered truthfully (a terminal status without its payload)."""
+
+
 def get_task_result(record: TaskRecord) -> dict[str, Any]:
     """`GetTaskResult`: `resultType: "complete"` and the `DetailedTask` for the current status."""
     detailed: dict[str, Any] = {"resultType": wire.RESULT_COMPLETE, **record.to_task()}
     if record.status == INPUT_REQUIRED:
         detailed["inputRequests"] = dict(record.input_requests)
     elif record.status == COMPLETED:
-        detailed["result"] = dict(record.result or {"resultType": wire.RESULT_COMPLETE, "content": []})
+        if record.result is None:
+            raise BrokenTaskRecord(f"task {record.task_id} is completed but has no result")
+        detailed["result"] = dict(record.result)
     elif record.status == FAILED:
-        detailed["error"] = dict(record.error or {"code": wire.INTERNAL_ERROR, "message": "Task failed"})
+        if record.error is None:
+            raise BrokenTaskRecord(f"task {record.task_id} is failed but has no error")
+        detailed["error"] = dict(record.error)
     return detailed
 
 

@@ -27,6 +27,7 @@ from .models import (
     EXECUTION_LOST_ERROR,
     FAILED,
     WORKING,
+    BrokenTaskRecord,
     ClientSnapshot,
     TaskRecord,
     create_task_result,
@@ -118,7 +119,10 @@ class TaskService:
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
         self.telemetry.correlate(task_id=task_id)
         record = self._load(task_id, ctx)
-        return get_task_result(self._reconciled(record))
+        try:
+            return get_task_result(self._reconciled(record))
+        except BrokenTaskRecord as exc:  # never answer with an invented result
+            raise InternalError("Failed to retrieve task") from exc
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
         self.telemetry.correlate(task_id=task_id)
