@@ -12,6 +12,8 @@ PROTOCOL_VERSION: Final = "2026-07-28"
 SUPPORTED_PROTOCOL_VERSIONS: Final[tuple[str, ...]] = (PROTOCOL_VERSION,)
 
 # params._meta keys
+# Every key the 2026-07-28 revision reserves in `_meta` starts with this.
+META_PREFIX: Final = "io.modelcontextprotocol/"
 META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"

@@ -199,7 +199,7 @@ def test_the_worker_function_with_only_its_template_environment_runs_a_task_step
 # ---- the front answers as API Gateway does ------------------------------------------------------------------
 def test_a_path_the_template_does_not_route_gets_api_gateways_404(stack: RunningStack) -> None:
     base = stack.url.removesuffix("/mcp")
-    for method, path in (("GET", "/mcp"), ("POST", "/other"), ("DELETE", "/mcp")):
+    for method, path in (("PUT", "/mcp"), ("POST", "/other"), ("GET", "/"), ("PATCH", "/mcp")):
         reply = httpx.request(method, base + path, headers={"authorization": "Bearer dev:alice"})
         assert (reply.status_code, reply.json()) == (404, {"message": "Not Found"}), (method, path)
 

@@ -131,7 +131,12 @@ class LegacyLeg:
         except MissingRequiredClientCapability as exc:
             return self._json(shapes.error_response(readable_id, InvalidRequest(exc.message).to_error_object()))
         except McpError as error:
-            return self._json(shapes.error_response(readable_id, error.to_error_object()))
+            # A message that is not a valid JSON-RPC request is a 400, as the transports of that era answer it.
+            status = 400 if error.code in (wire.PARSE_ERROR, wire.INVALID_REQUEST) else 200
+            return self._json(shapes.error_response(readable_id, error.to_error_object()), status=status)
+        except RequestRejected as rejected:  # an unknown, ended or foreign session: 404, echoing the id
+            error = {"code": wire.INVALID_REQUEST, "message": rejected.message}
+            return self._json(shapes.error_response(readable_id, error), rejected.headers, status=rejected.status)
         except LegacyStoreUnavailable as exc:
             log.error("legacy store unavailable: %s", exc)
             return self._json(shapes.error_response(readable_id, InternalError("Internal error").to_error_object()))
@@ -610,9 +615,11 @@ class LegacyLeg:
         return HttpResponse(200, dict(SSE_HEADERS), "".join(blocks))
 
     @staticmethod
-    def _json(message: dict[str, Any], extra_headers: dict[str, str] | None = None) -> HttpResponse:
+    def _json(
+        message: dict[str, Any], extra_headers: dict[str, str] | None = None, *, status: int = 200
+    ) -> HttpResponse:
         headers = {"content-type": "application/json", **(extra_headers or {})}
-        return HttpResponse(200, headers, json.dumps(message, separators=(",", ":"), ensure_ascii=False))
+        return HttpResponse(status, headers, json.dumps(message, separators=(",", ":"), ensure_ascii=False))
 
     @staticmethod
     def _accepted() -> HttpResponse:
