@@ -32,9 +32,13 @@ node_modules/.installed: package.json package-lock.json
 
 # The synthesized template on loopback, each function as Lambda runs it (README: "Run it locally").
 # Requests without a token are taken as LOCAL_DEFAULT_USER's; set it empty to get API Gateway's 401.
+# Tasks and handles are kept across restarts in LOCAL_STATE_DIR; FRESH=1 starts clean.
 LOCAL_DEFAULT_USER ?= developer
+LOCAL_STATE_DIR ?= $(CURDIR)/build/local-stack/state
 run: install
-	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) $(PY) -m local_stack
+	$(if $(FRESH),rm -rf "$(LOCAL_STATE_DIR)")
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) \
+		LOCAL_STATE_DIR="$(LOCAL_STATE_DIR)" $(PY) -m local_stack
 
 # env-vars files for `sam local invoke`: against the running local stack, or STACK=<name> deployed.
 sam-env: install

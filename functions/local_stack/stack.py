@@ -16,7 +16,8 @@ LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not
 LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8); LOCAL_LOGS=all (also print
 START/END/REPORT and metric lines, and each request); LOCAL_DEFAULT_USER=name (a request without a
 token is taken as that development user's, for clients that cannot send headers; API Gateway
-answers 401); LOCAL_RECORD=file (every request and answer as JSON lines).
+answers 401); LOCAL_RECORD=file (every request and answer as JSON lines); LOCAL_STATE_DIR=dir
+(the tables' items saved there at stop and restored at start, `local_stack.persistence`).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from local_stack import iam_enforcement
+from local_stack import iam_enforcement, persistence
 from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
@@ -72,6 +73,7 @@ class Options:
     all_logs: bool = False
     default_user: str | None = None
     record: Path | None = None
+    state_dir: Path | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -88,6 +90,7 @@ class Options:
             all_logs=(env.get("LOCAL_LOGS") or "").lower() == "all",
             default_user=env.get("LOCAL_DEFAULT_USER") or None,
             record=Path(env["LOCAL_RECORD"]) if env.get("LOCAL_RECORD") else None,
+            state_dir=Path(env["LOCAL_STATE_DIR"]).resolve() if env.get("LOCAL_STATE_DIR") else None,
         )
 
 
@@ -134,6 +137,7 @@ class LocalStack:
     started_seconds: float
     admin: dict[str, str]
     sink: LogSink
+    state_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -151,6 +155,9 @@ class LocalStack:
         for pool in self.pools.values():
             pool.close()
             unregister_function(pool.spec.name)
+        if self.state_dir is not None:
+            saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
+            log.info("saved %d items to %s", saved, self.state_dir)
         self.aws.stop()
         self.sink.close()
 
@@ -186,6 +193,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     aws = start_embedded_aws()
     iam_enforcement.install()
     provisioned = provision(template, aws.client)
+    restored = persistence.restore(options.state_dir, provisioned, aws.client) if options.state_dir else 0
     admin = iam_enforcement.create_admin_user(aws.endpoint, "local-stack-admin", template.region)
     credentials = {
         spec.logical_id: iam_enforcement.assume_role_credentials(
@@ -227,7 +235,11 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     thread.start()
     for pool in pools.values():
         threading.Thread(target=pool.warm, name=f"warm-{pool.spec.name}", daemon=True).start()
-    stack = LocalStack(http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink)
+    stack = LocalStack(
+        http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink, options.state_dir
+    )
+    if options.state_dir is not None:
+        out.write(f"state: {restored} items restored from {options.state_dir} (saved again when the stack stops)\n")
     _describe(stack, code, options, additions, out)
     _write_state(stack, additions, credentials)
     return stack
