@@ -28,6 +28,7 @@ _spec.loader.exec_module(generate)
 API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*/*.json"))
 EXAMPLE_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("examples/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
+SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
 API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
@@ -121,7 +122,7 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
                 "capabilities": {"tools": {}, "extensions": {wire.TASKS_EXTENSION: {}}},
                 "ttlMs": 3_600_000,
                 "cacheScope": "public",
-                "_meta": {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}},
+                "_meta": SERVER_INFO_META,
             },
         }
     if method == "tools/list":
@@ -130,7 +131,13 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
         return 200, {
             "jsonrpc": "2.0",
             "id": request_id,
-            "result": {"resultType": "complete", "tools": tools, "ttlMs": 60_000, "cacheScope": "public"},
+            "result": {
+                "resultType": "complete",
+                "tools": tools,
+                "ttlMs": 60_000,
+                "cacheScope": "public",
+                "_meta": SERVER_INFO_META,
+            },
         }
     if method == "tools/call":  # count_words on "the quick brown fox"
         return 200, {
@@ -140,6 +147,7 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
                 "resultType": "complete",
                 "content": [{"type": "text", "text": json.dumps({"words": 4, "characters": 19})}],
                 "structuredContent": {"words": 4, "characters": 19},
+                "_meta": SERVER_INFO_META,
             },
         }
     raise AssertionError(f"no expectation for {method}")

@@ -164,6 +164,7 @@ class McpHttpTransport:
         self.settings = server.settings
         # Called once the JSON-RPC id and method are known (correlation ids, metrics).
         self.on_request = on_request
+        self._server_info = {"name": self.settings.server_name, "version": self.settings.server_version}
         # The 2025 leg (sessions, resumable streams); without it 2025 traffic is answered -32022.
         self.legacy = legacy
 
@@ -184,6 +185,9 @@ class McpHttpTransport:
             if request.method.upper() not in ("GET", "HEAD"):
                 raise RequestRejected(405, "Method not allowed: use GET", {"allow": "GET"})
             return _json_response(200, self._resource_metadata(request), {"cache-control": "max-age=3600"})
+        if request.path.rstrip("/") != self._endpoint_path():
+            # A Function URL sends every path to the function: only the endpoint is served.
+            raise RequestRejected(404, f"Not found: the MCP endpoint is {self._endpoint_path()}")
         http_method = request.method.upper()
         legacy_stream_request = self.legacy is not None and http_method in ("GET", "DELETE")
         if http_method != "POST" and not legacy_stream_request:
@@ -240,6 +244,12 @@ class McpHttpTransport:
         default_scheme = "http" if _LOOPBACK_HOST.match(host) else "https"
         scheme = request.headers.get("x-forwarded-proto", default_scheme).split(",")[0].strip()
         return f"{scheme}://{host}"
+
+    def _endpoint_path(self) -> str:
+        if self.settings.resource_url:
+            path = self.settings.resource_url.partition("://")[2].partition("/")[2].rstrip("/")
+            return f"/{path}" if path else "/mcp"
+        return "/mcp"
 
     def _resource_path(self, request: HttpRequest) -> str:
         if self.settings.resource_url:
@@ -313,6 +323,12 @@ class McpHttpTransport:
         if self.on_request is not None:
             self.on_request(ctx)
         result = self.server.dispatch(spec, params, ctx)
+        # Every result names the server (WIRE.md 4.2), keeping whatever `_meta` the result already has.
+        result_meta = result.get("_meta")
+        result["_meta"] = {
+            wire.META_SERVER_INFO: self._server_info,
+            **(result_meta if isinstance(result_meta, dict) else {}),
+        }
         response = {"jsonrpc": wire.JSONRPC_VERSION, "id": request_id, "result": result}
         if ctx.notifications:
             frames = [*ctx.notifications, response]

@@ -27,7 +27,7 @@ def function_url_event(
         "accountId": "123456789012",
         "apiId": "abcdefghij",
         "domainName": "abcdefghij.lambda-url.eu-west-1.on.aws",
-        "http": {"method": "POST", "path": "/", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "t"},
+        "http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "t"},
         "requestId": "r-1",
         "routeKey": "$default",
         "stage": "$default",
@@ -38,7 +38,7 @@ def function_url_event(
     return {
         "version": "2.0",
         "routeKey": "$default",
-        "rawPath": "/",
+        "rawPath": "/mcp",
         "rawQueryString": "",
         "headers": {**standard_headers(message), "host": "abcdefghij.lambda-url.eu-west-1.on.aws"},
         "requestContext": context,

@@ -176,6 +176,7 @@ def test_a_tool_error_becomes_an_is_error_result_with_its_text() -> None:
         "resultType": wire.RESULT_COMPLETE,
         "content": [{"type": "text", "text": "The index is offline; try again later."}],
         "isError": True,
+        "_meta": {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}},
     }
 
 

@@ -13,8 +13,8 @@ from mcp_runtime.context import RequestContext
 from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.server import McpServer
 from mcp_runtime.tools import ToolSpec
-from mcp_runtime.transport import McpHttpTransport
-from tests.support import api_event, meta, rpc
+from mcp_runtime.transport import HttpRequest, McpHttpTransport
+from tests.support import api_event, meta, rpc, standard_headers
 from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
 TASKS_CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}}
@@ -686,3 +686,26 @@ def test_the_composition_root_serves_the_example_tools_without_fixtures() -> Non
     server = composition.build_server(make_settings())
     assert "prompts" not in server.capabilities()
     assert {spec.name for spec in server.tools} >= {"archive_project", "count_words"}
+
+
+# ---- one endpoint path, and who answers (issue 15, defect 10) ----------------------------------------------------
+@pytest.mark.parametrize("path", ["/", "/other", "/mcp/extra", "/MCP", "/mcpx"])
+def test_a_path_other_than_the_endpoint_is_404_even_where_every_path_reaches_the_function(
+    client: Client, path: str
+) -> None:
+    """A Function URL sends every path to the function; only the endpoint (and the metadata) is served."""
+    message = rpc("server/discover")
+    response = client.transport.handle(
+        HttpRequest("POST", path, standard_headers(message), json.dumps(message).encode(), client.principal)
+    )
+    assert response.status == 404
+    assert response.json()["error"] == {"code": wire.INVALID_REQUEST, "message": "Not found: the MCP endpoint is /mcp"}
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("server/discover", {}), ("tools/list", {}), ("tools/call", {"name": "test_simple_text"}), ("prompts/list", {})],
+)
+def test_every_result_names_the_server_in_its_meta(client: Client, method: str, params: dict[str, Any]) -> None:
+    result = result_of(client.request(method, params))
+    assert result["_meta"][wire.META_SERVER_INFO] == {"name": "serverless-mcp-tasks", "version": "0.1.0"}
