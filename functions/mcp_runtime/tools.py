@@ -33,6 +33,12 @@ if TYPE_CHECKING:  # the handle store and task history load only where they are 
     from .tasks.history import CallerTaskHistory
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
+ASKABLE: Final[dict[str, str]] = {
+    "elicitation": "ask the user",
+    "sampling": "ask the client's model",
+    "roots": "ask for the client's roots",
+}
 EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
 
 
@@ -149,6 +155,8 @@ class ToolSpec:
     # Task tools only: an MRTR step run synchronously before the task is created.
     prepare: ToolFunction | None = None
     header_params: dict[str, str] = field(default_factory=dict)
+    # Client capabilities the tool may ask for: a call from a client without them is refused up front.
+    asks: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
@@ -277,7 +285,13 @@ def _build_spec(
     annotations: dict[str, Any] | None,
     input_schema: dict[str, Any] | None,
     prepare: ToolFunction | None,
+    asks: tuple[str, ...] = (),
 ) -> ToolSpec:
+    unknown = [capability for capability in asks if capability not in ASKABLE]
+    if unknown:
+        raise ValueError(
+            f"tool {name or fn.__name__!r} asks for {unknown}; a client can be asked for {sorted(ASKABLE)}"
+        )
     model = _input_model_of(fn)
     schema = input_schema if input_schema is not None else _schema_of(model)
     return ToolSpec(
@@ -293,6 +307,7 @@ def _build_spec(
         annotations=annotations,
         prepare=prepare,
         header_params=_header_params(schema),
+        asks=tuple(asks),
     )
 
 
@@ -310,8 +325,13 @@ def tool(
     annotations: dict[str, Any] | None = None,
     input_schema: dict[str, Any] | None = None,
     prepare: ToolFunction | None = None,
+    asks: tuple[str, ...] = (),
 ) -> Callable[[ToolFunction], ToolFunction]:
-    """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it."""
+    """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it.
+
+    `asks`: what the tool may ask of the client mid-call ("elicitation", "sampling", "roots"); a call
+    whose client did not declare one of them is refused with -32021 before the tool runs or a task starts.
+    """
 
     def mark(fn: ToolFunction) -> ToolFunction:
         spec = _build_spec(
@@ -325,6 +345,7 @@ def tool(
             annotations=annotations,
             input_schema=input_schema,
             prepare=prepare,
+            asks=asks,
         )
         setattr(fn, SPEC_ATTRIBUTE, spec)
         return fn

@@ -196,9 +196,9 @@ def test_alices_task_still_finishes_for_alice_after_every_attempt(stack: Stack, 
     for method, extra in (("tasks/update", {"inputResponses": APPROVE}), ("tasks/cancel", {})):
         stack.call("mallory", method, {"taskId": alice_parked, **extra})
     assert stack.task("alice", alice_parked)["status"] == "input_required"
-    assert stack.result("alice", "tasks/update", {"taskId": alice_parked, "inputResponses": APPROVE}) == {
-        "resultType": wire.RESULT_COMPLETE
-    }
+    acknowledged = stack.result("alice", "tasks/update", {"taskId": alice_parked, "inputResponses": APPROVE})
+    assert acknowledged["resultType"] == wire.RESULT_COMPLETE
+    assert set(acknowledged) == {"resultType", "_meta"}
     done = stack.wait_for("alice", alice_parked, "completed")
     assert done["result"]["content"][0]["text"] == "payments 1.0 is live in production."
     # Settled tasks are guarded the same way: mallory still sees nothing.

@@ -317,7 +317,7 @@ def test_a_client_without_elicitation_is_told_by_a_tool_error(stack: RunningStac
     result = client.request("tools/call", {"name": "archive_project", "arguments": {"project": "apollo"}}).json()
     assert result["result"]["isError"] is True
     assert result["result"]["content"][0]["text"] == (
-        "This request needs the elicitation capability, which this client did not declare."
+        "Tool archive_project may ask the user (elicitation), which this client did not declare."
     )
 
 

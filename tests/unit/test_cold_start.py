@@ -47,5 +47,8 @@ def test_the_stand_in_gives_the_same_answer_without_importing_importlib_metadata
 
 
 def test_without_the_setting_the_stand_in_stays_out_of_pydantics_way() -> None:
-    code = "import json, sys\nfrom app import cold_start\nprint(json.dumps({'installed': 'pydantic.plugin._loader' in sys.modules}))"
+    code = (
+        "import json, sys\nfrom app import cold_start\n"
+        "print(json.dumps({'installed': 'pydantic.plugin._loader' in sys.modules}))"
+    )
     assert run(code) == {"installed": False}

@@ -709,3 +709,32 @@ def test_a_path_other_than_the_endpoint_is_404_even_where_every_path_reaches_the
 def test_every_result_names_the_server_in_its_meta(client: Client, method: str, params: dict[str, Any]) -> None:
     result = result_of(client.request(method, params))
     assert result["_meta"][wire.META_SERVER_INFO] == {"name": "serverless-mcp-tasks", "version": "0.1.0"}
+
+
+# ---- a tool that will ask is refused up front to a client that cannot answer (issue 15, defect 8) ---------------
+@pytest.mark.parametrize("capabilities", [TASKS_CAPS, {}])
+def test_a_tool_that_may_ask_for_elicitation_is_refused_before_any_work_without_that_capability(
+    tasks_client: tuple[Client, FakeTasks], capabilities: dict[str, Any]
+) -> None:
+    """deploy_release asks for an approval at the end: a client without elicitation used to get a task that
+    ran every stage and only then failed."""
+    client, backend = tasks_client
+    response = client.call_tool(
+        "deploy_release", {"service": "web", "version": "1", "seconds_per_stage": 0}, capabilities=capabilities
+    )
+    error = assert_error(response, wire.MISSING_REQUIRED_CLIENT_CAPABILITY, 400, request_id=response.json()["id"])
+    assert error["data"] == {"requiredCapabilities": {"elicitation": {}}}
+    assert error["message"] == "Tool deploy_release may ask the user (elicitation)"
+    assert backend.seen == []  # no task was created
+
+
+def test_a_tool_may_declare_only_what_a_client_can_be_asked() -> None:
+    from mcp_runtime.tools import ToolRegistry, tool
+
+    with pytest.raises(ValueError, match="asks"):
+
+        @tool(description="x", asks=("telepathy",))
+        def odd(args: None, ctx: Any) -> str:
+            return ""
+
+        ToolRegistry().add(odd.__mcp_tool__)  # type: ignore[attr-defined]
