@@ -260,8 +260,7 @@ def _header_params(schema: dict[str, Any]) -> dict[str, str]:
 
 @lru_cache(maxsize=256)
 def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """Generated once per model and shared, like `inputSchema`: pydantic's schema generation costs
-    ~1 ms a call, which made every tools/list pay it per tool (bench/warm.py)."""
+    """Generated once per model and shared, like `inputSchema` (bench/README.md: the warm path)."""
     return model.model_json_schema()
 
 
