@@ -282,7 +282,7 @@ class TokenValidator:
         if key is None:
             raise TokenRejected("the token is signed with an unknown key", f"kid {kid!r} is not in the JWKS")
         try:
-            self._signatures.decode_complete(token, key=key, algorithms=[algorithm])
+            self._signatures.decode_complete(token, key=key, algorithms=[algorithm])  # type: ignore[arg-type]
         except jwt.InvalidSignatureError:
             raise TokenRejected("the token signature is invalid") from None
         except jwt.PyJWTError as exc:
@@ -321,7 +321,9 @@ class TokenValidator:
         except jwt.PyJWTError as exc:
             raise TokenRejected("the token is malformed", f"claims: {exc}") from None
         audience = claims.get("aud")
-        granted = {audience} if isinstance(audience, str) else set(audience or ()) if isinstance(audience, list) else None
+        granted = (
+            {audience} if isinstance(audience, str) else set(audience or ()) if isinstance(audience, list) else None
+        )
         if audience is None:
             if not self.audience_optional:
                 raise TokenRejected("the token names no audience")
