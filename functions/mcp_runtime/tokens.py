@@ -18,6 +18,7 @@ Signatures are verified with the pure-Python `rsa` package behind PyJWT's algori
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import threading
@@ -261,7 +262,9 @@ class TokenValidator:
     def __post_init__(self) -> None:
         self._signatures = jwt.PyJWS(algorithms=list(SUPPORTED_ALGORITHMS))
         for name, hash_name in SUPPORTED_ALGORITHMS.items():
-            if name in self._signatures.get_algorithms():  # `cryptography` is installed (tests): same code as Lambda
+            # Where `cryptography` is installed (the dev venv) PyJWT registered its own: replaced, so
+            # tests run the code Lambda runs (no `cryptography` in the asset).
+            with contextlib.suppress(KeyError):
                 self._signatures.unregister_algorithm(name)
             self._signatures.register_algorithm(name, _PureRsaAlgorithm(hash_name))
         self._claims = jwt.PyJWT()

@@ -93,7 +93,7 @@ class OAuthBridge(Construct):
             description="OAuth bridge: authorization server metadata, client registration and sign-in for MCP clients",
             handler=BRIDGE_HANDLER,
             code=code,
-            memory_mb=256,
+            memory_mb=512,
             timeout=Duration.seconds(15),
             environment=environment,
             log_retention_days=log_retention_days,
