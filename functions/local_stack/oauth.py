@@ -14,7 +14,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from local_stack.synth import NODE_BIN, REPO
 
@@ -73,7 +73,7 @@ def start_provider(
     )
     output: list[str] = []
     ready = threading.Event()
-    found: list[dict[str, object]] = []
+    found: list[dict[str, Any]] = []
 
     def drain() -> None:
         assert process.stdout is not None

@@ -130,7 +130,9 @@ def jwt_none(issuer: LocalIssuer) -> str:
 def jwt_hs256(issuer: LocalIssuer) -> str:
     import jwt
 
-    return jwt.encode({"iss": issuer.url, "sub": "a", "aud": RESOURCE}, "k" * 32, algorithm="HS256", headers={"kid": "k1"})
+    return jwt.encode(
+        {"iss": issuer.url, "sub": "a", "aud": RESOURCE}, "k" * 32, algorithm="HS256", headers={"kid": "k1"}
+    )
 
 
 def test_a_token_without_the_required_scope_gets_403_insufficient_scope(issuer: LocalIssuer) -> None:
