@@ -95,5 +95,5 @@ def start_provider(
         str(started["issuer"]),
         process,
         tuple(str(u) for u in started["users"]),
-        output=output,  # type: ignore[union-attr]
+        output=output,
     )
