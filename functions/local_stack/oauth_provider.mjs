@@ -145,6 +145,12 @@ server.on('request', (req, res) => {
     });
     return;
   }
+  const url = new URL(req.url, issuer);
+  if (url.pathname === '/auth' && !url.searchParams.has('scope')) {
+    // Without a scope, the endpoint's scope is asked for: Cognito grants an app client its scopes.
+    url.searchParams.set('scope', scope);
+    req.url = url.pathname + url.search;
+  }
   callback(req, res);
 });
 process.on('SIGTERM', () => server.close(() => process.exit(0)));

@@ -24,6 +24,7 @@ class BrowserSignIn:
     sign_ins: int = 0  # how many times the person was sent to sign in
     pages: list[str] = field(default_factory=list)  # the pages they saw, by title
     redirect: AuthorizationCodeResult | None = None
+    location: str | None = None  # where the provider sent the browser back to, in full
     errors: list[dict[str, list[str]]] = field(default_factory=list)
 
     async def open(self, authorization_url: str) -> None:
@@ -36,6 +37,7 @@ class BrowserSignIn:
                 if response.status_code in (302, 303):
                     location = urljoin(str(response.url), response.headers["location"])
                     if location.startswith(self.redirect_uri):
+                        self.location = location
                         params = parse_qs(urlsplit(location).query)
                         if "error" in params:
                             self.errors.append(params)
