@@ -21,8 +21,8 @@ def principal_from_event(
     validates the bearer token itself (`bearer.py`) or answers 401.
 
     Only the authorizer context set by API Gateway or the Function URL is trusted; nothing in the
-    body or `_meta` is. With DEV_AUTH (local development only), `Bearer dev:<name>` is the
-    development user `<name>`; any other bearer goes on to token validation.
+    body or `_meta` is. With DEV_AUTH (local development only), `Bearer dev:<name>` is also
+    accepted, as the development user `<name>`; everything else is judged as without it.
     """
     if dev_auth:
         authorization = headers.get("authorization", "")

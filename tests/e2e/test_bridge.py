@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -180,8 +181,9 @@ def test_authorize_sends_the_browser_to_cognitos_managed_login_with_the_app_clie
     reply = authorize(stack, client_id=client_id, scope="mcp/invoke")
     assert reply.status_code == 302
     location = urlsplit(reply.headers["location"])
+    prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())  # the domain prefix: <stack>-<account>
     assert f"{location.scheme}://{location.netloc}{location.path}" == (
-        "https://serverlessmcptasks-123456789012.auth.us-east-1.amazoncognito.com/oauth2/authorize"
+        f"https://{prefix}-123456789012.auth.us-east-1.amazoncognito.com/oauth2/authorize"
     )
     assert parse_qs(location.query) == {
         "response_type": ["code"],
