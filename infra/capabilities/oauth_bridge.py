@@ -83,7 +83,8 @@ class OAuthBridge(Construct):
             "BRIDGE_REGISTRATIONS_PER_HOUR": str(auth.registrations_per_hour),
             "BRIDGE_MAX_CLIENTS": str(auth.max_registered_clients),
             "BRIDGE_UNUSED_CLIENT_DAYS": str(auth.unused_client_days),
-            "POWERTOOLS_SERVICE_NAME": "oauth-bridge",
+            # No pydantic plugin ships in the asset: skip pydantic's scan for them (app/cold_start.py).
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
         if resource_url:
             environment["BRIDGE_RESOURCE_URL"] = resource_url
