@@ -229,8 +229,6 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         for spec in provisioned.functions.values()
     }
     additions = {"AWS_ENDPOINT_URL": aws.endpoint}
-    if options.auth == "dev":
-        additions["DEV_AUTH"] = "1"
     additions["AWS_CONFIG_FILE"] = additions["AWS_SHARED_CREDENTIALS_FILE"] = str(STATE_ROOT / "no-aws-config")
     layers = list(options.layers)
     if options.fixtures:
@@ -244,8 +242,14 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     )
     pools: dict[str, FunctionPool] = {}
     for spec in provisioned.functions.values():
+        # AUTH=dev: the functions that authenticate callers also take development tokens.
+        dev_auth = options.auth == "dev" and "MCP_REQUIRE_PRINCIPAL" in spec.environment
         environment = lambda_environment(
-            spec, code, credentials[spec.logical_id], region=template.region, additions=additions
+            spec,
+            code,
+            credentials[spec.logical_id],
+            region=template.region,
+            additions={**additions, "DEV_AUTH": "1"} if dev_auth else additions,
         )
         pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency)
         pools[spec.logical_id] = pool
@@ -320,7 +324,10 @@ def _describe(
         users = ", ".join(stack.provider.users)
         lines.append(f"sign-in: local authorization server {stack.provider.issuer} (oidc-provider), users {users}")
     else:
-        lines.append("sign-in: AUTH=dev, `Authorization: Bearer dev:<user>` (DEV_AUTH); AUTH=oauth for real sign-in")
+        lines.append(
+            "sign-in: AUTH=dev, `Authorization: Bearer dev:<user>` (DEV_AUTH=1 added to the API function); "
+            "AUTH=oauth for real sign-in"
+        )
     for domain in stack.provisioned.managed_login_domains.values():
         lines.append(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
     lines.append(f"local additions to each function's environment: {', '.join(sorted(additions))}")

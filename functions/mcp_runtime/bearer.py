@@ -80,7 +80,8 @@ class BearerAuthenticator:
         if not authorization or not authorization.strip():
             return Refusal(401, scope=scope)
         if not authorization.lower().startswith(BEARER_PREFIX):
-            return Refusal(401, "invalid_request", "use the Bearer scheme", scope)
+            # Another scheme carries no bearer token: answered as no credentials (RFC 6750 §3).
+            return Refusal(401, scope=scope)
         token = authorization[len(BEARER_PREFIX) :].strip()
         try:
             validated = self.validator.validate(token, resource)

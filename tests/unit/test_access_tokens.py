@@ -148,10 +148,16 @@ def test_scopes_may_come_as_an_scp_list(issuer: LocalIssuer) -> None:
     assert call(transport_for(issuer), f"Bearer {issuer.token(scope=None, scp=[SCOPE])}").status == 200
 
 
-def test_another_scheme_is_invalid_request(issuer: LocalIssuer) -> None:
-    response = call(transport_for(issuer), "Basic YWxpY2U6c2VjcmV0")
+@pytest.mark.parametrize("authorization", ["Basic YWxpY2U6c2VjcmV0", "Token abc", "Bearerabc", "", "   "])
+def test_credentials_of_another_scheme_are_answered_like_none(issuer: LocalIssuer, authorization: str) -> None:
+    response = call(transport_for(issuer), authorization)
     assert response.status == 401
-    assert challenge(response).startswith('Bearer error="invalid_request", error_description="use the Bearer scheme"')
+    assert challenge(response) == f'Bearer scope="{SCOPE}", resource_metadata="{METADATA}"'
+
+
+def test_an_empty_bearer_is_an_invalid_token(issuer: LocalIssuer) -> None:
+    response = call(transport_for(issuer), "Bearer   ")
+    assert 'error="invalid_token", error_description="the token is malformed"' in challenge(response)
 
 
 def test_configured_audiences_replace_the_resource_uri(issuer: LocalIssuer) -> None:
