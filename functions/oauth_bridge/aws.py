@@ -1,8 +1,9 @@
 """The bridge's AWS calls: its registrations table and the user pool's app clients.
 
 AWS errors are translated here and only here: a condition that did not hold becomes
-`ConditionFailed` (the caller decides what it means), anything else `BridgeUnavailable` (answered
-503 `temporarily_unavailable`, logged with its cause). Every state change is a conditional write.
+`ConditionFailed` (the caller decides what it means), Cognito refusing a parameter the client chose
+`RefusedByCognito` (a 400), anything else `BridgeUnavailable` (answered 503
+`temporarily_unavailable`, logged with its cause). Every state change is a conditional write.
 """
 
 from __future__ import annotations
@@ -34,6 +35,14 @@ class ConditionFailed(Exception):
     """A conditional write's condition did not hold."""
 
 
+class RefusedByCognito(Exception):
+    """Cognito refused what the client asked for (`InvalidParameterException`): the client's fault, a 400."""
+
+
+# Cognito's answer to parameters it will not take (a callback URL it does not allow, say).
+_REFUSALS = frozenset({"InvalidParameterException"})
+
+
 def _aws(call: Callable[[], T]) -> T:
     try:
         return call()
@@ -41,6 +50,9 @@ def _aws(call: Callable[[], T]) -> T:
         code = error_code(exc)
         if code == "ConditionalCheckFailedException":
             raise ConditionFailed(code) from exc
+        if code in _REFUSALS:
+            message = str((getattr(exc, "response", {}).get("Error") or {}).get("Message") or code)
+            raise RefusedByCognito(message) from exc
         if code or exc.__class__.__module__.startswith(("botocore", "boto3", "urllib3")):
             raise BridgeUnavailable(f"{code or type(exc).__name__}: {exc}", code) from exc
         raise

@@ -19,8 +19,10 @@ from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode
 
 from .aws import (
+    AppClient,
     BridgeUnavailable,
     ConditionFailed,
+    RefusedByCognito,
     Registration,
     RegistrationStore,
     UserPoolClients,
@@ -108,14 +110,7 @@ class Bridge:
                 f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
                 {"retry-after": str(3600 - int(self.clock()) % 3600)},
             ) from None
-        self._reserve_slot()
-        try:
-            app = self.clients.create(
-                cognito_client_name(metadata.client_name), metadata.redirect_uris, confidential=metadata.confidential
-            )
-        except BaseException:
-            self.store.release_slot()
-            raise
+        app = self._create_app_client(metadata.client_name, metadata.redirect_uris, metadata.confidential)
         registration = Registration(
             client_key(app.client_id), app.client_id, metadata.redirect_uris, metadata.token_endpoint_auth_method, 0
         )
@@ -134,6 +129,20 @@ class Bridge:
             body["client_secret"] = app.client_secret
             body["client_secret_expires_at"] = 0
         return json_response(201, body, NO_STORE)
+
+    def _create_app_client(
+        self, name: str, redirect_uris: tuple[str, ...], confidential: bool, error: str = "invalid_client_metadata"
+    ) -> AppClient:
+        """A Cognito app client in a reserved slot; the slot is given back if Cognito does not create it."""
+        self._reserve_slot()
+        try:
+            return self.clients.create(cognito_client_name(name), redirect_uris, confidential=confidential)
+        except RefusedByCognito as refused:
+            self.store.release_slot()
+            raise OAuthError(400, error, f"the user pool refused this client: {refused}") from None
+        except BaseException:
+            self.store.release_slot()
+            raise
 
     def _reserve_slot(self) -> None:
         try:
@@ -164,22 +173,18 @@ class Bridge:
         document = self.fetcher.fetch(client_id)
         if known is not None:
             if document.redirect_uris != known.redirect_uris:
-                self.clients.set_redirect_uris(
-                    known.cognito_client_id, cognito_client_name(document.client_name), document.redirect_uris
-                )
+                try:
+                    self.clients.set_redirect_uris(
+                        known.cognito_client_id, cognito_client_name(document.client_name), document.redirect_uris
+                    )
+                except RefusedByCognito as refused:
+                    raise OAuthError(400, "invalid_client", f"the user pool refused the document: {refused}") from None
             with contextlib.suppress(ConditionFailed):  # refreshed concurrently: theirs is as new
                 self.store.refresh_document(known, document.redirect_uris)
             return Registration(
                 known.key, known.cognito_client_id, document.redirect_uris, "none", known.last_used_at, client_id
             )
-        self._reserve_slot()
-        try:
-            app = self.clients.create(
-                cognito_client_name(document.client_name), document.redirect_uris, confidential=False
-            )
-        except BaseException:
-            self.store.release_slot()
-            raise
+        app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
         registration = Registration(
             metadata_url_key(client_id), app.client_id, document.redirect_uris, "none", 0, client_id
         )

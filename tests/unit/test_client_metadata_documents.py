@@ -8,77 +8,30 @@ against a real HTTPS server. The address rules without `allow_loopback` are test
 
 from __future__ import annotations
 
-import datetime
 import json
 import ssl
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from oauth_bridge.cimd import MAX_BYTES, MetadataFetcher
 from oauth_bridge.web import OAuthError
+from tests.tls_server import make_certificate, serve_https
 
 HOST = "client.test"
 
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, HOST)])
-    now = datetime.datetime.now(datetime.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=1))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(HOST)]), critical=False)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    folder = tmp_path_factory.mktemp("tls")
-    (folder / "cert.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    (folder / "key.pem").write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return folder / "cert.pem", folder / "key.pem"
+    return make_certificate(tmp_path_factory.mktemp("tls"), HOST)
 
 
 @pytest.fixture(scope="module")
 def server(tls: tuple[Path, Path]) -> Iterator[tuple[int, dict[str, tuple[int, dict[str, str], bytes]]]]:
-    """An HTTPS server answering each path with (status, headers, body) from the `routes` dict."""
-    routes: dict[str, tuple[int, dict[str, str], bytes]] = {}
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-        def do_GET(self) -> None:
-            status, headers, body = routes.get(self.path, (404, {}, b""))
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("content-length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(*tls)
-    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield httpd.server_address[1], routes
-    httpd.shutdown()
+    with serve_https(tls) as running:
+        yield running
 
 
 def fetcher(tls: tuple[Path, Path]) -> MetadataFetcher:
