@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from mcp_runtime.tasks.aws_clients import LazyClient, error_code
+from mcp_runtime.tasks.aws_clients import client_provider, error_code
 
 CLIENT_PREFIX: Final = "client#"
 METADATA_URL_PREFIX: Final = "cimd#"
@@ -98,9 +98,15 @@ def _registration(item: dict[str, Any]) -> Registration:
 
 
 class RegistrationStore:
-    def __init__(self, table: str, endpoint_url: str | None = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        table: str,
+        endpoint_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+        client: Any | None = None,
+    ) -> None:
         self.table = table
-        self.dynamodb = LazyClient("dynamodb", endpoint_url)
+        self.dynamodb = client_provider(client, "dynamodb", endpoint_url)  # built on first use
         self.clock = clock
 
     def get(self, key: str) -> Registration | None:
@@ -254,12 +260,13 @@ class UserPoolClients:
         access_token_minutes: int,
         refresh_token_days: int,
         endpoint_url: str | None = None,
+        client: Any | None = None,
     ) -> None:
         self.user_pool_id = user_pool_id
         self.scopes = scopes
         self.access_token_minutes = access_token_minutes
         self.refresh_token_days = refresh_token_days
-        self.cognito = LazyClient("cognito-idp", endpoint_url)
+        self.cognito = client_provider(client, "cognito-idp", endpoint_url)  # built on first use
 
     def create(self, name: str, redirect_uris: tuple[str, ...], *, confidential: bool) -> AppClient:
         created = _aws(
