@@ -421,3 +421,12 @@ def test_registrations_past_the_hourly_limit_per_address_get_429_and_create_noth
     clients, items = len(app_clients(stack)), len(registrations(stack))
     assert register(stack).status_code == 429
     nothing_stored(stack, clients, items)
+
+
+def test_cognito_is_created_from_the_template_and_managed_login_is_named_as_not_emulated(stack: RunningStack) -> None:
+    cognito = stack.aws_client("cognito-idp")
+    servers = cognito.list_resource_servers(UserPoolId=pool_id(stack), MaxResults=10)["ResourceServers"]
+    assert [(s["Identifier"], [scope["ScopeName"] for scope in s["Scopes"]]) for s in servers] == [("mcp", ["invoke"])]
+    prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())
+    domain = f"https://{prefix}-123456789012.auth.us-east-1.amazoncognito.com"
+    assert stack.printed(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
