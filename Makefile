@@ -23,8 +23,10 @@ node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
-run: $(VENV)/.installed
-	PORT=$(PORT) $(PY) -m local_stack
+# AUTH=dev (default): requests without a token are the development user LOCAL_DEFAULT_USER ("developer");
+# AUTH=oauth: sign in through the local authorization server (see README, Sign-in).
+run: $(VENV)/.installed node_modules/.installed
+	PORT=$(PORT) LOCAL_DEFAULT_USER=$${LOCAL_DEFAULT_USER-developer} $(PY) -m local_stack
 
 LINT_PATHS := functions infra tests bench scripts events
 
