@@ -43,6 +43,7 @@ FETCH_TIMEOUT_SECONDS: Final = 3.0
 # never more often than REFETCH_AFTER_UNKNOWN_KID_SECONDS: random kids must not amplify into fetches).
 JWKS_MAX_AGE_SECONDS: Final = 3600.0
 REFETCH_AFTER_UNKNOWN_KID_SECONDS: Final = 60.0
+RETRY_AFTER_FAILURE_SECONDS: Final = 5.0
 _LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
@@ -193,6 +194,7 @@ class KeySet:
     clock: Callable[[], float] = time.monotonic
     _keys: dict[str, rsa.PublicKey] = field(default_factory=dict)
     _fetched_at: float | None = None
+    _failed_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def key(self, kid: str) -> rsa.PublicKey | None:
@@ -202,14 +204,19 @@ class KeySet:
             unknown = kid not in self._keys and (
                 self._fetched_at is None or now - self._fetched_at > REFETCH_AFTER_UNKNOWN_KID_SECONDS
             )
-            if stale or unknown:
+            # After a failed fetch, requests do not each wait on the issuer again for a while.
+            cooling = self._failed_at is not None and now - self._failed_at < RETRY_AFTER_FAILURE_SECONDS
+            if (stale or unknown) and not cooling:
                 try:
                     self._keys = rsa_keys_of(self._get(self._resolve_jwks_url()))
-                    self._fetched_at = now
+                    self._fetched_at, self._failed_at = now, None
                 except (KeySetUnavailable, ValueError) as exc:
+                    self._failed_at = now
                     if not self._keys:
                         raise KeySetUnavailable(str(exc)) from exc
                     log.warning("keeping the cached signing keys: %s", exc)  # stale keys beat no keys
+            elif cooling and not self._keys:
+                raise KeySetUnavailable("the issuer's keys could not be fetched moments ago")
             return self._keys.get(kid)
 
     def _resolve_jwks_url(self) -> str:

@@ -231,3 +231,34 @@ def test_keys_are_never_fetched_over_plain_http_from_a_remote_host() -> None:
     check_fetch_url("http://127.0.0.1:4000/jwks")
     with pytest.raises(ValueError, match="must be fetched over https"):
         check_fetch_url("http://login.example.com/jwks")
+
+
+def test_an_unreachable_issuer_is_not_asked_again_by_every_request() -> None:
+    clock = [1000.0]
+    attempts: list[str] = []
+
+    def failing_fetch(url: str, headers: Any = None) -> Any:
+        attempts.append(url)
+        from mcp_runtime.tokens import KeySetUnavailable
+
+        raise KeySetUnavailable("connection refused")
+
+    keys = KeySet(
+        "https://issuer.example.com", "https://issuer.example.com/jwks", fetch=failing_fetch, clock=lambda: clock[0]
+    )
+    validator = TokenValidator("https://issuer.example.com", keys)
+    with serve_issuer() as issuer:
+        token = issuer.token()
+    from mcp_runtime.tokens import KeySetUnavailable
+
+    messages = []
+    for _ in range(5):
+        with pytest.raises(KeySetUnavailable) as failed:
+            validator.validate(token, RESOURCE)
+        messages.append(str(failed.value))
+    assert messages == ["connection refused"] + ["the issuer's keys could not be fetched moments ago"] * 4
+    assert len(attempts) == 1
+    clock[0] += 6
+    with pytest.raises(KeySetUnavailable, match="connection refused"):
+        validator.validate(token, RESOURCE)
+    assert len(attempts) == 2
