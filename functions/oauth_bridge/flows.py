@@ -153,9 +153,10 @@ class Bridge:
             ) from None
 
     # ---- clients ------------------------------------------------------------------------------
-    def _registered(self, client_id: str, *, fetch: bool) -> Registration:
+    def _registered(self, client_id: str, *, fetch: bool, redirect_uri: str | None = None) -> Registration:
         """The registration behind a client id: a bridge-registered Cognito client, or a metadata
-        document (fetched and registered on first use when `fetch`)."""
+        document (fetched and registered on first use when `fetch`, and only if it lists
+        `redirect_uri`: a refused request registers nothing)."""
         if not client_id or len(client_id) > 2048:
             raise OAuthError(400, "invalid_client", "client_id is missing or too long")
         if not is_metadata_url(client_id):
@@ -171,6 +172,8 @@ class Bridge:
         if known is not None and self.clock() - known.fetched_at < DOCUMENT_MAX_AGE_SECONDS:
             return known
         document = self.fetcher.fetch(client_id)
+        if redirect_uri is not None and redirect_uri not in document.redirect_uris:
+            raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
         if known is not None:
             if document.redirect_uris != known.redirect_uris:
                 try:
@@ -205,9 +208,9 @@ class Bridge:
         q = request.query
         client_id = request.single(q, "client_id") or ""
         redirect_uri = request.single(q, "redirect_uri")
-        registration = self._registered(client_id, fetch=True)
         if redirect_uri is None:
             raise OAuthError(400, "invalid_request", "redirect_uri is required")
+        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri)
         if redirect_uri not in registration.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
         state = request.single(q, "state")

@@ -193,7 +193,7 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
     bridge.routes.clear()
     assert bridge.authorize(url)["statusCode"] == 302
     assert list(bridge.app_clients()) == [app_id]
-    # Later, the document lists another redirect URI: the app client follows it, the old one is refused.
+    # Later, the document lists another redirect URI: the old one is refused, the app client follows the new.
     bridge.clock.advance(DOCUMENT_MAX_AGE_SECONDS + 1)
     moved = "http://127.0.0.1:53999/callback"
     bridge.serve_document("/mcp-client.json", [moved])
@@ -202,8 +202,9 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
         400,
         "redirect_uri is not registered for this client",
     )
-    assert bridge.app_clients()[app_id]["CallbackURLs"] == [moved]
+    assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]  # a refused request changes nothing
     assert bridge.authorize(url, redirect_uri=moved)["statusCode"] == 302
+    assert bridge.app_clients()[app_id]["CallbackURLs"] == [moved]
     assert list(bridge.app_clients()) == [app_id]
     assert bridge.items()[metadata_url_key(url)]["client"]["S"] == app_id
 
@@ -309,3 +310,17 @@ def test_cleanup_removes_clients_unused_for_thirty_days_and_keeps_the_others(bri
     assert bridge.items()["meta#clients"]["active"]["N"] == "1"
     unknown = bridge.call("POST", "/oauth2/token", form={**form, "client_id": idle})
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (401, "invalid_client")
+
+
+def test_a_metadata_document_request_with_a_redirect_uri_it_does_not_list_registers_nothing(
+    bridge: BridgeUnderTest,
+) -> None:
+    url = bridge.serve_document("/strict-client.json", ["http://127.0.0.1:1111/cb"])
+    refused = bridge.authorize(url)  # asks for CALLBACK, which the document does not list
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {"error": "invalid_request", "error_description": "redirect_uri is not registered for this client"},
+    )
+    assert "location" not in refused["headers"]
+    assert bridge.app_clients() == {}
+    assert metadata_url_key(url) not in bridge.items()
