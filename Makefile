@@ -31,7 +31,8 @@ node_modules/.installed: package.json package-lock.json
 	touch $@
 
 # The synthesized template on loopback, each function as Lambda runs it (README: "Run it locally").
-# Requests without a token are taken as LOCAL_DEFAULT_USER's; set it empty to get API Gateway's 401.
+# AUTH=dev (default): a request without a token is the development user LOCAL_DEFAULT_USER ("developer");
+# AUTH=oauth: sign in through the local authorization server (README: "Sign-in").
 # Tasks and handles are kept across restarts in LOCAL_STATE_DIR; FRESH=1 starts clean.
 LOCAL_DEFAULT_USER ?= developer
 LOCAL_STATE_DIR ?= $(CURDIR)/build/local-stack/state

@@ -37,10 +37,21 @@ class Settings(BaseModel):
     dev_auth: bool = Field(False, alias="DEV_AUTH")
     # Deployed behind a JWT authorizer or IAM auth: a request without that identity is refused.
     require_principal: bool = Field(False, alias="MCP_REQUIRE_PRINCIPAL")
-    # OAuth 2.0 Protected Resource Metadata (RFC 9728)
+    # OAuth 2.0 Protected Resource Metadata (RFC 9728). The resource is the endpoint's canonical URI
+    # (default: from the request's Host, which API Gateway only routes for its own domains);
+    # authorization servers are comma-separated, "self" meaning this API's origin (the Cognito bridge).
     resource_url: str | None = Field(None, alias="MCP_RESOURCE_URL")
     authorization_servers: str = Field("", alias="MCP_AUTHORIZATION_SERVERS")
     scopes_supported: str = Field("", alias="MCP_SCOPES_SUPPORTED")
+    # Access tokens, validated by the function (mcp_runtime/tokens.py): the issuer (exact), the
+    # accepted audiences (comma-separated; empty: the resource URI), the scopes every call needs
+    # (space- or comma-separated), the JWKS (empty: from the issuer's metadata), and whether a token
+    # without `aud` is accepted on its scopes alone (Cognito access tokens carry none).
+    jwt_issuer: str | None = Field(None, alias="MCP_JWT_ISSUER")
+    jwt_audience: str = Field("", alias="MCP_JWT_AUDIENCE")
+    jwt_required_scopes: str = Field("", alias="MCP_JWT_REQUIRED_SCOPES")
+    jwt_jwks_url: str | None = Field(None, alias="MCP_JWT_JWKS_URL")
+    jwt_audience_optional: bool = Field(False, alias="MCP_JWT_AUDIENCE_OPTIONAL")
     # requestState sealing: a Secrets Manager secret in AWS, a configured key locally.
     state_secret_arn: str | None = Field(None, alias="MCP_STATE_SECRET_ARN")
     state_key: str | None = Field(None, alias="MCP_STATE_KEY")
@@ -83,6 +94,14 @@ class Settings(BaseModel):
     @property
     def allowed_origins_set(self) -> frozenset[str]:
         return frozenset(o.strip().lower().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def jwt_audiences(self) -> tuple[str, ...]:
+        return tuple(a.strip() for a in self.jwt_audience.split(",") if a.strip())
+
+    @property
+    def jwt_scopes(self) -> tuple[str, ...]:
+        return tuple(s for s in self.jwt_required_scopes.replace(",", " ").split() if s)
 
     @property
     def allowed_hosts_set(self) -> frozenset[str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from . import wire
+from .bearer import BearerAuthenticator, Refusal
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
 from .errors import (
     HeaderMismatch,
@@ -159,6 +160,7 @@ class McpHttpTransport:
         server: McpServer,
         on_request: Callable[[RequestContext], None] | None = None,
         legacy: LegacyEndpoint | None = None,
+        authenticator: BearerAuthenticator | None = None,
     ) -> None:
         self.server = server
         self.settings = server.settings
@@ -167,6 +169,8 @@ class McpHttpTransport:
         self._server_info = {"name": self.settings.server_name, "version": self.settings.server_version}
         # The 2025 leg (sessions, resumable streams); without it 2025 traffic is answered -32022.
         self.legacy = legacy
+        # Validates bearer tokens when the front did not authenticate the caller (see bearer.py).
+        self.authenticator = authenticator
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -193,9 +197,7 @@ class McpHttpTransport:
         if http_method != "POST" and not legacy_stream_request:
             raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
         if request.principal is None:
-            metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
-            challenge = f'Bearer resource_metadata="{metadata_url}"'
-            raise RequestRejected(401, "Authentication required", {"www-authenticate": challenge})
+            self._authenticate(request)
         if legacy_stream_request:
             return self._legacy_stream_request(http_method, request)
         if len(request.body) > self.settings.max_body_bytes:
@@ -236,6 +238,20 @@ class McpHttpTransport:
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
             return _json_response(200, _error_message(None, InternalError("Internal error")))
 
+    def _authenticate(self, request: HttpRequest) -> None:
+        """Set the principal from the bearer token, or refuse with the challenge that leads a client to sign in."""
+        resource = self.settings.resource_url or self._base_url(request) + self._resource_path(request)
+        outcome: Principal | Refusal = (
+            self.authenticator.authenticate(request.headers.get("authorization"), resource)
+            if self.authenticator is not None
+            else Refusal(401)
+        )
+        if isinstance(outcome, Principal):
+            request.principal = outcome
+            return
+        metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
+        raise RequestRejected(outcome.status, outcome.message, {"www-authenticate": outcome.challenge(metadata_url)})
+
     def _base_url(self, request: HttpRequest) -> str:
         if self.settings.resource_url:
             scheme, _, rest = self.settings.resource_url.partition("://")
@@ -265,6 +281,8 @@ class McpHttpTransport:
             "resource_name": self.settings.server_name,
         }
         servers = [s.strip() for s in self.settings.authorization_servers.split(",") if s.strip()]
+        # "self": the authorization server is this API's own origin (the Cognito bridge).
+        servers = [self._base_url(request) if s == "self" else s for s in servers]
         if servers:
             metadata["authorization_servers"] = servers
         scopes = [s.strip() for s in self.settings.scopes_supported.split(",") if s.strip()]

@@ -223,11 +223,11 @@ class TaskFunctions(Construct):
             "Executions are named by task id at run time; the grant covers executions of this one state machine.",
         )
 
-    def connect_authorization(self, issuer: str, scopes: tuple[str, ...]) -> None:
-        """What the API function publishes as Protected Resource Metadata (RFC 9728)."""
-        self.api.function.add_environment("MCP_AUTHORIZATION_SERVERS", issuer)
-        if scopes:
-            self.api.function.add_environment("MCP_SCOPES_SUPPORTED", ",".join(scopes))
+    def connect_authorization(self, environment: dict[str, str]) -> None:
+        """Which tokens the API function accepts and what it publishes as Protected Resource Metadata
+        (RFC 9728), as `HttpFront.function_environment` computed them."""
+        for name, value in environment.items():
+            self.api.function.add_environment(name, value)
 
     def connect_secret(self, secret: SealingSecret) -> None:
         self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)
