@@ -456,6 +456,8 @@ def test_client_credentials_only_keeps_the_pool_and_machine_client_but_no_bridge
     assert env["MCP_AUTHORIZATION_SERVERS"] == {"Fn::GetAtt": [pool, "ProviderURL"]}  # Cognito itself
     assert {r["Properties"]["RouteKey"] for r in stack.resources("AWS::ApiGatewayV2::Route").values()} == {
         "POST /mcp",
+        "GET /mcp",
+        "DELETE /mcp",
         "GET /.well-known/oauth-protected-resource",
         "GET /.well-known/oauth-protected-resource/mcp",
     }

@@ -134,9 +134,6 @@ class LegacyLeg:
             # A message that is not a valid JSON-RPC request is a 400, as the transports of that era answer it.
             status = 400 if error.code in (wire.PARSE_ERROR, wire.INVALID_REQUEST) else 200
             return self._json(shapes.error_response(readable_id, error.to_error_object()), status=status)
-        except RequestRejected as rejected:  # an unknown, ended or foreign session: 404, echoing the id
-            refusal = {"code": wire.INVALID_REQUEST, "message": rejected.message}
-            return self._json(shapes.error_response(readable_id, refusal), rejected.headers, status=rejected.status)
         except LegacyStoreUnavailable as exc:
             log.error("legacy store unavailable: %s", exc)
             return self._json(shapes.error_response(readable_id, InternalError("Internal error").to_error_object()))
