@@ -178,9 +178,11 @@ class McpHttpTransport:
         except RequestRejected as rejected:
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(rejected.status))
             headers = {"content-type": JSON_CONTENT_TYPE, **rejected.headers}
-            body = json.dumps(
-                {"jsonrpc": wire.JSONRPC_VERSION, "error": {"code": wire.INVALID_REQUEST, "message": rejected.message}}
-            )
+            refusal: dict[str, Any] = {"jsonrpc": wire.JSONRPC_VERSION}
+            if rejected.request_id is not None:
+                refusal["id"] = rejected.request_id
+            refusal["error"] = {"code": wire.INVALID_REQUEST, "message": rejected.message}
+            body = json.dumps(refusal)
             return HttpResponse(rejected.status, headers, body)
 
     def _handle(self, request: HttpRequest) -> HttpResponse:
@@ -216,8 +218,10 @@ class McpHttpTransport:
                 # The client gets the generic message; the log gets the cause (an AWS error, chained).
                 log.error("request failed: %s", error, exc_info=error)
             return _json_response(error.http_status, _error_message(_readable_id(message), error))
-        except RequestRejected:
-            raise  # an HTTP-level refusal from the legacy leg (a 404 session, a 400 answer): mapped in handle()
+        except RequestRejected as rejected:
+            # An HTTP-level refusal from the legacy leg (a 404 session, a 400 answer): mapped in handle().
+            rejected.request_id = _readable_id(message)
+            raise
         except Exception:
             # The one place an unexpected failure becomes a wire error: no detail leaves.
             log.exception("unhandled error while serving a request")

@@ -178,7 +178,11 @@ def test_ping_and_the_initialized_notification_are_answered_as_2025_says(alice: 
 def test_a_session_id_used_by_another_principal_is_not_found(alice: Client, mallory: Client) -> None:
     reply = mallory.request("tools/list", session=alice.session)
     assert reply.status == 404
-    assert reply.json()["error"] == {"code": wire.INVALID_REQUEST, "message": SESSION_NOT_FOUND}
+    assert reply.json() == {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "error": {"code": wire.INVALID_REQUEST, "message": SESSION_NOT_FOUND},
+    }
 
 
 def test_a_tampered_session_id_is_not_found(alice: Client) -> None:
