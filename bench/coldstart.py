@@ -6,6 +6,10 @@ Variants:
   boto3         python -c "import boto3"
   api_discover  import the API handler, answer `server/discover` from a real-shaped API Gateway event
   api_call      the same, answering a first plain `tools/call` (count_words)
+  api_discover_token  the same `server/discover` as deployed since tokens are validated in the function:
+                no authorizer context, a bearer token the function verifies (PyJWT + rsa, keys fetched
+                from a loopback JWKS; in AWS that fetch is one HTTPS round trip more), without the
+                dev venv's `cryptography` (the asset has none)
   sdk_discover  MCP Python SDK 2.3.0 low-level server + stateless streamable HTTP manager + Mangum,
                 answering the same `server/discover`
   sdk_call      the SDK stack answering the same `tools/call` (context only, no budget)
@@ -25,6 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.token_issuer import serve_issuer
+
 from bench.common import api_event, lambda_env, rpc, summary, verdict
 
 CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
@@ -38,6 +44,7 @@ def _commands(event_dir: Path, fast_exit: bool = False) -> dict[str, list[str]]:
         "boto3": [py, "-c", "import boto3; print('ready', flush=True)" + tail],
         "api_discover": [py, str(CHILD), "api", str(event_dir / "discover.json")],
         "api_call": [py, str(CHILD), "api", str(event_dir / "call.json")],
+        "api_discover_token": [py, str(CHILD), "api", str(event_dir / "discover-token.json")],
         "sdk_discover": [py, str(CHILD), "sdk", str(event_dir / "discover.json")],
         "sdk_call": [py, str(CHILD), "sdk", str(event_dir / "call.json")],
     }
@@ -89,36 +96,59 @@ def _instructions(command: list[str], env: dict[str, str], tmp: Path) -> int | N
     return int(match.group(1))
 
 
+def _token_event(issuer: Any) -> dict[str, Any]:
+    """`server/discover` as API Gateway passes it to the function now: a bearer, no authorizer context."""
+    event = api_event(rpc("server/discover"))
+    del event["requestContext"]["authorizer"]
+    token = issuer.token(aud=f"https://{event['headers']['host']}/mcp", exp=int(time.time()) + 7200)
+    event["headers"]["authorization"] = f"Bearer {token}"
+    return event
+
+
 def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, Any]:
-    env = lambda_env()
-    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp:
-        event_dir = Path(tmp)
-        (event_dir / "discover.json").write_text(json.dumps(api_event(rpc("server/discover"))))
-        call = rpc(
-            "tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}}
-        )
-        (event_dir / "call.json").write_text(json.dumps(api_event(call)))
-        commands = _commands(event_dir)
-        # Warm-up: compile bytecode caches and warm the page cache; not counted.
-        for command in commands.values():
-            _run_once(command, env)
-        walls: dict[str, list[float]] = {name: [] for name in commands}
-        exits: dict[str, list[float]] = {name: [] for name in commands}
-        inners: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
-        rng = random.Random(seed)
-        order = list(commands)
-        for _ in range(runs):
-            rng.shuffle(order)  # interleaved, in a fresh order each round
-            for name in order:
-                wall, exited, inner = _run_once(commands[name], env)
-                walls[name].append(wall)
-                exits[name].append(exited)
-                if inner is not None:
-                    inners[name].append(inner)
-        counts: dict[str, int | None] = {}
-        if instructions:
-            for name, command in _commands(event_dir, fast_exit=True).items():
-                counts[name] = _instructions(command, env, event_dir)
+    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp, serve_issuer() as issuer:
+        return _run(Path(tmp), issuer, runs, seed, instructions)
+
+
+def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool) -> dict[str, Any]:
+    base = lambda_env()
+    token_env = lambda_env(
+        {
+            "MCP_JWT_ISSUER": issuer.url,
+            "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",
+            "MCP_JWT_REQUIRED_SCOPES": "mcp/invoke",
+            "MCP_REQUIRE_PRINCIPAL": "true",
+            "BENCH_WITHOUT": "cryptography",
+        }
+    )
+    (event_dir / "discover.json").write_text(json.dumps(api_event(rpc("server/discover"))))
+    (event_dir / "discover-token.json").write_text(json.dumps(_token_event(issuer)))
+    call = rpc(
+        "tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}}
+    )
+    (event_dir / "call.json").write_text(json.dumps(api_event(call)))
+    commands = _commands(event_dir)
+    envs = {name: token_env if name == "api_discover_token" else base for name in commands}
+    # Warm-up: compile bytecode caches and warm the page cache; not counted.
+    for name, command in commands.items():
+        _run_once(command, envs[name])
+    walls: dict[str, list[float]] = {name: [] for name in commands}
+    exits: dict[str, list[float]] = {name: [] for name in commands}
+    inners: dict[str, list[dict[str, Any]]] = {name: [] for name in commands}
+    rng = random.Random(seed)
+    order = list(commands)
+    for _ in range(runs):
+        rng.shuffle(order)  # interleaved, in a fresh order each round
+        for name in order:
+            wall, exited, inner = _run_once(commands[name], envs[name])
+            walls[name].append(wall)
+            exits[name].append(exited)
+            if inner is not None:
+                inners[name].append(inner)
+    counts: dict[str, int | None] = {}
+    if instructions:
+        for name, command in _commands(event_dir, fast_exit=True).items():
+            counts[name] = _instructions(command, envs[name], event_dir)
     variants: dict[str, Any] = {}
     for name, values in walls.items():
         entry: dict[str, Any] = {
@@ -139,6 +169,7 @@ def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, A
     ratios = {
         "api_discover/boto3": med["api_discover"] / med["boto3"],
         "api_call/boto3": med["api_call"] / med["boto3"],
+        "api_discover_token/boto3": med["api_discover_token"] / med["boto3"],
         "sdk_discover/api_discover": med["sdk_discover"] / med["api_discover"],
         "sdk_call/api_call": med["sdk_call"] / med["api_call"],
         "sdk_discover/boto3": med["sdk_discover"] / med["boto3"],
@@ -149,9 +180,13 @@ def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, A
         ins = {name: float(counts[name] or 0) for name in counts}
         ratios["instructions api_discover/boto3"] = ins["api_discover"] / ins["boto3"]
         ratios["instructions api_call/boto3"] = ins["api_call"] / ins["boto3"]
+        if ins.get("api_discover_token"):
+            ratios["instructions api_discover_token/boto3"] = ins["api_discover_token"] / ins["boto3"]
         ratios["instructions sdk_discover/api_discover"] = ins["sdk_discover"] / ins["api_discover"]
     budgets = {
         "cold start api_discover/boto3 <= 1.0": ratios["api_discover/boto3"] <= 1.0,
+        # What a deployment's first request costs now that the function validates the token.
+        "cold start api_discover_token/boto3 <= 1.0": ratios["api_discover_token/boto3"] <= 1.0,
         "cold start sdk_discover/api_discover >= 4": ratios["sdk_discover/api_discover"] >= 4.0,
     }
     return {"runs": runs, "variants": variants, "ratios": ratios, "budgets": budgets}

@@ -21,9 +21,9 @@ RESULTS = Path(__file__).resolve().parent / "results"
 PROTOCOL_VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 
-# What the Lambda runtime sets (plus our own settings as the CDK stack passes them). Nothing here
-# makes an AWS call: credentials are dummies, and clients must be built lazily anyway.
-LAMBDA_ENV: dict[str, str] = {
+# What the Lambda runtime sets. Nothing here makes an AWS call: credentials are dummies, and clients
+# must be built lazily anyway.
+LAMBDA_RUNTIME_ENV: dict[str, str] = {
     "AWS_REGION": "us-east-1",
     "AWS_DEFAULT_REGION": "us-east-1",
     "AWS_LAMBDA_FUNCTION_NAME": "mcp-api",
@@ -33,13 +33,27 @@ LAMBDA_ENV: dict[str, str] = {
     "AWS_ACCESS_KEY_ID": "bench",
     "AWS_SECRET_ACCESS_KEY": "bench",
     "AWS_SESSION_TOKEN": "bench",
-    "POWERTOOLS_SERVICE_NAME": "serverless-mcp-tasks",
-    "POWERTOOLS_LOG_LEVEL": "INFO",
-    "POWERTOOLS_METRICS_NAMESPACE": "ServerlessMcpTasks",
-    "TASK_TABLE_NAME": "mcp-tasks",
-    "TASK_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:mcp-tasks",
-    "MCP_STATE_KEY": "bench-only-requestState-key-0123456789abcdef",
 }
+# With no Secrets Manager to read, the sealing key comes from the environment instead of the secret.
+BENCH_STATE_KEY = "bench-only-requestState-key-0123456789abcdef"
+
+
+def template_environment(logical_id_prefix: str = "FunctionsApi") -> dict[str, str]:
+    """A function's environment exactly as the synthesized template resolves it (the CDK app's own)."""
+    from local_stack.sam_env import function_environments
+    from local_stack.synth import synthesize
+    from local_stack.template import DeployedTemplate
+
+    assembly = synthesize()
+    environments = function_environments(DeployedTemplate.load(assembly.directory, assembly.stack_name))
+    (environment,) = [env for logical_id, env in environments.items() if logical_id.startswith(logical_id_prefix)]
+    return environment
+
+
+def _api_environment() -> dict[str, str]:
+    environment = dict(template_environment())
+    environment.pop("MCP_STATE_SECRET_ARN", None)
+    return {**environment, "MCP_STATE_KEY": BENCH_STATE_KEY}
 
 
 def lambda_env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -49,7 +63,8 @@ def lambda_env(extra: dict[str, str] | None = None) -> dict[str, str]:
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "PYTHONPATH": f"{FUNCTIONS}{os.pathsep}{REPO}",
-        **LAMBDA_ENV,
+        **LAMBDA_RUNTIME_ENV,
+        **_api_environment(),
     }
     env.update(extra or {})
     return env

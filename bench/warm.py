@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import LAMBDA_ENV, TASKS_EXTENSION, api_event, rpc, verdict
+from bench.common import TASKS_EXTENSION, api_event, lambda_env, rpc, verdict
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -90,14 +90,15 @@ def make_bare(results: dict[str, Any]) -> Handler:
 
 
 def _setup() -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
-    for key, value in LAMBDA_ENV.items():
-        os.environ.setdefault(key, value)
-    from app import composition
+    for key, value in lambda_env().items():
+        if key not in ("PATH", "HOME", "PYTHONPATH"):
+            os.environ.setdefault(key, value)
+    from app import handlers
     from app.handlers import api_handler as lambda_handler
 
-    composition.reset()
+    handlers.reset()
     gateway = InMemoryTaskGateway()
-    composition.transport().server.tasks = gateway  # the store stubbed out
+    handlers.api_endpoint().transport.server.tasks = gateway  # the store stubbed out
     tasks_caps = {"extensions": {TASKS_EXTENSION: {}}}
     from mcp_runtime.context import Principal, RequestContext, RequestMeta
     from mcp_runtime.tasks.models import COMPLETED

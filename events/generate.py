@@ -1,7 +1,10 @@
 """Writes the sample events in this folder: `python events/generate.py` (from the repository root).
 
 Every JSON-RPC method the MCP endpoint serves gets one event per front:
-- `http-api/<method>.json`: API Gateway HTTP API, payload format 2.0, through the JWT authorizer;
+- `http-api/<method>.json`: API Gateway HTTP API, payload format 2.0, as the route without an
+  authorizer passes it on: the function validates the bearer token itself. The samples carry a
+  development token (`Bearer dev:sample-user`), which only a function with DEV_AUTH=1 accepts (the
+  local stack's default); for a deployed function, put a real access token there;
 - `function-url/<method>.json`: Lambda Function URL, payload 2.0, `AWS_IAM` auth
   (`requestContext.authorizer.iam`);
 `examples/<tool>.json` calls each example tool of `functions/tools/` (HTTP API form);
@@ -29,8 +32,7 @@ ACCOUNT = "123456789012"
 REGION = "us-east-1"
 HTTP_API_ID = "a1b2c3d4e5"
 URL_ID = "abcdefghijklmnopqrstuvwxyz012345"
-USER_POOL = f"https://cognito-idp.{REGION}.amazonaws.com/{REGION}_Example01"
-CLIENT_ID = "4example5client6id7abcdefgh"
+DEV_TOKEN = "dev:sample-user"
 SOURCE_IP = "203.0.113.10"
 USER_AGENT = "python-httpx/0.28.1"
 TIME, TIME_EPOCH = "29/Nov/2026:12:00:00 +0000", 1795953600000
@@ -211,12 +213,11 @@ def request_body(
 
 
 def _request_context(
-    domain: str, api_id: str, route_key: str, request_id: str, authorizer: dict[str, Any]
+    domain: str, api_id: str, route_key: str, request_id: str, authorizer: dict[str, Any] | None
 ) -> dict[str, Any]:
-    return {
+    context: dict[str, Any] = {
         "accountId": ACCOUNT,
         "apiId": api_id,
-        "authorizer": authorizer,
         "domainName": domain,
         "domainPrefix": api_id,
         "http": {
@@ -232,6 +233,9 @@ def _request_context(
         "time": TIME,
         "timeEpoch": TIME_EPOCH,
     }
+    if authorizer is not None:
+        context["authorizer"] = authorizer
+    return dict(sorted(context.items()))
 
 
 def http_api_event(
@@ -240,18 +244,6 @@ def http_api_event(
     body, mcp_headers = prepared or jsonrpc_body(method, request_id)
     text = json.dumps(body, separators=(",", ":"))
     domain = f"{HTTP_API_ID}.execute-api.{REGION}.amazonaws.com"
-    claims = {
-        "auth_time": str(TIME_EPOCH // 1000),
-        "client_id": CLIENT_ID,
-        "exp": str(TIME_EPOCH // 1000 + 3600),
-        "iat": str(TIME_EPOCH // 1000),
-        "iss": USER_POOL,
-        "jti": "7b1e7c3a-0000-4000-8000-000000000001",
-        "scope": "mcp/invoke",
-        "sub": CLIENT_ID,
-        "token_use": "access",
-        "version": "2",
-    }
     return {
         "version": "2.0",
         "routeKey": "POST /mcp",
@@ -259,7 +251,7 @@ def http_api_event(
         "rawQueryString": "",
         "headers": {
             **mcp_headers,
-            "authorization": "Bearer eyJraWQiOiJleGFtcGxlIiwiYWxnIjoiUlMyNTYifQ.sample.signature",
+            "authorization": f"Bearer {DEV_TOKEN}",
             "content-length": str(len(text.encode())),
             "host": domain,
             "user-agent": USER_AGENT,
@@ -273,7 +265,7 @@ def http_api_event(
             HTTP_API_ID,
             "POST /mcp",
             f"Vb2nKjmVIAMEV{request_id:03d}=",
-            {"jwt": {"claims": claims, "scopes": ["mcp/invoke"]}},
+            None,
         ),
         "body": text,
         "isBase64Encoded": False,

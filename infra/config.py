@@ -6,6 +6,7 @@ Values given with `-c` arrive as strings, so every reader accepts a string form 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -49,15 +50,96 @@ def _int(value: Any, key: str, low: int, high: int) -> int:
     return number
 
 
+AUTH_MODES = ("cognito", "client-credentials", "issuer")
+
+
+@dataclass(frozen=True)
+class AuthConfig:
+    """Who issues the access tokens the API function accepts (validated in the function, `tokens.py`).
+
+    - "cognito": a Cognito user pool with managed login (authorization code + PKCE) and the OAuth
+      bridge (`oauth_bridge`), so MCP clients discover, register and sign in; plus a machine client.
+    - "client-credentials": the same pool with only the machine client (no user sign-in, no bridge).
+    - "issuer": your own OpenID provider: its issuer URL, the audiences it puts in `aud` (default:
+      the endpoint's canonical URI, what MCP clients ask for with `resource`) and the scopes required.
+    """
+
+    mode: str = "cognito"
+    jwt_issuer: str | None = None
+    jwt_audience: tuple[str, ...] = ()
+    jwt_scopes: tuple[str, ...] = ()
+    jwt_jwks_url: str | None = None
+    # The Cognito domain prefix (globally unique in a region); default "<stack name>-<account id>".
+    cognito_domain_prefix: str | None = None
+    # The bridge: registrations per source address per hour, registered clients at most, and the
+    # days after which a client that never exchanged a code again is deleted.
+    registrations_per_hour: int = 10
+    max_registered_clients: int = 200
+    unused_client_days: int = 30
+
+    @property
+    def uses_cognito(self) -> bool:
+        return self.mode in ("cognito", "client-credentials")
+
+    @property
+    def bridge(self) -> bool:
+        return self.mode == "cognito"
+
+
+def _auth_from_context(get: Any) -> AuthConfig:
+    if get("createUserPool") is not None:
+        raise ValueError(
+            "context 'createUserPool' was replaced by 'auth': auth=cognito (the default), auth=client-credentials, "
+            "or auth=issuer with 'jwtIssuer'"
+        )
+    issuer = get("jwtIssuer") or None
+    mode = str(get("auth") or ("issuer" if issuer else "cognito")).strip().lower()
+    if mode not in AUTH_MODES:
+        raise ValueError(f"context 'auth' must be one of {list(AUTH_MODES)}, got {mode!r}")
+    if mode == "issuer" and not issuer:
+        raise ValueError("auth=issuer needs 'jwtIssuer' (your OpenID provider's issuer URL)")
+    if mode != "issuer" and issuer:
+        raise ValueError(f"'jwtIssuer' is for auth=issuer; auth={mode} issues tokens from its own Cognito user pool")
+    if issuer and not (str(issuer).startswith("https://") or _LOOPBACK_ISSUER.match(str(issuer))):
+        # Plain http only for a provider on this machine (the local stack's development provider).
+        raise ValueError(f"'jwtIssuer' must be an https URL, got {issuer!r}")
+    prefix = get("cognitoDomainPrefix") or None
+    if prefix is not None:
+        check_domain_prefix(str(prefix))
+    return AuthConfig(
+        mode=mode,
+        jwt_issuer=str(issuer) if issuer else None,
+        jwt_audience=tuple(_list(get("jwtAudience"))),
+        jwt_scopes=tuple(_list(get("jwtScopes"))),
+        jwt_jwks_url=str(get("jwtJwksUrl")) if get("jwtJwksUrl") else None,
+        cognito_domain_prefix=str(prefix) if prefix else None,
+        registrations_per_hour=_int(get("registrationsPerHour") or 10, "registrationsPerHour", 1, 10_000),
+        max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
+        unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
+    )
+
+
+_LOOPBACK_ISSUER = re.compile(r"^http://(127\.0\.0\.1|localhost)(:\d+)?(/|$)")
+_DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
+
+
+def check_domain_prefix(prefix: str) -> None:
+    """Cognito's rules for a prefix domain: lower-case letters, digits and hyphens, no reserved words."""
+    if not _DOMAIN_PREFIX.match(prefix) or any(word in prefix for word in ("aws", "amazon", "cognito")):
+        raise ValueError(
+            f"Cognito domain prefix {prefix!r} is not allowed: use 1-63 lower-case letters, digits and hyphens, "
+            "without 'aws', 'amazon' or 'cognito' (set 'cognitoDomainPrefix')"
+        )
+
+
 @dataclass(frozen=True)
 class DeploymentConfig:
     server_name: str = "serverless-mcp-tasks"
     # Table and log groups: "retain" (default, data outlives the stack), "destroy" or "snapshot".
     removal_policy: str = "retain"
-    # JWT authorizer: a given issuer and audience, or a Cognito user pool created for a quick start.
-    jwt_issuer: str | None = None
-    jwt_audience: tuple[str, ...] = ()
-    create_user_pool: bool = True
+    auth: AuthConfig = field(default_factory=AuthConfig)
+    # The endpoint's canonical URI when it is served under a custom domain (default: the request's host).
+    resource_url: str | None = None
     # Optional Lambda Function URL with AWS_IAM auth, next to the HTTP API.
     function_url: bool = False
     # CORS is off unless origins are listed (browser clients only; MCP clients do not need it).
@@ -87,24 +169,16 @@ class DeploymentConfig:
         removal = str(get("removalPolicy") or "retain").lower()
         if removal not in _REMOVAL_POLICIES:
             raise ValueError(f"context 'removalPolicy' must be one of {sorted(_REMOVAL_POLICIES)}, got {removal!r}")
-        issuer = get("jwtIssuer") or None
-        audience = tuple(_list(get("jwtAudience")))
-        create_pool_raw = get("createUserPool")
-        create_pool = issuer is None if create_pool_raw is None else _bool(create_pool_raw, "createUserPool")
-        if issuer and create_pool:
-            raise ValueError("set either 'jwtIssuer' (with 'jwtAudience') or 'createUserPool', not both")
-        if issuer and not audience:
-            raise ValueError("'jwtIssuer' needs 'jwtAudience' (the client ids or audiences the API accepts)")
-        if not issuer and not create_pool:
-            raise ValueError("the HTTP API needs a JWT issuer: set 'jwtIssuer' and 'jwtAudience', or 'createUserPool'")
+        resource_url = str(get("resourceUrl")) if get("resourceUrl") else None
+        if resource_url is not None and (not resource_url.startswith("https://") or "#" in resource_url):
+            raise ValueError(f"'resourceUrl' must be an https URL without a fragment, got {resource_url!r}")
         rate = _int(get("throttleRateLimit") or 50, "throttleRateLimit", 1, 10_000)
         burst = _int(get("throttleBurstLimit") or 100, "throttleBurstLimit", 1, 5_000)
         return cls(
             server_name=str(get("serverName") or cls.server_name),
             removal_policy=removal,
-            jwt_issuer=str(issuer) if issuer else None,
-            jwt_audience=audience,
-            create_user_pool=create_pool,
+            auth=_auth_from_context(get),
+            resource_url=resource_url,
             function_url=_bool(get("functionUrl") or False, "functionUrl"),
             cors_allow_origins=tuple(_list(get("corsAllowOrigins"))),
             throttle_rate_limit=rate,

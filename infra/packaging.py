@@ -27,7 +27,7 @@ LOCK_FILE = REPO_ROOT / "requirements-dev.lock"
 WHEELHOUSE_ROOT = REPO_ROOT / "build" / "wheelhouse"
 
 # What the functions import at run time. Not shipped: fixtures (conformance only) and local_stack.
-SHIPPED_PACKAGES: tuple[str, ...] = ("mcp_runtime", "app", "tools")
+SHIPPED_PACKAGES: tuple[str, ...] = ("mcp_runtime", "app", "tools", "oauth_bridge")
 # In the Lambda runtime already; shipping them would only grow the asset.
 RUNTIME_PROVIDED = frozenset({"boto3", "botocore", "s3transfer", "jmespath", "urllib3", "python-dateutil", "six"})
 # Powertools ships every utility (its event handler alone is 2 MB of Swagger UI); a function uses a

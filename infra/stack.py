@@ -10,6 +10,7 @@ from infra.capabilities.callbacks import TaskCallbacks
 from infra.capabilities.functions import TaskFunctions
 from infra.capabilities.http_front import HttpFront
 from infra.capabilities.monitoring import Monitoring
+from infra.capabilities.oauth_bridge import OAuthBridge
 from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
@@ -24,10 +25,11 @@ class McpTasksStack(Stack):
         self.config = config
         self.tasks = TaskTable(self, "TaskTable", removal_policy=config.removal)
         self.sealing = SealingSecret(self, "SealingSecret")
+        code = bundling.function_code()
         self.functions = TaskFunctions(
             self,
             "Functions",
-            code=bundling.function_code(),
+            code=code,
             table=self.tasks.table,
             server_name=config.server_name,
             api_memory_mb=config.api_memory_mb,
@@ -54,9 +56,8 @@ class McpTasksStack(Stack):
             self,
             "HttpFront",
             handler=self.functions.api_function,
-            jwt_issuer=config.jwt_issuer,
-            jwt_audience=config.jwt_audience,
-            create_user_pool=config.create_user_pool,
+            auth=config.auth,
+            resource_url=config.resource_url,
             function_url=config.function_url,
             cors_allow_origins=config.cors_allow_origins,
             throttle_rate_limit=config.throttle_rate_limit,
@@ -64,7 +65,20 @@ class McpTasksStack(Stack):
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
         )
-        self.functions.connect_authorization(self.front.issuer, self.front.scopes)
+        self.functions.connect_authorization(self.front.function_environment)
+        self.bridge: OAuthBridge | None = None
+        if self.front.user_pool is not None and config.auth.bridge:
+            self.bridge = OAuthBridge(
+                self,
+                "OAuthBridge",
+                code=code,
+                http_api=self.front.api,
+                pool=self.front.user_pool,
+                auth=config.auth,
+                resource_url=config.resource_url,
+                log_retention_days=config.log_retention_days,
+                removal_policy=config.removal,
+            )
         self.payloads = TaskPayloads(
             self, "Payloads", task_ttl_hours=config.task_ttl_hours, removal_policy=config.removal
         )
@@ -91,7 +105,7 @@ class McpTasksStack(Stack):
             metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
         )
 
-        CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, JWT)")
+        CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, OAuth)")
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
@@ -103,3 +117,11 @@ class McpTasksStack(Stack):
             CfnOutput(self, "UserPoolClientId", value=pool.client.user_pool_client_id)
             CfnOutput(self, "TokenUrl", value=pool.token_url)
             CfnOutput(self, "TokenScope", value=pool.scope_name)
+            CfnOutput(self, "TokenIssuer", value=pool.issuer)
+        if self.bridge is not None:
+            CfnOutput(
+                self,
+                "AuthorizationServer",
+                value=self.front.api.api_endpoint,
+                description="OAuth authorization server MCP clients discover (the bridge in front of Cognito)",
+            )

@@ -1,8 +1,9 @@
 """`make rename NAME=acme-mcp`: give a copy of the template its own name, everywhere at once.
 
-Replaces the project name in every tracked text file, in its three spellings: kebab case
-(`serverless-mcp-tasks`: package, server and service names), Pascal case (`ServerlessMcpTasks`: the
-CDK stack and metric namespace) and snake case. Run it once, right after copying the template.
+Replaces the project's current name (the `name` in pyproject.toml) in every tracked text file, in
+its three spellings: kebab case (package, server and service names), Pascal case (the CDK stack and
+metric namespace) and snake case. Run it right after copying the template; running it again with
+another name renames again.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ import argparse
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
-OLD = "serverless-mcp-tasks"
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$")
 
 
@@ -31,14 +32,22 @@ def tracked_files(root: Path) -> list[Path]:
     return [root / name for name in listed.decode().split("\0") if name]
 
 
+def current_name(root: Path) -> str:
+    """The project's name as pyproject.toml gives it: the one every file spells."""
+    return str(tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["name"])
+
+
 def rename(root: Path, new: str) -> list[Path]:
     """Rewrite every tracked text file under `root`; returns the files that changed."""
     if not NAME_PATTERN.match(new):
         raise ValueError(f"NAME must be lower-case words joined by dashes, like acme-mcp (got {new!r})")
-    old_names, new_names = spellings(OLD), spellings(new)
+    old = current_name(root)
+    if old == new:
+        raise ValueError(f"the project is already called {new}")
+    old_names, new_names = spellings(old), spellings(new)
     changed = []
     for path in tracked_files(root):
-        if path.resolve() == Path(__file__).resolve() or not path.is_file():
+        if not path.is_file():
             continue
         try:
             text = path.read_text(encoding="utf-8")

@@ -30,6 +30,7 @@ API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*
 EXAMPLE_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("examples/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
 SUPERVISOR_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("supervisor/*.json"))
+SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
 API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
 SUPERVISOR_FUNCTION = "SupervisorFunction"
@@ -103,8 +104,11 @@ def test_event_headers_mirror_the_body(relative: str) -> None:
     name_field = wire.NAME_HEADER_SOURCES.get(body["method"])
     assert headers.get("mcp-name") == (body["params"][name_field] if name_field else None)
     assert int(headers["content-length"]) == len(event["body"].encode())
-    authorizer = event["requestContext"]["authorizer"]
-    assert set(authorizer) == ({"iam"} if relative.startswith("function-url/") else {"jwt"})
+    if relative.startswith("function-url/"):
+        assert set(event["requestContext"]["authorizer"]) == {"iam"}
+    else:  # no API Gateway authorizer: the function validates the bearer (a development one here)
+        assert "authorizer" not in event["requestContext"]
+        assert headers["authorization"] == "Bearer dev:sample-user"
 
 
 def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
@@ -129,7 +133,7 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
                 "capabilities": {"tools": {}, "extensions": {wire.TASKS_EXTENSION: {}}},
                 "ttlMs": 3_600_000,
                 "cacheScope": "public",
-                "_meta": {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}},
+                "_meta": SERVER_INFO_META,
             },
         }
     if method == "tools/list":
@@ -138,7 +142,13 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
         return 200, {
             "jsonrpc": "2.0",
             "id": request_id,
-            "result": {"resultType": "complete", "tools": tools, "ttlMs": 60_000, "cacheScope": "public"},
+            "result": {
+                "resultType": "complete",
+                "tools": tools,
+                "ttlMs": 60_000,
+                "cacheScope": "public",
+                "_meta": SERVER_INFO_META,
+            },
         }
     if method == "tools/call":  # count_words on "the quick brown fox"
         return 200, {
@@ -148,6 +158,7 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
                 "resultType": "complete",
                 "content": [{"type": "text", "text": json.dumps({"words": 4, "characters": 19})}],
                 "structuredContent": {"words": 4, "characters": 19},
+                "_meta": SERVER_INFO_META,
             },
         }
     raise AssertionError(f"no expectation for {method}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,13 @@ from tests.support import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
 import rename_project
+
+CANDIDATES = ("acme-orders", "beta-shop", "gamma-store")
+
+
+def other_names(root: Path) -> list[str]:
+    """Names to rename to, none of them the project's current one (the suite must pass after a rename too)."""
+    return [name for name in CANDIDATES if name != rename_project.current_name(root)]
 
 
 @pytest.fixture
@@ -31,8 +39,10 @@ def copy_of_repository(tmp_path: Path) -> Path:
 
 
 def test_renaming_replaces_every_spelling_of_the_old_name(copy_of_repository: Path) -> None:
+    old = rename_project.spellings(rename_project.current_name(copy_of_repository))
+    new = rename_project.spellings(other_names(copy_of_repository)[0])
     completed = subprocess.run(
-        [sys.executable, "scripts/rename_project.py", "acme-orders"],
+        [sys.executable, "scripts/rename_project.py", new["kebab"]],
         cwd=copy_of_repository,
         capture_output=True,
         text=True,
@@ -45,27 +55,25 @@ def test_renaming_replaces_every_spelling_of_the_old_name(copy_of_repository: Pa
             "-n",
             "-i",
             "-E",
-            "serverless-mcp-tasks|ServerlessMcpTasks|serverless_mcp_tasks",
-            "--",
-            ".",
-            ":!scripts/rename_project.py",
+            "|".join(old.values()),
         ],
         cwd=copy_of_repository,
         capture_output=True,
         text=True,
     ).stdout
     assert leftovers == ""
-    assert 'name = "acme-orders"' in (copy_of_repository / "pyproject.toml").read_text()
-    assert 'DEFAULT_STACK_NAME = "AcmeOrders"' in (copy_of_repository / "infra" / "cdk_app.py").read_text()
+    assert f'name = "{new["kebab"]}"' in (copy_of_repository / "pyproject.toml").read_text()
+    assert f'DEFAULT_STACK_NAME = "{new["pascal"]}"' in (copy_of_repository / "infra" / "cdk_app.py").read_text()
     settings_code = (copy_of_repository / "functions" / "mcp_runtime" / "settings.py").read_text()
-    assert 'Field("acme-orders", alias="MCP_SERVER_NAME")' in settings_code
+    assert f'Field("{new["kebab"]}", alias="MCP_SERVER_NAME")' in settings_code
+    assert rename_project.current_name(copy_of_repository) == new["kebab"]
 
 
 def test_a_name_that_is_not_lower_case_words_with_dashes_is_refused_and_nothing_changes(
     copy_of_repository: Path,
 ) -> None:
     before = (copy_of_repository / "pyproject.toml").read_text()
-    for bad in ("Acme", "acme_orders", "acme orders", "-acme", ""):
+    for bad in ("Acme", "acme_orders", "acme orders", "-acme", "", rename_project.current_name(copy_of_repository)):
         with pytest.raises(ValueError):
             rename_project.rename(copy_of_repository, bad)
     assert (copy_of_repository / "pyproject.toml").read_text() == before
@@ -77,3 +85,41 @@ def test_spellings_cover_kebab_pascal_and_snake() -> None:
         "pascal": "AcmeOrders",
         "snake": "acme_orders",
     }
+
+
+def test_a_second_rename_renames_again(copy_of_repository: Path) -> None:
+    first, second = other_names(copy_of_repository)[:2]
+    rename_project.rename(copy_of_repository, first)
+    changed = rename_project.rename(copy_of_repository, second)
+    assert changed
+    assert f'name = "{second}"' in (copy_of_repository / "pyproject.toml").read_text()
+    leftovers = subprocess.run(
+        ["git", "grep", "-n", "-i", "-E", "|".join(rename_project.spellings(first).values())],
+        cwd=copy_of_repository,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert leftovers == ""
+
+
+def test_the_renamed_projects_own_rename_tests_pass(copy_of_repository: Path) -> None:
+    rename_project.rename(copy_of_repository, other_names(copy_of_repository)[0])
+    subprocess.run(["git", "add", "-A"], cwd=copy_of_repository, check=True)
+    completed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_rename.py",
+            "-k",
+            "not own_rename",
+        ],
+        cwd=copy_of_repository,
+        env={**os.environ, "PYTHONPATH": f"{copy_of_repository / 'functions'}:{copy_of_repository}"},
+        capture_output=True,
+        text=True,
+    )
+    assert completed.returncode == 0, completed.stdout[-3000:]

@@ -14,6 +14,22 @@ import os  # noqa: E402
 import sys  # noqa: E402
 
 
+class _Absent:
+    """BENCH_WITHOUT=pkg,...: those packages cannot be imported, as in the Lambda asset (the dev venv
+    has `cryptography`, which PyJWT would otherwise import)."""
+
+    def __init__(self, names: set[str]) -> None:
+        self.names = names
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".")[0] in self.names:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+
+if os.environ.get("BENCH_WITHOUT"):
+    sys.meta_path.insert(0, _Absent(set(os.environ["BENCH_WITHOUT"].split(","))))  # type: ignore[arg-type]
+
+
 class Context:
     function_name = "mcp-api"
     function_version = "$LATEST"

@@ -21,6 +21,7 @@ from mcp_runtime.settings import DEV_STATE_KEY, Settings
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
+    from mcp_runtime.bearer import BearerAuthenticator
     from mcp_runtime.context import RequestContext
     from mcp_runtime.handles import HandleStore
     from mcp_runtime.tasks.callbacks import CallbackService
@@ -183,14 +184,39 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
     return server
 
 
+def build_authenticator(settings: Settings) -> BearerAuthenticator | None:
+    """Bearer-token validation when an issuer is configured (PyJWT and rsa load with the first token)."""
+    if not settings.jwt_issuer:
+        return None
+    from mcp_runtime.bearer import BearerAuthenticator
+    from mcp_runtime.tokens import KeySet, TokenValidator
+
+    keys = KeySet(settings.jwt_issuer, settings.jwt_jwks_url, aws_endpoint_url=settings.aws_endpoint_url)
+    validator = TokenValidator(
+        settings.jwt_issuer,
+        keys,
+        audiences=settings.jwt_audiences,
+        required_scopes=settings.jwt_scopes,
+        audience_optional=settings.jwt_audience_optional,
+    )
+    return BearerAuthenticator(validator)
+
+
 def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> ApiEndpoint:
     from mcp_runtime.transport import McpHttpTransport
 
     def correlate(ctx: RequestContext) -> None:
         telemetry.correlate_request(ctx.request_id, ctx.method)
 
-    transport = McpHttpTransport(build_server(settings, telemetry), on_request=correlate)
-    return ApiEndpoint(transport, telemetry, dev_auth=settings.dev_auth, require_principal=settings.require_principal)
+    from mcp_runtime.legacy import legacy_leg
+
+    authenticator = build_authenticator(settings)
+    server = build_server(settings, telemetry)
+    legacy = legacy_leg(server, settings, telemetry, correlate)
+    transport = McpHttpTransport(server, on_request=correlate, legacy=legacy, authenticator=authenticator)
+    # With an issuer, a request the front did not authenticate must bring a valid token.
+    require_principal = settings.require_principal or authenticator is not None
+    return ApiEndpoint(transport, telemetry, dev_auth=settings.dev_auth, require_principal=require_principal)
 
 
 # ---- the worker function ------------------------------------------------------------------------

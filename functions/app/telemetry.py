@@ -132,7 +132,7 @@ class PowertoolsTelemetry:
 
         The documents are the ones Powertools' EMF provider prints (same keys, units and value lists,
         and POWERTOOLS_METRICS_DISABLED / POWERTOOLS_DEV honoured the same way), written directly:
-        building and filling a provider per flush cost more than the rest of an MRTR round (bench/).
+        building and filling a provider per flush is the cost bench/README.md names (the warm path).
         """
         with self._lock:
             pending, self._metrics = self._metrics, {}

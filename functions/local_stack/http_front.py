@@ -1,11 +1,11 @@
 """A loopback HTTP server that serves the template's HTTP API as API Gateway would.
 
 Routes come from the template's `AWS::ApiGatewayV2::Route`s: a path no route matches gets API
-Gateway's 404, a route's JWT authorizer is applied before the function runs (401 without a valid
-token, 403 without the route's scopes), and the function receives the payload 2.0 event API Gateway
-sends, with the authorizer's claims under `requestContext.authorizer.jwt`. Tokens: `DEV_AUTH` style
-development tokens (`Authorization: Bearer dev:<user>`) stand in for the issuer's JWTs; they carry
-the route's scopes and the authorizer's first audience as `client_id`.
+Gateway's 404, and the function receives the payload 2.0 event API Gateway sends. The project's
+template has no authorizer (the API function validates tokens itself); a template whose route has a
+JWT authorizer gets it emulated for development tokens (`Authorization: Bearer dev:<user>`), which
+carry the route's scopes and the authorizer's first audience as `client_id`, under
+`requestContext.authorizer.jwt` (401 without one, 403 without the route's scopes).
 Limits as API Gateway applies them: request bodies over 10 MB get 413 (after the body is read, so a
 client that writes it all first still gets the answer); a function error or a response that is not
 a valid proxy response gets 500.
@@ -152,11 +152,15 @@ class ApiGatewayFront:
         invoke: Invoke,
         authorizer: DevTokenAuthorizer | None = None,
         record: Callable[[dict[str, Any]], None] | None = None,
+        default_user: str | None = None,
     ) -> None:
         self.table = RouteTable(routes)
         self.invoke = invoke
         self.authorizer = authorizer or DevTokenAuthorizer()
         self.record = record
+        # LOCAL_DEFAULT_USER (AUTH=dev only): a request without credentials is sent on as this
+        # development user's (`Bearer dev:<user>`); API Gateway would pass it on without one.
+        self.default_user = default_user
 
     def serve(self, method: str, raw_path: str, headers: dict[str, str], body: bytes, source_ip: str) -> Answer:
         answer = self._serve(method, raw_path, headers, body, source_ip)
@@ -184,6 +188,8 @@ class ApiGatewayFront:
         if matched is None:
             return _json_answer(404, NOT_FOUND)
         route, parameters = matched
+        if self.default_user and not headers.get("authorization"):
+            headers = {**headers, "authorization": f"Bearer {DEV_TOKEN_PREFIX}{self.default_user}"}
         authorizer: dict[str, Any] | None = None
         if route.authorization_type == "JWT":
             outcome = self.authorizer.authorize(route, headers)

@@ -38,7 +38,7 @@ What ``install()`` patches
   (1) find the resource(s) of the request: DynamoDB table and index ARNs (per item for batch and
   transaction calls, with the per-item actions), Step Functions state machine, execution and
   callback-token owner ARNs, Secrets Manager secret ARNs resolved through moto's backend, Lambda
-  function ARNs (with qualifier), EventBridge bus and rule ARNs; moto's own resources for S3,
+  function ARNs (with qualifier), EventBridge bus and rule ARNs, Cognito user pool ARNs; moto's own resources for S3,
   SQS, IAM and STS; ``*`` otherwise; (2) name Lambda's invoke ``lambda:InvokeFunction``; (3)
   supply condition keys and evaluate conditions (see below); (4) answer in each service's own
   error shape (DynamoDB, Step Functions, Secrets Manager, EventBridge: HTTP 400
@@ -748,7 +748,19 @@ def _lambda_checks(request: _Request) -> list[_Check] | None:
     return None
 
 
+# Cognito user pools ------------------------------------------------------------------------------
+
+
+def _cognito_checks(request: _Request) -> list[_Check] | None:
+    """User pool operations are authorized against the pool's ARN (`userpool/<id>`)."""
+    pool = request.json().get("UserPoolId")
+    if not isinstance(pool, str) or not pool:
+        return None
+    return [_Check(request.action, request.arn("cognito-idp", f"userpool/{pool}"))]
+
+
 _RESOLVERS: Final[dict[str, Callable[[_Request], list[_Check] | None]]] = {
+    "cognito-idp": _cognito_checks,
     "dynamodb": _dynamodb_checks,
     "states": _states_checks,
     "secretsmanager": _secretsmanager_checks,

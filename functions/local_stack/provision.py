@@ -1,16 +1,19 @@
 """Create in the embedded moto what the synthesized template declares, from the template's own properties.
 
 Created for real: DynamoDB tables (keys, indexes, TTL, streams), S3 buckets (encryption, lifecycle
-rules, public access block), Secrets Manager secrets (generated values), IAM roles with exactly
-their inline policies and the template's `AWS::IAM::Policy` documents, Lambda functions (so their
-ARNs exist; their code runs in `local_stack.runtime`) and Step Functions state machines (the
-definition file and its substitutions as the template resolves them). Read, not created: API Gateway
-routes and JWT authorizers (the HTTP front serves them), Function URLs, Lambda event source mappings
-on DynamoDB streams, EventBridge rules with Lambda targets, and functions' asynchronous invocation
-settings (`local_stack.event_delivery` delivers those events as Lambda and EventBridge would).
-Listed as not emulated: everything else (alarms, dashboards, log groups, Cognito pools and clients,
-Lambda permissions, stages, bucket policies), which no code path calls locally (a bucket policy's
-TLS-only rule has nothing to refuse on loopback).
+rules, public access block), Secrets Manager secrets (generated values), Cognito user pools with
+their resource servers, app clients and domains (moto's: the ids it assigns replace the template's
+placeholders, so every reference resolves to them; its JWKS signs and verifies like the pool's), IAM
+roles with exactly their inline policies and the template's `AWS::IAM::Policy` documents, Lambda
+functions (so their ARNs exist; their code runs in `local_stack.runtime`) and Step Functions state
+machines (the definition file and its substitutions as the template resolves them). Read, not
+created: API Gateway routes and JWT authorizers (the HTTP front serves them), Function URLs, Lambda
+event source mappings on DynamoDB streams, EventBridge rules with Lambda targets, and functions'
+asynchronous invocation settings (`local_stack.event_delivery` delivers those events as Lambda and
+EventBridge would). Listed as not emulated: everything else (alarms, dashboards, log groups,
+schedules, Lambda permissions, stages, bucket policies), which no code path calls locally (a bucket
+policy's TLS-only rule has nothing to refuse on loopback); and Cognito's managed login (its sign-in
+pages and OAuth endpoints under the domain), which moto does not have.
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from typing import Any, Final
 from local_stack.runtime import PYTHON_RUNTIME, FunctionSpec
 from local_stack.template import DeployedTemplate, Resource, TemplateError
 
+COGNITO_TYPES: Final[tuple[str, ...]] = (
+    "AWS::Cognito::UserPool",
+    "AWS::Cognito::UserPoolResourceServer",
+    "AWS::Cognito::UserPoolClient",
+    "AWS::Cognito::UserPoolDomain",
+)
 CREATED_TYPES: Final[tuple[str, ...]] = (
+    *COGNITO_TYPES,
     "AWS::DynamoDB::Table",
     "AWS::S3::Bucket",
     "AWS::SecretsManager::Secret",
@@ -122,6 +132,8 @@ class ProvisionedStack:
     stream_mappings: list[StreamMapping] = field(default_factory=list)
     event_rules: list[EventRule] = field(default_factory=list)
     async_retry_attempts: dict[str, int] = field(default_factory=dict)  # function logical id -> attempts
+    user_pools: dict[str, str] = field(default_factory=dict)  # logical id -> pool id
+    managed_login_domains: dict[str, str] = field(default_factory=dict)  # logical id -> base URL (not emulated)
     not_emulated: dict[str, str] = field(default_factory=dict)  # logical id -> type
 
     def function(self, logical_id: str) -> FunctionSpec:
@@ -135,6 +147,7 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
     # and environments. Every other physical id is known up front.
     for resource in template.resources("AWS::SecretsManager::Secret"):
         stack.secrets[resource.logical_id] = _create_secret(template, resource, client("secretsmanager"))
+    _create_cognito(template, client("cognito-idp"), stack)
     for resource in template.resources("AWS::DynamoDB::Table"):
         stack.tables[resource.logical_id] = _create_table(template, resource, client("dynamodb"))
     for resource in template.resources("AWS::S3::Bucket"):
@@ -227,6 +240,55 @@ def _lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
     if abort:
         converted["AbortIncompleteMultipartUpload"] = {"DaysAfterInitiation": int(abort["DaysAfterInitiation"])}
     return converted
+
+
+# ---- Cognito ----------------------------------------------------------------------------------
+_POOL_PROPERTIES: Final = (
+    "Policies",
+    "UsernameAttributes",
+    "AliasAttributes",
+    "AdminCreateUserConfig",
+    "AccountRecoverySetting",
+    "AutoVerifiedAttributes",
+    "UserPoolTags",
+)
+_CLIENT_PROPERTIES: Final = (
+    "ClientName", "GenerateSecret", "RefreshTokenValidity", "AccessTokenValidity", "IdTokenValidity",
+    "TokenValidityUnits", "ReadAttributes", "WriteAttributes", "ExplicitAuthFlows", "SupportedIdentityProviders",
+    "CallbackURLs", "LogoutURLs", "DefaultRedirectURI", "AllowedOAuthFlows", "AllowedOAuthScopes",
+    "AllowedOAuthFlowsUserPoolClient", "PreventUserExistenceErrors", "EnableTokenRevocation",
+)  # fmt: skip
+
+
+def _create_cognito(template: DeployedTemplate, cognito: Any, stack: ProvisionedStack) -> None:
+    """Pools first (moto picks their ids), then what references them, each from its own properties."""
+    for resource in template.resources("AWS::Cognito::UserPool"):
+        props = template.resolve(resource.properties)
+        request = {key: props[key] for key in _POOL_PROPERTIES if key in props}
+        request["PoolName"] = str(props.get("UserPoolName") or template.name_of(resource.logical_id))
+        pool_id = str(cognito.create_user_pool(**request)["UserPool"]["Id"])
+        template.physical_ids[resource.logical_id] = pool_id
+        stack.user_pools[resource.logical_id] = pool_id
+    for resource in template.resources("AWS::Cognito::UserPoolResourceServer"):
+        props = template.resolve(resource.properties)
+        cognito.create_resource_server(
+            UserPoolId=props["UserPoolId"], Identifier=props["Identifier"], Name=props["Name"],
+            Scopes=props.get("Scopes") or [],
+        )  # fmt: skip
+        template.physical_ids[resource.logical_id] = str(props["Identifier"])
+    for resource in template.resources("AWS::Cognito::UserPoolClient"):
+        props = template.resolve(resource.properties)
+        request = {key: props[key] for key in _CLIENT_PROPERTIES if key in props}
+        request.setdefault("ClientName", resource.logical_id)  # CloudFormation names an unnamed client
+        created = cognito.create_user_pool_client(UserPoolId=props["UserPoolId"], **request)["UserPoolClient"]
+        template.physical_ids[resource.logical_id] = str(created["ClientId"])
+    for resource in template.resources("AWS::Cognito::UserPoolDomain"):
+        props = template.resolve(resource.properties)
+        cognito.create_user_pool_domain(Domain=props["Domain"], UserPoolId=props["UserPoolId"])
+        template.physical_ids[resource.logical_id] = str(props["Domain"])
+        stack.managed_login_domains[resource.logical_id] = (
+            f"https://{props['Domain']}.auth.{template.region}.amazoncognito.com"
+        )
 
 
 # ---- Secrets Manager --------------------------------------------------------------------------

@@ -16,9 +16,19 @@ LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layer
 `sitecustomize.py` there runs at start); LOCAL_CDK_CONTEXT='{"key": "value"}' (like `-c`);
 LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not enforce);
 LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8); LOCAL_LOGS=all (also print
-START/END/REPORT and metric lines, and each request); LOCAL_DEFAULT_USER=name (a request without a
-token is taken as that development user's, for clients that cannot send headers; API Gateway
-answers 401); LOCAL_RECORD=file (every request and answer as JSON lines).
+START/END/REPORT and metric lines, and each request); LOCAL_RECORD=file (every request and answer as
+JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and restored at start,
+`local_stack.persistence`).
+
+Sign-in (the API function validates tokens itself, as deployed):
+- AUTH=dev (default): the functions also get DEV_AUTH=1, so `Authorization: Bearer dev:<user>` is the
+  development user `<user>` (quick tests, curl); real tokens of the template's issuer are validated
+  as deployed. LOCAL_DEFAULT_USER=name: a request without an Authorization header is sent on as
+  that development user's (clients that cannot send headers, such as the conformance suite).
+- AUTH=oauth: no DEV_AUTH. The local authorization server (oidc-provider, `local_stack.oauth`) starts
+  with development users (LOCAL_OAUTH_USERS="alice:pw,bob:pw"), and the template is synthesized
+  against it as a bring-your-own issuer: MCP clients discover it from the 401, register, sign in,
+  and call with its tokens. LOCAL_OAUTH_ACCESS_TOKEN_SECONDS shortens access tokens (refresh tests).
 """
 
 from __future__ import annotations
@@ -37,11 +47,12 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final, TextIO
 
-from local_stack import iam_enforcement
+from local_stack import iam_enforcement, persistence
 from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
+from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.runtime import (
     DEFAULT_MAX_ENVIRONMENTS,
@@ -75,6 +86,10 @@ class Options:
     all_logs: bool = False
     default_user: str | None = None
     record: Path | None = None
+    state_dir: Path | None = None
+    auth: str = "dev"
+    oauth_users: str | None = None
+    oauth_token_seconds: int | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -91,7 +106,20 @@ class Options:
             all_logs=(env.get("LOCAL_LOGS") or "").lower() == "all",
             default_user=env.get("LOCAL_DEFAULT_USER") or None,
             record=Path(env["LOCAL_RECORD"]) if env.get("LOCAL_RECORD") else None,
+            state_dir=Path(env["LOCAL_STATE_DIR"]).resolve() if env.get("LOCAL_STATE_DIR") else None,
+            auth=_auth_mode(env.get("AUTH")),
+            oauth_users=env.get("LOCAL_OAUTH_USERS") or None,
+            oauth_token_seconds=int(env["LOCAL_OAUTH_ACCESS_TOKEN_SECONDS"])
+            if env.get("LOCAL_OAUTH_ACCESS_TOKEN_SECONDS")
+            else None,
         )
+
+
+def _auth_mode(value: str | None) -> str:
+    mode = (value or "dev").strip().lower()
+    if mode not in ("dev", "oauth"):
+        raise ValueError(f"AUTH must be dev or oauth, got {value!r}")
+    return mode
 
 
 class LogSink:
@@ -138,6 +166,8 @@ class LocalStack:
     admin: dict[str, str]
     sink: LogSink
     delivery: EventDelivery
+    provider: LocalAuthorizationServer | None = None
+    state_dir: Path | None = None
 
     @property
     def url(self) -> str:
@@ -156,8 +186,13 @@ class LocalStack:
         for pool in self.pools.values():
             pool.close()
             unregister_function(pool.spec.name)
+        if self.state_dir is not None:
+            saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
+            log.info("saved %d items to %s", saved, self.state_dir)
         self.aws.stop()
         self.sink.close()
+        if self.provider is not None:
+            self.provider.stop()
 
 
 def fixture_layer() -> Path:
@@ -181,16 +216,24 @@ def _short_name(spec: FunctionSpec) -> str:
 def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStack:
     options = options or Options.from_environ()
     started = time.monotonic()
+    port = options.port or _free_port()  # known before synthesis: the resource URI names it
+    provider: LocalAuthorizationServer | None = None
+    cdk_context = dict(options.cdk_context)
+    if options.auth == "oauth":
+        resources = [f"http://127.0.0.1:{port}/mcp", f"http://localhost:{port}/mcp"]
+        provider = start_provider(resources, options.oauth_users, options.oauth_token_seconds)
+        cdk_context.update(provider.cdk_context())
     assembly = (
         Assembly(options.cdk_out, _stack_name_of(options.cdk_out), True, 0.0)
         if options.cdk_out is not None
-        else synthesize(options.cdk_context)
+        else synthesize(cdk_context)
     )
     template = DeployedTemplate.load(assembly.directory, assembly.stack_name)
     code = build_function_code()
     aws = start_embedded_aws()
     iam_enforcement.install()
     provisioned = provision(template, aws.client)
+    restored = persistence.restore(options.state_dir, provisioned, aws.client) if options.state_dir else 0
     admin = iam_enforcement.create_admin_user(aws.endpoint, "local-stack-admin", template.region)
     credentials = {
         spec.logical_id: iam_enforcement.assume_role_credentials(
@@ -212,8 +255,14 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     )
     pools: dict[str, FunctionPool] = {}
     for spec in provisioned.functions.values():
+        # AUTH=dev: the functions that authenticate callers also take development tokens.
+        dev_auth = options.auth == "dev" and "MCP_REQUIRE_PRINCIPAL" in spec.environment
         environment = lambda_environment(
-            spec, code, credentials[spec.logical_id], region=template.region, additions=additions
+            spec,
+            code,
+            credentials[spec.logical_id],
+            region=template.region,
+            additions={**additions, "DEV_AUTH": "1"} if dev_auth else additions,
         )
         pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency)
         pools[spec.logical_id] = pool
@@ -221,28 +270,51 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.enforce_iam:
         iam_enforcement.enforce()
         aws.use_credentials(admin)
+    default_user = options.default_user if options.auth == "dev" else None
     front = ApiGatewayFront(
         provisioned.routes,
         lambda logical_id, payload: pools[logical_id].invoke(payload),
-        DevTokenAuthorizer(options.default_user),
+        DevTokenAuthorizer(default_user),
         ExchangeLog(options.record) if options.record else None,
+        default_user=default_user,
     )
     delivery = EventDelivery.start(
         provisioned,
         lambda logical_id, payload: _delivered(pools[logical_id].invoke(payload)),
         lambda logical_id: _streams_client(aws.endpoint, credentials[logical_id], template.region),
     )
-    http = make_server(front, "127.0.0.1", options.port)
+    http = make_server(front, "127.0.0.1", port)
     thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
     thread.start()
     for pool in pools.values():
         threading.Thread(target=pool.warm, name=f"warm-{pool.spec.name}", daemon=True).start()
     stack = LocalStack(
-        http, thread, aws, provisioned, pools, assembly, time.monotonic() - started, admin, sink, delivery
+        http,
+        thread,
+        aws,
+        provisioned,
+        pools,
+        assembly,
+        time.monotonic() - started,
+        admin,
+        sink,
+        delivery,
+        provider,
+        options.state_dir,
     )
+    if options.state_dir is not None:
+        out.write(f"state: {restored} items restored from {options.state_dir} (saved again when the stack stops)\n")
     _describe(stack, code, options, additions, out)
     _write_state(stack, additions, credentials)
     return stack
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _stack_name_of(directory: Path) -> str:
@@ -303,6 +375,16 @@ def _describe(
         targets = ", ".join(target.function_logical_id for target in rule.targets)
         lines.append(f"rule {rule.logical_id}: {rule.pattern} -> {targets}")
     lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")
+    if stack.provider is not None:
+        users = ", ".join(stack.provider.users)
+        lines.append(f"sign-in: local authorization server {stack.provider.issuer} (oidc-provider), users {users}")
+    else:
+        lines.append(
+            "sign-in: AUTH=dev, `Authorization: Bearer dev:<user>` (DEV_AUTH=1 added to the API function); "
+            "AUTH=oauth for real sign-in"
+        )
+    for domain in stack.provisioned.managed_login_domains.values():
+        lines.append(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
     lines.append(f"local additions to each function's environment: {', '.join(sorted(additions))}")
     if stack.provisioned.not_emulated:
         kinds = sorted(set(stack.provisioned.not_emulated.values()))
@@ -329,6 +411,8 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         },
         "localAdditions": dict(additions),
         "credentials": dict(credentials),
+        "authorizationServer": stack.provider.issuer if stack.provider is not None else None,
+        "userPools": dict(stack.provisioned.user_pools),
     }
     directory = STATE_ROOT / "run"
     directory.mkdir(parents=True, exist_ok=True)

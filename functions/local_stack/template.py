@@ -157,6 +157,8 @@ class DeployedTemplate:
             return f"{prefix}-{_suffix(self.stack_name, resource.logical_id, 12, _LOWER_DIGITS)}"
         if kind == "AWS::Cognito::UserPool":
             return f"{self.region}_{_suffix(self.stack_name, resource.logical_id, 9, _LETTERS_DIGITS)}"
+        if kind == "AWS::Cognito::UserPoolDomain" and "Domain" in props:
+            return str(self.resolve(props["Domain"]))
         if kind == "AWS::Cognito::UserPoolClient":
             return _suffix(self.stack_name, resource.logical_id, 26, _LOWER_DIGITS)
         if kind in (

@@ -62,15 +62,22 @@ class RequestContext:
     principal: Principal
     headers: dict[str, str]
     notifications: list[dict[str, Any]] = field(default_factory=list)
+    # The transport can carry a durable task for this request without the tasks extension (the
+    # legacy leg's resumable event stream), so a task tool runs as a task here too.
+    task_stream: bool = False
     _progress_seen: float | None = None
 
     def send_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
-        """Queue `notifications/progress` for this request's stream; a no-op without a token."""
+        """Queue `notifications/progress` for this request's stream; a no-op without a token.
+
+        Progress must increase with every notification: a report that does not is dropped (the rule
+        a task's reports follow too), never an error in the tool's work.
+        """
         token = self.meta.progress_token
         if token is None:
             return
         if self._progress_seen is not None and progress <= self._progress_seen:
-            raise ValueError("progress must increase with every report")
+            return
         self._progress_seen = progress
         params: dict[str, Any] = {"progressToken": token, "progress": progress}
         if total is not None:

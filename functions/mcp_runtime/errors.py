@@ -84,6 +84,8 @@ class RequestRejected(Exception):
         self.status = status
         self.message = message
         self.headers = headers or {}
+        # The id of the request refused, once the body was read (a 404 session, say); None before.
+        self.request_id: str | int | None = None
 
 
 class HandleError(Exception):

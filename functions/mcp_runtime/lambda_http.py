@@ -7,32 +7,30 @@ import binascii
 from collections.abc import Mapping
 from typing import Any
 
+from .bearer import jwt_principal
 from .context import ANONYMOUS, Principal
 from .transport import HttpRequest, HttpResponse
 
 DEV_BEARER_PREFIX = "bearer dev:"
 
 
-def _escape(part: str) -> str:
-    return part.replace("%", "%25").replace("|", "%7C")
-
-
 def principal_from_event(
     event: Mapping[str, Any], headers: Mapping[str, str], *, dev_auth: bool, require_principal: bool = False
 ) -> Principal | None:
-    """The caller as the front authenticated it; None means unauthenticated (answered with 401).
+    """The caller as the front authenticated it; None means not authenticated yet: the transport then
+    validates the bearer token itself (`bearer.py`) or answers 401.
 
     Only the authorizer context set by API Gateway or the Function URL is trusted; nothing in the
-    body or `_meta` is.
+    body or `_meta` is. With DEV_AUTH (local development only), `Bearer dev:<name>` is also
+    accepted, as the development user `<name>`; everything else is judged as without it.
     """
     if dev_auth:
         authorization = headers.get("authorization", "")
-        if not authorization.lower().startswith(DEV_BEARER_PREFIX):
-            return None
-        name = authorization[len(DEV_BEARER_PREFIX) :].strip()
-        if not name or len(name) > 128 or not name.isprintable():
-            return None
-        return Principal(f"dev:{name}", "dev")
+        if authorization.lower().startswith(DEV_BEARER_PREFIX):
+            name = authorization[len(DEV_BEARER_PREFIX) :].strip()
+            if not name or len(name) > 128 or not name.isprintable():
+                return None
+            return Principal(f"dev:{name}", "dev")
     authorizer = (event.get("requestContext") or {}).get("authorizer") or {}
     jwt = authorizer.get("jwt") if isinstance(authorizer, dict) else None
     if isinstance(jwt, dict):
@@ -41,7 +39,7 @@ def principal_from_event(
         client = claims.get("client_id") or claims.get("azp") or claims.get("aud") or "-"
         if isinstance(subject, str) and subject:
             # "|" separates the parts, so it is escaped inside them: ("a|b", "c") and ("a", "b|c") differ.
-            return Principal(f"jwt:{_escape(subject)}|{_escape(str(client))}", "jwt")
+            return jwt_principal(subject, str(client))
         return None
     iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
     if isinstance(iam, dict):
@@ -49,7 +47,7 @@ def principal_from_event(
         if isinstance(caller, str) and caller:
             return Principal(f"iam:{caller}", "iam")
         return None
-    return None if require_principal else ANONYMOUS
+    return None if require_principal or dev_auth else ANONYMOUS
 
 
 def request_from_event(

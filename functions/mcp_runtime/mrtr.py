@@ -66,7 +66,7 @@ def flat_elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
 
 @lru_cache(maxsize=256)
 def _flat_elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
-    # Generated once per model: pydantic's schema generation costs ~1 ms a call (bench/warm.py).
+    # Generated once per model and shared (bench/README.md: the warm path).
     schema = model.model_json_schema()
     properties = {}
     for name, prop in schema.get("properties", {}).items():

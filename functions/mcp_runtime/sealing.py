@@ -30,6 +30,16 @@ class StateRejected(InvalidParams):
         super().__init__(f"Invalid requestState: {reason}")
 
 
+class StateTooLarge(InvalidParams):
+    """What a round gathered (answers and the tool's state) would make a token `open` refuses."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            f"Invalid params: the answers and state of this request do not fit in a requestState "
+            f"(at most {MAX_TOKEN_CHARS} characters)"
+        )
+
+
 @dataclass(frozen=True, slots=True)
 class SealingKey:
     key_id: str
@@ -83,19 +93,23 @@ class StateSealer:
         self._lifetime = lifetime_seconds
         self._clock = clock
 
-    def seal(self, binding: Binding, payload: dict[str, Any]) -> str:
+    def seal(self, binding: Binding, payload: dict[str, Any], *, lifetime_seconds: int | None = None) -> str:
+        """A token for `payload`, valid for this sealer's lifetime or, where given, `lifetime_seconds`."""
         key = self._keys[0]
         body = {
             "p": binding.principal,
             "m": binding.method,
             "t": binding.target,
             "a": binding.arguments_digest,
-            "x": int(self._clock()) + self._lifetime,
+            "x": int(self._clock()) + (self._lifetime if lifetime_seconds is None else lifetime_seconds),
             "d": payload,
         }
         encoded = _b64encode(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
         signed = f"{TOKEN_VERSION}.{key.key_id}.{encoded}"
-        return f"{signed}.{_b64encode(self._tag(key, signed))}"
+        token = f"{signed}.{_b64encode(self._tag(key, signed))}"
+        if len(token) > MAX_TOKEN_CHARS:  # the one limit, checked where the state is made
+            raise StateTooLarge()
+        return token
 
     def open(self, token: object, binding: Binding) -> dict[str, Any]:
         if not isinstance(token, str) or not token:

@@ -32,7 +32,7 @@ from .params import (
 )
 from .sealing import Binding, StateSealer
 from .settings import Settings
-from .tools import Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+from .tools import ASKABLE, Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import CallerHandles, HandleStore
@@ -217,10 +217,17 @@ class McpServer:
         if spec is None:
             raise InvalidParams(f"Unknown tool: {params.name}")
         arguments = params.arguments or {}
-        self._check_header_params(spec, arguments, ctx)
+        if ctx.meta.protocol_version in wire.SUPPORTED_PROTOCOL_VERSIONS:
+            self._check_header_params(spec, arguments, ctx)  # 2025 clients send no Mcp-Param headers
+        missing = [capability for capability in spec.asks if not ctx.meta.declares(capability)]
+        if missing:
+            asked = ", ".join(f"{ASKABLE[capability]} ({capability})" for capability in missing)
+            raise MissingRequiredClientCapability(
+                f"Tool {spec.name} may {asked}", {capability: {} for capability in missing}
+            )
         wants_task = (
             spec.answers is Answers.TASK
-            and ctx.meta.declares_extension(wire.TASKS_EXTENSION)
+            and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
         if spec.task_required and not wants_task:

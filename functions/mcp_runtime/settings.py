@@ -6,7 +6,12 @@ import os
 from collections.abc import Mapping
 from functools import lru_cache
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+# A task's ttlMs: at least 1 ms, at most Step Functions' one-year limit on a Standard execution.
+MAX_TASK_TTL_MS = 365 * 24 * 3600 * 1000
+# Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
+_NULL_SPELLINGS = frozenset({"", "null", "none"})
 
 # A fixed development key: fine on loopback, refused when a deployment forgets to configure one.
 DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
@@ -32,10 +37,21 @@ class Settings(BaseModel):
     dev_auth: bool = Field(False, alias="DEV_AUTH")
     # Deployed behind a JWT authorizer or IAM auth: a request without that identity is refused.
     require_principal: bool = Field(False, alias="MCP_REQUIRE_PRINCIPAL")
-    # OAuth 2.0 Protected Resource Metadata (RFC 9728)
+    # OAuth 2.0 Protected Resource Metadata (RFC 9728). The resource is the endpoint's canonical URI
+    # (default: from the request's Host, which API Gateway only routes for its own domains);
+    # authorization servers are comma-separated, "self" meaning this API's origin (the Cognito bridge).
     resource_url: str | None = Field(None, alias="MCP_RESOURCE_URL")
     authorization_servers: str = Field("", alias="MCP_AUTHORIZATION_SERVERS")
     scopes_supported: str = Field("", alias="MCP_SCOPES_SUPPORTED")
+    # Access tokens, validated by the function (mcp_runtime/tokens.py): the issuer (exact), the
+    # accepted audiences (comma-separated; empty: the resource URI), the scopes every call needs
+    # (space- or comma-separated), the JWKS (empty: from the issuer's metadata), and whether a token
+    # without `aud` is accepted on its scopes alone (Cognito access tokens carry none).
+    jwt_issuer: str | None = Field(None, alias="MCP_JWT_ISSUER")
+    jwt_audience: str = Field("", alias="MCP_JWT_AUDIENCE")
+    jwt_required_scopes: str = Field("", alias="MCP_JWT_REQUIRED_SCOPES")
+    jwt_jwks_url: str | None = Field(None, alias="MCP_JWT_JWKS_URL")
+    jwt_audience_optional: bool = Field(False, alias="MCP_JWT_AUDIENCE_OPTIONAL")
     # requestState sealing: a Secrets Manager secret in AWS, a configured key locally.
     state_secret_arn: str | None = Field(None, alias="MCP_STATE_SECRET_ARN")
     state_key: str | None = Field(None, alias="MCP_STATE_KEY")
@@ -45,7 +61,7 @@ class Settings(BaseModel):
     # Durable tasks
     task_table_name: str | None = Field(None, alias="TASK_TABLE_NAME")
     state_machine_arn: str | None = Field(None, alias="TASK_STATE_MACHINE_ARN")
-    task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS")
+    task_default_ttl_ms: int | None = Field(86_400_000, alias="TASK_DEFAULT_TTL_MS", ge=1, le=MAX_TASK_TTL_MS)
     task_poll_interval_ms: int = Field(1_000, alias="TASK_POLL_INTERVAL_MS", ge=1)
     # Minimum spacing of the statusMessage writes a running tool's progress reports cause.
     task_progress_interval_ms: int = Field(1_000, alias="TASK_PROGRESS_INTERVAL_MS", ge=0)
@@ -56,8 +72,24 @@ class Settings(BaseModel):
     # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
     task_rounds_per_execution: int = Field(1_000, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+    # Handshake-era (2025) clients: sealed sessions and resumable event streams.
+    legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")
+    legacy_session_lifetime_seconds: int = Field(86_400, alias="MCP_LEGACY_SESSION_LIFETIME_SECONDS", ge=60, le=604_800)
+    # How long a stream waiting for the client's answer (or a task's news) is kept, renewed by every event.
+    legacy_stream_ttl_seconds: int = Field(900, alias="MCP_LEGACY_STREAM_TTL_SECONDS", ge=30, le=86_400)
+    # The `retry` a closed stream tells the client to wait before it reconnects with Last-Event-ID.
+    legacy_retry_ms: int = Field(500, alias="MCP_LEGACY_RETRY_MS", ge=0, le=60_000)
+    # How long a reconnect waits for news before it ends the stream again (stay under the front's timeout).
+    legacy_stream_wait_seconds: float = Field(10.0, alias="MCP_LEGACY_STREAM_WAIT_SECONDS", ge=0, le=25)
     # Hardening
     max_body_bytes: int = Field(1_048_576, alias="MCP_MAX_BODY_BYTES", ge=1_024)
+
+    @field_validator("task_default_ttl_ms", mode="before")
+    @classmethod
+    def _null_ttl(cls, value: object) -> object:
+        if isinstance(value, str) and value.strip().lower() in _NULL_SPELLINGS:
+            return None
+        return value
 
     @property
     def fixture_sets(self) -> frozenset[str]:
@@ -66,6 +98,14 @@ class Settings(BaseModel):
     @property
     def allowed_origins_set(self) -> frozenset[str]:
         return frozenset(o.strip().lower().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
+
+    @property
+    def jwt_audiences(self) -> tuple[str, ...]:
+        return tuple(a.strip() for a in self.jwt_audience.split(",") if a.strip())
+
+    @property
+    def jwt_scopes(self) -> tuple[str, ...]:
+        return tuple(s for s in self.jwt_required_scopes.replace(",", " ").split() if s)
 
     @property
     def allowed_hosts_set(self) -> frozenset[str]:

@@ -39,6 +39,12 @@ if TYPE_CHECKING:  # the handle store, task history and durable runs load only w
 # The longest `ctx.wait` a synchronous call (no task) sleeps through instead of refusing.
 SYNC_WAIT_LIMIT_SECONDS: Final = 5.0
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+# What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
+ASKABLE: Final[dict[str, str]] = {
+    "elicitation": "ask the user",
+    "sampling": "ask the client's model",
+    "roots": "ask for the client's roots",
+}
 EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
 
 
@@ -205,6 +211,8 @@ class ToolSpec:
     # Task tools only: an MRTR step run synchronously before the task is created.
     prepare: ToolFunction | None = None
     header_params: dict[str, str] = field(default_factory=dict)
+    # Client capabilities the tool may ask for: a call from a client without them is refused up front.
+    asks: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
@@ -308,8 +316,7 @@ def _header_params(schema: dict[str, Any]) -> dict[str, str]:
 
 @lru_cache(maxsize=256)
 def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """Generated once per model and shared, like `inputSchema`: pydantic's schema generation costs
-    ~1 ms a call, which made every tools/list pay it per tool (bench/warm.py)."""
+    """Generated once per model and shared, like `inputSchema` (bench/README.md: the warm path)."""
     return model.model_json_schema()
 
 
@@ -333,7 +340,13 @@ def _build_spec(
     annotations: dict[str, Any] | None,
     input_schema: dict[str, Any] | None,
     prepare: ToolFunction | None,
+    asks: tuple[str, ...] = (),
 ) -> ToolSpec:
+    unknown = [capability for capability in asks if capability not in ASKABLE]
+    if unknown:
+        raise ValueError(
+            f"tool {name or fn.__name__!r} asks for {unknown}; a client can be asked for {sorted(ASKABLE)}"
+        )
     model = _input_model_of(fn)
     schema = input_schema if input_schema is not None else _schema_of(model)
     return ToolSpec(
@@ -349,6 +362,7 @@ def _build_spec(
         annotations=annotations,
         prepare=prepare,
         header_params=_header_params(schema),
+        asks=tuple(asks),
     )
 
 
@@ -366,8 +380,13 @@ def tool(
     annotations: dict[str, Any] | None = None,
     input_schema: dict[str, Any] | None = None,
     prepare: ToolFunction | None = None,
+    asks: tuple[str, ...] = (),
 ) -> Callable[[ToolFunction], ToolFunction]:
-    """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it."""
+    """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it.
+
+    `asks`: what the tool may ask of the client mid-call ("elicitation", "sampling", "roots"); a call
+    whose client did not declare one of them is refused with -32021 before the tool runs or a task starts.
+    """
 
     def mark(fn: ToolFunction) -> ToolFunction:
         spec = _build_spec(
@@ -381,6 +400,7 @@ def tool(
             annotations=annotations,
             input_schema=input_schema,
             prepare=prepare,
+            asks=asks,
         )
         setattr(fn, SPEC_ATTRIBUTE, spec)
         return fn
@@ -414,7 +434,14 @@ class ToolRegistry:
             self._loader_thread = threading.get_ident()
             try:
                 while self._loaders:
-                    self._loaders[0]()
+                    before = set(self._tools)
+                    try:
+                        self._loaders[0]()
+                    except BaseException:
+                        # Undo what this loader registered, so retrying it next time starts clean.
+                        for name in set(self._tools) - before:
+                            del self._tools[name]
+                        raise
                     self._loaders.pop(0)
             finally:
                 self._loader_thread = None

@@ -3,6 +3,10 @@
 Order (WIRE.md §2.7): HTTP method -> Origin/Host -> parse -> JSON-RPC shape -> required `_meta`
 -> header/body version cross-check -> version support -> Mcp-Method/Mcp-Name -> method known ->
 capability gate -> Mcp-Param-* -> handler params.
+
+Handshake-era traffic (an `initialize`, an `Mcp-Session-Id`, a 2025 `MCP-Protocol-Version`, a
+client's answer, `GET`/`DELETE`) is handed to the legacy leg when one is configured, after the
+Origin/Host, authentication, size, parse and shape checks every request gets.
 """
 
 from __future__ import annotations
@@ -12,9 +16,10 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from . import wire
+from .bearer import BearerAuthenticator, Refusal
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
 from .errors import (
     HeaderMismatch,
@@ -28,8 +33,12 @@ from .errors import (
     UnsupportedProtocolVersion,
 )
 from .headers import decode_header_value
+from .legacy import is_legacy_message
 from .observability import REJECTED_REQUESTS
 from .server import McpServer
+
+if TYPE_CHECKING:
+    from .legacy import LegacyEndpoint
 
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
@@ -146,11 +155,22 @@ def _readable_id(message: Any) -> wire.RequestId | None:
 
 
 class McpHttpTransport:
-    def __init__(self, server: McpServer, on_request: Callable[[RequestContext], None] | None = None) -> None:
+    def __init__(
+        self,
+        server: McpServer,
+        on_request: Callable[[RequestContext], None] | None = None,
+        legacy: LegacyEndpoint | None = None,
+        authenticator: BearerAuthenticator | None = None,
+    ) -> None:
         self.server = server
         self.settings = server.settings
         # Called once the JSON-RPC id and method are known (correlation ids, metrics).
         self.on_request = on_request
+        self._server_info = {"name": self.settings.server_name, "version": self.settings.server_version}
+        # The 2025 leg (sessions, resumable streams); without it 2025 traffic is answered -32022.
+        self.legacy = legacy
+        # Validates bearer tokens when the front did not authenticate the caller (see bearer.py).
+        self.authenticator = authenticator
 
     def handle(self, request: HttpRequest) -> HttpResponse:
         try:
@@ -158,9 +178,11 @@ class McpHttpTransport:
         except RequestRejected as rejected:
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(rejected.status))
             headers = {"content-type": JSON_CONTENT_TYPE, **rejected.headers}
-            body = json.dumps(
-                {"jsonrpc": wire.JSONRPC_VERSION, "error": {"code": wire.INVALID_REQUEST, "message": rejected.message}}
-            )
+            refusal: dict[str, Any] = {"jsonrpc": wire.JSONRPC_VERSION}
+            if rejected.request_id is not None:
+                refusal["id"] = rejected.request_id
+            refusal["error"] = {"code": wire.INVALID_REQUEST, "message": rejected.message}
+            body = json.dumps(refusal)
             return HttpResponse(rejected.status, headers, body)
 
     def _handle(self, request: HttpRequest) -> HttpResponse:
@@ -169,12 +191,17 @@ class McpHttpTransport:
             if request.method.upper() not in ("GET", "HEAD"):
                 raise RequestRejected(405, "Method not allowed: use GET", {"allow": "GET"})
             return _json_response(200, self._resource_metadata(request), {"cache-control": "max-age=3600"})
-        if request.method.upper() != "POST":
+        if request.path.rstrip("/") != self._endpoint_path():
+            # A Function URL sends every path to the function: only the endpoint is served.
+            raise RequestRejected(404, f"Not found: the MCP endpoint is {self._endpoint_path()}")
+        http_method = request.method.upper()
+        legacy_stream_request = self.legacy is not None and http_method in ("GET", "DELETE")
+        if http_method != "POST" and not legacy_stream_request:
             raise RequestRejected(405, "Method not allowed: use POST", {"allow": "POST"})
         if request.principal is None:
-            metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
-            challenge = f'Bearer resource_metadata="{metadata_url}"'
-            raise RequestRejected(401, "Authentication required", {"www-authenticate": challenge})
+            self._authenticate(request)
+        if legacy_stream_request:
+            return self._legacy_stream_request(http_method, request)
         if len(request.body) > self.settings.max_body_bytes:
             raise RequestRejected(413, "Request body too large")
 
@@ -191,11 +218,43 @@ class McpHttpTransport:
                 # The client gets the generic message; the log gets the cause (an AWS error, chained).
                 log.error("request failed: %s", error, exc_info=error)
             return _json_response(error.http_status, _error_message(_readable_id(message), error))
+        except RequestRejected as rejected:
+            # An HTTP-level refusal from the legacy leg (a 404 session, a 400 answer): mapped in handle().
+            rejected.request_id = _readable_id(message)
+            raise
         except Exception:
             # The one place an unexpected failure becomes a wire error: no detail leaves.
             log.exception("unhandled error while serving a request")
             self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
             return _json_response(200, _error_message(_readable_id(message), InternalError("Internal error")))
+
+    def _legacy_stream_request(self, http_method: str, request: HttpRequest) -> HttpResponse:
+        """GET (resume a stream) and DELETE (end a session) of the legacy leg, with the same last resort."""
+        assert self.legacy is not None
+        try:
+            if http_method == "GET":
+                return self.legacy.handle_get(request)
+            return self.legacy.handle_delete(request)
+        except RequestRejected:
+            raise
+        except Exception:
+            log.exception("unhandled error while serving a legacy stream request")
+            self.server.telemetry.count(REJECTED_REQUESTS, code=str(wire.INTERNAL_ERROR))
+            return _json_response(200, _error_message(None, InternalError("Internal error")))
+
+    def _authenticate(self, request: HttpRequest) -> None:
+        """Set the principal from the bearer token, or refuse with the challenge that leads a client to sign in."""
+        resource = self.settings.resource_url or self._base_url(request) + self._resource_path(request)
+        outcome: Principal | Refusal = (
+            self.authenticator.authenticate(request.headers.get("authorization"), resource)
+            if self.authenticator is not None
+            else Refusal(401)
+        )
+        if isinstance(outcome, Principal):
+            request.principal = outcome
+            return
+        metadata_url = self._base_url(request) + PROTECTED_RESOURCE_PATH + self._resource_path(request)
+        raise RequestRejected(outcome.status, outcome.message, {"www-authenticate": outcome.challenge(metadata_url)})
 
     def _base_url(self, request: HttpRequest) -> str:
         if self.settings.resource_url:
@@ -205,6 +264,12 @@ class McpHttpTransport:
         default_scheme = "http" if _LOOPBACK_HOST.match(host) else "https"
         scheme = request.headers.get("x-forwarded-proto", default_scheme).split(",")[0].strip()
         return f"{scheme}://{host}"
+
+    def _endpoint_path(self) -> str:
+        if self.settings.resource_url:
+            path = self.settings.resource_url.partition("://")[2].partition("/")[2].rstrip("/")
+            return f"/{path}" if path else "/mcp"
+        return "/mcp"
 
     def _resource_path(self, request: HttpRequest) -> str:
         if self.settings.resource_url:
@@ -220,6 +285,8 @@ class McpHttpTransport:
             "resource_name": self.settings.server_name,
         }
         servers = [s.strip() for s in self.settings.authorization_servers.split(",") if s.strip()]
+        # "self": the authorization server is this API's own origin (the Cognito bridge).
+        servers = [self._base_url(request) if s == "self" else s for s in servers]
         if servers:
             metadata["authorization_servers"] = servers
         scopes = [s.strip() for s in self.settings.scopes_supported.split(",") if s.strip()]
@@ -252,6 +319,8 @@ class McpHttpTransport:
         breach = _limit_breach(message) if _may_breach_limits(request.body) else None
         if breach is not None:
             raise InvalidRequest(f"Invalid request: {breach}")
+        if self.legacy is not None and is_legacy_message(message, request.headers):
+            return self.legacy.handle_post(request, message)
         if message.get("jsonrpc") != wire.JSONRPC_VERSION:
             raise InvalidRequest('Invalid request: jsonrpc must be "2.0"')
         method = message.get("method")
@@ -276,6 +345,12 @@ class McpHttpTransport:
         if self.on_request is not None:
             self.on_request(ctx)
         result = self.server.dispatch(spec, params, ctx)
+        # Every result names the server (WIRE.md 4.2), keeping whatever `_meta` the result already has.
+        result_meta = result.get("_meta")
+        result["_meta"] = {
+            wire.META_SERVER_INFO: self._server_info,
+            **(result_meta if isinstance(result_meta, dict) else {}),
+        }
         response = {"jsonrpc": wire.JSONRPC_VERSION, "id": request_id, "result": result}
         if ctx.notifications:
             frames = [*ctx.notifications, response]

@@ -1,4 +1,4 @@
-"""Wire constants of MCP 2026-07-28 (stateless) and the tasks extension.
+"""Wire constants of MCP 2026-07-28 (stateless), the tasks extension, and the handshake era (2025).
 
 Names, codes and header names are exact; everything else in the runtime imports them from here.
 """
@@ -12,6 +12,8 @@ PROTOCOL_VERSION: Final = "2026-07-28"
 SUPPORTED_PROTOCOL_VERSIONS: Final[tuple[str, ...]] = (PROTOCOL_VERSION,)
 
 # params._meta keys
+# Every key the 2026-07-28 revision reserves in `_meta` starts with this.
+META_PREFIX: Final = "io.modelcontextprotocol/"
 META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_CLIENT_CAPABILITIES: Final = "io.modelcontextprotocol/clientCapabilities"
 META_CLIENT_INFO: Final = "io.modelcontextprotocol/clientInfo"
@@ -83,3 +85,26 @@ INPUT_METHOD_ROOTS: Final = "roots/list"
 
 JSONObject = dict[str, Any]
 RequestId = str | int
+
+# ---- the handshake era: 2025-11-25 (and 2025-06-18 / 2025-03-26, which differ only in shapes) ----
+LEGACY_PROTOCOL_VERSION: Final = "2025-11-25"
+LEGACY_PROTOCOL_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25", "2025-06-18", "2025-03-26")
+# Revisions whose elicitation requests carry no `mode` (it arrived with 2025-11-25).
+LEGACY_VERSIONS_WITHOUT_ELICITATION_MODE: Final[frozenset[str]] = frozenset({"2025-06-18", "2025-03-26"})
+# Revisions without structured tool output, output schemas or titles (they arrived with 2025-06-18).
+LEGACY_VERSIONS_WITHOUT_STRUCTURED_OUTPUT: Final[frozenset[str]] = frozenset({"2025-03-26"})
+
+HEADER_SESSION_ID: Final = "mcp-session-id"
+HEADER_LAST_EVENT_ID: Final = "last-event-id"
+
+METHOD_INITIALIZE: Final = "initialize"
+METHOD_PING: Final = "ping"
+METHOD_SET_LOG_LEVEL: Final = "logging/setLevel"
+METHOD_SUBSCRIBE: Final = "resources/subscribe"
+METHOD_UNSUBSCRIBE: Final = "resources/unsubscribe"
+NOTIFICATION_INITIALIZED: Final = "notifications/initialized"
+NOTIFICATION_CANCELLED: Final = "notifications/cancelled"
+NOTIFICATION_PROGRESS: Final = "notifications/progress"
+
+# Result members that exist only in 2026-07-28 and are dropped from 2025 results.
+MODERN_ONLY_RESULT_KEYS: Final[frozenset[str]] = frozenset({"resultType", "ttlMs", "cacheScope"})

@@ -30,6 +30,7 @@ class Reason(BaseModel):
 @tool(
     description="Archive a project after the user confirms and gives a reason. Asks the user twice.",
     answers=Answers.INPUT_REQUIRED,
+    asks=("elicitation",),
     annotations={"destructiveHint": True, "idempotentHint": True},
 )
 def archive_project(args: ArchiveProjectArgs, ctx: ToolContext) -> str:

@@ -54,6 +54,7 @@ def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: i
 @tool(
     description="Deploy a service version through build, test and staging, then to production after approval.",
     answers=Answers.TASK,
+    asks=("elicitation",),
     annotations={"destructiveHint": False, "openWorldHint": True},
 )
 def deploy_release(args: DeployReleaseArgs, ctx: ToolContext) -> str:

@@ -248,11 +248,11 @@ class TaskFunctions(Construct):
         self.worker.function.add_environment("TASK_CALLBACK_URL", callbacks.url)
         self.worker.function.add_environment("TASK_ROUNDS_PER_EXECUTION", str(rounds_per_execution))
 
-    def connect_authorization(self, issuer: str, scopes: tuple[str, ...]) -> None:
-        """What the API function publishes as Protected Resource Metadata (RFC 9728)."""
-        self.api.function.add_environment("MCP_AUTHORIZATION_SERVERS", issuer)
-        if scopes:
-            self.api.function.add_environment("MCP_SCOPES_SUPPORTED", ",".join(scopes))
+    def connect_authorization(self, environment: dict[str, str]) -> None:
+        """Which tokens the API function accepts and what it publishes as Protected Resource Metadata
+        (RFC 9728), as `HttpFront.function_environment` computed them."""
+        for name, value in environment.items():
+            self.api.function.add_environment(name, value)
 
     def connect_secret(self, secret: SealingSecret) -> None:
         self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)

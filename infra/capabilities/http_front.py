@@ -1,16 +1,24 @@
-"""The HTTP front: `POST /mcp` on an API Gateway HTTP API behind a JWT authorizer, and optionally a
-Lambda Function URL with AWS_IAM auth. Both deliver payload 2.0 events to the same API function.
+"""The HTTP front: `POST /mcp` on an API Gateway HTTP API, the token issuer it trusts, and optionally
+a Lambda Function URL with AWS_IAM auth. Both deliver payload 2.0 events to the same API function.
+
+The API function validates access tokens itself (`mcp_runtime/tokens.py`), so the route has no
+API Gateway authorizer: API Gateway's own 401 carries no `resource_metadata`, answers 403 without
+`insufficient_scope`, and its JWT authorizer cannot accept the client ids that dynamic registration
+mints. What the function must check is computed here up front (`function_environment`).
+
+`POST /mcp` carries every JSON-RPC message; `GET /mcp` (resume an event stream with Last-Event-ID)
+and `DELETE /mcp` (end a session) serve handshake-era (2025) clients, authorized the same way.
 """
 
 from __future__ import annotations
 
 import json
+import re
 
 import jsii
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
-from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_lambda as lambda_
@@ -18,15 +26,27 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.capabilities.functions import retention
+from infra.config import AuthConfig, check_domain_prefix
 from infra.nag import acknowledge
 
 MCP_PATH = "/mcp"
+MCP_METHODS = ("POST", "GET", "DELETE")
 # OAuth 2.0 Protected Resource Metadata (RFC 9728): public, so a client can find the issuer.
 METADATA_PATHS = ("/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp")
 RESOURCE_SERVER_ID = "mcp"
 INVOKE_SCOPE = "invoke"
 # Headers a browser client sends to an MCP endpoint (only used when CORS origins are configured).
-MCP_REQUEST_HEADERS = ("authorization", "content-type", "mcp-protocol-version", "mcp-method", "mcp-name")
+MCP_REQUEST_HEADERS = (
+    "authorization",
+    "content-type",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+    "mcp-session-id",
+    "last-event-id",
+)
+# A browser client must be able to read the session id that `initialize` returns.
+MCP_RESPONSE_HEADERS = ("mcp-session-id",)
 _ACCESS_LOG_FIELDS = {
     "requestId": "$context.requestId",
     "ip": "$context.identity.sourceIp",
@@ -36,8 +56,6 @@ _ACCESS_LOG_FIELDS = {
     "responseLength": "$context.responseLength",
     "integrationLatency": "$context.integrationLatency",
     "integrationError": "$context.integrationErrorMessage",
-    "authorizerError": "$context.authorizer.error",
-    "principal": "$context.authorizer.claims.sub",
 }
 
 
@@ -58,9 +76,20 @@ class JsonAccessLogs:
 
 
 class QuickStartUserPool(Construct):
-    """A Cognito user pool whose app client gets tokens by client credentials: enough to call the API."""
+    """A Cognito user pool for the MCP endpoint: a resource server with the `mcp/invoke` scope, a
+    machine client (client credentials), and a domain. With `user_sign_in`, people sign in through
+    Cognito's managed login with the authorization code grant and PKCE, from app clients the OAuth
+    bridge registers for MCP clients (Cognito itself offers no client registration)."""
 
-    def __init__(self, scope: Construct, construct_id: str, *, removal_policy: RemovalPolicy) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        removal_policy: RemovalPolicy,
+        domain_prefix: str | None,
+        user_sign_in: bool,
+    ) -> None:
         super().__init__(scope, construct_id)
         self.user_pool = cognito.UserPool(
             self,
@@ -75,22 +104,18 @@ class QuickStartUserPool(Construct):
             account_recovery=cognito.AccountRecovery.EMAIL_ONLY,
             removal_policy=removal_policy,
         )
-        for rule in ("AwsSolutions-COG8",):
-            acknowledge(
-                self.user_pool,
-                rule,
-                "Threat protection needs the Plus feature plan, billed per monthly active user; the quick-start pool "
-                "only issues machine tokens by client credentials. Turn it on before adding human sign-in.",
-            )
+        acknowledge(
+            self.user_pool,
+            "AwsSolutions-COG8",
+            "Threat protection needs the Plus feature plan, billed per monthly active user; the template leaves that "
+            "choice to you. Users are created by an administrator only (no self sign-up) and need a TOTP second "
+            "factor. Turn it on (featurePlan PLUS, threatProtectionMode) before opening sign-in to many people.",
+        )
+        invoke = cognito.ResourceServerScope(scope_name=INVOKE_SCOPE, scope_description="Call the MCP endpoint")
         self.resource_server = self.user_pool.add_resource_server(
-            "ResourceServer",
-            identifier=RESOURCE_SERVER_ID,
-            scopes=[cognito.ResourceServerScope(scope_name=INVOKE_SCOPE, scope_description="Call the MCP endpoint")],
+            "ResourceServer", identifier=RESOURCE_SERVER_ID, scopes=[invoke]
         )
-        self.scope = cognito.OAuthScope.resource_server(
-            self.resource_server,
-            cognito.ResourceServerScope(scope_name=INVOKE_SCOPE, scope_description="Call the MCP endpoint"),
-        )
+        self.scope = cognito.OAuthScope.resource_server(self.resource_server, invoke)
         self.client = self.user_pool.add_client(
             "MachineClient",
             generate_secret=True,
@@ -99,23 +124,73 @@ class QuickStartUserPool(Construct):
             access_token_validity=Duration.hours(1),
             prevent_user_existence_errors=True,
         )
-        stack = Stack.of(self)
         self.domain = self.user_pool.add_domain(
             "Domain",
-            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=f"mcp-{stack.account}"),
+            cognito_domain=cognito.CognitoDomainOptions(domain_prefix=domain_prefix or default_domain_prefix(self)),
         )
+        self.user_sign_in = user_sign_in
 
     @property
     def issuer(self) -> str:
         return self.user_pool.user_pool_provider_url
 
     @property
+    def jwks_url(self) -> str:
+        return f"{self.issuer}/.well-known/jwks.json"
+
+    @property
+    def domain_url(self) -> str:
+        """Cognito's OAuth endpoints and managed login live under this URL (`/oauth2/...`, `/login`)."""
+        return self.domain.base_url()
+
+    @property
     def token_url(self) -> str:
-        return f"{self.domain.base_url()}/oauth2/token"
+        return f"{self.domain_url}/oauth2/token"
 
     @property
     def scope_name(self) -> str:
         return f"{RESOURCE_SERVER_ID}/{INVOKE_SCOPE}"
+
+
+def default_domain_prefix(scope: Construct) -> str:
+    """`<stack name>-<account id>`: one per stack, so a second stack (dev and prod, a renamed copy) in
+    the same account and region gets its own domain instead of colliding."""
+    stack = Stack.of(scope)
+    slug = re.sub(r"[^a-z0-9-]+", "-", stack.stack_name.lower()).strip("-")[:50].strip("-")
+    check_domain_prefix(slug)
+    return Fn.join("-", [slug, Aws.ACCOUNT_ID])
+
+
+def api_function_environment(
+    auth: AuthConfig, pool: QuickStartUserPool | None, resource_url: str | None
+) -> dict[str, str]:
+    """What the API function checks a token against, and what it publishes as protected resource
+    metadata (RFC 9728): one place, from the configuration, before any construct is wired."""
+    environment: dict[str, str] = {}
+    if resource_url:
+        environment["MCP_RESOURCE_URL"] = resource_url
+    if pool is not None:
+        environment.update(
+            MCP_JWT_ISSUER=pool.issuer,
+            MCP_JWT_JWKS_URL=pool.jwks_url,
+            MCP_JWT_REQUIRED_SCOPES=pool.scope_name,
+            # Cognito access tokens carry no `aud`; the scope names this pool's resource server.
+            MCP_JWT_AUDIENCE_OPTIONAL="true",
+            MCP_SCOPES_SUPPORTED=pool.scope_name,
+            # With the bridge, this API's own origin is the authorization server clients discover.
+            MCP_AUTHORIZATION_SERVERS="self" if pool.user_sign_in else pool.issuer,
+        )
+        return environment
+    assert auth.jwt_issuer is not None
+    environment.update(MCP_JWT_ISSUER=auth.jwt_issuer, MCP_AUTHORIZATION_SERVERS=auth.jwt_issuer)
+    if auth.jwt_audience:
+        environment["MCP_JWT_AUDIENCE"] = ",".join(auth.jwt_audience)
+    if auth.jwt_scopes:
+        environment["MCP_JWT_REQUIRED_SCOPES"] = " ".join(auth.jwt_scopes)
+        environment["MCP_SCOPES_SUPPORTED"] = ",".join(auth.jwt_scopes)
+    if auth.jwt_jwks_url:
+        environment["MCP_JWT_JWKS_URL"] = auth.jwt_jwks_url
+    return environment
 
 
 class HttpFront(Construct):
@@ -125,9 +200,8 @@ class HttpFront(Construct):
         construct_id: str,
         *,
         handler: lambda_.IFunction,
-        jwt_issuer: str | None,
-        jwt_audience: tuple[str, ...],
-        create_user_pool: bool,
+        auth: AuthConfig,
+        resource_url: str | None,
         function_url: bool,
         cors_allow_origins: tuple[str, ...],
         throttle_rate_limit: int,
@@ -137,28 +211,30 @@ class HttpFront(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         self.user_pool: QuickStartUserPool | None = None
-        scopes: list[str] = []
-        if create_user_pool:
-            self.user_pool = QuickStartUserPool(self, "Auth", removal_policy=removal_policy)
-            issuer, audience = self.user_pool.issuer, [self.user_pool.client.user_pool_client_id]
-            scopes = [self.user_pool.scope_name]
-        elif jwt_issuer:
-            issuer, audience = jwt_issuer, list(jwt_audience)
-        else:
-            raise ValueError("the HTTP API needs a JWT issuer or a quick-start user pool")
+        if auth.uses_cognito:
+            self.user_pool = QuickStartUserPool(
+                self,
+                "Auth",
+                removal_policy=removal_policy,
+                domain_prefix=auth.cognito_domain_prefix,
+                user_sign_in=auth.bridge,
+            )
+        self.function_environment = api_function_environment(auth, self.user_pool, resource_url)
+        self.issuer = self.function_environment["MCP_JWT_ISSUER"]
 
         cors = None
         if cors_allow_origins:
             cors = apigwv2.CorsPreflightOptions(
                 allow_origins=list(cors_allow_origins),
-                allow_methods=[apigwv2.CorsHttpMethod.POST],
+                allow_methods=[apigwv2.CorsHttpMethod(method) for method in MCP_METHODS],
                 allow_headers=list(MCP_REQUEST_HEADERS),
+                expose_headers=[*MCP_RESPONSE_HEADERS, "www-authenticate"],
                 max_age=Duration.hours(1),
             )
         self.api = apigwv2.HttpApi(
             self,
             "HttpApi",
-            description="MCP endpoint (POST /mcp), stateless: one JSON-RPC call per request",
+            description="MCP endpoint (/mcp), stateless: one JSON-RPC call per request",
             create_default_stage=False,
             cors_preflight=cors,
         )
@@ -173,17 +249,18 @@ class HttpFront(Construct):
             throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
             access_log_settings=JsonAccessLogs(self.access_logs),
         )
-        self.authorizer = authorizers.HttpJwtAuthorizer(
-            "JwtAuthorizer", jwt_issuer=issuer, jwt_audience=audience, identity_source=["$request.header.Authorization"]
-        )
         integration = integrations.HttpLambdaIntegration("Mcp", handler)
-        self.api.add_routes(
-            path=MCP_PATH,
-            methods=[apigwv2.HttpMethod.POST],
-            integration=integration,
-            authorizer=self.authorizer,
-            authorization_scopes=scopes or None,
+        mcp_routes = self.api.add_routes(
+            path=MCP_PATH, methods=[apigwv2.HttpMethod(method) for method in MCP_METHODS], integration=integration
         )
+        for route in mcp_routes:
+            acknowledge(
+                route,
+                "AwsSolutions-APIG4",
+                "The API function authorizes every request itself: it validates the bearer token's signature (the "
+                "issuer's JWKS), issuer, audience, expiry and scopes (mcp_runtime/tokens.py) and refuses with the "
+                "WWW-Authenticate challenge MCP clients need to sign in, which an API Gateway authorizer cannot send.",
+            )
         for path in METADATA_PATHS:
             routes = self.api.add_routes(path=path, methods=[apigwv2.HttpMethod.GET], integration=integration)
             acknowledge(
@@ -193,8 +270,7 @@ class HttpFront(Construct):
                 "authorization server issues tokens for the MCP endpoint. It is static and carries no data.",
             )
         self.endpoint_url = f"{self.api.api_endpoint}{MCP_PATH}"
-        self.issuer = issuer
-        self.scopes = tuple(scopes)
+        self.scopes = tuple(self.function_environment.get("MCP_JWT_REQUIRED_SCOPES", "").split())
 
         self.function_url: lambda_.FunctionUrl | None = None
         if function_url:

@@ -125,3 +125,67 @@ def test_the_2026_07_28_requirements_pass_every_scored_and_pending_scenario(
         assert not failures, f"{scenario}: {failures}"
         assert "SUCCESS" in statuses, f"{scenario} passed no check"
     shutil.rmtree(tmp_path, ignore_errors=True)
+
+
+# ---- the frozen 2025-11-25 set: the suite's stateful client (TypeScript SDK 1.x) on the legacy leg ----
+SCORED_2025_11_25 = {
+    "server-initialize",
+    "logging-set-level",
+    "ping",
+    "completion-complete",
+    "tools-list",
+    "tools-call-simple-text",
+    "tools-call-image",
+    "tools-call-audio",
+    "tools-call-embedded-resource",
+    "tools-call-mixed-content",
+    "tools-call-with-logging",
+    "tools-call-error",
+    "tools-call-with-progress",
+    "tools-call-sampling",
+    "tools-call-elicitation",
+    "elicitation-sep1034-defaults",
+    "server-sse-multiple-streams",
+    "elicitation-sep1330-enums",
+    "resources-list",
+    "resources-read-text",
+    "resources-read-binary",
+    "resources-templates-read",
+    "resources-subscribe",
+    "resources-unsubscribe",
+    "prompts-list",
+    "prompts-get-simple",
+    "prompts-get-with-args",
+    "prompts-get-embedded-resource",
+    "prompts-get-with-image",
+    "dns-rebinding-protection",
+}
+UNSCORED_2025_11_25 = {"json-schema-2020-12", "server-sse-polling", "server-session-lifecycle"}
+# Checks that show the legacy leg's own machinery at work (a vacuous pass would not produce them).
+EXPECTED_2025_SUCCESSES = {
+    "server-sse-polling": {"server-sse-priming-event", "server-sse-retry-field", "server-sse-disconnect-resume"},
+    "server-session-lifecycle": {
+        "server-session-initialized-accepted",
+        "server-session-delete-accepted",
+        "server-session-terminated-returns-404",
+    },
+    "tools-call-elicitation": {"tools-call-elicitation"},
+    "tools-call-sampling": {"tools-call-sampling"},
+}
+
+
+def test_the_2025_11_25_requirements_pass_every_scenario_with_no_failed_or_warned_check(
+    conformance_stack: RunningStack, tmp_path: Path
+) -> None:
+    completed = run_suite(conformance_stack.url, tmp_path, "--requirements", "2025-11-25")
+    assert completed.returncode == 0, completed.stdout[-4000:] + completed.stderr[-2000:]
+    results = checks_by_scenario(tmp_path)
+    everything = SCORED_2025_11_25 | UNSCORED_2025_11_25
+    assert set(results) == everything, f"scenarios missing or extra: {sorted(set(results) ^ everything)}"
+    for scenario in sorted(everything):
+        bad = [check for check in results[scenario] if check["status"] in ("FAILURE", "WARNING", "SKIPPED")]
+        assert not bad, f"{scenario}: {bad}"
+        passed = {check["id"] for check in results[scenario] if check["status"] == "SUCCESS"}
+        assert passed, f"{scenario} passed no check"
+        assert EXPECTED_2025_SUCCESSES.get(scenario, set()) <= passed, f"{scenario}: {passed}"
+    shutil.rmtree(tmp_path, ignore_errors=True)

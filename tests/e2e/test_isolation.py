@@ -1,5 +1,5 @@
-"""Trying to break in over real HTTP: the template-driven local stack (its JWT authorizer takes development
-tokens `Bearer dev:<user>`), two principals, alice and mallory.
+"""Trying to break in over real HTTP: the template-driven local stack (its API function takes development
+tokens `Bearer dev:<user>` there, DEV_AUTH being a local addition), two principals, alice and mallory.
 
 Mallory knows alice's task ids, cart handle and requestState (ids leak: logs, screenshots, shared
 transcripts). Every use of them must answer exactly what an id that was never issued answers, and
@@ -196,9 +196,9 @@ def test_alices_task_still_finishes_for_alice_after_every_attempt(stack: Stack, 
     for method, extra in (("tasks/update", {"inputResponses": APPROVE}), ("tasks/cancel", {})):
         stack.call("mallory", method, {"taskId": alice_parked, **extra})
     assert stack.task("alice", alice_parked)["status"] == "input_required"
-    assert stack.result("alice", "tasks/update", {"taskId": alice_parked, "inputResponses": APPROVE}) == {
-        "resultType": wire.RESULT_COMPLETE
-    }
+    acknowledged = stack.result("alice", "tasks/update", {"taskId": alice_parked, "inputResponses": APPROVE})
+    assert acknowledged["resultType"] == wire.RESULT_COMPLETE
+    assert set(acknowledged) == {"resultType", "_meta"}
     done = stack.wait_for("alice", alice_parked, "completed")
     assert done["result"]["content"][0]["text"] == "payments 1.0 is live in production."
     # Settled tasks are guarded the same way: mallory still sees nothing.
@@ -364,40 +364,58 @@ def test_a_request_state_minted_for_alice_is_refused_for_mallory(stack: Stack) -
 
 
 # ---- authentication ----------------------------------------------------------------------------------------------
-# The template's JWT authorizer answers before the function runs, as API Gateway does: 401 with its own
-# body, and `WWW-Authenticate: Bearer` (with `error="invalid_token"` for a token it cannot accept).
-GATEWAY_UNAUTHORIZED = {"message": "Unauthorized"}
+# The API function validates credentials itself (the route has no API Gateway authorizer), so every refusal
+# carries the challenge an MCP client needs: the protected resource metadata and the scope to ask for.
+UNAUTHENTICATED = {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Authentication required"}}
+INVALID_TOKEN = {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Invalid access token"}}
 
 
-def test_a_call_without_authorization_is_refused_by_the_authorizer_with_401(stack: Stack) -> None:
+def challenge_of(stack: Stack, error: str | None = None) -> str:
+    parts = urlsplit(stack.url)
+    metadata = f'resource_metadata="http://{parts.netloc}/.well-known/oauth-protected-resource/mcp"'
+    described = f'error="invalid_token", error_description="{error}", ' if error else ""
+    return f'Bearer {described}scope="mcp/invoke", {metadata}'
+
+
+def test_a_call_without_authorization_gets_401_naming_the_resource_metadata(stack: Stack) -> None:
     reply = stack.call(None, "tools/list", {})
-    assert (reply.status, reply.json(), reply.headers["www-authenticate"]) == (401, GATEWAY_UNAUTHORIZED, "Bearer")
+    assert (reply.status, reply.json(), reply.headers["www-authenticate"]) == (
+        401,
+        UNAUTHENTICATED,
+        challenge_of(stack),
+    )
 
 
 @pytest.mark.parametrize(
-    "authorization",
+    ("authorization", "error"),
     [
-        "Bearer",
-        "Bearer ",
-        "Bearer dev:",
-        "Bearer dev:   ",
-        "Bearer alice",
-        "Basic dev:alice",
-        "Bearer dev:" + "a" * 129,
-        "Bearer dev:al\x7fice",
-        "Token dev:alice",
-        "Bearerdev:alice",
+        ("Bearer ", "the token is malformed"),
+        ("Bearer dev:", "the token is malformed"),
+        ("Bearer dev:   ", "the token is malformed"),
+        ("Bearer alice", "the token is malformed"),
+        ("Bearer dev:" + "a" * 129, "the token is malformed"),
+        ("Bearer dev:al\x7fice", "the token is malformed"),
+        ("Bearer", None),
+        ("Basic dev:alice", None),
+        ("Token dev:alice", None),
+        ("Bearerdev:alice", None),
     ],
 )
-def test_a_malformed_dev_bearer_is_401_invalid_token(stack: Stack, authorization: str) -> None:
+def test_a_malformed_dev_bearer_is_401_invalid_token_and_another_scheme_is_401_unauthenticated(
+    stack: Stack, authorization: str, error: str | None
+) -> None:
     reply = stack.call(None, "tools/list", {}, authorization=authorization)
-    assert (reply.status, reply.json()) == (401, GATEWAY_UNAUTHORIZED), authorization
-    assert reply.headers["www-authenticate"].startswith('Bearer error="invalid_token"')
+    expected = (401, INVALID_TOKEN if error else UNAUTHENTICATED, challenge_of(stack, error))
+    assert (reply.status, reply.json(), reply.headers["www-authenticate"]) == expected, authorization
 
 
 def test_an_empty_authorization_header_is_401_like_a_missing_one(stack: Stack) -> None:
     reply = stack.call(None, "tools/list", {}, authorization="")
-    assert (reply.status, reply.json(), reply.headers["www-authenticate"]) == (401, GATEWAY_UNAUTHORIZED, "Bearer")
+    assert (reply.status, reply.json(), reply.headers["www-authenticate"]) == (
+        401,
+        UNAUTHENTICATED,
+        challenge_of(stack),
+    )
 
 
 @pytest.mark.parametrize("suffix", ["/mcp", ""])

@@ -36,11 +36,13 @@ NO_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
 # Quick-start settings of the CLI synth; the dashboards of both configurations are asserted.
 FULL_OPTIONS: dict[str, Any] = {"functionUrl": "true", "alarmEmail": "ops@example.com"}
 OWN_ISSUER: dict[str, Any] = {
-    "createUserPool": "false",
     "jwtIssuer": "https://login.example.com/tenant",
     "jwtAudience": "mcp-api,mcp-api-staging",
     "corsAllowOrigins": "https://console.example.com",
 }
+# The three ways tokens are issued (issue 14): Cognito with the bridge (the default), Cognito with
+# the machine client only, and a bring-your-own OpenID provider.
+CLIENT_CREDENTIALS: dict[str, Any] = {"auth": "client-credentials"}
 
 
 def require_workflow_file() -> None:

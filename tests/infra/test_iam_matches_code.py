@@ -35,6 +35,9 @@ OPERATIONS = {
     "put_object": "s3:PutObject",
     "get_object": "s3:GetObject",
     "get_secret": "secretsmanager:GetSecretValue",  # Powertools parameters
+    "create_user_pool_client": "cognito-idp:CreateUserPoolClient",
+    "update_user_pool_client": "cognito-idp:UpdateUserPoolClient",
+    "delete_user_pool_client": "cognito-idp:DeleteUserPoolClient",
 }
 # A call, or an operation name handed to a dispatcher as a string (`self._call("put_item", ...)`).
 _CALL = re.compile(r"""(?:\.(\w+)\(|["'](\w+)["'])""")
@@ -74,11 +77,14 @@ def _granted(stack: Synthesized, role: Any) -> set[str]:
 def test_every_call_in_the_code_is_granted_and_every_grant_is_called(default_stack: Synthesized) -> None:
     called = actions_called_by_shipped_code()
     functions = default_stack.stack.functions
+    bridge = default_stack.stack.bridge
+    assert bridge is not None  # cdk.json's default: auth=cognito
     granted = (
         _granted(default_stack, functions.api.role)
         | _granted(default_stack, functions.worker.role)
         | _granted(default_stack, default_stack.stack.supervisor.function.role)
         | _granted(default_stack, default_stack.stack.callbacks.function.role)
+        | _granted(default_stack, bridge.function.role)
     )
     assert not set(called) - granted, f"called but not granted: { {a: called[a] for a in set(called) - granted} }"
     assert not granted - set(called), f"granted but never called: {granted - set(called)}"

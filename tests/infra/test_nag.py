@@ -8,11 +8,16 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import FULL_OPTIONS, OWN_ISSUER, synthesize
+from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, synthesize
 
 pytestmark = pytest.mark.infra
 
-CONFIGURATIONS = {"quick start": {}, "function url and alarm email": FULL_OPTIONS, "own issuer": OWN_ISSUER}
+CONFIGURATIONS = {
+    "cognito with the bridge": {},
+    "function url and alarm email": FULL_OPTIONS,
+    "own issuer": OWN_ISSUER,
+    "client credentials only": CLIENT_CREDENTIALS,
+}
 
 
 def _findings(outdir: Path) -> set[tuple[str, str]]:
@@ -50,3 +55,21 @@ def test_each_acknowledgement_answers_a_real_finding(context: dict[str, Any], tm
     unused = [a for a in stack.acknowledged if not any(covers(a.path, a.rule_id, f) for f in findings)]
     assert not unacknowledged
     assert not unused, f"acknowledgements with no finding behind them: {unused}"
+
+
+@pytest.mark.parametrize("context", CONFIGURATIONS.values(), ids=CONFIGURATIONS.keys())
+def test_cfn_lint_is_clean_in_every_auth_mode(context: dict[str, Any], tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    stack = synthesize(context, tmp_path, template=False)
+    stack.app.synth()
+    template = tmp_path / f"{stack.stack.stack_name}.template.json"
+    # W3005 (a DependsOn that a reference already implies) is how CDK writes every function's role.
+    lint = subprocess.run(
+        [str(Path(sys.executable).with_name("cfn-lint")), "--ignore-checks", "W3005", "--", str(template)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert lint.returncode == 0, lint.stdout + lint.stderr

@@ -11,7 +11,7 @@ from infra.capabilities.workflow import ASL_PATH
 
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema, store
-from tests.infra.conftest import FULL_OPTIONS, OWN_ISSUER, Synthesized
+from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -171,9 +171,11 @@ def test_functions_run_python313_on_arm64_with_tracing_and_own_log_group(
 
 
 def test_function_environment_names_are_settings_the_code_reads(default_stack: Synthesized) -> None:
-    aliases = {field.alias for field in Settings.model_fields.values()}
+    from oauth_bridge.settings import BridgeSettings
+
+    aliases = {field.alias for model in (Settings, BridgeSettings) for field in model.model_fields.values()}
     functions = default_stack.resources("AWS::Lambda::Function")
-    assert len(functions) == 4
+    assert len(functions) == 5  # the API, the worker, the supervisor, the callback function, the OAuth bridge
     for function in functions.values():
         names = set(function["Properties"]["Environment"]["Variables"])
         # POWERTOOLS_* are Powertools' own; PYDANTIC_DISABLE_PLUGINS is read by pydantic and app/cold_start.py.
@@ -426,26 +428,35 @@ def test_state_machine_role_invokes_only_the_worker(default_stack: Synthesized) 
 
 
 # ---- HTTP front ---------------------------------------------------------------------------------
-def test_mcp_route_needs_a_jwt_from_the_quick_start_pool(default_stack: Synthesized) -> None:
+def test_the_mcp_route_has_no_authorizer_and_the_function_checks_the_pools_tokens(default_stack: Synthesized) -> None:
     template = default_stack.template
-    authorizer = Capture()
-    template.has_resource_properties(
-        "AWS::ApiGatewayV2::Route",
-        {
-            "RouteKey": "POST /mcp",
-            "AuthorizationType": "JWT",
-            "AuthorizerId": {"Ref": authorizer},
-            "AuthorizationScopes": ["mcp/invoke"],
-        },
+    route = next(
+        r["Properties"]
+        for r in default_stack.resources("AWS::ApiGatewayV2::Route").values()
+        if r["Properties"]["RouteKey"] == "POST /mcp"
     )
-    pool = default_stack.logical_id(default_stack.stack.front.user_pool.user_pool)
-    client = default_stack.logical_id(default_stack.stack.front.user_pool.client)
-    resource_server = default_stack.logical_id(default_stack.stack.front.user_pool.resource_server)
-    authorizer_resource = default_stack.json["Resources"][authorizer.as_string()]["Properties"]
-    assert authorizer_resource["AuthorizerType"] == "JWT"
-    assert authorizer_resource["IdentitySource"] == ["$request.header.Authorization"]
-    assert authorizer_resource["JwtConfiguration"]["Audience"] == [{"Ref": client}]
-    assert authorizer_resource["JwtConfiguration"]["Issuer"] == {"Fn::GetAtt": [pool, "ProviderURL"]}
+    assert route["AuthorizationType"] == "NONE" and "AuthorizerId" not in route
+    template.resource_count_is("AWS::ApiGatewayV2::Authorizer", 0)
+    front = default_stack.stack.front
+    assert front.user_pool is not None
+    pool = default_stack.logical_id(front.user_pool.user_pool)
+    resource_server = default_stack.logical_id(front.user_pool.resource_server)
+    env = default_stack.json["Resources"][default_stack.logical_id(default_stack.stack.functions.api_function)][
+        "Properties"
+    ]["Environment"]["Variables"]
+    issuer = {"Fn::GetAtt": [pool, "ProviderURL"]}
+    assert {k: v for k, v in env.items() if k.startswith("MCP_JWT_") or k == "MCP_AUTHORIZATION_SERVERS"} == {
+        "MCP_JWT_ISSUER": issuer,
+        "MCP_JWT_JWKS_URL": {"Fn::Join": ["", [issuer, "/.well-known/jwks.json"]]},
+        "MCP_JWT_REQUIRED_SCOPES": "mcp/invoke",
+        "MCP_JWT_AUDIENCE_OPTIONAL": "true",
+        "MCP_AUTHORIZATION_SERVERS": "self",  # the bridge, on this API's origin
+    }
+    # The 2025 clients' stream resumption (GET) and session end (DELETE): the same function, no authorizer.
+    for route_key in ("GET /mcp", "DELETE /mcp"):
+        template.has_resource_properties(
+            "AWS::ApiGatewayV2::Route", {"RouteKey": route_key, "AuthorizationType": "NONE"}
+        )
     template.has_resource_properties(
         "AWS::Cognito::UserPoolClient",
         {
@@ -457,20 +468,31 @@ def test_mcp_route_needs_a_jwt_from_the_quick_start_pool(default_stack: Synthesi
     )
 
 
-def test_only_the_resource_metadata_routes_and_the_callback_route_are_public(default_stack: Synthesized) -> None:
+def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_functions(
+    default_stack: Synthesized,
+) -> None:
     routes = {
         r["Properties"]["RouteKey"]: r["Properties"]
         for r in default_stack.resources("AWS::ApiGatewayV2::Route").values()
     }
     assert set(routes) == {
         "POST /mcp",
+        "GET /mcp",
+        "DELETE /mcp",
         "GET /.well-known/oauth-protected-resource",
         "GET /.well-known/oauth-protected-resource/mcp",
-        "POST /tasks/callbacks",
+        "GET /.well-known/oauth-authorization-server",
+        "POST /oauth2/register",
+        "GET /oauth2/authorize",
+        "POST /oauth2/token",
+        "POST /tasks/callbacks",  # the callback's token is its credential
     }
-    for key, route in routes.items():
-        if key != "POST /mcp":
-            assert route["AuthorizationType"] == "NONE"  # the callback's token is its credential
+    assert {route["AuthorizationType"] for route in routes.values()} == {"NONE"}
+    integrations = default_stack.resources("AWS::ApiGatewayV2::Integration")
+    bridge = default_stack.logical_id(default_stack.stack.bridge.function.function)  # type: ignore[union-attr]
+    for key in ("GET /.well-known/oauth-authorization-server", "POST /oauth2/register", "GET /oauth2/authorize"):
+        integration = routes[key]["Target"]["Fn::Join"][1][1]["Ref"]
+        assert integrations[integration]["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [bridge, "Arn"]}
 
 
 def test_the_callback_route_invokes_its_own_function_which_touches_only_task_items_and_the_bucket(
@@ -566,27 +588,68 @@ def test_http_api_has_no_cors_by_default_and_a_throttled_logged_stage(default_st
 def test_own_issuer_replaces_the_user_pool_and_cors_is_opt_in(synth: Any) -> None:
     stack = synth(**OWN_ISSUER)
     stack.template.resource_count_is("AWS::Cognito::UserPool", 0)
-    stack.template.has_resource_properties(
-        "AWS::ApiGatewayV2::Authorizer",
-        {
-            "JwtConfiguration": {
-                "Issuer": "https://login.example.com/tenant",
-                "Audience": ["mcp-api", "mcp-api-staging"],
-            }
-        },
-    )
+    stack.template.resource_count_is("AWS::ApiGatewayV2::Authorizer", 0)
+    env = stack.json["Resources"][stack.logical_id(stack.stack.functions.api_function)]["Properties"]["Environment"][
+        "Variables"
+    ]
+    assert env["MCP_JWT_ISSUER"] == env["MCP_AUTHORIZATION_SERVERS"] == "https://login.example.com/tenant"
+    assert env["MCP_JWT_AUDIENCE"] == "mcp-api,mcp-api-staging"
+    assert "MCP_JWT_AUDIENCE_OPTIONAL" not in env and "MCP_JWT_REQUIRED_SCOPES" not in env
     stack.template.has_resource_properties(
         "AWS::ApiGatewayV2::Api",
         {
             "CorsConfiguration": Match.object_like(
-                {"AllowOrigins": ["https://console.example.com"], "AllowMethods": ["POST"]}
+                {
+                    "AllowOrigins": ["https://console.example.com"],
+                    "AllowMethods": ["POST", "GET", "DELETE"],
+                    "ExposeHeaders": ["mcp-session-id", "www-authenticate"],
+                }
             )
         },
     )
-    route = next(
-        r for r in stack.resources("AWS::ApiGatewayV2::Route").values() if r["Properties"]["RouteKey"] == "POST /mcp"
-    )
-    assert "AuthorizationScopes" not in route["Properties"]
+
+
+def test_client_credentials_only_keeps_the_pool_and_machine_client_but_no_bridge(synth: Any) -> None:
+    stack = synth(**CLIENT_CREDENTIALS)
+    assert stack.stack.bridge is None
+    stack.template.resource_count_is("AWS::Cognito::UserPoolClient", 1)
+    stack.template.resource_count_is("AWS::Lambda::Function", 2)
+    env = stack.json["Resources"][stack.logical_id(stack.stack.functions.api_function)]["Properties"]["Environment"][
+        "Variables"
+    ]
+    pool = stack.logical_id(stack.stack.front.user_pool.user_pool)  # type: ignore[union-attr]
+    assert env["MCP_AUTHORIZATION_SERVERS"] == {"Fn::GetAtt": [pool, "ProviderURL"]}  # Cognito itself
+    assert {r["Properties"]["RouteKey"] for r in stack.resources("AWS::ApiGatewayV2::Route").values()} == {
+        "POST /mcp",
+        "GET /mcp",
+        "DELETE /mcp",
+        "GET /.well-known/oauth-protected-resource",
+        "GET /.well-known/oauth-protected-resource/mcp",
+    }
+
+
+def test_the_readme_own_issuer_example_synthesizes_with_cdk_json_as_it_is(synth: Any) -> None:
+    """Issue 15 item 5: `-c jwtIssuer=... -c jwtAudience=...` on top of cdk.json's context."""
+    from local_stack.synth import context_for
+
+    context = context_for({"jwtIssuer": "https://login.example.com/", "jwtAudience": "mcp-api"})
+    stack = synth(**{k: v for k, v in context.items() if not k.startswith("@aws-cdk")})
+    assert stack.stack.config.auth.mode == "issuer"
+    stack.template.resource_count_is("AWS::Cognito::UserPool", 0)
+
+
+def test_two_stacks_in_one_account_get_different_cognito_domains(synth: Any) -> None:
+    """Issue 15 item 5: the prefix was `mcp-<account>` for every stack."""
+    domains = [
+        next(iter(synth(stackName=name).resources("AWS::Cognito::UserPoolDomain").values()))["Properties"]["Domain"]
+        for name in ("McpDev", "McpProd")
+    ]
+    assert domains == [
+        {"Fn::Join": ["-", ["mcpdev", {"Ref": "AWS::AccountId"}]]},
+        {"Fn::Join": ["-", ["mcpprod", {"Ref": "AWS::AccountId"}]]},
+    ]
+    chosen = synth(cognitoDomainPrefix="acme-mcp-login").resources("AWS::Cognito::UserPoolDomain")
+    assert next(iter(chosen.values()))["Properties"]["Domain"] == "acme-mcp-login"
 
 
 def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
@@ -603,9 +666,14 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
 @pytest.mark.parametrize(
     ("context", "message"),
     [
-        ({"jwtIssuer": "https://issuer.example.com", "createUserPool": "false"}, "jwtAudience"),
-        ({"jwtIssuer": "https://issuer.example.com", "jwtAudience": "a", "createUserPool": "true"}, "not both"),
-        ({"createUserPool": "false"}, "needs a JWT issuer"),
+        ({"createUserPool": "true"}, "'createUserPool' was replaced by 'auth'"),
+        ({"auth": "issuer"}, "auth=issuer needs 'jwtIssuer'"),
+        ({"auth": "cognito", "jwtIssuer": "https://issuer.example.com"}, "'jwtIssuer' is for auth=issuer"),
+        ({"jwtIssuer": "http://login.example.com"}, "'jwtIssuer' must be an https URL"),
+        ({"auth": "okta"}, "context 'auth' must be one of"),
+        ({"cognitoDomainPrefix": "my-aws-login"}, "Cognito domain prefix 'my-aws-login' is not allowed"),
+        ({"stackName": "Amazon-Mcp"}, "Cognito domain prefix 'amazon-mcp' is not allowed"),
+        ({"resourceUrl": "http://mcp.example.com/mcp"}, "'resourceUrl' must be an https URL"),
         ({"removalPolicy": "sometimes"}, "removalPolicy"),
         ({"logRetentionDays": "13"}, "log retention"),
     ],

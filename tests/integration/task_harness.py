@@ -49,7 +49,7 @@ class TaskResources:
 
     @classmethod
     def of(cls, provisioned: ProvisionedStack) -> TaskResources:
-        (table,) = provisioned.tables.values()
+        (table,) = [name for logical_id, name in provisioned.tables.items() if logical_id.startswith("TaskTable")]
         (machine,) = provisioned.state_machines.values()
         (worker,) = [spec.name for spec in provisioned.functions.values() if "Worker" in spec.logical_id]
         (supervisor,) = [logical_id for logical_id in provisioned.functions if "Supervisor" in logical_id]

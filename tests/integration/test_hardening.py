@@ -267,7 +267,11 @@ def test_an_empty_answer_key_is_ignored_not_sent_to_dynamodb(backend: Backend, a
     status, message = backend.call(
         "tasks/update", {"taskId": alice_parked, "inputResponses": {"": {"action": "decline"}}}
     )
-    assert (status, message["result"]) == (200, {"resultType": wire.RESULT_COMPLETE})
+    assert (status, message["result"]["resultType"], set(message["result"])) == (
+        200,
+        wire.RESULT_COMPLETE,
+        {"resultType", "_meta"},
+    )
     assert backend.result("tasks/get", {"taskId": alice_parked})["status"] == "input_required"
     status, message = backend.call(
         "tasks/update", {"taskId": alice_parked, "inputResponses": {"": {"action": "decline"}}}, "mallory"

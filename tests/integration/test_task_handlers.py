@@ -22,6 +22,7 @@ from tests.integration.task_harness import ALICE, MALLORY, TASKS_AND_ELICITATION
 from tests.support import rpc, standard_headers
 
 TERMINAL = {"completed", "failed", "cancelled"}
+SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
 
 
 @pytest.fixture
@@ -95,9 +96,18 @@ def test_a_task_created_through_one_handler_is_read_answered_and_completed_throu
     done = wait_until(lambda: handler.task(created["taskId"]), lambda t: t["status"] in TERMINAL)
 
     assert created["resultType"] == wire.RESULT_TASK
-    assert set(created) == {"resultType", "taskId", "status", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+    assert set(created) == {
+        "resultType",
+        "taskId",
+        "status",
+        "createdAt",
+        "lastUpdatedAt",
+        "ttlMs",
+        "pollIntervalMs",
+        "_meta",
+    }
     assert (waiting["status"], list(waiting["inputRequests"])) == (INPUT_REQUIRED, ["confirm"])
-    assert ack == {"resultType": wire.RESULT_COMPLETE}
+    assert ack == {"resultType": wire.RESULT_COMPLETE, "_meta": SERVER_INFO_META}
     assert (done["status"], done["result"]["content"]) == (COMPLETED, [{"type": "text", "text": "Deleted plan.txt"}])
 
 
@@ -107,7 +117,7 @@ def test_a_task_created_through_one_handler_is_cancelled_through_a_fresh_one(set
 
     ack = FreshHandler(settings).result("tasks/cancel", {"taskId": created["taskId"]})
 
-    assert ack == {"resultType": wire.RESULT_COMPLETE}
+    assert ack == {"resultType": wire.RESULT_COMPLETE, "_meta": SERVER_INFO_META}
     assert FreshHandler(settings).task(created["taskId"])["status"] == CANCELLED
 
 

@@ -35,7 +35,7 @@ from mcp_runtime.tasks.models import (
 )
 from mcp_runtime.tasks.service import new_task_id
 from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, task_key
-from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources
+from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources, request_context
 
 TTL_MS = 60_000
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
@@ -597,3 +597,23 @@ def claim_concurrently(task_env: TaskEnvironment, key: dict[str, Any], writers: 
     for thread in threads:
         thread.join()
     return winners
+
+
+@pytest.mark.parametrize(("status", "missing"), [(COMPLETED, "result"), (FAILED, "error")])
+def test_a_terminal_task_item_without_its_payload_is_an_internal_error_not_an_invented_answer(
+    task_env: TaskEnvironment, store: DynamoTaskStore, clock: Clock, status: str, missing: str
+) -> None:
+    from mcp_runtime.errors import InternalError
+
+    record = create(store, clock)
+    task_env.dynamodb.update_item(
+        TableName=task_env.resources.table_name,
+        Key=task_key(record.task_id),
+        UpdateExpression="SET #status = :status REMOVE #payload",
+        ExpressionAttributeNames={"#status": "status", "#payload": missing},
+        ExpressionAttributeValues={":status": {"S": status}},
+    )
+    service = task_env.service()
+    with pytest.raises(InternalError) as refused:
+        service.get(record.task_id, request_context())
+    assert refused.value.to_error_object() == {"code": wire.INTERNAL_ERROR, "message": "Failed to retrieve task"}

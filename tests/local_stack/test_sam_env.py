@@ -72,7 +72,9 @@ def test_the_deployed_env_vars_use_the_physical_ids_cloudformation_gave_the_stac
         }
         resolved = deployed_template(template, "Deployed", assembly.directory, cloudformation)
     environments = function_environments(resolved)
-    (table_id,) = [k for k, v in deployable.items() if v["Type"] == "AWS::DynamoDB::Table"]
+    (table_id,) = [
+        k for k, v in deployable.items() if v["Type"] == "AWS::DynamoDB::Table" and k.startswith("TaskTable")
+    ]
     (machine_id,) = [k for k, v in deployable.items() if v["Type"] == "AWS::StepFunctions::StateMachine"]
     (api,) = [v for k, v in environments.items() if k.startswith("FunctionsApi")]
     assert api["TASK_TABLE_NAME"] == physical[table_id]

@@ -197,7 +197,14 @@ def check(handle: Any, event: dict[str, Any]) -> dict[str, Any]:
         return {}
     assert body, proxy
     content_type = proxy["headers"].get("content-type", "")
-    if status in (401, 403, 405, 413) or (status == 200 and event["rawPath"].startswith(PROTECTED_RESOURCE_PATH)):
+    # GET and DELETE are the legacy leg's stream and session requests: their refusals are HTTP-level.
+    stream_request = event["requestContext"]["http"]["method"].upper() in ("GET", "DELETE")
+    # A path other than the endpoint (a Function URL sends every path) is refused before JSON-RPC: 404.
+    off_endpoint = event["rawPath"].rstrip("/") != "/mcp" and not event["rawPath"].startswith(PROTECTED_RESOURCE_PATH)
+    refused = (
+        status in (401, 403, 405, 413) or (stream_request and status in (400, 404)) or (off_endpoint and status == 404)
+    )
+    if refused or (status == 200 and event["rawPath"].startswith(PROTECTED_RESOURCE_PATH)):
         if status == 405:
             assert proxy["headers"]["allow"]
         if status == 401:

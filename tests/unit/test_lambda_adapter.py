@@ -27,7 +27,7 @@ def function_url_event(
         "accountId": "123456789012",
         "apiId": "abcdefghij",
         "domainName": "abcdefghij.lambda-url.eu-west-1.on.aws",
-        "http": {"method": "POST", "path": "/", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "t"},
+        "http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "203.0.113.9", "userAgent": "t"},
         "requestId": "r-1",
         "routeKey": "$default",
         "stage": "$default",
@@ -38,7 +38,7 @@ def function_url_event(
     return {
         "version": "2.0",
         "routeKey": "$default",
-        "rawPath": "/",
+        "rawPath": "/mcp",
         "rawQueryString": "",
         "headers": {**standard_headers(message), "host": "abcdefghij.lambda-url.eu-west-1.on.aws"},
         "requestContext": context,
@@ -199,9 +199,12 @@ def test_dev_auth_without_a_valid_dev_bearer_is_unauthenticated(authorization: s
     assert request_from_event(api_event(rpc("tools/list"), headers=headers), dev_auth=True).principal is None
 
 
-def test_dev_auth_ignores_an_authorizer_context_it_did_not_set() -> None:
-    event = with_jwt(api_event(rpc("tools/list")), {"sub": "someone"})
-    assert request_from_event(event, dev_auth=True).principal is None
+def test_dev_auth_adds_development_users_and_still_trusts_the_fronts_authorizer_context() -> None:
+    # Only API Gateway or the Function URL writes requestContext; DEV_AUTH adds `dev:` bearers to it.
+    event = with_jwt(api_event(rpc("tools/list")), {"sub": "someone", "client_id": "app"})
+    assert request_from_event(event, dev_auth=True).principal == Principal("jwt:someone|app", "jwt")
+    event["headers"]["authorization"] = "Bearer dev:alice"
+    assert request_from_event(event, dev_auth=True).principal == Principal("dev:alice", "dev")
 
 
 @pytest.mark.parametrize(

@@ -140,9 +140,17 @@ def test_a_wrong_version_prefix_is_rejected(prefix: str) -> None:
 
 def test_an_oversize_token_is_rejected_before_any_work() -> None:
     box = sealer()
-    token = box.seal(BINDING, {"blob": "x" * MAX_TOKEN_CHARS})
-    assert len(token) > MAX_TOKEN_CHARS
+    small = box.seal(BINDING, {"blob": "x"})
+    signed_part, _, tag = small.rpartition(".")
+    token = f"{signed_part}{'A' * MAX_TOKEN_CHARS}.{tag}"
     assert_rejected(lambda: box.open(token, BINDING))
+
+
+def test_a_payload_too_large_for_a_token_is_refused_when_sealed() -> None:
+    from mcp_runtime.sealing import StateTooLarge
+
+    with pytest.raises(StateTooLarge):
+        sealer().seal(BINDING, {"blob": "x" * MAX_TOKEN_CHARS})
 
 
 @pytest.mark.parametrize("token", [None, 123, 1.5, True, [], {}, ["v1"], b"v1.k1.a.b", ""])

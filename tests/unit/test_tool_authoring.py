@@ -23,7 +23,8 @@ from mcp_runtime.tools import (
     tool,
 )
 from mcp_runtime.transport import McpHttpTransport
-from tests.unit.conftest import Client, error_of, make_server, result_of
+from tests.support import meta
+from tests.unit.conftest import ALICE, Client, error_of, make_server, result_of
 
 
 # Input models live at module level: the decorator resolves annotations through the function's globals.
@@ -175,6 +176,7 @@ def test_a_tool_error_becomes_an_is_error_result_with_its_text() -> None:
         "resultType": wire.RESULT_COMPLETE,
         "content": [{"type": "text", "text": "The index is offline; try again later."}],
         "isError": True,
+        "_meta": {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}},
     }
 
 
@@ -344,3 +346,29 @@ def test_include_serves_only_the_tools_defined_in_that_module_in_name_order() ->
     registry = ToolRegistry()
     registry.include(module)
     assert [spec.name for spec in registry] == ["alpha", "bravo"]
+
+
+# ---- progress: one rule for a synchronous call and a task (issue 15, defect 3) ----------------------------------
+def test_a_progress_report_that_does_not_increase_is_dropped_not_raised_in_a_synchronous_call() -> None:
+    from mcp_runtime import wire as wire_names
+    from mcp_runtime.context import RequestContext, RequestMeta
+
+    meta = RequestMeta(wire_names.PROTOCOL_VERSION, {}, progress_token="p1")
+    ctx = RequestContext(1, "tools/call", meta, ALICE, {})
+    ctx.send_progress(0.99, 4)
+    ctx.send_progress(0.99, 4)  # the same value again: not an increase
+    ctx.send_progress(0.5, 4)  # lower: not an increase either
+    ctx.send_progress(1.0, 4)
+    assert [n["params"]["progress"] for n in ctx.notifications] == [0.99, 1.0]
+
+
+def test_deploy_release_with_a_stage_length_that_repeats_a_progress_value_runs_synchronously(client: Client) -> None:
+    """seconds_per_stage=1.505 caps two reports of a stage at the same 0.99: that used to be a -32603."""
+    response = client.call_tool(
+        "deploy_release",
+        {"service": "web", "version": "1", "seconds_per_stage": 1.505},
+        _meta=meta({"elicitation": {}}, **{wire.META_PROGRESS_TOKEN: "deploy-1"}),
+    )
+    body = response.json()
+    assert "error" not in body, body
+    assert body["result"]["resultType"] == wire.RESULT_INPUT_REQUIRED

@@ -87,3 +87,22 @@ def test_a_loader_may_look_up_tools_while_it_registers_them() -> None:
 
     registry.add_loader(reentrant)
     assert [spec.name for spec in registry] == ["echo"]
+
+
+def test_a_loader_that_fails_part_way_is_retried_from_scratch_at_the_next_lookup() -> None:
+    """It used to leave its first tools registered, so every retry died on "registered twice"."""
+    registry = ToolRegistry()
+    attempts: list[int] = []
+
+    def flaky_loader() -> None:
+        attempts.append(1)
+        registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
+        if len(attempts) == 1:
+            raise ImportError("a tool module failed to import")
+
+    registry.add_loader(flaky_loader)
+    with pytest.raises(ImportError):
+        registry.get("echo")
+    assert registry.get("echo") is echo.__mcp_tool__  # type: ignore[attr-defined]
+    assert [spec.name for spec in registry] == ["echo"]
+    assert len(attempts) == 2

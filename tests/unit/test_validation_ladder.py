@@ -13,8 +13,8 @@ from mcp_runtime.context import RequestContext
 from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.server import McpServer
 from mcp_runtime.tools import ToolSpec
-from mcp_runtime.transport import McpHttpTransport
-from tests.support import api_event, meta, rpc
+from mcp_runtime.transport import HttpRequest, McpHttpTransport
+from tests.support import api_event, meta, rpc, standard_headers
 from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
 TASKS_CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}}
@@ -686,3 +686,55 @@ def test_the_composition_root_serves_the_example_tools_without_fixtures() -> Non
     server = composition.build_server(make_settings())
     assert "prompts" not in server.capabilities()
     assert {spec.name for spec in server.tools} >= {"archive_project", "count_words"}
+
+
+# ---- one endpoint path, and who answers (issue 15, defect 10) ----------------------------------------------------
+@pytest.mark.parametrize("path", ["/", "/other", "/mcp/extra", "/MCP", "/mcpx"])
+def test_a_path_other_than_the_endpoint_is_404_even_where_every_path_reaches_the_function(
+    client: Client, path: str
+) -> None:
+    """A Function URL sends every path to the function; only the endpoint (and the metadata) is served."""
+    message = rpc("server/discover")
+    response = client.transport.handle(
+        HttpRequest("POST", path, standard_headers(message), json.dumps(message).encode(), client.principal)
+    )
+    assert response.status == 404
+    assert response.json()["error"] == {"code": wire.INVALID_REQUEST, "message": "Not found: the MCP endpoint is /mcp"}
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [("server/discover", {}), ("tools/list", {}), ("tools/call", {"name": "test_simple_text"}), ("prompts/list", {})],
+)
+def test_every_result_names_the_server_in_its_meta(client: Client, method: str, params: dict[str, Any]) -> None:
+    result = result_of(client.request(method, params))
+    assert result["_meta"][wire.META_SERVER_INFO] == {"name": "serverless-mcp-tasks", "version": "0.1.0"}
+
+
+# ---- a tool that will ask is refused up front to a client that cannot answer (issue 15, defect 8) ---------------
+@pytest.mark.parametrize("capabilities", [TASKS_CAPS, {}])
+def test_a_tool_that_may_ask_for_elicitation_is_refused_before_any_work_without_that_capability(
+    tasks_client: tuple[Client, FakeTasks], capabilities: dict[str, Any]
+) -> None:
+    """deploy_release asks for an approval at the end: a client without elicitation used to get a task that
+    ran every stage and only then failed."""
+    client, backend = tasks_client
+    response = client.call_tool(
+        "deploy_release", {"service": "web", "version": "1", "seconds_per_stage": 0}, capabilities=capabilities
+    )
+    error = assert_error(response, wire.MISSING_REQUIRED_CLIENT_CAPABILITY, 400, request_id=response.json()["id"])
+    assert error["data"] == {"requiredCapabilities": {"elicitation": {}}}
+    assert error["message"] == "Tool deploy_release may ask the user (elicitation)"
+    assert backend.seen == []  # no task was created
+
+
+def test_a_tool_may_declare_only_what_a_client_can_be_asked() -> None:
+    from mcp_runtime.tools import ToolRegistry, tool
+
+    with pytest.raises(ValueError, match="asks"):
+
+        @tool(description="x", asks=("telepathy",))
+        def odd(args: None, ctx: Any) -> str:
+            return ""
+
+        ToolRegistry().add(odd.__mcp_tool__)  # type: ignore[attr-defined]

@@ -150,6 +150,10 @@ def create_task_result(record: TaskRecord) -> dict[str, Any]:
     return {"resultType": wire.RESULT_TASK, **record.to_task()}
 
 
+class BrokenTaskRecord(ValueError):
+    """A stored task that cannot be rendered truthfully (a terminal status without its payload)."""
+
+
 def get_task_result(record: TaskRecord, result: dict[str, Any] | None = None) -> dict[str, Any]:
     """`GetTaskResult`: `resultType: "complete"` and the `DetailedTask` for the current status.
     `result`: the completed task's result when it was fetched from the payload bucket."""
@@ -157,9 +161,14 @@ def get_task_result(record: TaskRecord, result: dict[str, Any] | None = None) ->
     if record.status == INPUT_REQUIRED:
         detailed["inputRequests"] = dict(record.input_requests)
     elif record.status == COMPLETED:
-        detailed["result"] = dict(result or record.result or {"resultType": wire.RESULT_COMPLETE, "content": []})
+        stored = result if result is not None else record.result
+        if stored is None:
+            raise BrokenTaskRecord(f"task {record.task_id} is completed but has no result")
+        detailed["result"] = dict(stored)
     elif record.status == FAILED:
-        detailed["error"] = dict(record.error or {"code": wire.INTERNAL_ERROR, "message": "Task failed"})
+        if record.error is None:
+            raise BrokenTaskRecord(f"task {record.task_id} is failed but has no error")
+        detailed["error"] = dict(record.error)
     return detailed
 
 

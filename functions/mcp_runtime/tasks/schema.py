@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Final
 
-PARTITION_KEY: Final = "pk"  # "task#<id>" for tasks, "handle#<id>" for handles
+PARTITION_KEY: Final = "pk"  # "task#<id>", "handle#<id>", "session#<nonce>", "stream#<key>"
 TTL_ATTRIBUTE: Final = "expiresAt"  # epoch seconds; DynamoDB TTL deletes late, reads filter on it
 OWNER_INDEX: Final = "by-owner"  # GSI: the caller's own items, newest first
 OWNER_INDEX_PARTITION_KEY: Final = "owner"
@@ -24,3 +24,7 @@ EFFECTS: Final[tuple[str, ...]] = (EFFECT_START, EFFECT_RESUME, EFFECT_STOP)
 # The EventBridge events the supervisor settles lost executions from.
 EXECUTION_STATUS_CHANGE: Final = "Step Functions Execution Status Change"
 ENDED_STATUSES: Final[tuple[str, ...]] = ("ABORTED", "FAILED", "SUCCEEDED", "TIMED_OUT")
+
+# The legacy (2025) leg: a terminated or re-levelled session, and a resumable event stream.
+SESSION_KEY_PREFIX: Final = "session#"
+STREAM_KEY_PREFIX: Final = "stream#"

@@ -30,6 +30,7 @@ from .models import (
     COMPLETED,
     EFFECT_START,
     WORKING,
+    BrokenTaskRecord,
     ClientSnapshot,
     TaskRecord,
     create_task_result,
@@ -127,15 +128,18 @@ class TaskService:
             raise InvalidParams(TASK_NOT_FOUND_MESSAGE) from None
         except (TaskStoreUnavailable, TaskStoreRefused) as exc:
             raise InternalError("Failed to retrieve task") from exc
-        if record.status != COMPLETED or record.result_ref is None:
-            return get_task_result(record)
-        if self.payloads is None:
-            raise InternalError("Failed to retrieve task")
+        result = None
+        if record.status == COMPLETED and record.result_ref is not None:
+            if self.payloads is None:
+                raise InternalError("Failed to retrieve task")
+            try:
+                result = self.payloads.get(record.result_ref)
+            except (TaskStoreUnavailable, TaskStoreRefused) as exc:
+                raise InternalError("Failed to retrieve task") from exc
         try:
-            result = self.payloads.get(record.result_ref)
-        except (TaskStoreUnavailable, TaskStoreRefused) as exc:
+            return get_task_result(record, result)
+        except BrokenTaskRecord as exc:  # never answer with an invented result
             raise InternalError("Failed to retrieve task") from exc
-        return get_task_result(record, result)
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
         self.telemetry.correlate(task_id=task_id)

@@ -1,0 +1,98 @@
+"""Bearer authentication of MCP requests (RFC 6750) and the challenge a refused client gets.
+
+`BearerAuthenticator.authenticate` turns the `Authorization` header into a principal, or into the
+refusal the transport answers with: 401 without a token or with an invalid one (`invalid_token`),
+403 with too little scope (`insufficient_scope`), each carrying `resource_metadata` (RFC 9728) so a
+client can discover where to sign in, and `scope` so it asks for the right scopes. Clients get a
+short description; the log gets the detail.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from .context import Principal
+
+if TYPE_CHECKING:  # imported on the first token, not at cold start (PyJWT, rsa)
+    from .tokens import TokenValidator
+
+log = logging.getLogger(__name__)
+
+BEARER_PREFIX: Final = "bearer "
+
+
+def escape_principal_part(part: str) -> str:
+    """'|' separates the parts of a principal id, so it is escaped inside them."""
+    return part.replace("%", "%25").replace("|", "%7C")
+
+
+def jwt_principal(subject: str, client: str) -> Principal:
+    return Principal(f"jwt:{escape_principal_part(subject)}|{escape_principal_part(client)}", "jwt")
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a request is not authenticated: no token (`error` None), `invalid_token`, `insufficient_scope`."""
+
+    status: int
+    error: str | None = None
+    description: str | None = None
+    scope: tuple[str, ...] = ()
+
+    def challenge(self, metadata_url: str) -> str:
+        """The `WWW-Authenticate` value (RFC 6750 §3, MCP authorization "Scope Challenge Handling")."""
+        parts = []
+        if self.error:
+            parts.append(f'error="{self.error}"')
+        if self.description:
+            parts.append(f'error_description="{_quoted(self.description)}"')
+        if self.scope:
+            parts.append(f'scope="{" ".join(self.scope)}"')
+        parts.append(f'resource_metadata="{metadata_url}"')
+        return "Bearer " + ", ".join(parts)
+
+    @property
+    def message(self) -> str:
+        if self.status == 403:
+            return "Forbidden: insufficient scope"
+        return "Authentication required" if self.error is None else "Invalid access token"
+
+
+def _quoted(text: str) -> str:
+    # RFC 6750 §3: error_description is %x20-21 / %x23-5B / %x5D-7E.
+    return "".join(c for c in text if 0x20 <= ord(c) <= 0x7E and c not in '"\\')
+
+
+class BearerAuthenticator:
+    def __init__(self, validator: TokenValidator) -> None:
+        self.validator = validator
+
+    @property
+    def required_scopes(self) -> tuple[str, ...]:
+        return self.validator.required_scopes
+
+    def authenticate(self, authorization: str | None, resource: str) -> Principal | Refusal:
+        from .tokens import InsufficientScope, KeySetUnavailable, TokenRejected
+
+        scope = self.required_scopes
+        if not authorization or not authorization.strip():
+            return Refusal(401, scope=scope)
+        if not authorization.lower().startswith(BEARER_PREFIX):
+            # Another scheme carries no bearer token: answered as no credentials (RFC 6750 §3).
+            return Refusal(401, scope=scope)
+        token = authorization[len(BEARER_PREFIX) :].strip()
+        try:
+            validated = self.validator.validate(token, resource)
+        except InsufficientScope as refused:
+            log.info("token refused: %s", refused.detail)
+            return Refusal(403, "insufficient_scope", refused.description, refused.required)
+        except TokenRejected as refused:
+            log.info("token refused: %s", refused.detail)
+            return Refusal(401, "invalid_token", refused.description, scope)
+        except KeySetUnavailable:
+            # The issuer's keys cannot be fetched: the token cannot be judged, so it is not accepted.
+            log.exception("the issuer's signing keys are unavailable")
+            return Refusal(401, "invalid_token", "the token cannot be verified now", scope)
+        return jwt_principal(validated.subject, validated.client)

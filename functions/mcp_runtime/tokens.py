@@ -1,0 +1,358 @@
+"""Access-token validation for the MCP endpoint, as an OAuth 2.1 resource server (RFC 9068, RFC 8707).
+
+The function validates bearer tokens itself instead of API Gateway's JWT authorizer, so that a
+refused request gets the challenge an MCP client needs (`WWW-Authenticate` with `resource_metadata`,
+`scope`, `error`: see `bearer.py`), and so that tokens of dynamically registered clients (whose
+client ids no authorizer lists) are accepted.
+
+What is checked, in this order: the JWS signature (RS256/RS384/RS512, keys from the issuer's JWKS,
+fetched on first use and cached), then with PyJWT the claims: `exp` (required), `nbf`, `iat`, `iss`
+(exactly the configured issuer), `aud` (one of the accepted audiences: by default the MCP endpoint's
+canonical URI), `token_use` (when present, "access": a Cognito ID token is not an access token),
+and finally the required scopes (`scope` as a space-separated string, or `scp` as a list).
+
+Signatures are verified with the pure-Python `rsa` package behind PyJWT's algorithm interface:
+`cryptography` would not fit the asset budget, and the same code path runs in tests and in Lambda.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import jwt
+import rsa
+from jwt.algorithms import Algorithm
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_ALGORITHMS: Final[dict[str, str]] = {"RS256": "SHA-256", "RS384": "SHA-384", "RS512": "SHA-512"}
+LEEWAY_SECONDS: Final = 30
+MAX_TOKEN_CHARS: Final = 16_384
+MAX_DOCUMENT_BYTES: Final = 262_144
+FETCH_TIMEOUT_SECONDS: Final = 3.0
+# Keys are refetched after this long, or sooner when a token names a key id we do not hold (but
+# never more often than REFETCH_AFTER_UNKNOWN_KID_SECONDS: random kids must not amplify into fetches).
+JWKS_MAX_AGE_SECONDS: Final = 3600.0
+REFETCH_AFTER_UNKNOWN_KID_SECONDS: Final = 60.0
+RETRY_AFTER_FAILURE_SECONDS: Final = 5.0
+_LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+class TokenRejected(Exception):
+    """The token is not acceptable. `description` goes to the client; `detail` to the log only."""
+
+    def __init__(self, description: str, detail: str | None = None) -> None:
+        super().__init__(description)
+        self.description = description
+        self.detail = detail or description
+
+
+class InsufficientScope(TokenRejected):
+    """A valid token that lacks scopes this resource requires (403 `insufficient_scope`)."""
+
+    def __init__(self, required: Sequence[str], granted: Iterable[str]) -> None:
+        missing = sorted(set(required) - set(granted))
+        super().__init__(f"the token lacks the scope {' '.join(missing)}")
+        self.required = tuple(required)
+
+
+class KeySetUnavailable(Exception):
+    """The issuer's keys could not be fetched (network, status, body): the request cannot be judged."""
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedToken:
+    claims: dict[str, Any]
+    scopes: frozenset[str]
+
+    @property
+    def subject(self) -> str:
+        return str(self.claims["sub"])
+
+    @property
+    def client(self) -> str:
+        """Who the token was issued to: `client_id` (RFC 9068, Cognito), else `azp`, else `-`."""
+        for claim in ("client_id", "azp"):
+            value = self.claims.get(claim)
+            if isinstance(value, str) and value:
+                return value
+        return "-"
+
+
+class _PureRsaAlgorithm(Algorithm):
+    """RSASSA-PKCS1-v1_5 verification with the `rsa` package; verification only (resource servers never sign)."""
+
+    def __init__(self, hash_name: str) -> None:
+        self.hash_name = hash_name
+
+    def prepare_key(self, key: Any) -> rsa.PublicKey:
+        if not isinstance(key, rsa.PublicKey):
+            raise jwt.InvalidKeyError("expected an RSA public key")
+        return key
+
+    def sign(self, msg: bytes, key: Any) -> bytes:
+        raise NotImplementedError("a resource server never signs tokens")
+
+    def verify(self, msg: bytes, key: Any, sig: bytes) -> bool:
+        try:
+            return bool(rsa.verify(msg, sig, key) == self.hash_name)
+        except rsa.VerificationError:
+            return False
+
+    @staticmethod
+    def to_jwk(key_obj: Any, as_dict: bool = False) -> Any:
+        raise NotImplementedError
+
+    @staticmethod
+    def from_jwk(jwk: str | dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+
+def _b64_int(value: Any) -> int:
+    if not isinstance(value, str) or not value:
+        raise ValueError("not a base64url string")
+    padded = value + "=" * (-len(value) % 4)
+    return int.from_bytes(base64.urlsafe_b64decode(padded), "big")
+
+
+def rsa_keys_of(document: Any) -> dict[str, rsa.PublicKey]:
+    """The RSA signing keys of a JWKS document by key id (keys for encryption, or without a kid, skipped)."""
+    keys: dict[str, rsa.PublicKey] = {}
+    entries = document.get("keys") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError("the JWKS document has no 'keys' array")
+    for entry in entries:
+        if not isinstance(entry, dict) or entry.get("kty") != "RSA" or entry.get("use", "sig") != "sig":
+            continue
+        kid = entry.get("kid")
+        if not isinstance(kid, str):
+            continue
+        try:
+            key = rsa.PublicKey(_b64_int(entry.get("n")), _b64_int(entry.get("e")))
+        except (ValueError, TypeError):
+            continue
+        if key.n.bit_length() >= 2048:  # shorter RSA keys are refused outright (RFC 8725 §3.5)
+            keys[kid] = key
+    return keys
+
+
+def check_fetch_url(url: str) -> None:
+    """Keys and metadata are fetched over HTTPS; plain HTTP only from a loopback issuer (local development)."""
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname in _LOOPBACK_HOSTS:
+        return
+    raise ValueError(f"keys and metadata must be fetched over https, not {url!r}")
+
+
+def fetch_json(url: str, headers: Mapping[str, str] | None = None, timeout: float = FETCH_TIMEOUT_SECONDS) -> Any:
+    """GET a JSON document with a time and a size limit (imported lazily: only the first token pays)."""
+    import http.client
+
+    check_fetch_url(url)
+    parts = urlsplit(url)
+    connection_type = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+    connection = connection_type(parts.hostname or "", parts.port, timeout=timeout)
+    path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+    try:
+        connection.request("GET", path, headers={"accept": "application/json", **(headers or {})})
+        response = connection.getresponse()
+        body = response.read(MAX_DOCUMENT_BYTES + 1)
+    except (OSError, http.client.HTTPException) as exc:
+        raise KeySetUnavailable(f"GET {url} failed: {exc}") from exc
+    finally:
+        connection.close()
+    if response.status != 200:
+        raise KeySetUnavailable(f"GET {url} answered {response.status}")
+    if len(body) > MAX_DOCUMENT_BYTES:
+        raise KeySetUnavailable(f"GET {url}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    try:
+        return json.loads(body)
+    except ValueError as exc:
+        raise KeySetUnavailable(f"GET {url}: not JSON") from exc
+
+
+@dataclass
+class KeySet:
+    """The issuer's signing keys, fetched once per container and refreshed as described above."""
+
+    issuer: str
+    jwks_url: str | None = None
+    # AWS_ENDPOINT_URL, when set, also redirects the Cognito JWKS (an AWS endpoint) like every SDK call.
+    aws_endpoint_url: str | None = None
+    fetch: Callable[..., Any] = fetch_json
+    clock: Callable[[], float] = time.monotonic
+    _keys: dict[str, rsa.PublicKey] = field(default_factory=dict)
+    _fetched_at: float | None = None
+    _failed_at: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def key(self, kid: str) -> rsa.PublicKey | None:
+        now = self.clock()
+        with self._lock:
+            stale = self._fetched_at is None or now - self._fetched_at > JWKS_MAX_AGE_SECONDS
+            unknown = kid not in self._keys and (
+                self._fetched_at is None or now - self._fetched_at > REFETCH_AFTER_UNKNOWN_KID_SECONDS
+            )
+            # After a failed fetch, requests do not each wait on the issuer again for a while.
+            cooling = self._failed_at is not None and now - self._failed_at < RETRY_AFTER_FAILURE_SECONDS
+            if (stale or unknown) and not cooling:
+                try:
+                    self._keys = rsa_keys_of(self._get(self._resolve_jwks_url()))
+                    self._fetched_at, self._failed_at = now, None
+                except (KeySetUnavailable, ValueError) as exc:
+                    self._failed_at = now
+                    if not self._keys:
+                        raise KeySetUnavailable(str(exc)) from exc
+                    log.warning("keeping the cached signing keys: %s", exc)  # stale keys beat no keys
+            elif cooling and not self._keys:
+                raise KeySetUnavailable("the issuer's keys could not be fetched moments ago")
+            return self._keys.get(kid)
+
+    def _resolve_jwks_url(self) -> str:
+        if self.jwks_url:
+            return self.jwks_url
+        # OpenID Connect discovery, then RFC 8414 (path insertion), as the issuer publishes them.
+        base = self.issuer.rstrip("/")
+        parts = urlsplit(base)
+        candidates = [
+            f"{base}/.well-known/openid-configuration",
+            f"{parts.scheme}://{parts.netloc}/.well-known/oauth-authorization-server{parts.path}",
+        ]
+        for url in candidates:
+            try:
+                document = self._get(url)
+            except KeySetUnavailable as exc:
+                log.info("no issuer metadata at %s: %s", url, exc)
+                continue
+            if isinstance(document, dict) and isinstance(document.get("jwks_uri"), str):
+                if document.get("issuer") != self.issuer:
+                    raise KeySetUnavailable(f"the metadata at {url} names another issuer: {document.get('issuer')!r}")
+                self.jwks_url = str(document["jwks_uri"])
+                return self.jwks_url
+        raise KeySetUnavailable(f"no jwks_uri in the metadata of {self.issuer}")
+
+    def _get(self, url: str) -> Any:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        if self.aws_endpoint_url and host.startswith("cognito-idp.") and host.endswith(".amazonaws.com"):
+            # The local stack's Cognito: same path, the endpoint every AWS call of this function uses.
+            return self.fetch(self.aws_endpoint_url.rstrip("/") + parts.path, {"host": host})
+        return self.fetch(url)
+
+
+@dataclass
+class TokenValidator:
+    """Validates bearer tokens for one issuer and one resource."""
+
+    issuer: str
+    keys: KeySet
+    audiences: tuple[str, ...] = ()  # empty: the resource URI the request was made to
+    required_scopes: tuple[str, ...] = ()
+    # Cognito access tokens carry no `aud`; its scopes are named after this pool's resource server,
+    # so a token without `aud` is taken as issued for this resource when it holds the required scopes.
+    audience_optional: bool = False
+    leeway: int = LEEWAY_SECONDS
+    _signatures: jwt.PyJWS = field(init=False)
+    _claims: jwt.PyJWT = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._signatures = jwt.PyJWS(algorithms=list(SUPPORTED_ALGORITHMS))
+        for name, hash_name in SUPPORTED_ALGORITHMS.items():
+            # Where `cryptography` is installed (the dev venv) PyJWT registered its own: replaced, so
+            # tests run the code Lambda runs (no `cryptography` in the asset).
+            with contextlib.suppress(KeyError):
+                self._signatures.unregister_algorithm(name)
+            self._signatures.register_algorithm(name, _PureRsaAlgorithm(hash_name))
+        self._claims = jwt.PyJWT()
+
+    def validate(self, token: str, resource: str) -> ValidatedToken:
+        if not token or len(token) > MAX_TOKEN_CHARS:
+            raise TokenRejected("the token is malformed", f"token of {len(token)} characters")
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.DecodeError as exc:
+            raise TokenRejected("the token is malformed", f"unreadable header: {exc}") from None
+        algorithm, kid = header.get("alg"), header.get("kid")
+        if algorithm not in SUPPORTED_ALGORITHMS:
+            raise TokenRejected("the token is signed with an unsupported algorithm", f"alg {algorithm!r}")
+        if not isinstance(kid, str) or not kid:
+            raise TokenRejected("the token names no signing key", "no kid in the header")
+        key = self.keys.key(kid)
+        if key is None:
+            raise TokenRejected("the token is signed with an unknown key", f"kid {kid!r} is not in the JWKS")
+        try:
+            self._signatures.decode_complete(token, key=key, algorithms=[algorithm])  # type: ignore[arg-type]
+        except jwt.InvalidSignatureError:
+            raise TokenRejected("the token signature is invalid") from None
+        except jwt.PyJWTError as exc:
+            raise TokenRejected("the token is malformed", f"JWS: {exc}") from None
+        claims = self._checked_claims(token, resource)
+        granted = _scopes_of(claims)
+        if self.required_scopes and not set(self.required_scopes) <= granted:
+            raise InsufficientScope(self.required_scopes, granted)
+        return ValidatedToken(claims, frozenset(granted))
+
+    def _checked_claims(self, token: str, resource: str) -> dict[str, Any]:
+        audiences = self.audiences or (resource,)
+        try:
+            claims: dict[str, Any] = self._claims.decode(
+                token,
+                options={
+                    "verify_signature": False,  # verified above, with the issuer's key
+                    "verify_exp": True,
+                    "verify_nbf": True,
+                    "verify_iat": True,
+                    "verify_iss": True,
+                    "verify_aud": False,  # below: `aud` may be absent for Cognito
+                    "require": ["exp", "iss", "sub"],
+                },
+                issuer=self.issuer,
+                leeway=self.leeway,
+            )
+        except jwt.ExpiredSignatureError:
+            raise TokenRejected("the token has expired") from None
+        except jwt.ImmatureSignatureError:
+            raise TokenRejected("the token is not valid yet") from None
+        except jwt.InvalidIssuerError:
+            raise TokenRejected("the token was issued by another authorization server") from None
+        except jwt.MissingRequiredClaimError as exc:
+            raise TokenRejected(f"the token has no {exc.claim!r} claim") from None
+        except jwt.PyJWTError as exc:
+            raise TokenRejected("the token is malformed", f"claims: {exc}") from None
+        audience = claims.get("aud")
+        granted = (
+            {audience} if isinstance(audience, str) else set(audience or ()) if isinstance(audience, list) else None
+        )
+        if audience is None:
+            if not self.audience_optional:
+                raise TokenRejected("the token names no audience")
+        elif granted is None or not granted & set(audiences):
+            raise TokenRejected("the token was issued for another resource", f"aud {audience!r}, expected {audiences}")
+        if "token_use" in claims and claims["token_use"] != "access":
+            raise TokenRejected("the token is not an access token", f"token_use {claims['token_use']!r}")
+        if not isinstance(claims.get("sub"), str) or not claims["sub"]:
+            raise TokenRejected("the token has no subject")
+        return claims
+
+
+def _scopes_of(claims: Mapping[str, Any]) -> set[str]:
+    scope = claims.get("scope")
+    if isinstance(scope, str):
+        return set(scope.split())
+    scp = claims.get("scp")
+    if isinstance(scp, list):
+        return {str(item) for item in scp}
+    if isinstance(scp, str):
+        return set(scp.split())
+    return set()

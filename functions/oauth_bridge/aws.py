@@ -1,0 +1,326 @@
+"""The bridge's AWS calls: its registrations table and the user pool's app clients.
+
+Calls go through `AwsCaller` (retries within the invocation's time, errors classified); what it
+raises is translated here and only here: a condition that did not hold becomes
+`ConditionFailed` (the caller decides what it means), Cognito refusing a parameter the client chose
+`RefusedByCognito` (a 400), anything else `BridgeUnavailable` (answered 503
+`temporarily_unavailable`, logged with its cause). Every state change is a conditional write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from mcp_runtime.tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
+
+CLIENT_PREFIX: Final = "client#"
+METADATA_URL_PREFIX: Final = "cimd#"
+RATE_PREFIX: Final = "rate#"
+COUNTER_KEY: Final = "meta#clients"
+T = TypeVar("T")
+
+
+class BridgeUnavailable(Exception):
+    """An AWS call failed for a reason that is not the request's fault."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ConditionFailed(Exception):
+    """A conditional write's condition did not hold."""
+
+
+class RefusedByCognito(Exception):
+    """Cognito refused what the client asked for (`InvalidParameterException`): the client's fault, a 400."""
+
+
+# Cognito's answer to parameters it will not take (a callback URL it does not allow, say).
+_REFUSALS = frozenset({"InvalidParameterException"})
+
+
+def _aws(call: Callable[[], T]) -> T:
+    try:
+        return call()
+    except AwsCallError as exc:
+        if exc.code == CONDITION_FAILED:
+            raise ConditionFailed(exc.code) from exc
+        if exc.code in _REFUSALS:
+            message = str((exc.response.get("Error") or {}).get("Message") or exc.code)
+            raise RefusedByCognito(message) from exc
+        raise BridgeUnavailable(str(exc), exc.code) from exc
+
+
+@dataclass(frozen=True, slots=True)
+class Registration:
+    """A client the bridge registered: by dynamic registration (`key` client#<id>) or from a Client ID
+    Metadata Document (`key` cimd#<sha256 of the URL>)."""
+
+    key: str
+    cognito_client_id: str
+    redirect_uris: tuple[str, ...]
+    auth_method: str
+    last_used_at: int
+    metadata_url: str | None = None
+    fetched_at: int = 0
+
+    @property
+    def public_client_id(self) -> str:
+        """The client id the MCP client knows: the Cognito id, or its metadata document's URL."""
+        return self.metadata_url or self.cognito_client_id
+
+
+def metadata_url_key(url: str) -> str:
+    return METADATA_URL_PREFIX + hashlib.sha256(url.encode()).hexdigest()
+
+
+def client_key(cognito_client_id: str) -> str:
+    return CLIENT_PREFIX + cognito_client_id
+
+
+def _registration(item: dict[str, Any]) -> Registration:
+    return Registration(
+        key=item["pk"]["S"],
+        cognito_client_id=item["client"]["S"],
+        redirect_uris=tuple(value["S"] for value in item.get("redirectUris", {}).get("L", [])),
+        auth_method=item.get("authMethod", {}).get("S", "none"),
+        last_used_at=int(item.get("lastUsedAt", {}).get("N", "0")),
+        metadata_url=item.get("url", {}).get("S"),
+        fetched_at=int(item.get("fetchedAt", {}).get("N", "0")),
+    )
+
+
+class RegistrationStore:
+    def __init__(
+        self,
+        table: str,
+        endpoint_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+        client: Any | None = None,
+    ) -> None:
+        self.table = table
+        self.dynamodb = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)  # client built on first use
+        self.clock = clock
+
+    def get(self, key: str) -> Registration | None:
+        found = _aws(
+            lambda: self.dynamodb.call("get_item", TableName=self.table, Key={"pk": {"S": key}}, ConsistentRead=True)
+        )
+        item = found.get("Item")
+        return _registration(item) if item else None
+
+    def count_attempt(self, source: str, limit: int) -> None:
+        """One more registration from this address in this hour; ConditionFailed past the limit."""
+        now = int(self.clock())
+        hour = now // 3600
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": f"{RATE_PREFIX}{source}#{hour}"}},
+                UpdateExpression="ADD attempts :one SET expiresAt = :expires",
+                ConditionExpression="attribute_not_exists(attempts) OR attempts < :limit",
+                ExpressionAttributeValues={
+                    ":one": {"N": "1"},
+                    ":limit": {"N": str(limit)},
+                    ":expires": {"N": str((hour + 2) * 3600)},
+                },
+            )
+        )
+
+    def reserve_slot(self, limit: int) -> None:
+        """Count one more registered client; ConditionFailed when `limit` are registered already."""
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": COUNTER_KEY}},
+                UpdateExpression="ADD active :one",
+                ConditionExpression="attribute_not_exists(active) OR active < :limit",
+                ExpressionAttributeValues={":one": {"N": "1"}, ":limit": {"N": str(limit)}},
+            )
+        )
+
+    def release_slot(self) -> None:
+        try:
+            _aws(
+                lambda: self.dynamodb.call(
+                    "update_item",
+                    TableName=self.table,
+                    Key={"pk": {"S": COUNTER_KEY}},
+                    UpdateExpression="ADD active :minus",
+                    ConditionExpression="active > :zero",
+                    ExpressionAttributeValues={":minus": {"N": "-1"}, ":zero": {"N": "0"}},
+                )
+            )
+        except ConditionFailed:
+            return  # already at zero: nothing to release
+
+    def add(self, registration: Registration, client_name: str) -> None:
+        """Record a new registration; ConditionFailed if one with this key exists (a concurrent first use)."""
+        now = str(int(self.clock()))
+        item: dict[str, Any] = {
+            "pk": {"S": registration.key},
+            "client": {"S": registration.cognito_client_id},
+            "redirectUris": {"L": [{"S": uri} for uri in registration.redirect_uris]},
+            "authMethod": {"S": registration.auth_method},
+            "clientName": {"S": client_name},
+            "createdAt": {"N": now},
+            "lastUsedAt": {"N": now},
+        }
+        if registration.metadata_url is not None:
+            item["url"] = {"S": registration.metadata_url}
+            item["fetchedAt"] = {"N": now}
+        _aws(
+            lambda: self.dynamodb.call(
+                "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        )
+
+    def refresh_document(self, registration: Registration, redirect_uris: tuple[str, ...]) -> None:
+        """A refetched metadata document: its redirect URIs now, if nobody refreshed it meanwhile."""
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": registration.key}},
+                UpdateExpression="SET redirectUris = :uris, fetchedAt = :now",
+                ConditionExpression="fetchedAt = :seen",
+                ExpressionAttributeValues={
+                    ":uris": {"L": [{"S": uri} for uri in redirect_uris]},
+                    ":now": {"N": str(int(self.clock()))},
+                    ":seen": {"N": str(registration.fetched_at)},
+                },
+            )
+        )
+
+    def touch(self, registration: Registration) -> None:
+        """The client exchanged a code or a refresh token: it is in use."""
+        try:
+            _aws(
+                lambda: self.dynamodb.call(
+                    "update_item",
+                    TableName=self.table,
+                    Key={"pk": {"S": registration.key}},
+                    UpdateExpression="SET lastUsedAt = :now",
+                    ConditionExpression="attribute_exists(pk)",
+                    ExpressionAttributeValues={":now": {"N": str(int(self.clock()))}},
+                )
+            )
+        except ConditionFailed:
+            return  # cleaned up meanwhile: the next authorize registers it again
+
+    def unused_since(self, cutoff: int) -> Iterator[Registration]:
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND lastUsedAt < :cutoff",
+            "ExpressionAttributeValues": {
+                ":client": {"S": CLIENT_PREFIX},
+                ":cimd": {"S": METADATA_URL_PREFIX},
+                ":cutoff": {"N": str(cutoff)},
+            },
+            "ConsistentRead": True,
+        }
+        while True:
+            page = _aws(lambda: self.dynamodb.call("scan", **query))
+            for item in page.get("Items", []):
+                yield _registration(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def remove(self, registration: Registration) -> None:
+        """Forget a registration that was not used since it was read; ConditionFailed if it was."""
+        _aws(
+            lambda: self.dynamodb.call(
+                "delete_item",
+                TableName=self.table,
+                Key={"pk": {"S": registration.key}},
+                ConditionExpression="lastUsedAt = :seen",
+                ExpressionAttributeValues={":seen": {"N": str(registration.last_used_at)}},
+            )
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AppClient:
+    client_id: str
+    client_secret: str | None
+
+
+class UserPoolClients:
+    """The user pool's app clients, one per registered MCP client: authorization code with PKCE only."""
+
+    def __init__(
+        self,
+        user_pool_id: str,
+        scopes: tuple[str, ...],
+        *,
+        access_token_minutes: int,
+        refresh_token_days: int,
+        endpoint_url: str | None = None,
+        client: Any | None = None,
+    ) -> None:
+        self.user_pool_id = user_pool_id
+        self.scopes = scopes
+        self.access_token_minutes = access_token_minutes
+        self.refresh_token_days = refresh_token_days
+        self.cognito = AwsCaller("cognito-idp", client, endpoint_url=endpoint_url)  # client built on first use
+
+    def create(self, name: str, redirect_uris: tuple[str, ...], *, confidential: bool) -> AppClient:
+        created = _aws(
+            lambda: self.cognito.call(
+                "create_user_pool_client",
+                UserPoolId=self.user_pool_id,
+                ClientName=name,
+                GenerateSecret=confidential,
+                RefreshTokenValidity=self.refresh_token_days,
+                AccessTokenValidity=self.access_token_minutes,
+                IdTokenValidity=self.access_token_minutes,
+                TokenValidityUnits={"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
+                ExplicitAuthFlows=["ALLOW_REFRESH_TOKEN_AUTH"],
+                SupportedIdentityProviders=["COGNITO"],
+                CallbackURLs=list(redirect_uris),
+                AllowedOAuthFlows=["code"],
+                AllowedOAuthScopes=list(self.scopes),
+                AllowedOAuthFlowsUserPoolClient=True,
+                PreventUserExistenceErrors="ENABLED",
+                EnableTokenRevocation=True,
+            )
+        )["UserPoolClient"]
+        return AppClient(str(created["ClientId"]), created.get("ClientSecret"))
+
+    def set_redirect_uris(self, client_id: str, name: str, redirect_uris: tuple[str, ...]) -> None:
+        # UpdateUserPoolClient resets what it is not given: everything is given again.
+        _aws(
+            lambda: self.cognito.call(
+                "update_user_pool_client",
+                UserPoolId=self.user_pool_id,
+                ClientId=client_id,
+                ClientName=name,
+                RefreshTokenValidity=self.refresh_token_days,
+                AccessTokenValidity=self.access_token_minutes,
+                IdTokenValidity=self.access_token_minutes,
+                TokenValidityUnits={"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
+                ExplicitAuthFlows=["ALLOW_REFRESH_TOKEN_AUTH"],
+                SupportedIdentityProviders=["COGNITO"],
+                CallbackURLs=list(redirect_uris),
+                AllowedOAuthFlows=["code"],
+                AllowedOAuthScopes=list(self.scopes),
+                AllowedOAuthFlowsUserPoolClient=True,
+                PreventUserExistenceErrors="ENABLED",
+                EnableTokenRevocation=True,
+            )
+        )
+
+    def delete(self, client_id: str) -> None:
+        try:
+            _aws(lambda: self.cognito.call("delete_user_pool_client", UserPoolId=self.user_pool_id, ClientId=client_id))
+        except BridgeUnavailable as exc:
+            if exc.code != "ResourceNotFoundException":  # already gone: what cleanup wanted
+                raise

@@ -1,0 +1,341 @@
+"""The bridge's endpoints: metadata, registration, authorization and token, and the cleanup of clients.
+
+Every request is checked in full before anything is written, so a refused one stores nothing. The
+authorization endpoint follows RFC 6749 §4.1.2.1: with an unknown client or a redirect URI the
+client did not register, the user agent is NOT redirected (the error is answered here); every other
+error goes back to the registered redirect URI with `error`, `error_description` and `state`.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Final
+from urllib.parse import quote, unquote, urlencode
+
+from .aws import (
+    AppClient,
+    BridgeUnavailable,
+    ConditionFailed,
+    RefusedByCognito,
+    Registration,
+    RegistrationStore,
+    UserPoolClients,
+    client_key,
+    metadata_url_key,
+)
+from .cimd import MetadataFetcher, is_metadata_url
+from .registration import check_redirect_uri, cognito_client_name, parse_client_metadata
+from .settings import BridgeSettings
+from .web import NO_STORE, OAuthError, Request, json_response, redirect, redirect_with
+
+log = logging.getLogger(__name__)
+
+METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
+REGISTER_PATH: Final = "/oauth2/register"
+AUTHORIZE_PATH: Final = "/oauth2/authorize"
+TOKEN_PATH: Final = "/oauth2/token"
+MCP_PATH: Final = "/mcp"
+# A metadata document is fetched again at most this often (its redirect URIs may change).
+DOCUMENT_MAX_AGE_SECONDS: Final = 3600
+_PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
+TOKEN_TIMEOUT_SECONDS: Final = 10.0
+
+# (url, form body, headers) -> (status, body bytes)
+TokenPost = Callable[[str, bytes, dict[str, str]], tuple[int, bytes]]
+
+
+def post_form(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+    """POST to Cognito's token endpoint (imported lazily: most invocations never call it)."""
+    import http.client
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme != "https":
+        raise BridgeUnavailable(f"the token endpoint {url!r} is not https")
+    connection = http.client.HTTPSConnection(parts.hostname or "", parts.port, timeout=TOKEN_TIMEOUT_SECONDS)
+    try:
+        connection.request("POST", parts.path, body=body, headers=headers)
+        response = connection.getresponse()
+        return response.status, response.read(65_536)
+    except (OSError, http.client.HTTPException) as exc:
+        raise BridgeUnavailable(f"POST {url} failed: {exc}") from exc
+    finally:
+        connection.close()
+
+
+@dataclass
+class Bridge:
+    settings: BridgeSettings
+    store: RegistrationStore
+    clients: UserPoolClients
+    fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
+    post: TokenPost = post_form
+    clock: Callable[[], float] = time.time
+
+    # ---- metadata (RFC 8414) ----------------------------------------------------------------
+    def metadata(self, request: Request) -> dict[str, Any]:
+        base = request.base_url
+        document = {
+            "issuer": base,
+            "authorization_endpoint": base + AUTHORIZE_PATH,
+            "token_endpoint": base + TOKEN_PATH,
+            "registration_endpoint": base + REGISTER_PATH,
+            "response_types_supported": ["code"],
+            "grant_types_supported": ["authorization_code", "refresh_token"],
+            "code_challenge_methods_supported": ["S256"],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+            "scopes_supported": list(self.settings.scopes),
+            "client_id_metadata_document_supported": True,
+        }
+        return json_response(200, document, {"cache-control": "max-age=3600"})
+
+    def _resource(self, request: Request) -> str:
+        return self.settings.resource_url or request.base_url + MCP_PATH
+
+    # ---- dynamic client registration (RFC 7591) ---------------------------------------------
+    def register(self, request: Request) -> dict[str, Any]:
+        metadata = parse_client_metadata(request.json_object(), self.settings.scopes)
+        try:
+            self.store.count_attempt(request.source_ip, self.settings.registrations_per_hour)
+        except ConditionFailed:
+            raise OAuthError(
+                429,
+                "temporarily_unavailable",
+                f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
+                {"retry-after": str(3600 - int(self.clock()) % 3600)},
+            ) from None
+        app = self._create_app_client(metadata.client_name, metadata.redirect_uris, metadata.confidential)
+        registration = Registration(
+            client_key(app.client_id), app.client_id, metadata.redirect_uris, metadata.token_endpoint_auth_method, 0
+        )
+        try:
+            self.store.add(registration, metadata.client_name)
+        except BaseException:
+            self.clients.delete(app.client_id)
+            self.store.release_slot()
+            raise
+        body: dict[str, Any] = {
+            "client_id": app.client_id,
+            "client_id_issued_at": int(self.clock()),
+            **metadata.registered(),
+        }
+        if app.client_secret is not None:
+            body["client_secret"] = app.client_secret
+            body["client_secret_expires_at"] = 0
+        return json_response(201, body, NO_STORE)
+
+    def _create_app_client(
+        self, name: str, redirect_uris: tuple[str, ...], confidential: bool, error: str = "invalid_client_metadata"
+    ) -> AppClient:
+        """A Cognito app client in a reserved slot; the slot is given back if Cognito does not create it."""
+        self._reserve_slot()
+        try:
+            return self.clients.create(cognito_client_name(name), redirect_uris, confidential=confidential)
+        except RefusedByCognito as refused:
+            self.store.release_slot()
+            raise OAuthError(400, error, f"the user pool refused this client: {refused}") from None
+        except BaseException:
+            self.store.release_slot()
+            raise
+
+    def _reserve_slot(self) -> None:
+        try:
+            self.store.reserve_slot(self.settings.max_clients)
+        except ConditionFailed:
+            raise OAuthError(
+                429, "temporarily_unavailable", "the authorization server has as many clients as it accepts"
+            ) from None
+
+    # ---- clients ------------------------------------------------------------------------------
+    def _registered(self, client_id: str, *, fetch: bool, redirect_uri: str | None = None) -> Registration:
+        """The registration behind a client id: a bridge-registered Cognito client, or a metadata
+        document (fetched and registered on first use when `fetch`, and only if it lists
+        `redirect_uri`: a refused request registers nothing)."""
+        if not client_id or len(client_id) > 2048:
+            raise OAuthError(400, "invalid_client", "client_id is missing or too long")
+        if not is_metadata_url(client_id):
+            found = self.store.get(client_key(client_id)) if re.fullmatch(r"[A-Za-z0-9]{1,128}", client_id) else None
+            if found is None:
+                raise OAuthError(400, "invalid_client", "unknown client_id: register first")
+            return found
+        known = self.store.get(metadata_url_key(client_id))
+        if not fetch:
+            if known is None:
+                raise OAuthError(400, "invalid_client", "unknown client_id: authorize first")
+            return known
+        if known is not None and self.clock() - known.fetched_at < DOCUMENT_MAX_AGE_SECONDS:
+            return known
+        document = self.fetcher.fetch(client_id)
+        if redirect_uri is not None and redirect_uri not in document.redirect_uris:
+            raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
+        if known is not None:
+            if document.redirect_uris != known.redirect_uris:
+                try:
+                    self.clients.set_redirect_uris(
+                        known.cognito_client_id, cognito_client_name(document.client_name), document.redirect_uris
+                    )
+                except RefusedByCognito as refused:
+                    raise OAuthError(400, "invalid_client", f"the user pool refused the document: {refused}") from None
+            with contextlib.suppress(ConditionFailed):  # refreshed concurrently: theirs is as new
+                self.store.refresh_document(known, document.redirect_uris)
+            return Registration(
+                known.key, known.cognito_client_id, document.redirect_uris, "none", known.last_used_at, client_id
+            )
+        app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
+        registration = Registration(
+            metadata_url_key(client_id), app.client_id, document.redirect_uris, "none", 0, client_id
+        )
+        try:
+            self.store.add(registration, document.client_name)
+        except ConditionFailed:
+            # Another request registered this document first: use theirs, drop ours.
+            self.clients.delete(app.client_id)
+            self.store.release_slot()
+            winner = self.store.get(registration.key)
+            if winner is None:
+                raise BridgeUnavailable("a concurrent registration vanished") from None
+            return winner
+        return registration
+
+    # ---- authorization endpoint ---------------------------------------------------------------
+    def authorize(self, request: Request) -> dict[str, Any]:
+        q = request.query
+        client_id = request.single(q, "client_id") or ""
+        redirect_uri = request.single(q, "redirect_uri")
+        if redirect_uri is None:
+            raise OAuthError(400, "invalid_request", "redirect_uri is required")
+        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri)
+        if redirect_uri not in registration.redirect_uris:
+            raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
+        state = request.single(q, "state")
+
+        def back(error: str, description: str) -> dict[str, Any]:
+            params = {"error": error, "error_description": description}
+            if state is not None:
+                params["state"] = state
+            return redirect_with(redirect_uri, params)
+
+        try:
+            response_type = request.single(q, "response_type")
+            challenge = request.single(q, "code_challenge")
+            method = request.single(q, "code_challenge_method")
+            scope = request.single(q, "scope")
+            nonce = request.single(q, "nonce")
+        except OAuthError as error:
+            return back(error.error, error.description)
+        if response_type != "code":
+            return back("unsupported_response_type", "response_type must be code")
+        if challenge is None:
+            return back("invalid_request", "PKCE is required: send code_challenge and code_challenge_method=S256")
+        if method != "S256":
+            return back("invalid_request", "code_challenge_method must be S256")
+        if not _PKCE_CHALLENGE.match(challenge):
+            return back("invalid_request", "code_challenge must be 43 to 128 characters of [A-Za-z0-9._~-]")
+        resources = q.get("resource") or []
+        if any(value != self._resource(request) for value in resources):
+            return back("invalid_target", f"this authorization server issues tokens for {self._resource(request)} only")
+        requested = [s for s in (scope or "").split() if s != "offline_access"]
+        unknown = sorted(set(requested) - set(self.settings.scopes))
+        if unknown:
+            return back("invalid_scope", f"unsupported scope: {' '.join(unknown)}")
+        scopes = list(dict.fromkeys([self.settings.resource_scope, *requested]))
+        params = {
+            "response_type": "code",
+            "client_id": registration.cognito_client_id,
+            "redirect_uri": redirect_uri,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "scope": " ".join(scopes),
+        }
+        if state is not None:
+            params["state"] = state
+        if nonce is not None:
+            params["nonce"] = nonce
+        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{urlencode(params, quote_via=quote)}")
+
+    # ---- token endpoint -----------------------------------------------------------------------
+    def token(self, request: Request) -> dict[str, Any]:
+        form = request.form()
+        grant_type = request.single(form, "grant_type")
+        if grant_type not in ("authorization_code", "refresh_token"):
+            raise OAuthError(400, "unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+        basic = _basic_credentials(request.headers.get("authorization"))
+        client_id = basic[0] if basic else request.single(form, "client_id")
+        if not client_id:
+            raise OAuthError(401, "invalid_client", "client authentication failed: no client_id")
+        try:
+            registration = self._registered(client_id, fetch=False)
+        except OAuthError:
+            raise OAuthError(401, "invalid_client", "client authentication failed: unknown client_id") from None
+        for value in form.get("resource") or []:
+            if value != self._resource(request):
+                raise OAuthError(400, "invalid_target", f"tokens are issued for {self._resource(request)} only")
+        if grant_type == "authorization_code":
+            redirect_uri = request.single(form, "redirect_uri")
+            if redirect_uri is not None:
+                check_redirect_uri(redirect_uri, "invalid_grant")
+            if not request.single(form, "code") or not request.single(form, "code_verifier"):
+                raise OAuthError(400, "invalid_request", "code and code_verifier are required")
+        elif not request.single(form, "refresh_token"):
+            raise OAuthError(400, "invalid_request", "refresh_token is required")
+        upstream = {
+            key: values[0]
+            for key, values in form.items()
+            if key in ("grant_type", "code", "redirect_uri", "code_verifier", "refresh_token", "scope", "client_secret")
+        }
+        upstream["client_id"] = registration.cognito_client_id
+        headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
+        if basic is not None:
+            credentials = f"{quote(registration.cognito_client_id, safe='')}:{quote(basic[1], safe='')}"
+            headers["authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
+        status, body = self.post(
+            f"{self.settings.cognito_domain_url}/oauth2/token", urlencode(upstream).encode(), headers
+        )
+        if status == 200:
+            self.store.touch(registration)
+        return {
+            "statusCode": status if status in (200, 400, 401) else 503,
+            "headers": {"content-type": "application/json", **NO_STORE},
+            "body": body.decode("utf-8", "replace") if status in (200, 400, 401) else _unavailable(),
+            "isBase64Encoded": False,
+        }
+
+    # ---- cleanup ------------------------------------------------------------------------------
+    def cleanup(self) -> dict[str, int]:
+        """Delete the app clients (and registrations) unused for `unused_client_days`."""
+        cutoff = int(self.clock()) - self.settings.unused_client_days * 86_400
+        removed = kept = 0
+        for registration in list(self.store.unused_since(cutoff)):
+            try:
+                self.store.remove(registration)
+            except ConditionFailed:
+                kept += 1  # used since it was listed
+                continue
+            self.clients.delete(registration.cognito_client_id)
+            self.store.release_slot()
+            removed += 1
+        log.info("cleanup: %d unused clients removed, %d in use again", removed, kept)
+        return {"removed": removed, "keptInUse": kept}
+
+
+def _unavailable() -> str:
+    return '{"error":"temporarily_unavailable","error_description":"the token endpoint is unavailable; retry"}'
+
+
+def _basic_credentials(header: str | None) -> tuple[str, str] | None:
+    if not header or not header.lower().startswith("basic "):
+        return None
+    try:
+        decoded = base64.b64decode(header[6:].strip(), validate=True).decode("utf-8")
+    except (ValueError, UnicodeDecodeError):
+        raise OAuthError(401, "invalid_client", "client authentication failed: malformed Basic credentials") from None
+    client_id, separator, secret = decoded.partition(":")
+    if not separator:
+        raise OAuthError(401, "invalid_client", "client authentication failed: malformed Basic credentials")
+    return unquote(client_id), unquote(secret)

@@ -1,0 +1,77 @@
+"""The bridge's Lambda entry point: `oauth_bridge.handler.handle`.
+
+API Gateway (payload 2.0) routes the bridge's four endpoints here; the daily schedule sends
+`{"action": "cleanup"}`. Clients get OAuth-shaped errors with a short description; the log gets
+everything. An unexpected failure is `server_error` (500) without detail.
+"""
+
+from __future__ import annotations
+
+import logging
+from functools import lru_cache
+from typing import Any
+
+from .aws import BridgeUnavailable, RegistrationStore, UserPoolClients
+from .flows import AUTHORIZE_PATH, METADATA_PATH, REGISTER_PATH, TOKEN_PATH, Bridge
+from .settings import BridgeSettings, get_settings
+from .web import OAuthError, error_response, json_response, request_from_event
+
+log = logging.getLogger("oauth_bridge")
+ROUTES = {
+    ("GET", METADATA_PATH): "metadata",
+    ("POST", REGISTER_PATH): "register",
+    ("GET", AUTHORIZE_PATH): "authorize",
+    ("POST", TOKEN_PATH): "token",
+}
+
+
+def build_bridge(settings: BridgeSettings) -> Bridge:
+    return Bridge(
+        settings,
+        RegistrationStore(settings.table_name, settings.aws_endpoint_url),
+        UserPoolClients(
+            settings.user_pool_id,
+            settings.scopes,
+            access_token_minutes=settings.access_token_minutes,
+            refresh_token_days=settings.refresh_token_days,
+            endpoint_url=settings.aws_endpoint_url,
+        ),
+    )
+
+
+@lru_cache(maxsize=1)
+def bridge() -> Bridge:
+    logging.getLogger().setLevel(logging.INFO)
+    return build_bridge(get_settings())
+
+
+def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    return dispatch(bridge(), event)
+
+
+def dispatch(target: Bridge, event: dict[str, Any]) -> dict[str, Any]:
+    if event.get("action") == "cleanup" or event.get("source") == "aws.events":
+        return target.cleanup()
+    try:
+        request = request_from_event(event)
+        name = ROUTES.get((request.method, request.path))
+        if name is None:
+            allowed = [method for method, path in ROUTES if path == request.path]
+            if allowed:
+                raise OAuthError(405, "invalid_request", f"use {allowed[0]}", {"allow": allowed[0]})
+            raise OAuthError(404, "invalid_request", "no such endpoint")
+        response: dict[str, Any] = getattr(target, name)(request)
+        return response
+    except OAuthError as error:
+        log.info("refused %s: %s", event.get("rawPath"), error)
+        return error_response(error)
+    except BridgeUnavailable:
+        log.exception("an AWS call failed while serving %s", event.get("rawPath"))
+        return json_response(
+            503,
+            {"error": "temporarily_unavailable", "error_description": "the authorization server is unavailable; retry"},
+            {"cache-control": "no-store", "retry-after": "5"},
+        )
+    except Exception:
+        log.exception("unhandled error while serving %s", event.get("rawPath"))
+        return json_response(500, {"error": "server_error", "error_description": "internal error"})

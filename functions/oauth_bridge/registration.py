@@ -1,0 +1,143 @@
+"""Client metadata as RFC 7591 registers it, and the redirect URIs an MCP client may use.
+
+Redirect URIs (OAuth 2.1 §2.3.1 and §8.4.2, RFC 8252): absolute, no fragment, and either `https`,
+`http` on a loopback host only (127.0.0.1, [::1], localhost: a native client's local listener), or
+a private-use scheme such as `cursor://` or `vscode://`. Never `http` to another host, and never
+`javascript:`, `data:` or `file:`. A bad redirect URI is `invalid_redirect_uri`; anything else
+wrong with the metadata is `invalid_client_metadata` (RFC 7591 §3.2.2).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from .web import OAuthError
+
+MAX_REDIRECT_URIS: Final = 10
+MAX_URI_CHARS: Final = 2048
+MAX_NAME_CHARS: Final = 128
+GRANT_TYPES: Final = frozenset({"authorization_code", "refresh_token"})
+AUTH_METHODS: Final = ("none", "client_secret_basic", "client_secret_post")
+_LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
+_FORBIDDEN_SCHEMES: Final = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "ws", "wss"})
+_PRIVATE_SCHEME: Final = re.compile(r"^[a-z][a-z0-9+.-]*$")
+# Cognito's ClientName pattern is [\w\s+=,.@-]+: other characters are replaced in the app client's name.
+_COGNITO_NAME_UNSAFE: Final = re.compile(r"[^\w\s+=,.@-]")
+
+
+def check_redirect_uri(uri: Any, error: str = "invalid_redirect_uri") -> str:
+    if not isinstance(uri, str) or not uri or len(uri) > MAX_URI_CHARS:
+        raise OAuthError(400, error, "each redirect URI must be a string of at most 2048 characters")
+    if any(ord(c) < 0x21 or ord(c) > 0x7E for c in uri):
+        raise OAuthError(400, error, f"the redirect URI {uri!r} has spaces, control or non-ASCII characters")
+    try:
+        parts = urlsplit(uri)
+        _ = parts.port  # a port that is not a number is refused here
+    except ValueError:
+        raise OAuthError(400, error, f"the redirect URI {uri!r} is not a valid URI") from None
+    scheme = parts.scheme.lower()
+    if not scheme or parts.fragment or "#" in uri:
+        raise OAuthError(400, error, f"the redirect URI {uri!r} must be absolute and have no fragment")
+    if scheme in _FORBIDDEN_SCHEMES:
+        raise OAuthError(400, error, f"the redirect URI scheme {scheme!r} is not allowed")
+    if scheme == "https":
+        if not parts.hostname:
+            raise OAuthError(400, error, f"the redirect URI {uri!r} has no host")
+        return uri
+    if scheme == "http":
+        if parts.hostname not in _LOOPBACK:
+            raise OAuthError(400, error, f"the redirect URI {uri!r} uses http on a host other than loopback")
+        return uri
+    if not _PRIVATE_SCHEME.match(scheme):
+        raise OAuthError(400, error, f"the redirect URI {uri!r} has an invalid scheme")
+    return uri  # a native app's private-use scheme (RFC 8252 §7.1)
+
+
+def check_redirect_uris(value: Any, error: str = "invalid_redirect_uri") -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise OAuthError(400, error, "redirect_uris must be a non-empty array (the authorization code grant needs one)")
+    if len(value) > MAX_REDIRECT_URIS:
+        raise OAuthError(400, error, f"at most {MAX_REDIRECT_URIS} redirect URIs may be registered")
+    uris = tuple(check_redirect_uri(uri, error) for uri in value)
+    if len(set(uris)) != len(uris):
+        raise OAuthError(400, error, "redirect_uris lists a URI twice")
+    return uris
+
+
+def cognito_client_name(name: str) -> str:
+    cleaned = _COGNITO_NAME_UNSAFE.sub("-", name).strip() or "mcp-client"
+    return cleaned[:MAX_NAME_CHARS]
+
+
+@dataclass(frozen=True, slots=True)
+class ClientMetadata:
+    redirect_uris: tuple[str, ...]
+    client_name: str
+    token_endpoint_auth_method: str
+    grant_types: tuple[str, ...]
+    scope: str
+
+    @property
+    def confidential(self) -> bool:
+        return self.token_endpoint_auth_method != "none"
+
+    def registered(self) -> dict[str, Any]:
+        """The metadata as registered (RFC 7591 §3.2.1 returns all of it)."""
+        return {
+            "redirect_uris": list(self.redirect_uris),
+            "client_name": self.client_name,
+            "token_endpoint_auth_method": self.token_endpoint_auth_method,
+            "grant_types": list(self.grant_types),
+            "response_types": ["code"],
+            "scope": self.scope,
+        }
+
+
+def _string(document: dict[str, Any], name: str, default: str) -> str:
+    value = document.get(name, default)
+    if not isinstance(value, str):
+        raise OAuthError(400, "invalid_client_metadata", f"{name} must be a string")
+    return value
+
+
+def parse_client_metadata(document: dict[str, Any], supported_scopes: tuple[str, ...]) -> ClientMetadata:
+    """The metadata of a registration request, checked; an OAuthError names the first thing wrong."""
+    redirect_uris = check_redirect_uris(document.get("redirect_uris"))
+    grant_types = document.get("grant_types", ["authorization_code"])
+    if not isinstance(grant_types, list) or not grant_types or not all(isinstance(g, str) for g in grant_types):
+        raise OAuthError(400, "invalid_client_metadata", "grant_types must be a non-empty array of strings")
+    unsupported = sorted(set(grant_types) - GRANT_TYPES)
+    if unsupported or "authorization_code" not in grant_types:
+        raise OAuthError(
+            400,
+            "invalid_client_metadata",
+            "grant_types may only be authorization_code and refresh_token"
+            + (f" (not {', '.join(unsupported)})" if unsupported else ""),
+        )
+    response_types = document.get("response_types", ["code"])
+    if response_types != ["code"]:
+        raise OAuthError(400, "invalid_client_metadata", 'response_types must be ["code"]')
+    # RFC 7591 §2: the default is client_secret_basic.
+    method = _string(document, "token_endpoint_auth_method", "client_secret_basic")
+    if method not in AUTH_METHODS:
+        raise OAuthError(
+            400, "invalid_client_metadata", f"token_endpoint_auth_method must be one of {', '.join(AUTH_METHODS)}"
+        )
+    name = _string(document, "client_name", "MCP client").strip() or "MCP client"
+    if len(name) > MAX_NAME_CHARS or not name.isprintable():
+        raise OAuthError(400, "invalid_client_metadata", f"client_name must be printable, at most {MAX_NAME_CHARS}")
+    scope = _string(document, "scope", " ".join(supported_scopes))
+    requested = [s for s in scope.split() if s != "offline_access"]  # Cognito issues refresh tokens anyway
+    unknown = sorted(set(requested) - set(supported_scopes))
+    if unknown:
+        raise OAuthError(400, "invalid_client_metadata", f"unsupported scope: {' '.join(unknown)}")
+    return ClientMetadata(
+        redirect_uris=redirect_uris,
+        client_name=name,
+        token_endpoint_auth_method=method,
+        grant_types=tuple(dict.fromkeys(grant_types)),
+        scope=" ".join(requested) or " ".join(supported_scopes),
+    )

@@ -1,0 +1,45 @@
+"""The bridge's settings, read once per container from the environment the template sets."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class BridgeSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    table_name: str = Field(alias="BRIDGE_TABLE_NAME")
+    user_pool_id: str = Field(alias="BRIDGE_USER_POOL_ID")
+    # Cognito's managed login and OAuth endpoints: https://<prefix>.auth.<region>.amazoncognito.com
+    cognito_domain_url: str = Field(alias="BRIDGE_COGNITO_DOMAIN_URL")
+    # The scope of the MCP endpoint's resource server (what a token needs), and others a client may ask for.
+    resource_scope: str = Field(alias="BRIDGE_RESOURCE_SCOPE")
+    extra_scopes: str = Field("openid", alias="BRIDGE_EXTRA_SCOPES")
+    # The MCP endpoint's canonical URI (default: this API's origin + /mcp, from the request).
+    resource_url: str | None = Field(None, alias="BRIDGE_RESOURCE_URL")
+    registrations_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOUR", ge=1)
+    max_clients: int = Field(200, alias="BRIDGE_MAX_CLIENTS", ge=1)
+    unused_client_days: int = Field(30, alias="BRIDGE_UNUSED_CLIENT_DAYS", ge=1)
+    access_token_minutes: int = Field(60, alias="BRIDGE_ACCESS_TOKEN_MINUTES", ge=5, le=1440)
+    refresh_token_days: int = Field(30, alias="BRIDGE_REFRESH_TOKEN_DAYS", ge=1, le=3650)
+    aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+
+    @property
+    def scopes(self) -> tuple[str, ...]:
+        extra = [s for s in self.extra_scopes.replace(",", " ").split() if s != self.resource_scope]
+        return (self.resource_scope, *extra)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] | None = None) -> BridgeSettings:
+        source = os.environ if environ is None else environ
+        aliases = [field.alias for field in cls.model_fields.values() if field.alias is not None]
+        return cls.model_validate({alias: source[alias] for alias in aliases if alias in source})
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> BridgeSettings:
+    return BridgeSettings.from_environ()

@@ -1,0 +1,131 @@
+"""The OAuth bridge in front of the Cognito user pool (auth=cognito): what MCP clients need to sign in.
+
+Public routes on the same HTTP API as the MCP endpoint (so the bridge's issuer is the API's origin,
+the one the protected resource metadata names with "self"): RFC 8414 metadata, RFC 7591
+registration, the authorization and token endpoints. A function of its own with its own role
+(app clients of this pool, items of its own table), its table, and a daily cleanup of clients
+nobody used for `unusedClientDays`.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from constructs import Construct
+
+from infra.capabilities.functions import McpFunction
+from infra.capabilities.http_front import QuickStartUserPool
+from infra.config import AuthConfig
+from infra.nag import acknowledge
+
+BRIDGE_HANDLER = "oauth_bridge.handler.handle"
+# (method, path) of each public route; the function answers each (oauth_bridge/flows.py).
+BRIDGE_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
+    (apigwv2.HttpMethod.GET, "/.well-known/oauth-authorization-server"),
+    (apigwv2.HttpMethod.POST, "/oauth2/register"),
+    (apigwv2.HttpMethod.GET, "/oauth2/authorize"),
+    (apigwv2.HttpMethod.POST, "/oauth2/token"),
+)
+# What the bridge's code calls: app clients of this user pool, items of its table.
+BRIDGE_COGNITO_ACTIONS: tuple[str, ...] = (
+    "cognito-idp:CreateUserPoolClient",
+    "cognito-idp:UpdateUserPoolClient",
+    "cognito-idp:DeleteUserPoolClient",
+)
+BRIDGE_TABLE_ACTIONS: tuple[str, ...] = (
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:Scan",
+)
+
+
+class OAuthBridge(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        code: lambda_.Code,
+        http_api: apigwv2.HttpApi,
+        pool: QuickStartUserPool,
+        auth: AuthConfig,
+        resource_url: str | None,
+        log_retention_days: int,
+        removal_policy: RemovalPolicy,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.table = dynamodb.Table(
+            self,
+            "Registrations",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expiresAt",  # the per-address registration counters
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            encryption=dynamodb.TableEncryption.AWS_MANAGED,
+            removal_policy=removal_policy,
+        )
+        environment = {
+            "BRIDGE_TABLE_NAME": self.table.table_name,
+            "BRIDGE_USER_POOL_ID": pool.user_pool.user_pool_id,
+            "BRIDGE_COGNITO_DOMAIN_URL": pool.domain_url,
+            "BRIDGE_RESOURCE_SCOPE": pool.scope_name,
+            "BRIDGE_EXTRA_SCOPES": "openid",
+            "BRIDGE_REGISTRATIONS_PER_HOUR": str(auth.registrations_per_hour),
+            "BRIDGE_MAX_CLIENTS": str(auth.max_registered_clients),
+            "BRIDGE_UNUSED_CLIENT_DAYS": str(auth.unused_client_days),
+            # No pydantic plugin ships in the asset: skip pydantic's scan for them (app/cold_start.py).
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
+        }
+        if resource_url:
+            environment["BRIDGE_RESOURCE_URL"] = resource_url
+        self.function = McpFunction(
+            self,
+            "Bridge",
+            description="OAuth bridge: authorization server metadata, client registration and sign-in for MCP clients",
+            handler=BRIDGE_HANDLER,
+            code=code,
+            memory_mb=512,
+            timeout=Duration.seconds(15),
+            environment=environment,
+            log_retention_days=log_retention_days,
+            removal_policy=removal_policy,
+        )
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(BRIDGE_COGNITO_ACTIONS), resources=[pool.user_pool.user_pool_arn])
+        )
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(BRIDGE_TABLE_ACTIONS), resources=[self.table.table_arn])
+        )
+        integration = integrations.HttpLambdaIntegration("Bridge", self.function.function)
+        for method, path in BRIDGE_ROUTES:
+            routes = http_api.add_routes(path=path, methods=[method], integration=integration)
+            acknowledge(
+                routes[0],
+                "AwsSolutions-APIG4",
+                "An OAuth authorization server's metadata, registration, authorization and token endpoints are "
+                "public by definition (RFC 8414, RFC 7591, RFC 6749): clients reach them before they hold a token. "
+                "Registration is rate limited per address and capped; the stage throttles every route.",
+            )
+        self.cleanup = events.Rule(
+            self,
+            "Cleanup",
+            description="Delete app clients that no MCP client used for the configured number of days",
+            schedule=events.Schedule.rate(Duration.days(1)),
+            targets=[
+                targets.LambdaFunction(
+                    self.function.function, event=events.RuleTargetInput.from_object({"action": "cleanup"})
+                )
+            ],
+        )
+        self.issuer = http_api.api_endpoint
+        self.region = Stack.of(self).region

@@ -1,0 +1,326 @@
+"""The OAuth bridge in-process against the template's own resources in the embedded moto (the
+registrations table, the user pool and its resource server, as `provision` creates them), with a
+clock the tests move, Client ID Metadata Documents served over real TLS on loopback, and the
+upstream token endpoint recorded (Cognito's managed login and token endpoint do not exist in moto).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
+
+import pytest
+from botocore.stub import Stubber
+
+from local_stack.aws import EmbeddedAws
+from local_stack.provision import ProvisionedStack
+from oauth_bridge.aws import RegistrationStore, UserPoolClients, metadata_url_key
+from oauth_bridge.cimd import MetadataFetcher
+from oauth_bridge.flows import DOCUMENT_MAX_AGE_SECONDS, Bridge
+from oauth_bridge.handler import dispatch
+from oauth_bridge.settings import BridgeSettings
+from tests.integration.task_harness import Clock
+from tests.tls_server import Routes, make_certificate, serve_https
+
+CALLBACK = "http://127.0.0.1:53682/callback"
+CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+HOST = "client.test"
+DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
+
+
+@dataclass
+class Upstream:
+    """Cognito's token endpoint as the bridge calls it: each request recorded, a scripted answer."""
+
+    status: int = 200
+    body: bytes = b'{"access_token":"at","refresh_token":"rt","token_type":"Bearer","expires_in":3600}'
+    calls: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
+
+    def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
+        self.calls.append((url, parse_qs(body.decode()), headers))
+        return self.status, self.body
+
+
+@dataclass
+class BridgeUnderTest:
+    bridge: Bridge
+    clock: Clock
+    upstream: Upstream
+    cognito: Any
+    dynamodb: Any
+    pool: str
+    table: str
+    routes: Routes
+    port: int
+    template_clients: frozenset[str] = frozenset()  # the template's own (the machine client)
+
+    def event(self, method: str, path: str, *, query: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+        headers = {"host": "127.0.0.1:3000", **extra.pop("headers", {})}
+        event: dict[str, Any] = {
+            "version": "2.0",
+            "rawPath": path,
+            "rawQueryString": urlencode(query or {}),
+            "headers": headers,
+            "requestContext": {"http": {"method": method, "path": path, "sourceIp": extra.pop("ip", "203.0.113.9")}},
+            "isBase64Encoded": False,
+        }
+        if "json" in extra:
+            event["body"] = json.dumps(extra.pop("json"))
+            headers["content-type"] = "application/json"
+        if "form" in extra:
+            event["body"] = urlencode(extra.pop("form"))
+            headers["content-type"] = "application/x-www-form-urlencoded"
+        return event
+
+    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
+        return dispatch(self.bridge, self.event(method, path, **kwargs))
+
+    def register(self, **metadata: Any) -> dict[str, Any]:
+        document = {"redirect_uris": [CALLBACK], "client_name": "t", "token_endpoint_auth_method": "none", **metadata}
+        return self.call("POST", "/oauth2/register", json=document)
+
+    def authorize(self, client_id: str, **params: str) -> dict[str, Any]:
+        query = {
+            "response_type": "code",
+            "client_id": client_id,
+            "redirect_uri": CALLBACK,
+            "code_challenge": CHALLENGE,
+            "code_challenge_method": "S256",
+            "state": "s",
+            **params,
+        }
+        return self.call("GET", "/oauth2/authorize", query=query)
+
+    def app_clients(self) -> dict[str, dict[str, Any]]:
+        """The app clients the bridge created."""
+        listed = [
+            c
+            for c in self.cognito.list_user_pool_clients(UserPoolId=self.pool, MaxResults=60)["UserPoolClients"]
+            if c["ClientId"] not in self.template_clients
+        ]
+        return {
+            c["ClientId"]: self.cognito.describe_user_pool_client(UserPoolId=self.pool, ClientId=c["ClientId"])[
+                "UserPoolClient"
+            ]
+            for c in listed
+        }
+
+    def items(self) -> dict[str, dict[str, Any]]:
+        return {item["pk"]["S"]: item for item in self.dynamodb.scan(TableName=self.table)["Items"]}
+
+    def serve_document(self, path: str, redirect_uris: list[str]) -> str:
+        url = f"https://{HOST}:{self.port}{path}"
+        document = {"client_id": url, "client_name": "CIMD client", "redirect_uris": redirect_uris}
+        self.routes[path] = (200, {"content-type": "application/json"}, json.dumps(document).encode())
+        return url
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    return make_certificate(tmp_path_factory.mktemp("tls"), HOST)
+
+
+@pytest.fixture
+def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Path, Path]) -> Iterator[BridgeUnderTest]:
+    import ssl
+
+    (pool,) = deployed.user_pools.values()
+    (table,) = [name for logical_id, name in deployed.tables.items() if logical_id.startswith("OAuthBridge")]
+    settings = BridgeSettings.model_validate(
+        {
+            "BRIDGE_TABLE_NAME": table,
+            "BRIDGE_USER_POOL_ID": pool,
+            "BRIDGE_COGNITO_DOMAIN_URL": DOMAIN,
+            "BRIDGE_RESOURCE_SCOPE": "mcp/invoke",
+            "BRIDGE_MAX_CLIENTS": "3",
+            "BRIDGE_REGISTRATIONS_PER_HOUR": "50",
+        }
+    )
+    clock = Clock(1_900_000_000.0)
+    cognito, dynamodb = embedded_aws.client("cognito-idp"), embedded_aws.client("dynamodb")
+    upstream = Upstream()
+    with serve_https(tls) as (port, routes):
+        fetcher = MetadataFetcher(
+            resolver=lambda host, p: ["127.0.0.1"],
+            ssl_context=ssl.create_default_context(cafile=str(tls[0])),
+            allow_loopback=True,
+        )
+        bridge = Bridge(
+            settings,
+            RegistrationStore(table, clock=clock, client=dynamodb),
+            UserPoolClients(pool, settings.scopes, access_token_minutes=60, refresh_token_days=30, client=cognito),
+            fetcher=fetcher,
+            post=upstream,
+            clock=clock,
+        )
+        template_clients = frozenset(
+            c["ClientId"] for c in cognito.list_user_pool_clients(UserPoolId=pool, MaxResults=60)["UserPoolClients"]
+        )
+        yield BridgeUnderTest(bridge, clock, upstream, cognito, dynamodb, pool, table, routes, port, template_clients)
+
+
+def test_past_the_cap_of_registered_clients_a_registration_gets_429_and_creates_nothing(
+    bridge: BridgeUnderTest,
+) -> None:
+    for _ in range(3):
+        assert bridge.register()["statusCode"] == 201
+    clients, items = bridge.app_clients(), bridge.items()
+    refused = bridge.register()
+    assert refused["statusCode"] == 429
+    assert json.loads(refused["body"]) == {
+        "error": "temporarily_unavailable",
+        "error_description": "the authorization server has as many clients as it accepts",
+    }
+    assert bridge.app_clients().keys() == clients.keys()
+    assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
+
+
+def test_a_metadata_document_client_gets_one_app_client_which_follows_the_documents_redirect_uris(
+    bridge: BridgeUnderTest,
+) -> None:
+    url = bridge.serve_document("/mcp-client.json", [CALLBACK])
+    first = bridge.authorize(url)
+    assert first["statusCode"] == 302, first["body"]
+    (app_id,) = bridge.app_clients()
+    assert parse_qs(urlsplit(first["headers"]["location"]).query)["client_id"] == [app_id]
+    assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]
+    # Within the document's max age the same app client serves, without a second fetch or client.
+    bridge.routes.clear()
+    assert bridge.authorize(url)["statusCode"] == 302
+    assert list(bridge.app_clients()) == [app_id]
+    # Later, the document lists another redirect URI: the old one is refused, the app client follows the new.
+    bridge.clock.advance(DOCUMENT_MAX_AGE_SECONDS + 1)
+    moved = "http://127.0.0.1:53999/callback"
+    bridge.serve_document("/mcp-client.json", [moved])
+    refused = bridge.authorize(url)
+    assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
+        400,
+        "redirect_uri is not registered for this client",
+    )
+    assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]  # a refused request changes nothing
+    assert bridge.authorize(url, redirect_uri=moved)["statusCode"] == 302
+    assert bridge.app_clients()[app_id]["CallbackURLs"] == [moved]
+    assert list(bridge.app_clients()) == [app_id]
+    assert bridge.items()[metadata_url_key(url)]["client"]["S"] == app_id
+
+
+def test_the_token_endpoint_forwards_with_the_cognito_client_id_and_records_the_use(bridge: BridgeUnderTest) -> None:
+    url = bridge.serve_document("/token-client.json", [CALLBACK])
+    bridge.authorize(url)
+    (app_id,) = bridge.app_clients()
+    bridge.clock.advance(600)
+    form = {
+        "grant_type": "authorization_code",
+        "code": "the-code",
+        "code_verifier": "v" * 43,
+        "redirect_uri": CALLBACK,
+        "client_id": url,
+        "resource": "http://127.0.0.1:3000/mcp",
+    }
+    answer = bridge.call("POST", "/oauth2/token", form=form)
+    assert (answer["statusCode"], json.loads(answer["body"])["access_token"]) == (200, "at")
+    assert answer["headers"]["cache-control"] == "no-store"
+    ((target, sent, headers),) = bridge.upstream.calls
+    assert target == f"{DOMAIN}/oauth2/token"
+    assert sent == {
+        "grant_type": ["authorization_code"],
+        "code": ["the-code"],
+        "code_verifier": ["v" * 43],
+        "redirect_uri": [CALLBACK],
+        "client_id": [app_id],  # the metadata document URL mapped to its app client; `resource` checked, not sent
+    }
+    assert "authorization" not in headers
+    assert bridge.items()[metadata_url_key(url)]["lastUsedAt"]["N"] == str(int(bridge.clock()))
+
+
+def test_basic_client_authentication_is_passed_on_for_the_app_clients_secret(bridge: BridgeUnderTest) -> None:
+    registered = json.loads(bridge.register(token_endpoint_auth_method="client_secret_basic")["body"])
+    credentials = base64.b64encode(f"{registered['client_id']}:{registered['client_secret']}".encode()).decode()
+    form = {"grant_type": "refresh_token", "refresh_token": "rt"}
+    answer = bridge.call("POST", "/oauth2/token", form=form, headers={"authorization": f"Basic {credentials}"})
+    assert answer["statusCode"] == 200
+    ((_, sent, headers),) = bridge.upstream.calls
+    assert sent == {"grant_type": ["refresh_token"], "refresh_token": ["rt"], "client_id": [registered["client_id"]]}
+    assert headers["authorization"] == f"Basic {credentials}"
+
+
+@pytest.mark.parametrize(("status", "expected"), [(400, 400), (401, 401), (500, 503), (429, 503)])
+def test_cognitos_token_errors_pass_through_and_its_failures_are_503(
+    bridge: BridgeUnderTest, status: int, expected: int
+) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    bridge.upstream.status, bridge.upstream.body = status, b'{"error":"invalid_grant"}'
+    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": client_id}
+    answer = bridge.call("POST", "/oauth2/token", form=form)
+    assert answer["statusCode"] == expected
+    body = json.loads(answer["body"])
+    assert body["error"] == ("invalid_grant" if expected < 500 else "temporarily_unavailable")
+    assert bridge.items()[f"client#{client_id}"]["lastUsedAt"]["N"] == str(int(bridge.clock()))  # not touched
+
+
+def test_cognito_refusing_the_redirect_uris_is_400_and_gives_the_slot_back(bridge: BridgeUnderTest) -> None:
+    client = bridge.bridge.clients.cognito.client()
+    with Stubber(client) as stub:
+        stub.add_client_error(
+            "create_user_pool_client",
+            service_error_code="InvalidParameterException",
+            service_message="Invalid callback URL",
+        )
+        answer = bridge.register()
+    assert (answer["statusCode"], json.loads(answer["body"])) == (
+        400,
+        {
+            "error": "invalid_client_metadata",
+            "error_description": "the user pool refused this client: Invalid callback URL",
+        },
+    )
+    assert bridge.app_clients() == {}
+    assert bridge.items()["meta#clients"]["active"]["N"] == "0"
+
+
+def test_an_aws_outage_is_a_503_with_a_generic_message(
+    bridge: BridgeUnderTest, caplog: pytest.LogCaptureFixture
+) -> None:
+    client = bridge.bridge.store.dynamodb.client()
+    with Stubber(client) as stub:
+        stub.add_client_error("get_item", service_error_code="InternalServerError", service_message="boom inside")
+        answer = bridge.authorize("someclient")
+    assert (answer["statusCode"], json.loads(answer["body"])) == (
+        503,
+        {"error": "temporarily_unavailable", "error_description": "the authorization server is unavailable; retry"},
+    )
+    assert "boom inside" in caplog.text
+
+
+def test_cleanup_removes_clients_unused_for_thirty_days_and_keeps_the_others(bridge: BridgeUnderTest) -> None:
+    idle = json.loads(bridge.register()["body"])["client_id"]
+    busy = json.loads(bridge.register()["body"])["client_id"]
+    bridge.clock.advance(20 * 86_400)
+    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": busy}
+    assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
+    bridge.clock.advance(11 * 86_400)
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0}
+    assert set(bridge.app_clients()) == {busy}
+    assert f"client#{idle}" not in bridge.items() and f"client#{busy}" in bridge.items()
+    assert bridge.items()["meta#clients"]["active"]["N"] == "1"
+    unknown = bridge.call("POST", "/oauth2/token", form={**form, "client_id": idle})
+    assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (401, "invalid_client")
+
+
+def test_a_metadata_document_request_with_a_redirect_uri_it_does_not_list_registers_nothing(
+    bridge: BridgeUnderTest,
+) -> None:
+    url = bridge.serve_document("/strict-client.json", ["http://127.0.0.1:1111/cb"])
+    refused = bridge.authorize(url)  # asks for CALLBACK, which the document does not list
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {"error": "invalid_request", "error_description": "redirect_uri is not registered for this client"},
+    )
+    assert "location" not in refused["headers"]
+    assert bridge.app_clients() == {}
+    assert metadata_url_key(url) not in bridge.items()

@@ -1,0 +1,43 @@
+"""`make run` keeps tasks and handles across a restart (LOCAL_STATE_DIR); without it, each start is clean."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.local_stack.conftest import StackClient
+from tests.support import local_stack_process
+
+pytestmark = pytest.mark.e2e
+SKU = "coffee"
+
+
+def test_a_restarted_stack_still_has_the_tasks_and_handles_of_the_last_run(tmp_path: Path) -> None:
+    env = {"LOCAL_STATE_DIR": str(tmp_path / "state")}
+    with local_stack_process(fixtures="conformance", extra_env=env) as first:
+        client = StackClient(first)
+        task_id = client.start("slow_compute", {"seconds": 0.1, "label": "kept"})
+        finished = client.settled(task_id)
+        opened = client.result("tools/call", {"name": "cart_open", "arguments": {}})
+        cart = opened["content"][0]["text"].split()[2].rstrip(".")
+        assert cart.startswith("cart_")
+    assert first.printed("state: 0 items restored")
+
+    with local_stack_process(fixtures="conformance", extra_env=env) as second:
+        client = StackClient(second)
+        assert client.task(task_id) == finished
+        added = client.result(
+            "tools/call", {"name": "cart_add", "arguments": {"cart": cart, "sku": SKU, "quantity": 2}}
+        )
+        assert added.get("isError") is not True, added
+    assert second.printed("items restored from")
+    assert not second.printed("state: 0 items restored")
+
+
+def test_without_a_state_directory_a_restarted_stack_starts_empty() -> None:
+    with local_stack_process(fixtures="conformance") as first:
+        task_id = StackClient(first).start("slow_compute", {"seconds": 0, "label": "gone"})
+    with local_stack_process(fixtures="conformance") as second:
+        gone = StackClient(second).call("tasks/get", {"taskId": task_id})
+    assert gone["error"]["message"] == "Failed to retrieve task: Task not found"

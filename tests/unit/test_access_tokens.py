@@ -1,0 +1,264 @@
+"""The function as an OAuth resource server: bearer tokens validated against a real (loopback) issuer's
+JWKS, and every refusal answered with the challenge RFC 6750 and the MCP authorization spec name."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.composition import build_authenticator
+from mcp_runtime.tokens import KeySet, TokenValidator
+from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
+from tests.support import rpc, standard_headers
+from tests.token_issuer import LocalIssuer, SigningKey, serve_issuer
+from tests.unit.conftest import make_server, make_settings
+
+RESOURCE = "http://127.0.0.1/mcp"
+METADATA = "http://127.0.0.1/.well-known/oauth-protected-resource/mcp"
+SCOPE = "mcp/invoke"
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Iterator[LocalIssuer]:
+    with serve_issuer([SigningKey.generate("k1"), SigningKey.generate("k2")]) as running:
+        yield running
+
+
+def transport_for(issuer: LocalIssuer, **settings: str) -> McpHttpTransport:
+    values = {"MCP_JWT_ISSUER": issuer.url, "MCP_JWT_REQUIRED_SCOPES": SCOPE, **settings}
+    configured = make_settings(**values)
+    return McpHttpTransport(make_server(settings=configured), authenticator=build_authenticator(configured))
+
+
+def call(transport: McpHttpTransport, authorization: str | None, method: str = "tools/list") -> HttpResponse:
+    message = rpc(method)
+    headers = {**standard_headers(message), "host": "127.0.0.1"}
+    if authorization is not None:
+        headers["authorization"] = authorization
+    return transport.handle(HttpRequest("POST", "/mcp", headers, json.dumps(message).encode(), None))
+
+
+def challenge(response: HttpResponse) -> str:
+    return response.headers["www-authenticate"]
+
+
+def tampered(token: str, **changes: Any) -> str:
+    header, payload, signature = token.split(".")
+    claims = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    claims.update(changes)
+    forged = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"{header}.{forged}.{signature}"
+
+
+def test_a_valid_token_is_served_as_its_subject_and_client(issuer: LocalIssuer) -> None:
+    transport = transport_for(issuer)
+    response = call(transport, f"Bearer {issuer.token()}", "server/discover")
+    assert response.status == 200, response.body
+    assert "result" in response.json()
+
+
+def test_the_subject_and_client_of_the_token_are_the_principal(issuer: LocalIssuer) -> None:
+    authenticator = build_authenticator(make_settings(MCP_JWT_ISSUER=issuer.url))
+    assert authenticator is not None
+    principal = authenticator.authenticate(f"Bearer {issuer.token(sub='auth0|7', client_id='vs|code')}", RESOURCE)
+    assert principal.id == "jwt:auth0%7C7|vs%7Ccode"  # type: ignore[union-attr]
+
+
+def test_no_token_gets_401_naming_the_metadata_and_the_scope(issuer: LocalIssuer) -> None:
+    response = call(transport_for(issuer), None)
+    assert response.status == 401
+    assert challenge(response) == f'Bearer scope="{SCOPE}", resource_metadata="{METADATA}"'
+    assert response.json() == {"jsonrpc": "2.0", "error": {"code": -32600, "message": "Authentication required"}}
+
+
+@pytest.mark.parametrize(
+    ("make_token", "description"),
+    [
+        (lambda i: i.token(exp=int(time.time()) - 120), "the token has expired"),
+        (lambda i: tampered(i.token(), sub="mallory"), "the token signature is invalid"),
+        (lambda i: i.token(aud="https://other.example.com/mcp"), "the token was issued for another resource"),
+        (lambda i: i.token(aud=None), "the token names no audience"),
+        (lambda i: i.token(iss="https://evil.example.com"), "the token was issued by another authorization server"),
+        (lambda i: i.token(nbf=int(time.time()) + 600), "the token is not valid yet"),
+        (lambda i: i.token(exp=None), "the token has no 'exp' claim"),
+        (lambda i: i.token(token_use="id"), "the token is not an access token"),
+        (lambda i: i.token(key=SigningKey.generate("k1")), "the token signature is invalid"),
+        (lambda i: i.token(headers={"kid": "never-published"}), "the token is signed with an unknown key"),
+        (lambda i: "not.a.jwt", "the token is malformed"),
+        (lambda i: jwt_none(i), "the token is signed with an unsupported algorithm"),
+        (lambda i: jwt_hs256(i), "the token is signed with an unsupported algorithm"),
+    ],
+    ids=[
+        "expired",
+        "tampered",
+        "another-audience",
+        "no-audience",
+        "another-issuer",
+        "not-yet-valid",
+        "no-expiry",
+        "id-token",
+        "foreign-key-same-kid",
+        "unknown-kid",
+        "garbage",
+        "alg-none",
+        "hs256-with-public-key",
+    ],
+)
+def test_an_unacceptable_token_gets_401_invalid_token_with_the_reason(
+    issuer: LocalIssuer, make_token: Any, description: str
+) -> None:
+    response = call(transport_for(issuer), f"Bearer {make_token(issuer)}")
+    assert response.status == 401
+    assert challenge(response) == (
+        f'Bearer error="invalid_token", error_description="{description}", scope="{SCOPE}", '
+        f'resource_metadata="{METADATA}"'
+    )
+    assert response.json()["error"] == {"code": -32600, "message": "Invalid access token"}
+
+
+def jwt_none(issuer: LocalIssuer) -> str:
+    header = base64.urlsafe_b64encode(b'{"alg":"none","kid":"k1"}').rstrip(b"=").decode()
+    payload = base64.urlsafe_b64encode(json.dumps({"iss": issuer.url, "sub": "a"}).encode()).rstrip(b"=").decode()
+    return f"{header}.{payload}."
+
+
+def jwt_hs256(issuer: LocalIssuer) -> str:
+    import jwt
+
+    return jwt.encode(
+        {"iss": issuer.url, "sub": "a", "aud": RESOURCE}, "k" * 32, algorithm="HS256", headers={"kid": "k1"}
+    )
+
+
+def test_a_token_without_the_required_scope_gets_403_insufficient_scope(issuer: LocalIssuer) -> None:
+    response = call(transport_for(issuer), f"Bearer {issuer.token(scope='openid profile')}")
+    assert response.status == 403
+    assert challenge(response) == (
+        f'Bearer error="insufficient_scope", error_description="the token lacks the scope {SCOPE}", '
+        f'scope="{SCOPE}", resource_metadata="{METADATA}"'
+    )
+
+
+def test_scopes_may_come_as_an_scp_list(issuer: LocalIssuer) -> None:
+    assert call(transport_for(issuer), f"Bearer {issuer.token(scope=None, scp=[SCOPE])}").status == 200
+
+
+@pytest.mark.parametrize("authorization", ["Basic YWxpY2U6c2VjcmV0", "Token abc", "Bearerabc", "", "   "])
+def test_credentials_of_another_scheme_are_answered_like_none(issuer: LocalIssuer, authorization: str) -> None:
+    response = call(transport_for(issuer), authorization)
+    assert response.status == 401
+    assert challenge(response) == f'Bearer scope="{SCOPE}", resource_metadata="{METADATA}"'
+
+
+def test_an_empty_bearer_is_an_invalid_token(issuer: LocalIssuer) -> None:
+    response = call(transport_for(issuer), "Bearer   ")
+    assert 'error="invalid_token", error_description="the token is malformed"' in challenge(response)
+
+
+def test_configured_audiences_replace_the_resource_uri(issuer: LocalIssuer) -> None:
+    transport = transport_for(issuer, MCP_JWT_AUDIENCE="api://mcp, https://mcp.example.com/mcp")
+    assert call(transport, f"Bearer {issuer.token(aud=['x', 'api://mcp'])}").status == 200
+    assert call(transport, f"Bearer {issuer.token()}").status == 401  # the resource URI is no longer enough
+
+
+def test_cognito_tokens_without_aud_are_accepted_on_the_resource_servers_scope(issuer: LocalIssuer) -> None:
+    transport = transport_for(issuer, MCP_JWT_AUDIENCE_OPTIONAL="true")
+    assert call(transport, f"Bearer {issuer.token(aud=None, token_use='access')}").status == 200
+    # ...but an `aud` that is present must still be this resource.
+    refused = call(transport, f"Bearer {issuer.token(aud='https://other.example.com')}")
+    assert refused.status == 401 and "another resource" in challenge(refused)
+    # ...and a token of the same pool for other scopes is not enough.
+    assert call(transport, f"Bearer {issuer.token(aud=None, scope='aws.cognito.signin.user.admin')}").status == 403
+
+
+def test_keys_are_fetched_once_through_the_issuers_metadata(issuer: LocalIssuer) -> None:
+    issuer.requests.clear()
+    transport = transport_for(issuer)
+    for _ in range(3):
+        assert call(transport, f"Bearer {issuer.token()}").status == 200
+    assert call(transport, f"Bearer {issuer.token(key=issuer.keys[1])}").status == 200  # second key, same fetch
+    assert issuer.requests == ["/.well-known/openid-configuration", "/jwks"]
+
+
+def test_unknown_key_ids_do_not_make_every_request_refetch_the_keys(issuer: LocalIssuer) -> None:
+    issuer.requests.clear()
+    transport = transport_for(issuer, MCP_JWT_JWKS_URL=f"{issuer.url}/jwks")
+    for index in range(5):
+        assert call(transport, f"Bearer {issuer.token(headers={'kid': f'random-{index}'})}").status == 401
+    assert issuer.requests == ["/jwks"]
+
+
+def test_a_rotated_key_is_picked_up_when_a_token_names_it() -> None:
+    clock = [1000.0]
+    with serve_issuer([SigningKey.generate("old")]) as issuer:
+        keys = KeySet(issuer.url, f"{issuer.url}/jwks", clock=lambda: clock[0])
+        validator = TokenValidator(issuer.url, keys)
+        assert validator.validate(issuer.token(), RESOURCE).subject == "alice"
+        issuer.keys.append(SigningKey.generate("new"))
+        clock[0] += 61  # past the refetch spacing for unknown key ids
+        assert validator.validate(issuer.token(key=issuer.keys[1]), "http://127.0.0.1/mcp").subject == "alice"
+        assert issuer.requests == ["/jwks", "/jwks"]
+
+
+def test_an_unreachable_issuer_refuses_the_token_without_a_5xx() -> None:
+    with serve_issuer() as issuer:
+        token = issuer.token()
+        url = issuer.url
+    settings = make_settings(MCP_JWT_ISSUER=url)
+    transport = McpHttpTransport(make_server(settings=settings), authenticator=build_authenticator(settings))
+    response = call(transport, f"Bearer {token}")
+    assert response.status == 401
+    assert 'error_description="the token cannot be verified now"' in challenge(response)
+
+
+def test_rsa_keys_shorter_than_2048_bits_are_never_used() -> None:
+    with serve_issuer([SigningKey.generate("weak", bits=1024)]) as issuer:
+        settings = make_settings(MCP_JWT_ISSUER=issuer.url)
+        transport = McpHttpTransport(make_server(settings=settings), authenticator=build_authenticator(settings))
+        response = call(transport, f"Bearer {issuer.token()}")
+        assert 'error_description="the token is signed with an unknown key"' in challenge(response)
+
+
+def test_keys_are_never_fetched_over_plain_http_from_a_remote_host() -> None:
+    from mcp_runtime.tokens import check_fetch_url
+
+    check_fetch_url("https://cognito-idp.us-east-1.amazonaws.com/pool/.well-known/jwks.json")
+    check_fetch_url("http://127.0.0.1:4000/jwks")
+    with pytest.raises(ValueError, match="must be fetched over https"):
+        check_fetch_url("http://login.example.com/jwks")
+
+
+def test_an_unreachable_issuer_is_not_asked_again_by_every_request() -> None:
+    clock = [1000.0]
+    attempts: list[str] = []
+
+    def failing_fetch(url: str, headers: Any = None) -> Any:
+        attempts.append(url)
+        from mcp_runtime.tokens import KeySetUnavailable
+
+        raise KeySetUnavailable("connection refused")
+
+    keys = KeySet(
+        "https://issuer.example.com", "https://issuer.example.com/jwks", fetch=failing_fetch, clock=lambda: clock[0]
+    )
+    validator = TokenValidator("https://issuer.example.com", keys)
+    with serve_issuer() as issuer:
+        token = issuer.token()
+    from mcp_runtime.tokens import KeySetUnavailable
+
+    messages = []
+    for _ in range(5):
+        with pytest.raises(KeySetUnavailable) as failed:
+            validator.validate(token, RESOURCE)
+        messages.append(str(failed.value))
+    assert messages == ["connection refused"] + ["the issuer's keys could not be fetched moments ago"] * 4
+    assert len(attempts) == 1
+    clock[0] += 6
+    with pytest.raises(KeySetUnavailable, match="connection refused"):
+        validator.validate(token, RESOURCE)
+    assert len(attempts) == 2
