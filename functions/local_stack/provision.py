@@ -541,6 +541,9 @@ def _event_rules(template: DeployedTemplate, stack: ProvisionedStack) -> list[Ev
     rules = []
     for resource in template.resources("AWS::Events::Rule"):
         props = template.resolve(resource.properties)
+        if "ScheduleExpression" in props and "EventPattern" not in props:
+            stack.not_emulated[resource.logical_id] = "AWS::Events::Rule (schedule)"  # the bridge's cleanup
+            continue
         if str(props.get("EventBusName") or "default") != "default" or "EventPattern" not in props:
             raise TemplateError(f"rule {resource.logical_id}: only event patterns on the default bus are emulated")
         targets = []
