@@ -29,6 +29,7 @@ PROTOCOL_VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 # Fixed, recognisable sample identities (documentation ranges and example ids, nothing real).
 ACCOUNT = "123456789012"
+REQUEST_ID = "5f0e8a4b-0000-4000-8000-000000000000"
 REGION = "us-east-1"
 HTTP_API_ID = "a1b2c3d4e5"
 URL_ID = "abcdefghijklmnopqrstuvwxyz012345"
@@ -91,7 +92,19 @@ WORKER_EVENTS: dict[str, dict[str, Any]] = {
             "version": 1,
         },
     },
-    "fail": {"action": "fail", "taskId": UNKNOWN_TASK_ID, "error": "States.Timeout"},
+    "fail": {
+        "action": "fail",
+        "taskId": UNKNOWN_TASK_ID,
+        "failure": {
+            "Error": "Sandbox.Timedout",
+            "Cause": json.dumps(
+                {
+                    "errorType": "Sandbox.Timedout",
+                    "errorMessage": f"RequestId: {REQUEST_ID} Error: Task timed out after 300.00 seconds",
+                }
+            ),
+        },
+    },
 }
 
 STREAM_ARN = f"arn:aws:dynamodb:{REGION}:{ACCOUNT}:table/ServerlessMcpTasks-TaskTable/stream/2026-07-28T00:00:00.000"

@@ -542,7 +542,7 @@ def _event_rules(template: DeployedTemplate, stack: ProvisionedStack) -> list[Ev
     for resource in template.resources("AWS::Events::Rule"):
         props = template.resolve(resource.properties)
         if "ScheduleExpression" in props and "EventPattern" not in props:
-            stack.not_emulated[resource.logical_id] = "AWS::Events::Rule (schedule)"  # the bridge's cleanup
+            stack.not_emulated[resource.logical_id] = "scheduled EventBridge rules"  # the bridge's hourly cleanup
             continue
         if str(props.get("EventBusName") or "default") != "default" or "EventPattern" not in props:
             raise TemplateError(f"rule {resource.logical_id}: only event patterns on the default bus are emulated")

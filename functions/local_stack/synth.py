@@ -66,6 +66,9 @@ def inputs_digest(context: Mapping[str, Any], repo: Path = REPO) -> str:
     return digest.hexdigest()[:20]
 
 
+IN_USE_SECONDS: Final = 2 * 3600.0
+
+
 def synthesize(
     overrides: Mapping[str, Any] | None = None, *, repo: Path = REPO, cache_root: Path = CACHE_ROOT
 ) -> Assembly:
@@ -75,6 +78,7 @@ def synthesize(
     stack_name = str(context.get("stackName") or DEFAULT_STACK_NAME)
     target = cache_root / inputs_digest(context, repo)
     if (target / "manifest.json").exists():
+        os.utime(target)  # in use: prune keeps what was used lately
         return Assembly(target, stack_name, True, time.monotonic() - started)
     cache_root.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="synth-", dir=cache_root))
@@ -101,11 +105,14 @@ def synthesize(
     return Assembly(target, stack_name, False, time.monotonic() - started)
 
 
-def prune(cache_root: Path, keep: Path, limit: int = 8) -> None:
-    """Keep the newest few assemblies: each differs by one edit of infra/ or one context."""
+def prune(cache_root: Path, keep: Path, limit: int = 8, in_use_seconds: float = IN_USE_SECONDS) -> None:
+    """Keep the newest few assemblies (each differs by one edit of infra/ or one context), and every
+    one used in the last `in_use_seconds`: a running stack reads its assembly while it runs."""
     entries = sorted(
         (p for p in cache_root.iterdir() if p.is_dir() and p != keep and not p.name.startswith("synth-")),
         key=lambda p: p.stat().st_mtime,
     )
+    recent = time.time() - in_use_seconds
     for stale in entries[: max(0, len(entries) - (limit - 1))]:
-        shutil.rmtree(stale, ignore_errors=True)
+        if stale.stat().st_mtime < recent:
+            shutil.rmtree(stale, ignore_errors=True)

@@ -613,7 +613,7 @@ def test_client_credentials_only_keeps_the_pool_and_machine_client_but_no_bridge
     stack = synth(**CLIENT_CREDENTIALS)
     assert stack.stack.bridge is None
     stack.template.resource_count_is("AWS::Cognito::UserPoolClient", 1)
-    stack.template.resource_count_is("AWS::Lambda::Function", 2)
+    stack.template.resource_count_is("AWS::Lambda::Function", 4)  # API, worker, supervisor, callbacks
     env = stack.json["Resources"][stack.logical_id(stack.stack.functions.api_function)]["Properties"]["Environment"][
         "Variables"
     ]
@@ -625,6 +625,7 @@ def test_client_credentials_only_keeps_the_pool_and_machine_client_but_no_bridge
         "DELETE /mcp",
         "GET /.well-known/oauth-protected-resource",
         "GET /.well-known/oauth-protected-resource/mcp",
+        "POST /tasks/callbacks",
     }
 
 

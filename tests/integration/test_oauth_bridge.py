@@ -19,6 +19,7 @@ from botocore.stub import Stubber
 
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
+from mcp_runtime.tasks.aws_clients import MAX_ATTEMPTS
 from oauth_bridge.aws import RegistrationStore, UserPoolClients, metadata_url_key
 from oauth_bridge.cimd import MetadataFetcher
 from oauth_bridge.flows import DOCUMENT_MAX_AGE_SECONDS, Bridge
@@ -288,8 +289,10 @@ def test_an_aws_outage_is_a_503_with_a_generic_message(
 ) -> None:
     client = bridge.bridge.store.dynamodb.client()
     with Stubber(client) as stub:
-        stub.add_client_error("get_item", service_error_code="InternalServerError", service_message="boom inside")
+        for _ in range(MAX_ATTEMPTS):  # a 5xx is retried, within the invocation's time, before the 503
+            stub.add_client_error("get_item", service_error_code="InternalServerError", service_message="boom inside")
         answer = bridge.authorize("someclient")
+        stub.assert_no_pending_responses()
     assert (answer["statusCode"], json.loads(answer["body"])) == (
         503,
         {"error": "temporarily_unavailable", "error_description": "the authorization server is unavailable; retry"},

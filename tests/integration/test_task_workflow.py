@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import time
 from typing import Any
@@ -194,20 +195,20 @@ def test_a_protocol_error_settles_failed_with_that_error_inline(service: TaskSer
     assert "result" not in done
 
 
-def test_a_crashing_tool_settles_failed_through_the_state_machines_catch(
-    service: TaskService, env: TaskEnvironment
+def test_a_tool_that_raises_fails_its_task_with_a_generic_error_and_logs_its_traceback(
+    service: TaskService, env: TaskEnvironment, caplog: pytest.LogCaptureFixture
 ) -> None:
+    caplog.set_level(logging.ERROR, logger="mcp_runtime.tasks.worker")
     task_id = start(service, env, "crash")
 
     done = poll(service, task_id, TERMINAL)
 
     assert done["status"] == FAILED
-    assert done["error"] == {
-        "code": wire.INTERNAL_ERROR,
-        "message": "Task execution failed",
-        "data": {"reason": "RuntimeError"},
-    }
+    assert done["error"] == {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}  # no class names
     assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "FAILED") == "FAILED"
+    logged = [r for r in caplog.records if r.name == "mcp_runtime.tasks.worker" and task_id in r.getMessage()]
+    assert [r.getMessage() for r in logged] == [f"task {task_id}: tool crash raised: disk on fire"]
+    assert logged[0].exc_info is not None and logged[0].exc_info[0] is RuntimeError  # the traceback
 
 
 def test_progress_reports_become_the_status_message(service: TaskService, env: TaskEnvironment) -> None:
@@ -234,7 +235,8 @@ def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(
 
     assert done["status"] == CANCELLED
     assert "result" not in done and "error" not in done
-    assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "ABORTED") == "ABORTED"
+    # Stopped by the supervisor, or (when the tool noticed the cancel first) ended by its own run.
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") in {"ABORTED", "SUCCEEDED"}
     service.cancel(task_id, request_context())  # cancelling a terminal task: the same empty ack
     assert service.get(task_id, request_context())["status"] == CANCELLED
 
@@ -263,7 +265,7 @@ def test_a_task_whose_execution_was_stopped_behind_its_back_is_settled_failed_in
     settled = poll(service, task_id, TERMINAL)
 
     assert parked["status"] == INPUT_REQUIRED
-    assert (settled["status"], settled["error"]) == (FAILED, {**EXECUTION_LOST_ERROR, "data": {"reason": "ABORTED"}})
+    assert (settled["status"], settled["error"]) == (FAILED, EXECUTION_LOST_ERROR)  # the status is in the log
 
 
 def test_an_ended_execution_that_is_not_the_tasks_current_one_leaves_the_task_alone(
@@ -281,7 +283,7 @@ def test_an_ended_execution_that_is_not_the_tasks_current_one_leaves_the_task_al
     assert service.get(task_id, request_context())["status"] == INPUT_REQUIRED
     env.executor().stop(task_id)
     settled = poll(service, task_id, TERMINAL)
-    assert (settled["status"], settled["error"]["data"]) == (FAILED, {"reason": "ABORTED"})
+    assert (settled["status"], settled["error"]) == (FAILED, EXECUTION_LOST_ERROR)
 
 
 def test_a_task_that_stays_quiet_is_left_alone_while_its_execution_runs(

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
 
-from local_stack.synth import TEMPLATE_INPUTS, inputs_digest, synthesize
+from local_stack.synth import TEMPLATE_INPUTS, inputs_digest, prune, synthesize
 from tests.support import REPO
 
 pytestmark = pytest.mark.infra
@@ -40,3 +42,18 @@ def test_the_cache_key_changes_with_the_context_and_with_each_input(tmp_path: Pa
         digest = inputs_digest({}, copy)
         assert digest not in seen, path
         seen.add(digest)
+
+
+def test_pruning_keeps_the_newest_assemblies_and_every_one_a_running_stack_used_lately(tmp_path: Path) -> None:
+    now = time.time()
+    ages = {f"old{n}": 3 * 3600 + n for n in range(3)} | {f"recent{n}": 60 + n for n in range(9)}
+    for name, age in ages.items():
+        (tmp_path / name).mkdir()
+        os.utime(tmp_path / name, (now - age, now - age))
+    keep = tmp_path / "current"
+    keep.mkdir()
+
+    prune(tmp_path, keep=keep, limit=8)
+
+    # Seven besides the current one fit the limit; of the five oldest, only those unused for hours go.
+    assert {p.name for p in tmp_path.iterdir()} == {"current", *(f"recent{n}" for n in range(9))}

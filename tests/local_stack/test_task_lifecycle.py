@@ -81,15 +81,19 @@ def test_cancelling_a_parked_task_settles_cancelled_and_aborts_its_execution_at_
 def test_a_worker_that_crashes_fails_the_task_with_lambdas_exit_error(lifecycle_stack: StackClient) -> None:
     task = lifecycle_stack.settled(lifecycle_stack.start("crash_worker", {"status": 3}))
     assert task["status"] == "failed"
-    assert task["error"] == {**EXECUTION_FAILED_ERROR, "data": {"reason": "Runtime.ExitError"}}
+    assert task["error"] == EXECUTION_FAILED_ERROR  # what Lambda reported goes to the log, not the client
     assert lifecycle_stack.wait_for_execution(task_id_of(task)) == "FAILED"
+    logged = f"task {task_id_of(task)}: execution failed with Runtime.ExitError: RequestId: "
+    assert lifecycle_stack.wait_for_output(logged)
+    assert lifecycle_stack.running.printed("Error: Runtime exited with error: exit status 3")
 
 
 def test_a_worker_past_its_template_timeout_is_killed_and_fails_the_task(lifecycle_stack: StackClient) -> None:
     task_id = lifecycle_stack.start("hold_worker", {"seconds": 30})
     task = lifecycle_stack.settled(task_id, timeout=40)
     assert task["status"] == "failed"
-    assert task["error"] == {**EXECUTION_FAILED_ERROR, "data": {"reason": "Sandbox.Timedout"}}
+    assert task["error"] == EXECUTION_FAILED_ERROR
+    assert lifecycle_stack.wait_for_output(f"task {task_id}: execution failed with Sandbox.Timedout: RequestId: ")
     assert lifecycle_stack.wait_for_output("Task timed out after 5.00 seconds")
     # The killed environment is replaced: the next task runs.
     after = lifecycle_stack.settled(lifecycle_stack.start("hold_worker", {"seconds": 0}))

@@ -536,7 +536,8 @@ def test_the_worker_adapter_logs_with_task_id_and_execution_name(capsys: pytest.
         task_id = service.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
         worker = TaskWorker(service.store, FakeExecutor(), ToolRegistry(), telemetry=telemetry)
         with telemetry.invocation():
-            outcome = worker.handle({"action": "fail", "taskId": task_id, "error": "States.Timeout"})  # logs an error
+            failure = {"Error": "States.Timeout", "Cause": ""}
+            outcome = worker.handle({"action": "fail", "taskId": task_id, "failure": failure})  # logs an error
         assert outcome["outcome"] == "failed"
         out = capsys.readouterr().out
         [line] = [d for d in _log_lines(out) if d["level"] == "ERROR"]
@@ -663,7 +664,8 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     service.cancel("task-0000000000000001", _ctx())
     failing = _service(clock, recorder)
     failed = failing.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
-    TaskWorker(failing.store, FakeExecutor(), ToolRegistry(), telemetry=recorder).fail(failed, "States.Timeout")
+    worker = TaskWorker(failing.store, FakeExecutor(), ToolRegistry(), telemetry=recorder)
+    worker.fail(failed, {"Error": "States.Timeout"})
 
     reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}
     declared = {(metric, dims) for metric, sets in METRIC_DIMENSIONS.items() for dims in sets}

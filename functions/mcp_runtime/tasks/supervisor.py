@@ -108,7 +108,7 @@ class TaskSupervisor:
         if task.is_terminal or task.execution != name:
             return  # settled by its own writes, or carried on by a newer execution
         log.warning("task %s: execution %s ended %s without a terminal write; settling failed", task_id, name, status)
-        self._settle(task, {**EXECUTION_LOST_ERROR, "data": {"reason": status}})
+        self._settle(task, dict(EXECUTION_LOST_ERROR))
 
     def _settle(self, task: TaskRecord, error: dict[str, Any]) -> None:
         try:

@@ -22,6 +22,7 @@ only `TaskStoreUnavailable` (nothing irreversible done yet) is retried by the st
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +38,7 @@ from .errors import (
     ExecutorRefused,
     ExecutorUnavailable,
     TaskConflict,
+    TaskError,
     TaskNoLongerRunning,
     TaskNotFound,
     TaskStoreRefused,
@@ -66,6 +68,8 @@ log = logging.getLogger(__name__)
 
 OUTCOME_COMPLETED: Final = "completed"
 OUTCOME_FAILED: Final = "failed"
+# The tool raised: the task is settled failed, and the execution ends FAILED so its alarm sees it.
+OUTCOME_CRASHED: Final = "crashed"
 OUTCOME_INPUT_REQUIRED: Final = "input_required"
 OUTCOME_PARKED: Final = "parked"
 # The task is gone, settled or cancelled: nothing more to do for this execution.
@@ -188,7 +192,7 @@ class TaskWorker:
         if action == "settle":
             return self.settle(task_id, event["settle"])
         if action == "fail":
-            return self.fail(task_id, str(event.get("error") or "Unknown"))
+            return self.fail(task_id, event.get("failure") or {})
         raise ValueError(f"unknown worker action {action!r}")
 
     # ---- run ----------------------------------------------------------------------------------
@@ -234,6 +238,13 @@ class TaskWorker:
             return _outcome(OUTCOME_STOPPED)
         except McpError as exc:
             return self._settle(record, FAILED, exc.to_error_object())
+        except TaskError:
+            raise  # the task side's own (a store that did not answer): the state machine retries or fails it
+        except Exception as exc:
+            # As on the synchronous path: the client gets a generic error, the log gets everything.
+            log.error("task %s: tool %s raised: %s", task_id, record.tool_name, exc, exc_info=exc)
+            settled = self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
+            return _outcome(OUTCOME_CRASHED) if settled["outcome"] == OUTCOME_FAILED else settled
         return self._complete(record, result.to_wire())
 
     def _complete(self, record: TaskRecord, payload: dict[str, Any]) -> dict[str, Any]:
@@ -362,7 +373,7 @@ class TaskWorker:
     def _refused(self, task_id: str, exc: TaskStoreRefused) -> dict[str, Any]:
         """Storage refused the terminal write for good: fail the task with a small error saying so."""
         log.error("task %s: terminal write refused (%s)", task_id, exc)
-        error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored", "data": {"reason": exc.code}}
+        error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored"}
         settled = self.store.finish(task_id, FAILED, error)  # refused again: Lambda reports it, the Catch fails it
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
@@ -430,14 +441,32 @@ class TaskWorker:
             log.warning("could not end a wait with its own token (%s); the execution's timeout will", exc)
 
     # ---- fail ---------------------------------------------------------------------------------
-    def fail(self, task_id: str, error_name: str) -> dict[str, Any]:
-        log.error("task %s: execution failed with %s", task_id, error_name)
+    def fail(self, task_id: str, failure: Mapping[str, Any]) -> dict[str, Any]:
+        """MarkFailed: what Step Functions caught (`Error`, `Cause`) goes to the log; the task gets the
+        generic error (an error name such as Runtime.ExitError means nothing to a client)."""
+        log.error("task %s: execution failed with %s: %s", task_id, failure.get("Error"), _cause(failure))
         try:
-            settled = self.store.finish(task_id, FAILED, {**EXECUTION_FAILED_ERROR, "data": {"reason": error_name}})
+            settled = self.store.finish(task_id, FAILED, dict(EXECUTION_FAILED_ERROR))
         except (TaskConflict, TaskNotFound):
             return _outcome(OUTCOME_STOPPED)
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
+
+
+def _cause(failure: Mapping[str, Any]) -> str:
+    """The caught error's cause: Lambda's error payload (a JSON text) told as its message and trace."""
+    cause = failure.get("Cause")
+    try:
+        payload = json.loads(cause) if isinstance(cause, str) else None
+    except ValueError:
+        payload = None
+    if not isinstance(payload, dict):
+        return str(cause or "")
+    told = str(payload.get("errorMessage") or "")
+    trace = payload.get("stackTrace")
+    if isinstance(trace, list) and trace:
+        told += "\n" + "".join(str(line) for line in trace)
+    return told
 
 
 def _outcome(outcome: str) -> dict[str, Any]:
