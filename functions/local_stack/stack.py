@@ -233,7 +233,11 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     aws = start_embedded_aws()
     iam_enforcement.install()
     provisioned = provision(template, aws.client)
-    restored = persistence.restore(options.state_dir, provisioned, aws.client) if options.state_dir else 0
+    restored = (
+        persistence.restore(options.state_dir, provisioned, aws.client)
+        if options.state_dir
+        else persistence.Restored(0, ())
+    )
     admin = iam_enforcement.create_admin_user(aws.endpoint, "local-stack-admin", template.region)
     credentials = {
         spec.logical_id: iam_enforcement.assume_role_credentials(
@@ -303,7 +307,13 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         options.state_dir,
     )
     if options.state_dir is not None:
-        out.write(f"state: {restored} items restored from {options.state_dir} (saved again when the stack stops)\n")
+        out.write(
+            f"state: {restored.items} items restored from {options.state_dir} (saved again when the stack stops)\n"
+        )
+    for task_id, execution_name in restored.lost_executions:
+        for state_machine_arn in provisioned.state_machines.values():
+            delivery.events.publish(persistence.lost_execution_event(state_machine_arn, task_id, execution_name))
+        out.write(f"state: the execution of task {task_id} did not survive the restart: reported ABORTED\n")
     _describe(stack, code, options, additions, out)
     _write_state(stack, additions, credentials)
     return stack

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from mcp_runtime.tasks.models import EXECUTION_LOST_ERROR
 from tests.local_stack.conftest import StackClient
 from tests.support import local_stack_process
 
@@ -41,3 +42,17 @@ def test_without_a_state_directory_a_restarted_stack_starts_empty() -> None:
     with local_stack_process(fixtures="conformance") as second:
         gone = StackClient(second).call("tasks/get", {"taskId": task_id})
     assert gone["error"]["message"] == "Failed to retrieve task: Task not found"
+
+
+def test_a_task_whose_execution_did_not_survive_the_restart_is_settled_as_a_lost_execution(tmp_path: Path) -> None:
+    env = {"LOCAL_STATE_DIR": str(tmp_path / "state")}
+    with local_stack_process(fixtures="conformance", extra_env=env) as first:
+        client = StackClient(first)
+        task_id = client.start("confirm_delete", {"filename": "kept.txt"})
+        client.wait_for(task_id, lambda task: task["status"] == "input_required")
+
+    with local_stack_process(fixtures="conformance", extra_env=env) as second:
+        client = StackClient(second)
+        settled = client.settled(task_id)
+        assert (settled["status"], settled["error"]) == ("failed", EXECUTION_LOST_ERROR)
+    assert second.printed(f"state: the execution of task {task_id} did not survive the restart: reported ABORTED")
