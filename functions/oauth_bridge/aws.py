@@ -273,50 +273,35 @@ class UserPoolClients:
         self.cognito = AwsCaller("cognito-idp", client, endpoint_url=endpoint_url)  # client built on first use
 
     def create(self, name: str, redirect_uris: tuple[str, ...], *, confidential: bool) -> AppClient:
-        created = _aws(
-            lambda: self.cognito.call(
-                "create_user_pool_client",
-                UserPoolId=self.user_pool_id,
-                ClientName=name,
-                GenerateSecret=confidential,
-                RefreshTokenValidity=self.refresh_token_days,
-                AccessTokenValidity=self.access_token_minutes,
-                IdTokenValidity=self.access_token_minutes,
-                TokenValidityUnits={"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
-                ExplicitAuthFlows=["ALLOW_REFRESH_TOKEN_AUTH"],
-                SupportedIdentityProviders=["COGNITO"],
-                CallbackURLs=list(redirect_uris),
-                AllowedOAuthFlows=["code"],
-                AllowedOAuthScopes=list(self.scopes),
-                AllowedOAuthFlowsUserPoolClient=True,
-                PreventUserExistenceErrors="ENABLED",
-                EnableTokenRevocation=True,
-            )
-        )["UserPoolClient"]
+        settings = self._settings(name, redirect_uris)
+        created = _aws(lambda: self.cognito.call("create_user_pool_client", GenerateSecret=confidential, **settings))[
+            "UserPoolClient"
+        ]
         return AppClient(str(created["ClientId"]), created.get("ClientSecret"))
 
     def set_redirect_uris(self, client_id: str, name: str, redirect_uris: tuple[str, ...]) -> None:
         # UpdateUserPoolClient resets what it is not given: everything is given again.
-        _aws(
-            lambda: self.cognito.call(
-                "update_user_pool_client",
-                UserPoolId=self.user_pool_id,
-                ClientId=client_id,
-                ClientName=name,
-                RefreshTokenValidity=self.refresh_token_days,
-                AccessTokenValidity=self.access_token_minutes,
-                IdTokenValidity=self.access_token_minutes,
-                TokenValidityUnits={"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
-                ExplicitAuthFlows=["ALLOW_REFRESH_TOKEN_AUTH"],
-                SupportedIdentityProviders=["COGNITO"],
-                CallbackURLs=list(redirect_uris),
-                AllowedOAuthFlows=["code"],
-                AllowedOAuthScopes=list(self.scopes),
-                AllowedOAuthFlowsUserPoolClient=True,
-                PreventUserExistenceErrors="ENABLED",
-                EnableTokenRevocation=True,
-            )
-        )
+        settings = self._settings(name, redirect_uris)
+        _aws(lambda: self.cognito.call("update_user_pool_client", ClientId=client_id, **settings))
+
+    def _settings(self, name: str, redirect_uris: tuple[str, ...]) -> dict[str, Any]:
+        """An app client for one MCP client: authorization code with PKCE, its redirect URIs, refresh."""
+        return {
+            "UserPoolId": self.user_pool_id,
+            "ClientName": name,
+            "RefreshTokenValidity": self.refresh_token_days,
+            "AccessTokenValidity": self.access_token_minutes,
+            "IdTokenValidity": self.access_token_minutes,
+            "TokenValidityUnits": {"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
+            "ExplicitAuthFlows": ["ALLOW_REFRESH_TOKEN_AUTH"],
+            "SupportedIdentityProviders": ["COGNITO"],
+            "CallbackURLs": list(redirect_uris),
+            "AllowedOAuthFlows": ["code"],
+            "AllowedOAuthScopes": list(self.scopes),
+            "AllowedOAuthFlowsUserPoolClient": True,
+            "PreventUserExistenceErrors": "ENABLED",
+            "EnableTokenRevocation": True,
+        }
 
     def delete(self, client_id: str) -> None:
         try:
