@@ -90,3 +90,22 @@ def test_the_walkthroughs_registration_is_one_line_added_where_the_readme_says(t
     registry = ToolRegistry()
     tools.register(registry, table_backed=False)
     assert {spec.name for spec in registry} == {"count_words", "archive_project", "deploy_release", "export_dataset"}
+
+
+def github_anchor(heading: str) -> str:
+    """GitHub's id for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+
+
+def test_every_link_inside_the_readme_names_one_of_its_headings() -> None:
+    text = re.sub(r"```.*?```", "", readme(), flags=re.DOTALL)
+    anchors = {github_anchor(line.lstrip("#")) for line in text.splitlines() if line.startswith("#")}
+    links = set(re.findall(r"\]\(#([^)]+)\)", text))
+    assert links and links <= anchors, sorted(links - anchors)
+
+
+def test_the_contents_list_every_section() -> None:
+    text = readme()
+    contents = text[text.index("## Contents") : text.index("## The two commands")]
+    sections = [line[3:] for line in text.splitlines() if line.startswith("## ") and line != "## Contents"]
+    assert [github_anchor(section) for section in sections if f"(#{github_anchor(section)})" not in contents] == []
