@@ -5,6 +5,7 @@
 // - the scope the endpoint requires (LOCAL_OAUTH_SCOPE, "mcp/invoke" like the Cognito resource server);
 // - authorization code with PKCE (S256) required, dynamic client registration (RFC 7591),
 //   Client ID Metadata Documents advertised, refresh tokens for clients that register the grant;
+// - the client credentials grant (machine clients, registered with grant_types ["client_credentials"]);
 // - development users (LOCAL_OAUTH_USERS="alice:password,bob:password") who sign in on a plain HTML
 //   form at /interaction/<uid>, then consent.
 // Prints one JSON line {"issuer": ...} once it listens. Never deploy this: it keeps state in memory.
@@ -45,6 +46,7 @@ const provider = new Provider(issuer, {
   interactions: { url: (ctx, interaction) => `/interaction/${interaction.uid}` },
   features: {
     devInteractions: { enabled: false },
+    clientCredentials: { enabled: true },
     registration: { enabled: true },
     revocation: { enabled: true },
     clientIdMetadataDocument: {

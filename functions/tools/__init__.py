@@ -1,15 +1,25 @@
-"""The project's tools. Add a tool: write one file in this folder and import it below."""
+"""The project's tools. Add a tool: write one file in this folder and add its name to MODULES below."""
 
 from __future__ import annotations
 
+from importlib import import_module
+from types import ModuleType
+
 from mcp_runtime.tools import ToolRegistry
 
-from . import archive_project, cart, count_words, deploy_release, my_tasks
 
-# Served everywhere.
-MODULES = (count_words, archive_project, deploy_release)
+def _modules(*names: str) -> tuple[ModuleType, ...]:
+    return tuple(import_module(f"{__name__}.{name}") for name in names)
+
+
+# Served everywhere, in this order: one line per tool file of this folder.
+MODULES = _modules(
+    "count_words",
+    "archive_project",
+    "deploy_release",
+)
 # Served where the task table is configured (AWS, and the local stack): they keep state in it.
-TABLE_BACKED_MODULES = (cart, my_tasks)
+TABLE_BACKED_MODULES = _modules("cart", "my_tasks")
 
 
 def register(tools: ToolRegistry, *, table_backed: bool) -> None:

@@ -100,6 +100,7 @@ class TaskEnvironment:
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     clock: Callable[[], float] = time.time
     rounds_per_execution: int = 1000
+    progress_interval_seconds: float = 0.0  # every report written; the deployed default is 1 s
 
     def store(self, clock: Callable[[], float] | None = None) -> DynamoTaskStore:
         return DynamoTaskStore(self.resources.table_name, self.dynamodb, clock=clock or self.clock)
@@ -121,7 +122,7 @@ class TaskEnvironment:
             payloads=self.payloads(),
             callback_url=CALLBACK_URL,
             rounds_per_execution=self.rounds_per_execution,
-            progress_interval_seconds=0.0,
+            progress_interval_seconds=self.progress_interval_seconds,
         )
 
     def supervisor(self) -> TaskSupervisor:

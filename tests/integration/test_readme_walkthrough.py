@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from mcp_runtime.tasks.models import COMPLETED, INPUT_REQUIRED
+from mcp_runtime.settings import Settings
+from mcp_runtime.tasks.models import COMPLETED, INPUT_REQUIRED, WORKING
 from mcp_runtime.tasks.service import TaskService
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 from tests.support import REPO
@@ -53,6 +54,31 @@ def test_a_small_export_runs_as_a_task_to_its_exact_text(service: TaskService, t
         COMPLETED,
         [{"type": "text", "text": "Exported 500 rows of orders to orders.csv."}],
     )
+
+
+def readme_promises_mid_run() -> str:
+    """The statusMessage the README says `tasks/get` shows while the task runs."""
+    text = (REPO / "README.md").read_text()
+    promise = re.search(r"`tasks/get` shows `([^`]+)` as its\s+`statusMessage`", text)
+    assert promise, "the README lost what tasks/get shows mid-run"
+    return promise.group(1)
+
+
+def test_tasks_get_shows_what_the_readme_promises_mid_run_with_the_deployed_progress_interval(
+    service: TaskService, task_env: TaskEnvironment
+) -> None:
+    # As deployed: the worker writes statusMessage at most once per TASK_PROGRESS_INTERVAL_MS.
+    task_env.progress_interval_seconds = Settings.model_fields["task_progress_interval_ms"].default / 1000
+    promised = readme_promises_mid_run()
+    task_id = start(service, task_env, {"dataset": "orders", "rows": 500})
+    seen = wait_until(
+        lambda: service.get(task_id, request_context()),
+        lambda t: t.get("statusMessage") == promised or t["status"] in TERMINAL,
+        timeout=30,
+    )
+    assert (seen["status"], seen.get("statusMessage")) == (WORKING, promised)
+    done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL, timeout=30)
+    assert done["status"] == COMPLETED
 
 
 def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(
