@@ -6,6 +6,7 @@ from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
 
 from infra import bundling
+from infra.capabilities._lambda import FunctionDefaults, task_environment
 from infra.capabilities.callbacks import TaskCallbacks
 from infra.capabilities.functions import TaskFunctions
 from infra.capabilities.http_front import HttpFront
@@ -26,17 +27,20 @@ class McpTasksStack(Stack):
         self.tasks = TaskTable(self, "TaskTable", removal_policy=config.removal)
         self.sealing = SealingSecret(self, "SealingSecret")
         code = bundling.function_code()
+        defaults = FunctionDefaults(
+            code=code,
+            environment=task_environment(config.server_name, self.tasks.table),
+            log_retention_days=config.log_retention_days,
+            removal_policy=config.removal,
+        )
         self.functions = TaskFunctions(
             self,
             "Functions",
-            code=code,
+            defaults=defaults,
             table=self.tasks.table,
-            server_name=config.server_name,
             api_memory_mb=config.api_memory_mb,
             worker_memory_mb=config.worker_memory_mb,
             worker_timeout=Duration.seconds(config.worker_timeout_seconds),
-            log_retention_days=config.log_retention_days,
-            removal_policy=config.removal,
             allowed_origins=config.cors_allow_origins,
         )
         self.workflow = TaskWorkflow(
@@ -49,7 +53,7 @@ class McpTasksStack(Stack):
         )
         self.functions.connect_workflow(self.workflow)
         self.supervisor = TaskSupervisor(
-            self, "Supervisor", functions=self.functions, table=self.tasks.table, workflow=self.workflow
+            self, "Supervisor", defaults=defaults, table=self.tasks.table, workflow=self.workflow
         )
         self.functions.connect_secret(self.sealing)
         self.front = HttpFront(
@@ -86,7 +90,7 @@ class McpTasksStack(Stack):
         self.callbacks = TaskCallbacks(
             self,
             "Callbacks",
-            functions=self.functions,
+            defaults=defaults,
             table=self.tasks.table,
             payloads=self.payloads,
             http_api=self.front.api,

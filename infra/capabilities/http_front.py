@@ -25,7 +25,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.capabilities.functions import retention
+from infra.capabilities._lambda import retention
 from infra.config import AuthConfig, check_domain_prefix
 from infra.nag import acknowledge
 

@@ -21,12 +21,18 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.capabilities.functions import SUPERVISOR_HANDLER, McpFunction, TableGrant, grant, grant_table
+from infra.capabilities._lambda import (
+    SUPERVISOR_HANDLER,
+    FunctionDefaults,
+    McpFunction,
+    TableGrant,
+    grant,
+    grant_table,
+)
 from infra.nag import acknowledge
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
-    from infra.capabilities.functions import TaskFunctions
     from infra.capabilities.workflow import TaskWorkflow
 
 # It reads the task whose execution ended and settles it; it reads nothing else and writes nothing else.
@@ -47,7 +53,7 @@ class TaskSupervisor(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        functions: TaskFunctions,
+        defaults: FunctionDefaults,
         table: dynamodb.ITable,
         workflow: TaskWorkflow,
         memory_mb: int = 512,
@@ -58,15 +64,15 @@ class TaskSupervisor(Construct):
             "Supervisor",
             description="Task supervisor: starts, resumes and stops executions as task writes ask; settles lost ones",
             handler=SUPERVISOR_HANDLER,
-            code=functions.code,
+            code=defaults.code,
             memory_mb=memory_mb,
             timeout=TIMEOUT,
             environment={
-                **functions.common_environment,
+                **defaults.environment,
                 "TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn,
             },
-            log_retention_days=functions.log_retention_days,
-            removal_policy=functions.removal_policy,
+            log_retention_days=defaults.log_retention_days,
+            removal_policy=defaults.removal_policy,
             wildcard_reason="dynamodb:ListStreams has no resource-level permission either (CDK's grantStreamRead "
             "adds it for the event source mapping).",
         )

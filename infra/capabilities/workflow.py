@@ -23,7 +23,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.capabilities.functions import retention
+from infra.capabilities._lambda import retention
 from infra.nag import acknowledge
 
 ASL_PATH = Path(__file__).resolve().parents[1] / "statemachine" / "task_workflow.asl.json"
