@@ -2,6 +2,8 @@
 
 Each function gets its own role holding only what its code calls; the grants live here, next to
 the action lists, so a reviewer reads one file. `tests/infra` checks the lists against the code.
+Everything the functions are told (environment) and allowed (grants) is given to the constructor:
+the stack builds what they use first, and names the state machine, built after them, by its ARN.
 """
 
 from __future__ import annotations
@@ -25,10 +27,9 @@ from infra.capabilities._lambda import (
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
-    from infra.capabilities.callbacks import TaskCallbacks
+    from infra.capabilities.http_front import HttpFront
     from infra.capabilities.payloads import TaskPayloads
     from infra.capabilities.sealing_secret import SealingSecret
-    from infra.capabilities.workflow import TaskWorkflow
 
 # The task store reads, creates and conditionally updates task items; handles are minted (put),
 # resolved (get), updated and deleted. A task item is deleted only to take back a create whose
@@ -69,11 +70,21 @@ class TaskFunctions(Construct):
         *,
         defaults: FunctionDefaults,
         table: dynamodb.ITable,
+        front: HttpFront,
+        secret: SealingSecret,
+        payloads: TaskPayloads,
+        state_machine_arn: str,
+        callback_url: str,
+        rounds_per_execution: int,
+        task_ttl_hours: int,
         api_memory_mb: int,
         worker_memory_mb: int,
         worker_timeout: Duration,
         allowed_origins: tuple[str, ...] = (),
+        function_url: bool = False,
     ) -> None:
+        """`state_machine_arn` is built from the state machine's fixed name (`StateMachineIdentity`), not
+        referenced: the state machine invokes the worker, so a reference back would be a cycle."""
         super().__init__(scope, construct_id)
         common = defaults.environment
         self.api = McpFunction(
@@ -84,13 +95,21 @@ class TaskFunctions(Construct):
             code=defaults.code,
             memory_mb=api_memory_mb,
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
-            # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
-            # authenticated principal is refused rather than served anonymously.
             environment={
                 **common,
+                # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
+                # authenticated principal is refused rather than served anonymously.
                 "MCP_REQUIRE_PRINCIPAL": "true",
                 # Browser origins allowed to call (the HTTP API's CORS origins); any other Origin gets 403.
                 **({"MCP_ALLOWED_ORIGINS": ",".join(allowed_origins)} if allowed_origins else {}),
+                # Tasks run on this workflow: the function serves the tasks extension.
+                "TASK_STATE_MACHINE_ARN": state_machine_arn,
+                "MCP_STATE_SECRET_ARN": secret.secret.secret_arn,
+                # Which tokens it accepts and what it publishes as Protected Resource Metadata (RFC 9728).
+                **front.function_environment,
+                # The bucket for what does not fit in an item, and the TTL its lifecycle is set from.
+                "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
+                "TASK_DEFAULT_TTL_MS": str(task_ttl_hours * 3_600_000),
             },
             log_retention_days=defaults.log_retention_days,
             removal_policy=defaults.removal_policy,
@@ -103,15 +122,27 @@ class TaskFunctions(Construct):
             code=defaults.code,
             memory_mb=worker_memory_mb,
             timeout=worker_timeout,
-            environment=dict(common),
+            environment={
+                **common,
+                "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
+                # Where it tells external systems to complete a callback; when it renews an execution.
+                "TASK_CALLBACK_URL": callback_url,
+                "TASK_ROUNDS_PER_EXECUTION": str(rounds_per_execution),
+            },
             log_retention_days=defaults.log_retention_days,
             removal_policy=defaults.removal_policy,
         )
         for table_grant in API_TABLE_GRANTS:
             grant_table(self.api.role, table_grant, table)
         grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
+        secret.grant_read(self.api.role)
+        payloads.grant(self.api.role, API_BUCKET_ACTIONS)
         for table_grant in WORKER_TABLE_GRANTS:
             grant_table(self.worker.role, table_grant, table)
+        # The worker answers its own callback.
+        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [state_machine_arn])
+        payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)
+        front.serve_mcp(self.api.function, function_url=function_url)
 
     @property
     def api_function(self) -> lambda_.Function:
@@ -120,33 +151,3 @@ class TaskFunctions(Construct):
     @property
     def worker_function(self) -> lambda_.Function:
         return self.worker.function
-
-    def connect_workflow(self, workflow: TaskWorkflow) -> None:
-        """Tell the API function that tasks run on this workflow (it serves the tasks extension then);
-        let the worker answer its own callback. ARNs are built from the fixed name, not referenced:
-        the state machine already depends on the worker, so a reference back would be a cycle."""
-        self.api.function.add_environment("TASK_STATE_MACHINE_ARN", workflow.state_machine.state_machine_arn)
-        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
-
-    def connect_payloads(self, payloads: TaskPayloads, task_ttl_hours: int) -> None:
-        """The bucket for what does not fit in an item, and the TTL its lifecycle is set from."""
-        for fn in (self.api.function, self.worker.function):
-            fn.add_environment("TASK_PAYLOAD_BUCKET", payloads.bucket.bucket_name)
-        self.api.function.add_environment("TASK_DEFAULT_TTL_MS", str(task_ttl_hours * 3_600_000))
-        payloads.grant(self.api.role, API_BUCKET_ACTIONS)
-        payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)
-
-    def connect_callbacks(self, callbacks: TaskCallbacks, rounds_per_execution: int) -> None:
-        """Where the worker tells external systems to complete a callback; when it renews an execution."""
-        self.worker.function.add_environment("TASK_CALLBACK_URL", callbacks.url)
-        self.worker.function.add_environment("TASK_ROUNDS_PER_EXECUTION", str(rounds_per_execution))
-
-    def connect_authorization(self, environment: dict[str, str]) -> None:
-        """Which tokens the API function accepts and what it publishes as Protected Resource Metadata
-        (RFC 9728), as `HttpFront.function_environment` computed them."""
-        for name, value in environment.items():
-            self.api.function.add_environment(name, value)
-
-    def connect_secret(self, secret: SealingSecret) -> None:
-        self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)
-        secret.grant_read(self.api.role)

@@ -79,11 +79,11 @@ class TaskSupervisor(Construct):
         fn = self.function.function
         for table_grant in SUPERVISOR_TABLE_GRANTS:
             grant_table(self.function.role, table_grant, table)
-        grant(self.function.role, SUPERVISOR_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
-        grant(self.function.role, SUPERVISOR_EXECUTION_ACTIONS, [workflow.executions_arn])
+        grant(self.function.role, SUPERVISOR_STATE_MACHINE_ACTIONS, [workflow.identity.arn])
+        grant(self.function.role, SUPERVISOR_EXECUTION_ACTIONS, [workflow.identity.executions_arn])
         acknowledge(
             self.function.role,
-            f"AwsSolutions-IAM5[Resource::{workflow.executions_arn_for_nag}]",
+            f"AwsSolutions-IAM5[Resource::{workflow.identity.executions_arn_for_nag}]",
             "Executions are named by task at run time; the grant covers executions of this one state machine.",
         )
 
@@ -110,7 +110,7 @@ class TaskSupervisor(Construct):
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=[schema.EXECUTION_STATUS_CHANGE],
-                detail={"stateMachineArn": [workflow.state_machine_arn], "status": list(schema.ENDED_STATUSES)},
+                detail={"stateMachineArn": [workflow.identity.arn], "status": list(schema.ENDED_STATUSES)},
             ),
             targets=[targets.LambdaFunction(fn, retry_attempts=ASYNC_RETRY_ATTEMPTS)],
         )
