@@ -6,6 +6,7 @@ from aws_cdk import CfnOutput, Duration, Stack
 from constructs import Construct
 
 from infra import bundling
+from infra.capabilities._lambda import FunctionDefaults, task_environment
 from infra.capabilities.callbacks import TaskCallbacks
 from infra.capabilities.functions import TaskFunctions
 from infra.capabilities.http_front import HttpFront
@@ -15,7 +16,7 @@ from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.task_table import TaskTable
-from infra.capabilities.workflow import TaskWorkflow
+from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow
 from infra.config import DeploymentConfig
 
 
@@ -23,49 +24,70 @@ class McpTasksStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
+        # Built in the order they use each other; what is known before a construct exists (the state
+        # machine's ARN, from its fixed name) is computed here and handed to the constructors.
         self.tasks = TaskTable(self, "TaskTable", removal_policy=config.removal)
         self.sealing = SealingSecret(self, "SealingSecret")
-        code = bundling.function_code()
-        self.functions = TaskFunctions(
-            self,
-            "Functions",
-            code=code,
-            table=self.tasks.table,
-            server_name=config.server_name,
-            api_memory_mb=config.api_memory_mb,
-            worker_memory_mb=config.worker_memory_mb,
-            worker_timeout=Duration.seconds(config.worker_timeout_seconds),
-            log_retention_days=config.log_retention_days,
-            removal_policy=config.removal,
-            allowed_origins=config.cors_allow_origins,
+        self.payloads = TaskPayloads(
+            self, "Payloads", task_ttl_hours=config.task_ttl_hours, removal_policy=config.removal
         )
-        self.workflow = TaskWorkflow(
-            self,
-            "Workflow",
-            worker=self.functions.worker_function,
-            table=self.tasks.table,
-            log_retention_days=config.log_retention_days,
-            removal_policy=config.removal,
-        )
-        self.functions.connect_workflow(self.workflow)
-        self.supervisor = TaskSupervisor(
-            self, "Supervisor", functions=self.functions, table=self.tasks.table, workflow=self.workflow
-        )
-        self.functions.connect_secret(self.sealing)
         self.front = HttpFront(
             self,
             "HttpFront",
-            handler=self.functions.api_function,
             auth=config.auth,
             resource_url=config.resource_url,
-            function_url=config.function_url,
             cors_allow_origins=config.cors_allow_origins,
             throttle_rate_limit=config.throttle_rate_limit,
             throttle_burst_limit=config.throttle_burst_limit,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
         )
-        self.functions.connect_authorization(self.front.function_environment)
+        code = bundling.function_code()
+        defaults = FunctionDefaults(
+            code=code,
+            environment=task_environment(config.server_name, self.tasks.table),
+            log_retention_days=config.log_retention_days,
+            removal_policy=config.removal,
+        )
+        self.callbacks = TaskCallbacks(
+            self,
+            "Callbacks",
+            defaults=defaults,
+            table=self.tasks.table,
+            payloads=self.payloads,
+            http_api=self.front.api,
+        )
+        state_machine = StateMachineIdentity.of(self)
+        self.functions = TaskFunctions(
+            self,
+            "Functions",
+            defaults=defaults,
+            table=self.tasks.table,
+            front=self.front,
+            secret=self.sealing,
+            payloads=self.payloads,
+            state_machine_arn=state_machine.arn,
+            callback_url=self.callbacks.url,
+            rounds_per_execution=config.execution_round_limit,
+            task_ttl_hours=config.task_ttl_hours,
+            api_memory_mb=config.api_memory_mb,
+            worker_memory_mb=config.worker_memory_mb,
+            worker_timeout=Duration.seconds(config.worker_timeout_seconds),
+            allowed_origins=config.cors_allow_origins,
+            function_url=config.function_url,
+        )
+        self.workflow = TaskWorkflow(
+            self,
+            "Workflow",
+            identity=state_machine,
+            worker=self.functions.worker_function,
+            table=self.tasks.table,
+            log_retention_days=config.log_retention_days,
+            removal_policy=config.removal,
+        )
+        self.supervisor = TaskSupervisor(
+            self, "Supervisor", defaults=defaults, table=self.tasks.table, workflow=self.workflow
+        )
         self.bridge: OAuthBridge | None = None
         if self.front.user_pool is not None and config.auth.bridge:
             self.bridge = OAuthBridge(
@@ -79,19 +101,6 @@ class McpTasksStack(Stack):
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
             )
-        self.payloads = TaskPayloads(
-            self, "Payloads", task_ttl_hours=config.task_ttl_hours, removal_policy=config.removal
-        )
-        self.functions.connect_payloads(self.payloads, config.task_ttl_hours)
-        self.callbacks = TaskCallbacks(
-            self,
-            "Callbacks",
-            functions=self.functions,
-            table=self.tasks.table,
-            payloads=self.payloads,
-            http_api=self.front.api,
-        )
-        self.functions.connect_callbacks(self.callbacks, config.execution_round_limit)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

@@ -17,12 +17,11 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from infra.capabilities.functions import CALLBACK_HANDLER, McpFunction, TableGrant, grant_table
+from infra.capabilities._lambda import CALLBACK_HANDLER, FunctionDefaults, McpFunction, TableGrant, grant_table
 from infra.nag import acknowledge
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
-    from infra.capabilities.functions import TaskFunctions
     from infra.capabilities.payloads import TaskPayloads
 
 CALLBACK_PATH = "/tasks/callbacks"
@@ -38,7 +37,7 @@ class TaskCallbacks(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        functions: TaskFunctions,
+        defaults: FunctionDefaults,
         table: dynamodb.ITable,
         payloads: TaskPayloads,
         http_api: apigwv2.HttpApi,
@@ -49,12 +48,12 @@ class TaskCallbacks(Construct):
             "Callbacks",
             description="Task callbacks: an external system completes a task's wait_for_callback with its token",
             handler=CALLBACK_HANDLER,
-            code=functions.code,
+            code=defaults.code,
             memory_mb=512,
             timeout=Duration.seconds(10),
-            environment={**functions.common_environment, "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name},
-            log_retention_days=functions.log_retention_days,
-            removal_policy=functions.removal_policy,
+            environment={**defaults.environment, "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name},
+            log_retention_days=defaults.log_retention_days,
+            removal_policy=defaults.removal_policy,
         )
         for table_grant in CALLBACK_TABLE_GRANTS:
             grant_table(self.function.role, table_grant, table)

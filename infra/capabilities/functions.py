@@ -2,42 +2,34 @@
 
 Each function gets its own role holding only what its code calls; the grants live here, next to
 the action lists, so a reviewer reads one file. `tests/infra` checks the lists against the code.
+Everything the functions are told (environment) and allowed (grants) is given to the constructor:
+the stack builds what they use first, and names the state machine, built after them, by its ARN.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.capabilities.sealing_secret import SealingSecret
-from infra.nag import acknowledge
+from infra.capabilities._lambda import (
+    API_HANDLER,
+    WORKER_HANDLER,
+    FunctionDefaults,
+    McpFunction,
+    TableGrant,
+    grant,
+    grant_table,
+)
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
-    from infra.capabilities.callbacks import TaskCallbacks
+    from infra.capabilities.http_front import HttpFront
     from infra.capabilities.payloads import TaskPayloads
-    from infra.capabilities.workflow import TaskWorkflow
-
-API_HANDLER = "app.handlers.api_handler"
-WORKER_HANDLER = "app.handlers.worker_handler"
-SUPERVISOR_HANDLER = "app.handlers.supervisor_handler"
-CALLBACK_HANDLER = "app.handlers.callback_handler"
-
-
-@dataclass(frozen=True, slots=True)
-class TableGrant:
-    """Actions on the task table, optionally only on items whose partition key has a prefix."""
-
-    actions: tuple[str, ...]
-    key_prefixes: tuple[str, ...] = ()
-
+    from infra.capabilities.sealing_secret import SealingSecret
 
 # The task store reads, creates and conditionally updates task items; handles are minted (put),
 # resolved (get), updated and deleted. A task item is deleted only to take back a create whose
@@ -67,89 +59,6 @@ WORKER_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
 API_BUCKET_ACTIONS: tuple[str, ...] = ("s3:GetObject",)
 WORKER_BUCKET_ACTIONS: tuple[str, ...] = ("s3:GetObject", "s3:PutObject")
 
-RETENTION = {days.value: days for days in logs.RetentionDays}
-
-
-def retention(days: int) -> logs.RetentionDays:
-    by_days = {
-        1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
-        60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
-        365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1827: "FIVE_YEARS",
-        3653: "TEN_YEARS",
-    }  # fmt: skip
-    if days not in by_days:
-        raise ValueError(f"log retention must be one of {sorted(by_days)} days, got {days}")
-    return RETENTION[by_days[days]]
-
-
-class McpFunction(Construct):
-    """One function with its own role, its own log group and X-Ray tracing."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        description: str,
-        handler: str,
-        code: lambda_.Code,
-        memory_mb: int,
-        timeout: Duration,
-        environment: dict[str, str],
-        log_retention_days: int,
-        removal_policy: RemovalPolicy,
-        wildcard_reason: str = "",
-    ) -> None:
-        super().__init__(scope, construct_id)
-        self.log_group = logs.LogGroup(
-            self, "Logs", retention=retention(log_retention_days), removal_policy=removal_policy
-        )
-        self.role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"{description}: only the calls its code makes",
-        )
-        self.function = lambda_.Function(
-            self,
-            "Function",
-            description=description,
-            runtime=lambda_.Runtime.PYTHON_3_13,
-            architecture=lambda_.Architecture.ARM_64,
-            handler=handler,
-            code=code,
-            memory_size=memory_mb,
-            timeout=timeout,
-            role=self.role,
-            log_group=self.log_group,
-            tracing=lambda_.Tracing.ACTIVE,
-            environment=environment,
-        )
-        # The log group exists before the function runs, so no logs:CreateLogGroup is needed.
-        self.role.add_to_principal_policy(
-            iam.PolicyStatement(
-                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
-                resources=[self.log_group.log_group_arn],
-            )
-        )
-        acknowledge(
-            self.role,
-            "AwsSolutions-IAM5[Resource::*]",
-            " ".join(
-                (
-                    "X-Ray PutTraceSegments/PutTelemetryRecords, added by tracing ACTIVE, have no resource-level "
-                    "permissions.",
-                    wildcard_reason,
-                )
-            ).strip(),
-        )
-        acknowledge(
-            self.function,
-            "AwsSolutions-L1",
-            "Pinned to python3.13, the version the asset's wheels (pydantic_core cp313) are built for; "
-            "move runtime and bundling target together.",
-        )
-
 
 class TaskFunctions(Construct):
     """The API function (MCP endpoint) and the worker function (one step of a task's execution)."""
@@ -159,66 +68,81 @@ class TaskFunctions(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        code: lambda_.Code,
+        defaults: FunctionDefaults,
         table: dynamodb.ITable,
-        server_name: str,
+        front: HttpFront,
+        secret: SealingSecret,
+        payloads: TaskPayloads,
+        state_machine_arn: str,
+        callback_url: str,
+        rounds_per_execution: int,
+        task_ttl_hours: int,
         api_memory_mb: int,
         worker_memory_mb: int,
         worker_timeout: Duration,
-        log_retention_days: int,
-        removal_policy: RemovalPolicy,
         allowed_origins: tuple[str, ...] = (),
+        function_url: bool = False,
     ) -> None:
+        """`state_machine_arn` is built from the state machine's fixed name (`StateMachineIdentity`), not
+        referenced: the state machine invokes the worker, so a reference back would be a cycle."""
         super().__init__(scope, construct_id)
-        self.code = code
-        self.log_retention_days = log_retention_days
-        self.removal_policy = removal_policy
-        self.common_environment = common = {
-            "MCP_SERVER_NAME": server_name,
-            "TASK_TABLE_NAME": table.table_name,
-            "POWERTOOLS_SERVICE_NAME": server_name,
-            "POWERTOOLS_METRICS_NAMESPACE": server_name,
-            "POWERTOOLS_LOG_LEVEL": "INFO",
-            "POWERTOOLS_LOGGER_LOG_EVENT": "false",
-            # No pydantic plugin ships in the asset: skip pydantic's scan for them (app/cold_start.py).
-            "PYDANTIC_DISABLE_PLUGINS": "__all__",
-        }
+        common = defaults.environment
         self.api = McpFunction(
             self,
             "Api",
             description="MCP endpoint: one stateless JSON-RPC call per invocation",
             handler=API_HANDLER,
-            code=code,
+            code=defaults.code,
             memory_mb=api_memory_mb,
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
-            # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
-            # authenticated principal is refused rather than served anonymously.
             environment={
                 **common,
+                # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
+                # authenticated principal is refused rather than served anonymously.
                 "MCP_REQUIRE_PRINCIPAL": "true",
                 # Browser origins allowed to call (the HTTP API's CORS origins); any other Origin gets 403.
                 **({"MCP_ALLOWED_ORIGINS": ",".join(allowed_origins)} if allowed_origins else {}),
+                # Tasks run on this workflow: the function serves the tasks extension.
+                "TASK_STATE_MACHINE_ARN": state_machine_arn,
+                "MCP_STATE_SECRET_ARN": secret.secret.secret_arn,
+                # Which tokens it accepts and what it publishes as Protected Resource Metadata (RFC 9728).
+                **front.function_environment,
+                # The bucket for what does not fit in an item, and the TTL its lifecycle is set from.
+                "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
+                "TASK_DEFAULT_TTL_MS": str(task_ttl_hours * 3_600_000),
             },
-            log_retention_days=log_retention_days,
-            removal_policy=removal_policy,
+            log_retention_days=defaults.log_retention_days,
+            removal_policy=defaults.removal_policy,
         )
         self.worker = McpFunction(
             self,
             "Worker",
             description="Task worker: runs one step of a durable task for its Step Functions execution",
             handler=WORKER_HANDLER,
-            code=code,
+            code=defaults.code,
             memory_mb=worker_memory_mb,
             timeout=worker_timeout,
-            environment=dict(common),
-            log_retention_days=log_retention_days,
-            removal_policy=removal_policy,
+            environment={
+                **common,
+                "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
+                # Where it tells external systems to complete a callback; when it renews an execution.
+                "TASK_CALLBACK_URL": callback_url,
+                "TASK_ROUNDS_PER_EXECUTION": str(rounds_per_execution),
+            },
+            log_retention_days=defaults.log_retention_days,
+            removal_policy=defaults.removal_policy,
         )
         for table_grant in API_TABLE_GRANTS:
             grant_table(self.api.role, table_grant, table)
         grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
+        secret.grant_read(self.api.role)
+        payloads.grant(self.api.role, API_BUCKET_ACTIONS)
         for table_grant in WORKER_TABLE_GRANTS:
             grant_table(self.worker.role, table_grant, table)
+        # The worker answers its own callback.
+        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [state_machine_arn])
+        payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)
+        front.serve_mcp(self.api.function, function_url=function_url)
 
     @property
     def api_function(self) -> lambda_.Function:
@@ -227,47 +151,3 @@ class TaskFunctions(Construct):
     @property
     def worker_function(self) -> lambda_.Function:
         return self.worker.function
-
-    def connect_workflow(self, workflow: TaskWorkflow) -> None:
-        """Tell the API function that tasks run on this workflow (it serves the tasks extension then);
-        let the worker answer its own callback. ARNs are built from the fixed name, not referenced:
-        the state machine already depends on the worker, so a reference back would be a cycle."""
-        self.api.function.add_environment("TASK_STATE_MACHINE_ARN", workflow.state_machine.state_machine_arn)
-        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
-
-    def connect_payloads(self, payloads: TaskPayloads, task_ttl_hours: int) -> None:
-        """The bucket for what does not fit in an item, and the TTL its lifecycle is set from."""
-        for fn in (self.api.function, self.worker.function):
-            fn.add_environment("TASK_PAYLOAD_BUCKET", payloads.bucket.bucket_name)
-        self.api.function.add_environment("TASK_DEFAULT_TTL_MS", str(task_ttl_hours * 3_600_000))
-        payloads.grant(self.api.role, API_BUCKET_ACTIONS)
-        payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)
-
-    def connect_callbacks(self, callbacks: TaskCallbacks, rounds_per_execution: int) -> None:
-        """Where the worker tells external systems to complete a callback; when it renews an execution."""
-        self.worker.function.add_environment("TASK_CALLBACK_URL", callbacks.url)
-        self.worker.function.add_environment("TASK_ROUNDS_PER_EXECUTION", str(rounds_per_execution))
-
-    def connect_authorization(self, environment: dict[str, str]) -> None:
-        """Which tokens the API function accepts and what it publishes as Protected Resource Metadata
-        (RFC 9728), as `HttpFront.function_environment` computed them."""
-        for name, value in environment.items():
-            self.api.function.add_environment(name, value)
-
-    def connect_secret(self, secret: SealingSecret) -> None:
-        self.api.function.add_environment("MCP_STATE_SECRET_ARN", secret.secret.secret_arn)
-        secret.grant_read(self.api.role)
-
-
-def grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> None:
-    role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
-
-
-def grant_table(role: iam.IRole, table_grant: TableGrant, table: dynamodb.ITable) -> None:
-    conditions = None
-    if table_grant.key_prefixes:
-        prefixes = [f"{prefix}*" for prefix in table_grant.key_prefixes]
-        conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": prefixes}}
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=list(table_grant.actions), resources=[table.table_arn], conditions=conditions)
-    )

@@ -1,10 +1,12 @@
-"""The HTTP front: `POST /mcp` on an API Gateway HTTP API, the token issuer it trusts, and optionally
-a Lambda Function URL with AWS_IAM auth. Both deliver payload 2.0 events to the same API function.
+"""The HTTP front: an API Gateway HTTP API, the token issuer it trusts, and `POST /mcp` on it (optionally
+also a Lambda Function URL with AWS_IAM auth). Both deliver payload 2.0 events to the same API function.
 
 The API function validates access tokens itself (`mcp_runtime/tokens.py`), so the route has no
 API Gateway authorizer: API Gateway's own 401 carries no `resource_metadata`, answers 403 without
 `insufficient_scope`, and its JWT authorizer cannot accept the client ids that dynamic registration
-mints. What the function must check is computed here up front (`function_environment`).
+mints. What the function must check is computed here up front (`function_environment`), before the
+function exists; the function's construct then serves the MCP routes (`serve_mcp`), as the callback
+and bridge constructs serve theirs on the same API.
 
 `POST /mcp` carries every JSON-RPC message; `GET /mcp` (resume an event stream with Last-Event-ID)
 and `DELETE /mcp` (end a session) serve handshake-era (2025) clients, authorized the same way.
@@ -25,7 +27,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from infra.capabilities.functions import retention
+from infra.capabilities._lambda import retention
 from infra.config import AuthConfig, check_domain_prefix
 from infra.nag import acknowledge
 
@@ -199,10 +201,8 @@ class HttpFront(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        handler: lambda_.IFunction,
         auth: AuthConfig,
         resource_url: str | None,
-        function_url: bool,
         cors_allow_origins: tuple[str, ...],
         throttle_rate_limit: int,
         throttle_burst_limit: int,
@@ -249,6 +249,13 @@ class HttpFront(Construct):
             throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
             access_log_settings=JsonAccessLogs(self.access_logs),
         )
+        self.endpoint_url = f"{self.api.api_endpoint}{MCP_PATH}"
+        self.scopes = tuple(self.function_environment.get("MCP_JWT_REQUIRED_SCOPES", "").split())
+        self.function_url: lambda_.FunctionUrl | None = None
+
+    def serve_mcp(self, handler: lambda_.IFunction, *, function_url: bool) -> None:
+        """`/mcp` and the protected resource metadata on this API, served by `handler`; with
+        `function_url`, a Function URL (AWS_IAM) in front of the same function."""
         integration = integrations.HttpLambdaIntegration("Mcp", handler)
         mcp_routes = self.api.add_routes(
             path=MCP_PATH, methods=[apigwv2.HttpMethod(method) for method in MCP_METHODS], integration=integration
@@ -269,10 +276,6 @@ class HttpFront(Construct):
                 "Protected Resource Metadata (RFC 9728) must be readable without a token: it tells a client which "
                 "authorization server issues tokens for the MCP endpoint. It is static and carries no data.",
             )
-        self.endpoint_url = f"{self.api.api_endpoint}{MCP_PATH}"
-        self.scopes = tuple(self.function_environment.get("MCP_JWT_REQUIRED_SCOPES", "").split())
-
-        self.function_url: lambda_.FunctionUrl | None = None
         if function_url:
             # No CORS on the Function URL: its callers sign requests with SigV4 (servers, not browsers).
             self.function_url = lambda_.FunctionUrl(

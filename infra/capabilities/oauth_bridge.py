@@ -19,12 +19,11 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from constructs import Construct
 
-from infra.capabilities.functions import McpFunction
+from infra.capabilities._lambda import BRIDGE_HANDLER, McpFunction
 from infra.capabilities.http_front import QuickStartUserPool
 from infra.config import AuthConfig
 from infra.nag import acknowledge
 
-BRIDGE_HANDLER = "oauth_bridge.handler.handle"
 # (method, path) of each public route; the function answers each (oauth_bridge/flows.py).
 BRIDGE_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.GET, "/.well-known/oauth-authorization-server"),

@@ -21,12 +21,18 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from constructs import Construct
 
-from infra.capabilities.functions import SUPERVISOR_HANDLER, McpFunction, TableGrant, grant, grant_table
+from infra.capabilities._lambda import (
+    SUPERVISOR_HANDLER,
+    FunctionDefaults,
+    McpFunction,
+    TableGrant,
+    grant,
+    grant_table,
+)
 from infra.nag import acknowledge
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
-    from infra.capabilities.functions import TaskFunctions
     from infra.capabilities.workflow import TaskWorkflow
 
 # It reads the task whose execution ended and settles it; it reads nothing else and writes nothing else.
@@ -47,7 +53,7 @@ class TaskSupervisor(Construct):
         scope: Construct,
         construct_id: str,
         *,
-        functions: TaskFunctions,
+        defaults: FunctionDefaults,
         table: dynamodb.ITable,
         workflow: TaskWorkflow,
         memory_mb: int = 512,
@@ -58,26 +64,26 @@ class TaskSupervisor(Construct):
             "Supervisor",
             description="Task supervisor: starts, resumes and stops executions as task writes ask; settles lost ones",
             handler=SUPERVISOR_HANDLER,
-            code=functions.code,
+            code=defaults.code,
             memory_mb=memory_mb,
             timeout=TIMEOUT,
             environment={
-                **functions.common_environment,
+                **defaults.environment,
                 "TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn,
             },
-            log_retention_days=functions.log_retention_days,
-            removal_policy=functions.removal_policy,
+            log_retention_days=defaults.log_retention_days,
+            removal_policy=defaults.removal_policy,
             wildcard_reason="dynamodb:ListStreams has no resource-level permission either (CDK's grantStreamRead "
             "adds it for the event source mapping).",
         )
         fn = self.function.function
         for table_grant in SUPERVISOR_TABLE_GRANTS:
             grant_table(self.function.role, table_grant, table)
-        grant(self.function.role, SUPERVISOR_STATE_MACHINE_ACTIONS, [workflow.state_machine_arn])
-        grant(self.function.role, SUPERVISOR_EXECUTION_ACTIONS, [workflow.executions_arn])
+        grant(self.function.role, SUPERVISOR_STATE_MACHINE_ACTIONS, [workflow.identity.arn])
+        grant(self.function.role, SUPERVISOR_EXECUTION_ACTIONS, [workflow.identity.executions_arn])
         acknowledge(
             self.function.role,
-            f"AwsSolutions-IAM5[Resource::{workflow.executions_arn_for_nag}]",
+            f"AwsSolutions-IAM5[Resource::{workflow.identity.executions_arn_for_nag}]",
             "Executions are named by task at run time; the grant covers executions of this one state machine.",
         )
 
@@ -104,7 +110,7 @@ class TaskSupervisor(Construct):
             event_pattern=events.EventPattern(
                 source=["aws.states"],
                 detail_type=[schema.EXECUTION_STATUS_CHANGE],
-                detail={"stateMachineArn": [workflow.state_machine_arn], "status": list(schema.ENDED_STATUSES)},
+                detail={"stateMachineArn": [workflow.identity.arn], "status": list(schema.ENDED_STATUSES)},
             ),
             targets=[targets.LambdaFunction(fn, retry_attempts=ASYNC_RETRY_ATTEMPTS)],
         )

@@ -4,6 +4,10 @@ The definition is not repeated here. CDK loads `infra/statemachine/task_workflow
 (`DefinitionBody.from_file`) and fills its `${...}` placeholders. The role's permissions are read
 off the same file: every Task state's resource maps to exactly one IAM statement, and a resource
 this module does not know stops the synth, so a new integration cannot ship without its grant.
+
+The state machine's name is fixed, `<stack name>-tasks` (`StateMachineIdentity`), so its ARN is known
+before anything is built: the functions are given it in their constructors, though the state
+machine is built after the worker it invokes.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
-from infra.capabilities.functions import retention
+from infra.capabilities._lambda import retention
 from infra.nag import acknowledge
 
 ASL_PATH = Path(__file__).resolve().parents[1] / "statemachine" / "task_workflow.asl.json"
@@ -32,6 +36,44 @@ TABLE_PLACEHOLDER = "TaskTableName"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
 _LAMBDA_INVOKE = re.compile(r"^arn:aws:states:::lambda:invoke(\.waitForTaskToken)?$")
 _DYNAMODB = re.compile(r"^arn:aws:states:::dynamodb:(getItem|putItem|updateItem|deleteItem)$")
+# Step Functions' limit on a state machine's name.
+NAME_MAX_LENGTH = 80
+
+
+@dataclass(frozen=True, slots=True)
+class StateMachineIdentity:
+    """The state machine's name and the ARNs made from it, computed from the stack's name alone."""
+
+    name: str
+    arn: str
+    executions_arn: str
+    # How cdk-nag spells `executions_arn` in its finding id.
+    executions_arn_for_nag: str
+
+    @classmethod
+    def of(cls, stack: Stack) -> StateMachineIdentity:
+        # One per stack: a second stack in the account and region (dev and prod, a renamed copy) gets its own.
+        name = f"{stack.stack_name}-tasks"
+        if len(name) > NAME_MAX_LENGTH:
+            raise ValueError(
+                f"state machine name {name!r} is longer than {NAME_MAX_LENGTH} characters: use a shorter stack name"
+            )
+        return cls(
+            name=name,
+            arn=stack.format_arn(
+                service="states",
+                resource="stateMachine",
+                resource_name=name,
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+            executions_arn=stack.format_arn(
+                service="states",
+                resource="execution",
+                resource_name=f"{name}:*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            ),
+            executions_arn_for_nag=f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*",
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,6 +142,7 @@ class TaskWorkflow(Construct):
         scope: Construct,
         construct_id: str,
         *,
+        identity: StateMachineIdentity,
         worker: lambda_.IFunction,
         table: dynamodb.ITable,
         log_retention_days: int,
@@ -119,33 +162,15 @@ class TaskWorkflow(Construct):
             self,
             "Logs",
             # The vended-logs prefix keeps CloudWatch's resource policy small (AWS guidance for Step Functions).
-            log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-tasks",
+            log_group_name=f"/aws/vendedlogs/states/{identity.name}",
             retention=retention(log_retention_days),
             removal_policy=removal_policy,
         )
-        stack = Stack.of(self)
-        # A fixed name lets the worker's policy name this state machine without referencing it.
-        self.state_machine_name = f"{stack.stack_name}-tasks"
-        self.state_machine_arn = stack.format_arn(
-            service="states",
-            resource="stateMachine",
-            resource_name=self.state_machine_name,
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        self.executions_arn = stack.format_arn(
-            service="states",
-            resource="execution",
-            resource_name=f"{self.state_machine_name}:*",
-            arn_format=ArnFormat.COLON_RESOURCE_NAME,
-        )
-        # How cdk-nag spells that ARN in its finding id.
-        self.executions_arn_for_nag = (
-            f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{self.state_machine_name}:*"
-        )
+        self.identity = identity
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
-            state_machine_name=self.state_machine_name,
+            state_machine_name=identity.name,
             definition_body=sfn.DefinitionBody.from_file(str(definition_path)),
             definition_substitutions=substitutions,
             state_machine_type=sfn.StateMachineType.STANDARD,

@@ -6,8 +6,9 @@ import json
 from typing import Any
 
 import pytest
+from aws_cdk import App, Stack
 from aws_cdk.assertions import Capture, Match
-from infra.capabilities.workflow import ASL_PATH
+from infra.capabilities.workflow import ASL_PATH, StateMachineIdentity
 
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema, store
@@ -194,7 +195,8 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
         "Environment"
     ]["Variables"]
     assert env["TASK_TABLE_NAME"] == {"Ref": default_stack.logical_id(stack.tasks.table)}
-    assert env["TASK_STATE_MACHINE_ARN"] == {"Ref": default_stack.logical_id(stack.workflow.state_machine)}
+    # Built from the state machine's fixed name: the function exists before the state machine does.
+    assert env["TASK_STATE_MACHINE_ARN"] == _arn("stateMachine", STATE_MACHINE_NAME)
     assert env["MCP_STATE_SECRET_ARN"] == {"Ref": default_stack.logical_id(stack.sealing.secret)}
     assert env["MCP_REQUIRE_PRINCIPAL"] == "true"
     assert env["MCP_SCOPES_SUPPORTED"] == "mcp/invoke"
@@ -381,6 +383,14 @@ def test_state_machine_is_standard_logged_traced_and_named(default_stack: Synthe
             },
         },
     )
+
+
+def test_state_machine_names_are_per_stack_and_within_the_step_functions_limit() -> None:
+    app = App()
+    assert StateMachineIdentity.of(Stack(app, "McpDev")).name == "McpDev-tasks"
+    assert len(StateMachineIdentity.of(Stack(app, "S" * 74)).name) == 80
+    with pytest.raises(ValueError, match="longer than 80"):
+        StateMachineIdentity.of(Stack(app, "S" * 75))
 
 
 def test_state_machine_runs_the_asl_file_against_the_worker(default_stack: Synthesized) -> None:

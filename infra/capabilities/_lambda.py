@@ -1,0 +1,156 @@
+"""What the capabilities build their functions from; it imports no capability, so any of them may use it.
+
+`McpFunction` is one Lambda function with its own role, log group and tracing; `FunctionDefaults`
+is what the task functions share (the asset, the environment every handler reads, log retention
+and removal policy); the grant helpers put one statement on a role; the handler names are the
+entry points in `functions/app/handlers.py` and `functions/oauth_bridge/handler.py`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from infra.nag import acknowledge
+
+API_HANDLER = "app.handlers.api_handler"
+WORKER_HANDLER = "app.handlers.worker_handler"
+SUPERVISOR_HANDLER = "app.handlers.supervisor_handler"
+CALLBACK_HANDLER = "app.handlers.callback_handler"
+BRIDGE_HANDLER = "oauth_bridge.handler.handle"
+
+RETENTION = {days.value: days for days in logs.RetentionDays}
+
+
+def retention(days: int) -> logs.RetentionDays:
+    by_days = {
+        1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+        60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS", 180: "SIX_MONTHS",
+        365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS", 731: "TWO_YEARS", 1827: "FIVE_YEARS",
+        3653: "TEN_YEARS",
+    }  # fmt: skip
+    if days not in by_days:
+        raise ValueError(f"log retention must be one of {sorted(by_days)} days, got {days}")
+    return RETENTION[by_days[days]]
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionDefaults:
+    """What every task function (API, worker, supervisor, callbacks) is built with."""
+
+    code: lambda_.Code
+    environment: Mapping[str, str]
+    log_retention_days: int
+    removal_policy: RemovalPolicy
+
+
+def task_environment(server_name: str, table: dynamodb.ITable) -> dict[str, str]:
+    """The environment every task function reads: which server it is, its table, Powertools' settings."""
+    return {
+        "MCP_SERVER_NAME": server_name,
+        "TASK_TABLE_NAME": table.table_name,
+        "POWERTOOLS_SERVICE_NAME": server_name,
+        "POWERTOOLS_METRICS_NAMESPACE": server_name,
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "POWERTOOLS_LOGGER_LOG_EVENT": "false",
+        # No pydantic plugin ships in the asset: skip pydantic's scan for them (app/cold_start.py).
+        "PYDANTIC_DISABLE_PLUGINS": "__all__",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class TableGrant:
+    """Actions on the task table, optionally only on items whose partition key has a prefix."""
+
+    actions: tuple[str, ...]
+    key_prefixes: tuple[str, ...] = ()
+
+
+def grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> None:
+    role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
+
+
+def grant_table(role: iam.IRole, table_grant: TableGrant, table: dynamodb.ITable) -> None:
+    conditions = None
+    if table_grant.key_prefixes:
+        prefixes = [f"{prefix}*" for prefix in table_grant.key_prefixes]
+        conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": prefixes}}
+    role.add_to_principal_policy(
+        iam.PolicyStatement(actions=list(table_grant.actions), resources=[table.table_arn], conditions=conditions)
+    )
+
+
+class McpFunction(Construct):
+    """One function with its own role, its own log group and X-Ray tracing."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str,
+        handler: str,
+        code: lambda_.Code,
+        memory_mb: int,
+        timeout: Duration,
+        environment: Mapping[str, str],
+        log_retention_days: int,
+        removal_policy: RemovalPolicy,
+        wildcard_reason: str = "",
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=retention(log_retention_days), removal_policy=removal_policy
+        )
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"{description}: only the calls its code makes",
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=description,
+            runtime=lambda_.Runtime.PYTHON_3_13,
+            architecture=lambda_.Architecture.ARM_64,
+            handler=handler,
+            code=code,
+            memory_size=memory_mb,
+            timeout=timeout,
+            role=self.role,
+            log_group=self.log_group,
+            tracing=lambda_.Tracing.ACTIVE,
+            environment=dict(environment),
+        )
+        # The log group exists before the function runs, so no logs:CreateLogGroup is needed.
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                actions=["logs:CreateLogStream", "logs:PutLogEvents"],
+                resources=[self.log_group.log_group_arn],
+            )
+        )
+        acknowledge(
+            self.role,
+            "AwsSolutions-IAM5[Resource::*]",
+            " ".join(
+                (
+                    "X-Ray PutTraceSegments/PutTelemetryRecords, added by tracing ACTIVE, have no resource-level "
+                    "permissions.",
+                    wildcard_reason,
+                )
+            ).strip(),
+        )
+        acknowledge(
+            self.function,
+            "AwsSolutions-L1",
+            "Pinned to python3.13, the version the asset's wheels (pydantic_core cp313) are built for; "
+            "move runtime and bundling target together.",
+        )
