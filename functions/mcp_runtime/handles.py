@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from ._aws import CONDITION_FAILED, AwsCaller, AwsCallError
 from .errors import HandleConflict, HandleError, HandleNotFound, HandleStoreUnavailable
 from .observability import NO_TELEMETRY, Telemetry, traced
 from .tasks import schema
-from .tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
 
 __all__ = [
     "CallerHandles",

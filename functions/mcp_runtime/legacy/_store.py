@@ -21,9 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
+from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from ..tasks import schema
-from ..tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
 
 STREAM_OWNER: Final = "streamOwner"  # not the owner index's attribute: streams stay out of task history
 OPEN: Final = "open"

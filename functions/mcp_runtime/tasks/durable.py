@@ -34,8 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
+from .._aws import seconds_left
 from ..tools import ToolError
-from .aws_clients import seconds_left
 from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
 from .limits import (
     ITEM_RECORDS_BYTES,

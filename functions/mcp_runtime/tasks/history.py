@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._aws import AwsCaller, AwsCallError
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .aws_clients import AwsCaller, AwsCallError
 from .errors import TaskStoreUnavailable
 from .store import from_item
 

@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
 from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .models import (
     ACTIVE_STATUSES,
