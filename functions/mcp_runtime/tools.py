@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from . import wire
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
+from .limits import SYNC_WAIT_LIMIT_SECONDS
 from .mrtr import Asker
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
@@ -36,8 +37,6 @@ if TYPE_CHECKING:  # the handle store, task history and durable runs load only w
     from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory
 
-# The longest `ctx.wait` a synchronous call (no task) sleeps through instead of refusing.
-SYNC_WAIT_LIMIT_SECONDS: Final = 5.0
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
 ASKABLE: Final[dict[str, str]] = {

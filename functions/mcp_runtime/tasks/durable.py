@@ -35,23 +35,22 @@ from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
 from .._aws import seconds_left
-from ..tools import ToolError
-from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
-from .limits import (
+from ..limits import (
     ITEM_RECORDS_BYTES,
-    MAX_CALLBACK_BYTES,
     MAX_INLINE_RECORD_BYTES,
     MAX_OPERATIONS,
     MAX_RECORD_BYTES,
+    MAX_WAIT_SECONDS,
     encoded_size,
 )
+from ..tools import ToolError
+from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
 from .payloads import PayloadStore, is_pointer
 
 T = TypeVar("T")
 
 # Kept free at a step boundary beyond the longest step: the step's record and the worker's answer.
 STEP_RESERVE_SECONDS: Final = 2.0
-MAX_WAIT_SECONDS: Final = 365 * 24 * 3600
 CALLBACK_WAITING: Final = "waiting"
 CALLBACK_DONE: Final = "done"
 
@@ -307,7 +306,6 @@ class DurableRun:
 
 
 __all__ = [
-    "MAX_CALLBACK_BYTES",
     "AwaitCallback",
     "Callback",
     "CallbackFailed",

@@ -30,6 +30,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..context import Principal, RequestMeta
 from ..errors import McpError
+from ..limits import (
+    MAX_ANSWER_BYTES,
+    MAX_INLINE_RESULT_BYTES,
+    MAX_INPUT_REQUESTS_BYTES,
+    MAX_PARK_SECONDS,
+    MAX_RESULT_BYTES,
+    MAX_STATE_BYTES,
+    answer_size,
+    encoded_size,
+    too_large_error,
+)
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
@@ -45,16 +56,6 @@ from .errors import (
     TaskStoreUnavailable,
 )
 from .executor import TaskExecutor
-from .limits import (
-    MAX_ANSWER_BYTES,
-    MAX_INLINE_RESULT_BYTES,
-    MAX_INPUT_REQUESTS_BYTES,
-    MAX_RESULT_BYTES,
-    MAX_STATE_BYTES,
-    answer_size,
-    encoded_size,
-    too_large_error,
-)
 from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
 from .payloads import PayloadStore
 from .store import TaskStore
@@ -83,8 +84,6 @@ OUTCOME_RENEW: Final = "renew"
 # Rounds (tool runs) per execution before a new one takes over: each round adds 9 to 20 history
 # events, and Step Functions ends an execution at 25,000.
 DEFAULT_ROUNDS_PER_EXECUTION: Final = 1000
-# Step Functions' longest task timeout we ask for (its executions last a year at most).
-MAX_PARK_SECONDS: Final = 365 * 24 * 3600
 # A park outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
 PARK_TIMEOUT_MARGIN_SECONDS: Final = 60
 
