@@ -56,9 +56,9 @@ MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB 
 # A task's ttlMs: at least 1 ms, at most a Standard execution's life.
 MAX_TASK_TTL_MS: Final = ONE_YEAR_SECONDS * 1000  # AWS quota: a Standard execution lasts a year at most
 
-# ---- tasks: from the tool, when it asks (the questions and its `ctx.state` travel to the park step)
+# ---- tasks: from the tool, when it asks (the questions and its `ctx.scratch` travel to the park step)
 MAX_INPUT_REQUESTS_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
-MAX_STATE_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
+MAX_SCRATCH_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
 # ---- tasks: results. One kept on the task item (and carried by the state machine when its write
 # must be retried); a larger one goes to S3, up to MAX_RESULT_BYTES, and `tasks/get` inlines it.
 MAX_INLINE_RESULT_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload

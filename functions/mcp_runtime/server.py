@@ -33,7 +33,7 @@ from .params import (
 )
 from .sealing import Binding, StateSealer
 from .settings import Settings
-from .tools import ASKABLE, Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import CallerHandles, HandleStore
@@ -180,7 +180,7 @@ class McpServer:
 
     # ---- MRTR plumbing shared by tools, prompts and resources --------------------------------
     def _open_round(self, params: MrtrParams, binding: Binding) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(answers gathered so far, scratch state) for this round; a requestState is verified first.
+        """(answers gathered so far, the tool's scratch) for this round; a requestState is verified first.
 
         Answers sealed in earlier rounds win over anything re-sent; fresh `inputResponses` fill the
         rest. Keys nobody asks for are never read, which is how extra keys are ignored.
@@ -223,7 +223,7 @@ class McpServer:
                 f"Tool {spec.name} may {asked}", {capability: {} for capability in missing}
             )
         wants_task = (
-            spec.answers is Answers.TASK
+            spec.mode is ToolMode.TASK
             and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
@@ -256,7 +256,7 @@ class McpServer:
                 tool_ctx.prepared = spec.prepare(args, tool_ctx)
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:
-            return self._input_required(needed, tool_ctx, tool_ctx.state, binding, {"tool": spec.name})
+            return self._input_required(needed, tool_ctx, tool_ctx.scratch, binding, {"tool": spec.name})
         except ToolError as exc:  # raised by a prepare step
             return ToolResult([text(str(exc))], is_error=True).to_wire()
 

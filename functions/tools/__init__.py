@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime import ToolRegistry
 
 from . import archive_project, cart, count_words, deploy_release, my_tasks
 

@@ -153,7 +153,7 @@ class DurableRun:
         store: OperationStore,
         payloads: PayloadStore | None,
         *,
-        state: Callable[[], Mapping[str, Any]],
+        scratch: Callable[[], Mapping[str, Any]],
         callback_url: str,
         inline_records_bytes: int = 0,
         clock: Callable[[], float] = time.time,
@@ -165,7 +165,7 @@ class DurableRun:
         self.store = store
         self.payloads = payloads
         self.callback_url = callback_url
-        self._state = state
+        self._scratch = scratch
         self._inline_bytes = inline_records_bytes
         self._clock = clock
         self._monotonic = monotonic
@@ -291,7 +291,7 @@ class DurableRun:
         if len(self.records) >= MAX_OPERATIONS and key not in self.records:
             raise ToolError(f"A task may record at most {MAX_OPERATIONS} steps, waits and callbacks")
         try:
-            kept = self.store.record_operation(self.task_id, key, record, self._state(), replace=replace)
+            kept = self.store.record_operation(self.task_id, key, record, self._scratch(), replace=replace)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
         self.records[key] = kept

@@ -618,7 +618,7 @@ class DynamoTaskStore:
 
     @traced("TaskStore.checkpoint")
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
-        """Keep the tool's `ctx.state` as the invocation ends at a step boundary; TaskConflict once not working."""
+        """Keep the tool's `ctx.scratch` as the invocation ends at a step boundary; TaskConflict once not working."""
         expression = _Expression()
         expression.set("scratch", _json(dict(scratch)))
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
