@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_runtime import wire
+from mcp_runtime.cursors import encode_cursor
 from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from mcp_runtime.settings import Settings
@@ -296,7 +297,7 @@ def _templates() -> list[dict[str, Any]]:
     return [
         request("server/discover"),
         request("tools/list"),
-        request("tools/list", {"cursor": base64.urlsafe_b64encode(b"offset:1").decode()}),
+        request("tools/list", {"cursor": encode_cursor("offset", 1)}),
         request("prompts/list"),
         request("resources/list"),
         request("resources/templates/list"),
