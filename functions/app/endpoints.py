@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from mcp_runtime._aws import invocation_deadline
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
-from mcp_runtime.tasks.aws_clients import invocation_deadline
 
 if TYPE_CHECKING:  # the API's cold start imports neither the worker nor Powertools
     from app.telemetry import PowertoolsTelemetry

@@ -14,10 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
+from ._aws import CONDITION_FAILED, AwsCaller, AwsCallError
 from .errors import HandleConflict, HandleError, HandleNotFound, HandleStoreUnavailable
+from .limits import MAX_HANDLE_DATA_BYTES
 from .observability import NO_TELEMETRY, Telemetry, traced
 from .tasks import schema
-from .tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
 
 __all__ = [
     "CallerHandles",
@@ -31,7 +32,6 @@ __all__ = [
 ]
 
 HANDLE_OWNER_ATTRIBUTE: Final = "handleOwner"  # not the GSI's owner attribute: handles stay out of task history
-MAX_HANDLE_DATA_BYTES: Final = 64 * 1024
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from .limits import MAX_TASK_ID_CHARS
+
 
 class Params(BaseModel):
     # Validators are built on first use: a cold container pays only for the methods it serves.
@@ -67,7 +69,7 @@ class CompleteParams(Params):
 
 
 class TaskIdParams(Params):
-    task_id: StrictStr = Field(alias="taskId", min_length=1, max_length=256)
+    task_id: StrictStr = Field(alias="taskId", min_length=1, max_length=MAX_TASK_ID_CHARS)
 
 
 class UpdateTaskParams(TaskIdParams):

@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from .errors import InvalidParams
+from .limits import MAX_REQUEST_STATE_CHARS
 
 TOKEN_VERSION: Final = "v1"
-MAX_TOKEN_CHARS: Final = 16_384
 _MIN_KEY_BYTES: Final = 32
 
 
@@ -36,7 +36,7 @@ class StateTooLarge(InvalidParams):
     def __init__(self) -> None:
         super().__init__(
             f"Invalid params: the answers and state of this request do not fit in a requestState "
-            f"(at most {MAX_TOKEN_CHARS} characters)"
+            f"(at most {MAX_REQUEST_STATE_CHARS} characters)"
         )
 
 
@@ -107,14 +107,14 @@ class StateSealer:
         encoded = _b64encode(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
         signed = f"{TOKEN_VERSION}.{key.key_id}.{encoded}"
         token = f"{signed}.{_b64encode(self._tag(key, signed))}"
-        if len(token) > MAX_TOKEN_CHARS:  # the one limit, checked where the state is made
+        if len(token) > MAX_REQUEST_STATE_CHARS:  # the one limit, checked where the state is made
             raise StateTooLarge()
         return token
 
     def open(self, token: object, binding: Binding) -> dict[str, Any]:
         if not isinstance(token, str) or not token:
             raise StateRejected("must be a non-empty string")
-        if len(token) > MAX_TOKEN_CHARS:
+        if len(token) > MAX_REQUEST_STATE_CHARS:
             raise StateRejected("too large")
         if not token.isascii():  # the token alphabet is ASCII; anything else would crash the tag check
             raise StateRejected("malformed")

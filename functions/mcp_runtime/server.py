@@ -5,7 +5,6 @@ Handlers raise `McpError`s; the transport maps every exception to the wire in on
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,8 +14,10 @@ from pydantic import BaseModel, ValidationError
 from . import wire
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
+from .cursors import InvalidCursor, decode_cursor, encode_cursor
 from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
 from .headers import decode_header_value, header_matches
+from .limits import LIST_PAGE_SIZE, MAX_INPUT_REQUEST_KEYS, MAX_INPUT_RESPONSES
 from .mrtr import Asker, InputNeeded
 from .observability import MRTR_ROUNDS, NO_TELEMETRY, Telemetry
 from .params import (
@@ -32,15 +33,11 @@ from .params import (
 )
 from .sealing import Binding, StateSealer
 from .settings import Settings
-from .tools import ASKABLE, Answers, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import CallerHandles, HandleStore
     from .tasks.history import CallerTaskHistory, DynamoTaskHistory
-
-PAGE_SIZE = 100
-MAX_INPUT_REQUEST_KEYS = 32
-MAX_INPUT_RESPONSES = 64
 
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
@@ -157,16 +154,16 @@ class McpServer:
         return result
 
     def _page(self, key: str, items: Sequence[dict[str, Any]], cursor: str | None) -> dict[str, Any]:
-        start = _decode_cursor(cursor, len(items))
-        page = list(items[start : start + PAGE_SIZE])
+        start = _decode_offset(cursor, len(items))
+        page = list(items[start : start + LIST_PAGE_SIZE])
         result: dict[str, Any] = {
             "resultType": wire.RESULT_COMPLETE,
             key: page,
             "ttlMs": self.settings.list_ttl_ms,
             "cacheScope": "public",
         }
-        if start + PAGE_SIZE < len(items):
-            result["nextCursor"] = _encode_cursor(start + PAGE_SIZE)
+        if start + LIST_PAGE_SIZE < len(items):
+            result["nextCursor"] = encode_cursor("offset", start + LIST_PAGE_SIZE)
         return result
 
     def list_tools(self, params: PaginatedParams, ctx: RequestContext) -> dict[str, Any]:
@@ -183,7 +180,7 @@ class McpServer:
 
     # ---- MRTR plumbing shared by tools, prompts and resources --------------------------------
     def _open_round(self, params: MrtrParams, binding: Binding) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(answers gathered so far, scratch state) for this round; a requestState is verified first.
+        """(answers gathered so far, the tool's scratch) for this round; a requestState is verified first.
 
         Answers sealed in earlier rounds win over anything re-sent; fresh `inputResponses` fill the
         rest. Keys nobody asks for are never read, which is how extra keys are ignored.
@@ -226,7 +223,7 @@ class McpServer:
                 f"Tool {spec.name} may {asked}", {capability: {} for capability in missing}
             )
         wants_task = (
-            spec.answers is Answers.TASK
+            spec.mode is ToolMode.TASK
             and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
@@ -259,7 +256,7 @@ class McpServer:
                 tool_ctx.prepared = spec.prepare(args, tool_ctx)
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:
-            return self._input_required(needed, tool_ctx, tool_ctx.state, binding, {"tool": spec.name})
+            return self._input_required(needed, tool_ctx, tool_ctx.scratch, binding, {"tool": spec.name})
         except ToolError as exc:  # raised by a prepare step
             return ToolResult([text(str(exc))], is_error=True).to_wire()
 
@@ -366,21 +363,15 @@ class McpServer:
         return {"resultType": wire.RESULT_COMPLETE}
 
 
-def _encode_cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"offset:{offset}".encode()).decode("ascii")
-
-
-def _decode_cursor(cursor: str | None, total: int) -> int:
+def _decode_offset(cursor: str | None, total: int) -> int:
+    """Where a `*/list` page starts: 0, or the offset a previous page's `nextCursor` names."""
     if cursor is None:
         return 0
-    try:
-        kind, _, number = base64.urlsafe_b64decode(cursor.encode("ascii")).decode("ascii").partition(":")
-        offset = int(number)
-    except (ValueError, UnicodeError):
-        raise InvalidParams("Invalid cursor") from None
-    if kind != "offset" or not 0 < offset <= total:
-        raise InvalidParams("Invalid cursor")
-    return offset
+    position = decode_cursor(cursor)
+    match position:
+        case ["offset", int(offset)] if not isinstance(offset, bool) and 0 < offset <= total:
+            return offset
+    raise InvalidCursor
 
 
 def _describe_params_error(exc: ValidationError) -> str:

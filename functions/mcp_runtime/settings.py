@@ -8,8 +8,8 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-# A task's ttlMs: at least 1 ms, at most Step Functions' one-year limit on a Standard execution.
-MAX_TASK_TTL_MS = 365 * 24 * 3600 * 1000
+from .limits import MAX_TASK_TTL_MS  # a task's ttlMs: at least 1 ms, at most this
+
 # Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
 _NULL_SPELLINGS = frozenset({"", "null", "none"})
 

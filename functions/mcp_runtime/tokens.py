@@ -32,12 +32,12 @@ import jwt
 import rsa
 from jwt.algorithms import Algorithm
 
+from .limits import MAX_ACCESS_TOKEN_CHARS, MAX_KEY_DOCUMENT_BYTES
+
 log = logging.getLogger(__name__)
 
 SUPPORTED_ALGORITHMS: Final[dict[str, str]] = {"RS256": "SHA-256", "RS384": "SHA-384", "RS512": "SHA-512"}
 LEEWAY_SECONDS: Final = 30
-MAX_TOKEN_CHARS: Final = 16_384
-MAX_DOCUMENT_BYTES: Final = 262_144
 FETCH_TIMEOUT_SECONDS: Final = 3.0
 # Keys are refetched after this long, or sooner when a token names a key id we do not hold (but
 # never more often than REFETCH_AFTER_UNKNOWN_KID_SECONDS: random kids must not amplify into fetches).
@@ -167,15 +167,15 @@ def fetch_json(url: str, headers: Mapping[str, str] | None = None, timeout: floa
     try:
         connection.request("GET", path, headers={"accept": "application/json", **(headers or {})})
         response = connection.getresponse()
-        body = response.read(MAX_DOCUMENT_BYTES + 1)
+        body = response.read(MAX_KEY_DOCUMENT_BYTES + 1)
     except (OSError, http.client.HTTPException) as exc:
         raise KeySetUnavailable(f"GET {url} failed: {exc}") from exc
     finally:
         connection.close()
     if response.status != 200:
         raise KeySetUnavailable(f"GET {url} answered {response.status}")
-    if len(body) > MAX_DOCUMENT_BYTES:
-        raise KeySetUnavailable(f"GET {url}: the document is larger than {MAX_DOCUMENT_BYTES} bytes")
+    if len(body) > MAX_KEY_DOCUMENT_BYTES:
+        raise KeySetUnavailable(f"GET {url}: the document is larger than {MAX_KEY_DOCUMENT_BYTES} bytes")
     try:
         return json.loads(body)
     except ValueError as exc:
@@ -277,7 +277,7 @@ class TokenValidator:
         self._claims = jwt.PyJWT()
 
     def validate(self, token: str, resource: str) -> ValidatedToken:
-        if not token or len(token) > MAX_TOKEN_CHARS:
+        if not token or len(token) > MAX_ACCESS_TOKEN_CHARS:
             raise TokenRejected("the token is malformed", f"token of {len(token)} characters")
         try:
             header = jwt.get_unverified_header(token)

@@ -1,12 +1,12 @@
 """The tool authoring API: one decorated function per tool.
 
-    @registry.tool(description="Say hello.", answers=Answers.PLAIN)
+    @registry.tool(description="Say hello.", mode=ToolMode.PLAIN)
     def greet(args: GreetArgs, ctx: ToolContext) -> str:
         return f"Hello, {args.name}!"
 
 The decorator reads the pydantic input model from the first parameter's annotation and publishes
-its JSON schema as `inputSchema`. `answers` states, in one place, which of the four patterns of the
-decision order the tool uses; the runtime does the protocol for it.
+its JSON schema as `inputSchema`. `mode` states, in one place, which of the four patterns of the
+decision order the tool uses to answer; the runtime does the protocol for it.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from pydantic import BaseModel, ValidationError
 from . import wire
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
+from .limits import SYNC_WAIT_LIMIT_SECONDS
 from .mrtr import Asker
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
@@ -36,8 +37,6 @@ if TYPE_CHECKING:  # the handle store, task history and durable runs load only w
     from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory
 
-# The longest `ctx.wait` a synchronous call (no task) sleeps through instead of refusing.
-SYNC_WAIT_LIMIT_SECONDS: Final = 5.0
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
 ASKABLE: Final[dict[str, str]] = {
@@ -48,8 +47,8 @@ ASKABLE: Final[dict[str, str]] = {
 EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
 
 
-class Answers(StrEnum):
-    """The decision order: pick the first pattern that fits the tool."""
+class ToolMode(StrEnum):
+    """How a tool answers, in the decision order: pick the first pattern that fits the tool."""
 
     PLAIN = "plain"  # finishes well inside one request
     INPUT_REQUIRED = "input_required"  # needs a short answer from the client first (MRTR)
@@ -93,14 +92,14 @@ def embedded_text(uri: str, body: str, mime_type: str = "text/plain") -> dict[st
 
 
 class ToolContext(Asker):
-    """What a tool sees besides its arguments: the caller, the client's answers, progress, scratch state."""
+    """What a tool sees besides its arguments: the caller, the client's answers, progress, its scratch data."""
 
     def __init__(
         self,
         meta: RequestMeta,
         principal: Principal,
         answers: dict[str, Any] | None = None,
-        state: dict[str, Any] | None = None,
+        scratch: dict[str, Any] | None = None,
         progress: Callable[[float, float | None, str | None], None] | None = None,
         log: Callable[[str, Any], None] | None = None,
         task_id: str | None = None,
@@ -111,8 +110,9 @@ class ToolContext(Asker):
     ) -> None:
         super().__init__(meta, dict(answers or {}))
         self.principal = principal
-        # Scratch data the tool wants back on the next round (sealed into requestState).
-        self.state: dict[str, Any] = dict(state or {})
+        # Data the tool wants back on its next run: sealed into requestState between MRTR rounds, kept
+        # on the task item between a task's runs.
+        self.scratch: dict[str, Any] = dict(scratch or {})
         self.task_id = task_id
         # What a task tool's `prepare` step gathered before the task was created.
         self.prepared = prepared
@@ -203,7 +203,7 @@ class ToolSpec:
     fn: ToolFunction
     input_model: type[BaseModel] | None
     input_schema: dict[str, Any]
-    answers: Answers = Answers.PLAIN
+    mode: ToolMode = ToolMode.PLAIN
     task_required: bool = False
     output_model: type[BaseModel] | None = None
     title: str | None = None
@@ -333,7 +333,7 @@ def _build_spec(
     *,
     description: str,
     name: str | None,
-    answers: Answers,
+    mode: ToolMode,
     task_required: bool,
     output: type[BaseModel] | None,
     title: str | None,
@@ -355,7 +355,7 @@ def _build_spec(
         fn=fn,
         input_model=model,
         input_schema=schema,
-        answers=answers,
+        mode=mode,
         task_required=task_required,
         output_model=output,
         title=title,
@@ -373,7 +373,7 @@ def tool(
     *,
     description: str,
     name: str | None = None,
-    answers: Answers = Answers.PLAIN,
+    mode: ToolMode = ToolMode.PLAIN,
     task_required: bool = False,
     output: type[BaseModel] | None = None,
     title: str | None = None,
@@ -393,7 +393,7 @@ def tool(
             fn,
             description=description,
             name=name,
-            answers=answers,
+            mode=mode,
             task_required=task_required,
             output=output,
             title=title,
@@ -458,9 +458,9 @@ class ToolRegistry:
             raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_PATTERN.pattern}")
         if spec.name in self._tools:
             raise ValueError(f"tool {spec.name!r} is registered twice")
-        if spec.task_required and spec.answers is not Answers.TASK:
+        if spec.task_required and spec.mode is not ToolMode.TASK:
             raise ValueError(f"tool {spec.name!r}: only task tools can require a task")
-        if spec.prepare is not None and spec.answers is not Answers.TASK:
+        if spec.prepare is not None and spec.mode is not ToolMode.TASK:
             raise ValueError(f"tool {spec.name!r}: only task tools take a prepare step")
         self._tools[spec.name] = spec
 

@@ -34,6 +34,7 @@ from .errors import (
 )
 from .headers import decode_header_value
 from .legacy import is_legacy_message
+from .limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from .observability import REJECTED_REQUESTS
 from .server import McpServer
 
@@ -43,9 +44,6 @@ if TYPE_CHECKING:
 JSON_CONTENT_TYPE: Final = "application/json"
 SSE_CONTENT_TYPE: Final = "text/event-stream"
 _LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
-MAX_DEPTH: Final = 64
-MAX_STRING_CHARS: Final = 262_144
-MAX_COLLECTION_ITEMS: Final = 10_000
 PROTECTED_RESOURCE_PATH: Final = "/.well-known/oauth-protected-resource"
 
 log = logging.getLogger(__name__)
@@ -106,9 +104,9 @@ def _may_breach_limits(body: bytes) -> bool:
     a string needs at least as many bytes as characters, nesting needs a bracket per level, n items
     need n - 1 commas, and an unpaired surrogate needs a \\u escape or a raw 0xED lead byte."""
     return (
-        len(body) > MAX_STRING_CHARS
-        or body.count(b"{") + body.count(b"[") >= MAX_DEPTH
-        or body.count(b",") >= MAX_COLLECTION_ITEMS - 1
+        len(body) > MAX_JSON_STRING_CHARS
+        or body.count(b"{") + body.count(b"[") >= MAX_JSON_DEPTH
+        or body.count(b",") >= MAX_JSON_COLLECTION_ITEMS - 1
         or b"\\u" in body
         or b"\xed" in body
     )
@@ -119,20 +117,20 @@ def _limit_breach(value: Any) -> str | None:
     stack = [(value, 1)]
     while stack:
         item, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        if depth > MAX_JSON_DEPTH:
             return "nested too deeply"
         if isinstance(item, str):
-            if len(item) > MAX_STRING_CHARS:
+            if len(item) > MAX_JSON_STRING_CHARS:
                 return "a string is too long"
             if not item.isascii() and not _is_unicode(item):
                 return "a string has an unpaired surrogate"
         elif isinstance(item, dict):
-            if len(item) > MAX_COLLECTION_ITEMS:
+            if len(item) > MAX_JSON_COLLECTION_ITEMS:
                 return "an object has too many members"
             stack.extend((key, depth + 1) for key in item)
             stack.extend((child, depth + 1) for child in item.values())
         elif isinstance(item, list):
-            if len(item) > MAX_COLLECTION_ITEMS:
+            if len(item) > MAX_JSON_COLLECTION_ITEMS:
                 return "an array has too many items"
             stack.extend((child, depth + 1) for child in item)
     return None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
-from mcp_runtime.tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
+from mcp_runtime._aws import CONDITION_FAILED, AwsCaller, AwsCallError
 
 CLIENT_PREFIX: Final = "client#"
 METADATA_URL_PREFIX: Final = "cimd#"

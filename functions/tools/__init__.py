@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime import ToolRegistry
 
 
 def _modules(*names: str) -> tuple[ModuleType, ...]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime.tools import Answers, ToolContext, tool
+from mcp_runtime import ToolContext, ToolMode, tool
 
 
 class CountWordsArgs(BaseModel):
@@ -23,7 +23,7 @@ class WordCount(BaseModel):
 
 @tool(
     description="Count the words and characters of a text.",
-    answers=Answers.PLAIN,
+    mode=ToolMode.PLAIN,
     output=WordCount,
     annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
 )

@@ -25,7 +25,7 @@ import time
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime.tools import Answers, ToolContext, tool
+from mcp_runtime import ToolContext, ToolMode, tool
 
 STAGES = ("build", "test", "staging")
 
@@ -53,7 +53,7 @@ def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: i
 
 @tool(
     description="Deploy a service version through build, test and staging, then to production after approval.",
-    answers=Answers.TASK,
+    mode=ToolMode.TASK,
     asks=("elicitation",),
     annotations={"destructiveHint": False, "openWorldHint": True},
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime.tools import Answers, ToolContext, ToolError, tool
+from mcp_runtime import ToolContext, ToolError, ToolMode, tool
 
 
 class ListMyTasksArgs(BaseModel):
@@ -33,12 +33,12 @@ class TaskHistoryPage(BaseModel):
 
 @tool(
     description="List the tasks you started, newest first, with their status. Pages with nextCursor.",
-    answers=Answers.PLAIN,
+    mode=ToolMode.PLAIN,
     output=TaskHistoryPage,
     annotations={"readOnlyHint": True, "openWorldHint": False},
 )
 def list_my_tasks(args: ListMyTasksArgs, ctx: ToolContext) -> TaskHistoryPage:
-    from mcp_runtime.tasks.history import InvalidCursor  # the history loads on first use
+    from mcp_runtime import InvalidCursor
 
     try:
         page = ctx.task_history.page(args.limit, args.cursor)

@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from mcp_runtime import wire
-from mcp_runtime.tasks.history import encode_cursor
+from mcp_runtime.cursors import encode_cursor
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
 from tests.support import RunningStack, local_stack_process, rpc, standard_headers
 

@@ -11,9 +11,9 @@ import pytest
 from fixtures import lifecycle
 from local_stack.aws import register_function
 from mcp_runtime import wire
-from mcp_runtime.tasks.aws_clients import invocation_deadline
+from mcp_runtime._aws import invocation_deadline
+from mcp_runtime.limits import MAX_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
-from mcp_runtime.tasks.limits import MAX_RESULT_BYTES
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.service import TaskService
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until

@@ -29,16 +29,19 @@ from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, register_fun
 from local_stack.provision import ProvisionedStack
 from mcp_runtime import wire
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
-from mcp_runtime.sealing import MAX_TOKEN_CHARS
-from mcp_runtime.server import MAX_INPUT_RESPONSES
-from mcp_runtime.settings import Settings
-from mcp_runtime.tasks.service import (
+from mcp_runtime.limits import (
+    MAX_INPUT_RESPONSES,
+    MAX_JSON_COLLECTION_ITEMS,
+    MAX_JSON_DEPTH,
+    MAX_JSON_STRING_CHARS,
+    MAX_REQUEST_STATE_CHARS,
     MAX_TASK_ANSWERS,
     MAX_TASK_ANSWERS_BYTES,
     MAX_TASK_ARGUMENTS_BYTES,
-    TASK_NOT_FOUND_MESSAGE,
 )
-from mcp_runtime.transport import MAX_COLLECTION_ITEMS, MAX_DEPTH, MAX_STRING_CHARS, McpHttpTransport
+from mcp_runtime.settings import Settings
+from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
+from mcp_runtime.transport import McpHttpTransport
 from tests.integration.task_harness import TaskResources, delivered_events
 from tests.support import api_event, free_port, rpc, standard_headers
 
@@ -189,10 +192,10 @@ def test_a_body_over_the_limit_is_413_and_one_at_the_limit_is_served(backend: Ba
 @pytest.mark.parametrize(
     ("value", "reason"),
     [
-        (_nested(MAX_DEPTH), "nested too deeply"),
-        ("x" * (MAX_STRING_CHARS + 1), "a string is too long"),
-        (["x"] * (MAX_COLLECTION_ITEMS + 1), "an array has too many items"),
-        ({f"k{i}": 1 for i in range(MAX_COLLECTION_ITEMS + 1)}, "an object has too many members"),
+        (_nested(MAX_JSON_DEPTH), "nested too deeply"),
+        ("x" * (MAX_JSON_STRING_CHARS + 1), "a string is too long"),
+        (["x"] * (MAX_JSON_COLLECTION_ITEMS + 1), "an array has too many items"),
+        ({f"k{i}": 1 for i in range(MAX_JSON_COLLECTION_ITEMS + 1)}, "an object has too many members"),
     ],
     ids=["depth", "string-length", "array-length", "object-members"],
 )
@@ -205,7 +208,7 @@ def test_structural_limits_are_invalid_request_400(backend: Backend, value: Any,
 
 @pytest.mark.parametrize(
     "value",
-    [_nested(MAX_DEPTH - 6), "x" * 100_000, ["x"] * 1000],
+    [_nested(MAX_JSON_DEPTH - 6), "x" * 100_000, ["x"] * 1000],
     ids=["depth", "string-length", "array-length"],
 )
 def test_values_inside_the_structural_limits_reach_the_tool(backend: Backend, value: Any) -> None:
@@ -292,7 +295,11 @@ def test_task_arguments_over_the_size_limit_are_invalid_params_and_create_nothin
 
 
 def test_a_request_state_over_the_size_limit_is_invalid_params(backend: Backend) -> None:
-    params = {"name": "archive_project", "arguments": {"project": "x"}, "requestState": "v1." + "A" * MAX_TOKEN_CHARS}
+    params = {
+        "name": "archive_project",
+        "arguments": {"project": "x"},
+        "requestState": "v1." + "A" * MAX_REQUEST_STATE_CHARS,
+    }
     assert _error(backend.call("tools/call", params)) == (200, wire.INVALID_PARAMS, "Invalid requestState: too large")
 
 

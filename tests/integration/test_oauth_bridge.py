@@ -19,7 +19,7 @@ from botocore.stub import Stubber
 
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
-from mcp_runtime.tasks.aws_clients import MAX_ATTEMPTS
+from mcp_runtime._aws import MAX_ATTEMPTS
 from oauth_bridge.aws import RegistrationStore, UserPoolClients, metadata_url_key
 from oauth_bridge.cimd import MetadataFetcher
 from oauth_bridge.flows import DOCUMENT_MAX_AGE_SECONDS, Bridge

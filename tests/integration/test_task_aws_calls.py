@@ -10,7 +10,7 @@ import pytest
 
 from fixtures import conformance_tasks
 from local_stack.aws import DUMMY_CREDENTIALS, REGION
-from mcp_runtime.tasks.aws_clients import shared_session
+from mcp_runtime._aws import shared_session
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until

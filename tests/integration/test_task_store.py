@@ -16,9 +16,9 @@ from botocore.exceptions import ClientError
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
 from mcp_runtime import wire
+from mcp_runtime._aws import AwsRejected
 from mcp_runtime.mrtr import elicitation_request
 from mcp_runtime.tasks import schema
-from mcp_runtime.tasks.aws_clients import AwsRejected
 from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreRefused
 from mcp_runtime.tasks.models import (
     CANCELLED,

@@ -25,7 +25,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRE
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import Answers, ToolContext, tool
+from mcp_runtime.tools import ToolContext, ToolMode, tool
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 from tests.telemetry_support import RecordingTelemetry, Sample
 
@@ -36,7 +36,7 @@ class NoArgs(BaseModel):
     pass
 
 
-@tool(description="Crashes with an exception that is neither a tool error nor a protocol error.", answers=Answers.TASK)
+@tool(description="Crashes with an exception that is neither a tool error nor a protocol error.", mode=ToolMode.TASK)
 def crash_for_metrics(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("disk on fire")
 

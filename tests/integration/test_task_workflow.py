@@ -22,7 +22,7 @@ from mcp_runtime.tasks.models import (
     WORKING,
 )
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tools import Answers, ToolContext, tool
+from mcp_runtime.tools import ToolContext, ToolMode, tool
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
@@ -36,12 +36,12 @@ class Approval(BaseModel):
     approve: bool
 
 
-@tool(description="Crashes with an exception that is not a tool or protocol error.", answers=Answers.TASK)
+@tool(description="Crashes with an exception that is not a tool or protocol error.", mode=ToolMode.TASK)
 def crash(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("disk on fire")
 
 
-@tool(description="Reports progress, then waits a little, then finishes.", answers=Answers.TASK)
+@tool(description="Reports progress, then waits a little, then finishes.", mode=ToolMode.TASK)
 def report_then_finish(args: NoArgs, ctx: ToolContext) -> str:
     ctx.report_progress(1, 2, "step 1 of 2: copying")
     deadline = time.monotonic() + 1.0
@@ -50,7 +50,7 @@ def report_then_finish(args: NoArgs, ctx: ToolContext) -> str:
     return "copied"
 
 
-@tool(description="Asks for approval; re-asks until the answer is well-formed.", answers=Answers.TASK)
+@tool(description="Asks for approval; re-asks until the answer is well-formed.", mode=ToolMode.TASK)
 def needs_approval(args: NoArgs, ctx: ToolContext) -> str:
     answer = ctx.elicit("approval", "Approve?", Approval)
     return f"approved={answer.content.approve if answer.content else None}"

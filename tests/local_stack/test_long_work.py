@@ -20,8 +20,8 @@ import httpx
 import pytest
 
 from mcp_runtime import wire
+from mcp_runtime.limits import MAX_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED
-from mcp_runtime.tasks.limits import MAX_RESULT_BYTES
 from tests.local_stack.conftest import StackClient
 from tests.support import REPO, local_stack_process
 

@@ -21,10 +21,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_runtime import wire
+from mcp_runtime.cursors import encode_cursor
 from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.legacy._leg import SESSION_NOT_FOUND
+from mcp_runtime.limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from mcp_runtime.settings import Settings
-from mcp_runtime.transport import MAX_COLLECTION_ITEMS, MAX_DEPTH, MAX_STRING_CHARS, PROTECTED_RESOURCE_PATH
+from mcp_runtime.transport import PROTECTED_RESOURCE_PATH
 from tests.support import meta
 
 FUZZ = settings(
@@ -302,7 +304,7 @@ def _templates() -> list[dict[str, Any]]:
     return [
         request("server/discover"),
         request("tools/list"),
-        request("tools/list", {"cursor": base64.urlsafe_b64encode(b"offset:1").decode()}),
+        request("tools/list", {"cursor": encode_cursor("offset", 1)}),
         request("prompts/list"),
         request("resources/list"),
         request("resources/templates/list"),
@@ -513,12 +515,12 @@ def _count_words(text: Any) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("event", "status", "code"),
     [
-        (json_event(_count_words(_nested(MAX_DEPTH))), 400, wire.INVALID_REQUEST),
-        (json_event(_count_words(_nested(MAX_DEPTH - 6))), 200, None),
+        (json_event(_count_words(_nested(MAX_JSON_DEPTH))), 400, wire.INVALID_REQUEST),
+        (json_event(_count_words(_nested(MAX_JSON_DEPTH - 6))), 200, None),
         (event_for("[" * 100_000 + "]" * 100_000, AUTH), 400, None),
         (event_for('{"a":' * 50_000 + "1" + "}" * 50_000, AUTH), 400, None),
-        (json_event(_count_words("x" * (MAX_STRING_CHARS + 1))), 400, wire.INVALID_REQUEST),
-        (json_event(_count_words(["x"] * (MAX_COLLECTION_ITEMS + 1))), 400, wire.INVALID_REQUEST),
+        (json_event(_count_words("x" * (MAX_JSON_STRING_CHARS + 1))), 400, wire.INVALID_REQUEST),
+        (json_event(_count_words(["x"] * (MAX_JSON_COLLECTION_ITEMS + 1))), 400, wire.INVALID_REQUEST),
         (json_event(_count_words("word " * 20_000)), 200, None),
         (event_for(" " * 1_048_577, {**AUTH, "content-type": "application/json"}), 413, None),
         (event_for('{"jsonrpc":"2.0","id":' + "9" * 5000 + ',"method":"tools/list"}', AUTH), 400, wire.PARSE_ERROR),

@@ -8,7 +8,8 @@ import pytest
 
 from mcp_runtime import wire
 from mcp_runtime.legacy import is_legacy_message
-from mcp_runtime.legacy._sessions import MAX_SESSION_PAYLOAD_BYTES, SessionInvalid, SessionSealer
+from mcp_runtime.legacy._sessions import SessionInvalid, SessionSealer
+from mcp_runtime.limits import MAX_SESSION_PAYLOAD_BYTES
 from mcp_runtime.sealing import StateSealer
 from tests.unit.conftest import TEST_KEY, FakeClock
 

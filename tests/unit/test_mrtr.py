@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from mcp_runtime import wire
-from mcp_runtime.server import MAX_INPUT_RESPONSES
+from mcp_runtime.limits import MAX_INPUT_RESPONSES
 from mcp_runtime.transport import HttpResponse
 from tests.unit.conftest import BOB, Client, FakeClock, error_of, result_of
 
@@ -392,11 +392,11 @@ def test_list_methods_never_answer_input_required(client: Client) -> None:
 
 # ---- a requestState too large to carry (issue 15, defect 1) -------------------------------------------------------
 def test_answers_too_large_to_seal_are_refused_when_the_state_is_made_not_a_round_later(client: Client) -> None:
-    from mcp_runtime.sealing import MAX_TOKEN_CHARS
+    from mcp_runtime.limits import MAX_REQUEST_STATE_CHARS
 
     tool = "test_input_required_result_multi_round"
     first = input_required(client.call_tool(tool, {}, capabilities=ELICIT))
-    huge = accept(name="x" * (MAX_TOKEN_CHARS * 3 // 4))  # fits the body, not a requestState once encoded
+    huge = accept(name="x" * (MAX_REQUEST_STATE_CHARS * 3 // 4))  # fits the body, not a requestState once encoded
 
     second = retry(client, tool, {}, first["requestState"], {"step1": huge}, capabilities=ELICIT)
 
@@ -404,19 +404,19 @@ def test_answers_too_large_to_seal_are_refused_when_the_state_is_made_not_a_roun
     assert message["error"] == {
         "code": wire.INVALID_PARAMS,
         "message": f"Invalid params: the answers and state of this request do not fit in a requestState "
-        f"(at most {MAX_TOKEN_CHARS} characters)",
+        f"(at most {MAX_REQUEST_STATE_CHARS} characters)",
     }
 
 
 def test_every_request_state_a_server_issues_is_one_it_accepts_back(client: Client) -> None:
-    from mcp_runtime.sealing import MAX_TOKEN_CHARS
+    from mcp_runtime.limits import MAX_REQUEST_STATE_CHARS
 
     tool = "test_input_required_result_multi_round"
     first = input_required(client.call_tool(tool, {}, capabilities=ELICIT))
-    largest_accepted = accept(name="x" * (MAX_TOKEN_CHARS // 2 - 400))
+    largest_accepted = accept(name="x" * (MAX_REQUEST_STATE_CHARS // 2 - 400))
     second = input_required(
         retry(client, tool, {}, first["requestState"], {"step1": largest_accepted}, capabilities=ELICIT)
     )
-    assert len(second["requestState"]) <= MAX_TOKEN_CHARS
+    assert len(second["requestState"]) <= MAX_REQUEST_STATE_CHARS
     third = retry(client, tool, {}, second["requestState"], {"step2": accept(color="blue")}, capabilities=ELICIT)
     assert completed_text(third).endswith("likes blue.")

@@ -41,7 +41,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, i
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, ParkOutcome
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import Answers, ToolContext, ToolRegistry, tool
+from mcp_runtime.tools import ToolContext, ToolMode, ToolRegistry, tool
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO, api_event, rpc
 from tests.telemetry_support import RecordingTelemetry, Sample
@@ -59,7 +59,7 @@ def explode(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("boom")
 
 
-@tool(description="Long work, run as a task.", answers=Answers.TASK)
+@tool(description="Long work, run as a task.", mode=ToolMode.TASK)
 def slow_job(args: NoArgs, ctx: ToolContext) -> str:
     return "done"
 

@@ -12,7 +12,8 @@ import pytest
 
 from mcp_runtime import wire
 from mcp_runtime.errors import InvalidParams
-from mcp_runtime.sealing import MAX_TOKEN_CHARS, Binding, SealingKey, StateRejected, StateSealer
+from mcp_runtime.limits import MAX_REQUEST_STATE_CHARS
+from mcp_runtime.sealing import Binding, SealingKey, StateRejected, StateSealer
 from tests.unit.conftest import FakeClock
 
 K1 = SealingKey("k1", b"1" * 32)
@@ -142,7 +143,7 @@ def test_an_oversize_token_is_rejected_before_any_work() -> None:
     box = sealer()
     small = box.seal(BINDING, {"blob": "x"})
     signed_part, _, tag = small.rpartition(".")
-    token = f"{signed_part}{'A' * MAX_TOKEN_CHARS}.{tag}"
+    token = f"{signed_part}{'A' * MAX_REQUEST_STATE_CHARS}.{tag}"
     assert_rejected(lambda: box.open(token, BINDING))
 
 
@@ -150,7 +151,7 @@ def test_a_payload_too_large_for_a_token_is_refused_when_sealed() -> None:
     from mcp_runtime.sealing import StateTooLarge
 
     with pytest.raises(StateTooLarge):
-        sealer().seal(BINDING, {"blob": "x" * MAX_TOKEN_CHARS})
+        sealer().seal(BINDING, {"blob": "x" * MAX_REQUEST_STATE_CHARS})
 
 
 @pytest.mark.parametrize("token", [None, 123, 1.5, True, [], {}, ["v1"], b"v1.k1.a.b", ""])

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from mcp_runtime.settings import MAX_TASK_TTL_MS, Settings
+from mcp_runtime.limits import MAX_TASK_TTL_MS
+from mcp_runtime.settings import Settings
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "-86400000", str(MAX_TASK_TTL_MS + 1), str(2**53), "soon"])

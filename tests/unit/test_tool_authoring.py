@@ -13,9 +13,9 @@ from mcp_runtime import wire
 from mcp_runtime.tools import (
     EMPTY_INPUT_SCHEMA,
     SPEC_ATTRIBUTE,
-    Answers,
     ToolContext,
     ToolError,
+    ToolMode,
     ToolRegistry,
     ToolResult,
     ToolSpec,
@@ -290,26 +290,26 @@ def test_tool_names_from_the_allowed_alphabet_are_accepted(name: str) -> None:
     assert registry.get(name) is not None
 
 
-@pytest.mark.parametrize("answers", [Answers.PLAIN, Answers.INPUT_REQUIRED, Answers.HANDLE])
-def test_only_task_tools_can_require_a_task(answers: Answers) -> None:
+@pytest.mark.parametrize("mode", [ToolMode.PLAIN, ToolMode.INPUT_REQUIRED, ToolMode.HANDLE])
+def test_only_task_tools_can_require_a_task(mode: ToolMode) -> None:
     with pytest.raises(ValueError):
-        ToolRegistry().add(_spec("t", answers=answers, task_required=True))
+        ToolRegistry().add(_spec("t", mode=mode, task_required=True))
 
 
 def test_a_task_tool_can_require_a_task() -> None:
     registry = ToolRegistry()
-    registry.add(_spec("t", answers=Answers.TASK, task_required=True))
+    registry.add(_spec("t", mode=ToolMode.TASK, task_required=True))
     assert registry.get("t") is not None
 
 
-@pytest.mark.parametrize("answers", [Answers.PLAIN, Answers.INPUT_REQUIRED])
-def test_only_task_tools_take_a_prepare_step(answers: Answers) -> None:
+@pytest.mark.parametrize("mode", [ToolMode.PLAIN, ToolMode.INPUT_REQUIRED])
+def test_only_task_tools_take_a_prepare_step(mode: ToolMode) -> None:
     with pytest.raises(ValueError):
-        ToolRegistry().add(_spec("t", answers=answers, prepare=lambda args, ctx: None))
+        ToolRegistry().add(_spec("t", mode=mode, prepare=lambda args, ctx: None))
 
 
 def test_a_task_required_tool_called_by_a_client_without_the_tasks_extension_needs_that_capability() -> None:
-    @tool(description="Long job.", answers=Answers.TASK, task_required=True)
+    @tool(description="Long job.", mode=ToolMode.TASK, task_required=True)
     def long_job(args: None, ctx: ToolContext) -> str:
         return "done"
 
@@ -321,7 +321,7 @@ def test_a_task_required_tool_called_by_a_client_without_the_tasks_extension_nee
 
 
 def test_an_optional_task_tool_runs_inline_for_a_client_without_the_tasks_extension() -> None:
-    @tool(description="Maybe long.", answers=Answers.TASK)
+    @tool(description="Maybe long.", mode=ToolMode.TASK)
     def maybe_long(args: None, ctx: ToolContext) -> str:
         return "inline"
 

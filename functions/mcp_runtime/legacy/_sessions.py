@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..limits import MAX_SESSION_PAYLOAD_BYTES
 from ..sealing import Binding, StateRejected, StateSealer
 
 SESSION_METHOD: Final = "session"
 SESSION_TARGET: Final = "mcp"
-# The sealed payload stays small (it travels on every request): beyond this the client's
-# capabilities keep only the members the server reads, and its info only name, title and version.
-MAX_SESSION_PAYLOAD_BYTES: Final = 2_048
+# The sealed payload stays small (it travels on every request): beyond MAX_SESSION_PAYLOAD_BYTES the
+# client's capabilities keep only the members the server reads, and its info only name, title and version.
 KNOWN_CLIENT_CAPABILITIES: Final = ("elicitation", "sampling", "roots")
 KNOWN_CLIENT_INFO: Final = ("name", "title", "version")
 

@@ -21,9 +21,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
+from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError
+from ..limits import MAX_KEPT_STREAM_EVENTS
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from ..tasks import schema
-from ..tasks.aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError
 
 STREAM_OWNER: Final = "streamOwner"  # not the owner index's attribute: streams stay out of task history
 OPEN: Final = "open"
@@ -32,7 +33,6 @@ DONE: Final = "done"
 CANCELLED: Final = "cancelled"
 KIND_INPUT: Final = "input"
 KIND_TASK: Final = "task"
-MAX_KEPT_EVENTS: Final = 32
 
 
 class StreamNotFound(Exception):
@@ -90,7 +90,7 @@ class StreamRecord:
         for message in messages:
             seq += 1
             added.append((seq, message))
-        kept = (*self.events, *added)[-MAX_KEPT_EVENTS:]
+        kept = (*self.events, *added)[-MAX_KEPT_STREAM_EVENTS:]
         return replace(self, events=kept, seq=seq)
 
     def events_after(self, seq: int) -> list[tuple[int, Any]]:

@@ -16,17 +16,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..limits import MAX_CALLBACK_BYTES, MAX_CALLBACK_ERROR_CHARS, MAX_INLINE_RECORD_BYTES, encoded_size
 from ..observability import NO_TELEMETRY, Telemetry
 from .durable import CALLBACK_WAITING, decode_callback_token, token_hash
 from .errors import TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
-from .limits import MAX_CALLBACK_BYTES, MAX_INLINE_RECORD_BYTES, encoded_size
 from .payloads import PayloadStore
 from .store import TaskStore
 
 log = logging.getLogger(__name__)
 
 REFUSED: Final[dict[str, Any]] = {"message": "Unknown, expired or already completed callback token"}
-MAX_ERROR_MESSAGE_CHARS: Final = 1000
 USAGE: Final = 'Send {"token": ..., "result": ...} or {"token": ..., "error": {"message": ...}}'
 
 
@@ -84,7 +83,7 @@ class CallbackService:
         if "error" in body:
             error = body["error"]
             message = error.get("message") if isinstance(error, dict) else error
-            return {"error": str(message or "failed")[:MAX_ERROR_MESSAGE_CHARS]}
+            return {"error": str(message or "failed")[:MAX_CALLBACK_ERROR_CHARS]}
         result = body["result"]
         if encoded_size(result) <= MAX_INLINE_RECORD_BYTES or self.payloads is None:
             return {"v": result}

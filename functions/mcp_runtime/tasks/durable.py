@@ -34,24 +34,23 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar
 
-from ..tools import ToolError
-from .aws_clients import seconds_left
-from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
-from .limits import (
+from .._aws import seconds_left
+from ..limits import (
     ITEM_RECORDS_BYTES,
-    MAX_CALLBACK_BYTES,
     MAX_INLINE_RECORD_BYTES,
     MAX_OPERATIONS,
     MAX_RECORD_BYTES,
+    MAX_WAIT_SECONDS,
     encoded_size,
 )
+from ..tools import ToolError
+from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
 from .payloads import PayloadStore, is_pointer
 
 T = TypeVar("T")
 
 # Kept free at a step boundary beyond the longest step: the step's record and the worker's answer.
 STEP_RESERVE_SECONDS: Final = 2.0
-MAX_WAIT_SECONDS: Final = 365 * 24 * 3600
 CALLBACK_WAITING: Final = "waiting"
 CALLBACK_DONE: Final = "done"
 
@@ -154,7 +153,7 @@ class DurableRun:
         store: OperationStore,
         payloads: PayloadStore | None,
         *,
-        state: Callable[[], Mapping[str, Any]],
+        scratch: Callable[[], Mapping[str, Any]],
         callback_url: str,
         inline_records_bytes: int = 0,
         clock: Callable[[], float] = time.time,
@@ -166,7 +165,7 @@ class DurableRun:
         self.store = store
         self.payloads = payloads
         self.callback_url = callback_url
-        self._state = state
+        self._scratch = scratch
         self._inline_bytes = inline_records_bytes
         self._clock = clock
         self._monotonic = monotonic
@@ -292,7 +291,7 @@ class DurableRun:
         if len(self.records) >= MAX_OPERATIONS and key not in self.records:
             raise ToolError(f"A task may record at most {MAX_OPERATIONS} steps, waits and callbacks")
         try:
-            kept = self.store.record_operation(self.task_id, key, record, self._state(), replace=replace)
+            kept = self.store.record_operation(self.task_id, key, record, self._scratch(), replace=replace)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
         self.records[key] = kept
@@ -307,7 +306,6 @@ class DurableRun:
 
 
 __all__ = [
-    "MAX_CALLBACK_BYTES",
     "AwaitCallback",
     "Callback",
     "CallbackFailed",

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
+from .._aws import AwsCaller, AwsCallError, AwsRejected
 from ..observability import NO_TELEMETRY, Telemetry, traced
-from .aws_clients import AwsCaller, AwsCallError, AwsRejected
 from .errors import ExecutorRefused, ExecutorUnavailable
 
 # Callback errors meaning "nobody waits on this token any more" (it was answered, timed out, or its

@@ -7,28 +7,22 @@ authenticated caller, so a cursor cannot reach anyone else's tasks.
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
 import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from .._aws import AwsCaller, AwsCallError
+from ..cursors import InvalidCursor, decode_cursor, encode_cursor
+from ..limits import MAX_HISTORY_PAGE_SIZE
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .aws_clients import AwsCaller, AwsCallError
 from .errors import TaskStoreUnavailable
 from .store import from_item
 
-MAX_PAGE_SIZE: Final = 50
 _ISO: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 _TASK_ID: Final = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
-
-
-class InvalidCursor(ValueError):
-    """A cursor that this server did not issue (or that was altered)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,22 +41,12 @@ class TaskPage:
     next_cursor: str | None
 
 
-def encode_cursor(created_at: str, task_id: str) -> str:
-    raw = json.dumps([created_at, task_id], separators=(",", ":")).encode()
-    return base64.urlsafe_b64encode(raw).decode("ascii").rstrip("=")
-
-
-def decode_cursor(cursor: str) -> tuple[str, str]:
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        created_at, task_id = json.loads(raw)
-    except (binascii.Error, ValueError, TypeError) as exc:
-        raise InvalidCursor(cursor) from exc
-    if not (
-        isinstance(created_at, str) and _ISO.match(created_at) and isinstance(task_id, str) and _TASK_ID.match(task_id)
-    ):
-        raise InvalidCursor(cursor)
-    return created_at, task_id
+def decode_position(cursor: str) -> tuple[str, str]:
+    """The (createdAt, task id) a history page's `nextCursor` names."""
+    match decode_cursor(cursor):
+        case [str(created_at), str(task_id)] if _ISO.match(created_at) and _TASK_ID.match(task_id):
+            return created_at, task_id
+    raise InvalidCursor
 
 
 class DynamoTaskHistory:
@@ -89,10 +73,10 @@ class DynamoTaskHistory:
             "ExpressionAttributeNames": {"#owner": schema.OWNER_INDEX_PARTITION_KEY},
             "ExpressionAttributeValues": {":owner": {"S": owner}},
             "ScanIndexForward": False,
-            "Limit": max(1, min(limit, MAX_PAGE_SIZE)),
+            "Limit": max(1, min(limit, MAX_HISTORY_PAGE_SIZE)),
         }
         if cursor is not None:
-            created_at, task_id = decode_cursor(cursor)
+            created_at, task_id = decode_position(cursor)
             request["ExclusiveStartKey"] = {
                 schema.OWNER_INDEX_PARTITION_KEY: {"S": owner},
                 schema.OWNER_INDEX_SORT_KEY: {"S": created_at},

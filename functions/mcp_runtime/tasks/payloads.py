@@ -11,8 +11,8 @@ import hashlib
 import json
 from typing import Any, Protocol
 
+from .._aws import AwsCaller, AwsCallError, AwsUnavailable
 from ..observability import NO_TELEMETRY, Telemetry, traced
-from .aws_clients import AwsCaller, AwsCallError, AwsUnavailable
 from .errors import TaskStoreRefused, TaskStoreUnavailable
 
 POINTER_KEY = "s3"

@@ -22,10 +22,10 @@ from typing import Any
 
 from ..context import RequestContext
 from ..errors import InternalError, InvalidParams
+from ..limits import MAX_TASK_ANSWERS, MAX_TASK_ANSWERS_BYTES, MAX_TASK_ARGUMENTS_BYTES, encoded_size
 from ..observability import NO_TELEMETRY, TASKS_CREATED, Telemetry
 from ..tools import ToolSpec
 from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
-from .limits import MAX_TASK_ANSWERS, MAX_TASK_ANSWERS_BYTES, MAX_TASK_ARGUMENTS_BYTES, encoded_size
 from .models import (
     COMPLETED,
     EFFECT_START,
@@ -46,9 +46,6 @@ log = logging.getLogger(__name__)
 
 TASK_NOT_FOUND_MESSAGE = "Failed to retrieve task: Task not found"
 __all__ = [
-    "MAX_TASK_ANSWERS",
-    "MAX_TASK_ANSWERS_BYTES",
-    "MAX_TASK_ARGUMENTS_BYTES",
     "TASK_NOT_FOUND_MESSAGE",
     "TaskService",
     "new_task_id",

@@ -26,9 +26,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .aws_clients import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
 from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .models import (
     ACTIVE_STATUSES,
@@ -618,7 +618,7 @@ class DynamoTaskStore:
 
     @traced("TaskStore.checkpoint")
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
-        """Keep the tool's `ctx.state` as the invocation ends at a step boundary; TaskConflict once not working."""
+        """Keep the tool's `ctx.scratch` as the invocation ends at a step boundary; TaskConflict once not working."""
         expression = _Expression()
         expression.set("scratch", _json(dict(scratch)))
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})

@@ -30,6 +30,17 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..context import Principal, RequestMeta
 from ..errors import McpError
+from ..limits import (
+    MAX_ANSWER_BYTES,
+    MAX_INLINE_RESULT_BYTES,
+    MAX_INPUT_REQUESTS_BYTES,
+    MAX_PARK_SECONDS,
+    MAX_RESULT_BYTES,
+    MAX_SCRATCH_BYTES,
+    answer_size,
+    encoded_size,
+    too_large_error,
+)
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
@@ -45,16 +56,6 @@ from .errors import (
     TaskStoreUnavailable,
 )
 from .executor import TaskExecutor
-from .limits import (
-    MAX_ANSWER_BYTES,
-    MAX_INLINE_RESULT_BYTES,
-    MAX_INPUT_REQUESTS_BYTES,
-    MAX_RESULT_BYTES,
-    MAX_STATE_BYTES,
-    answer_size,
-    encoded_size,
-    too_large_error,
-)
 from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
 from .payloads import PayloadStore
 from .store import TaskStore
@@ -83,8 +84,6 @@ OUTCOME_RENEW: Final = "renew"
 # Rounds (tool runs) per execution before a new one takes over: each round adds 9 to 20 history
 # events, and Step Functions ends an execution at 25,000.
 DEFAULT_ROUNDS_PER_EXECUTION: Final = 1000
-# Step Functions' longest task timeout we ask for (its executions last a year at most).
-MAX_PARK_SECONDS: Final = 365 * 24 * 3600
 # A park outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
 PARK_TIMEOUT_MARGIN_SECONDS: Final = 60
 
@@ -216,7 +215,7 @@ class TaskWorker:
             record.steps,
             self.store,
             self.payloads,
-            state=lambda: holder["ctx"].state,
+            scratch=lambda: holder["ctx"].scratch,
             callback_url=self.callback_url,
             inline_records_bytes=sum(encoded_size(r["v"]) for r in record.steps.values() if "v" in r),
         )
@@ -266,7 +265,7 @@ class TaskWorker:
         requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
         for what, value, limit in (
             ("questions", requests, MAX_INPUT_REQUESTS_BYTES),
-            ("state", ctx.state, MAX_STATE_BYTES),
+            ("scratch", ctx.scratch, MAX_SCRATCH_BYTES),
         ):
             size = encoded_size(value)
             if size > limit:
@@ -276,7 +275,7 @@ class TaskWorker:
             "version": record.version,
             "inputRequests": requests,
             "issuedKeys": [list(p) for p in issued],
-            "state": ctx.state,
+            "state": ctx.scratch,  # the state machine's name for it
             "timeoutSeconds": self._park_timeout(record),
         }
         return {**_outcome(OUTCOME_INPUT_REQUIRED), "park": park}
@@ -290,15 +289,15 @@ class TaskWorker:
 
     def _continue(self, record: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
         """End this invocation at a step boundary; the next one picks up from the recorded steps."""
-        size = encoded_size(ctx.state)
-        if size > MAX_STATE_BYTES:
-            return self._settle(record, FAILED, too_large_error("state", size, MAX_STATE_BYTES))
+        size = encoded_size(ctx.scratch)
+        if size > MAX_SCRATCH_BYTES:
+            return self._settle(record, FAILED, too_large_error("scratch", size, MAX_SCRATCH_BYTES))
         try:
-            self.store.checkpoint(record.task_id, ctx.state)
+            self.store.checkpoint(record.task_id, ctx.scratch)
         except TaskConflict:
             return _outcome(OUTCOME_STOPPED)  # cancelled: noticed at this boundary
         except (TaskStoreUnavailable, TaskStoreRefused) as exc:
-            log.warning("task %s: state not kept at the boundary (%s); steps are", record.task_id, exc)
+            log.warning("task %s: scratch not kept at the boundary (%s); steps are", record.task_id, exc)
         return _outcome(OUTCOME_CONTINUE)
 
     def _renew(self, record: TaskRecord) -> dict[str, Any]:
@@ -328,7 +327,7 @@ class TaskWorker:
             meta,
             Principal(record.owner, "task"),
             answers=record.answers_by_tool_key(),
-            state=record.scratch,
+            scratch=record.scratch,
             progress=progress,
             task_id=record.task_id,
             prepared=record.prepared,

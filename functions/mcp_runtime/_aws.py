@@ -1,4 +1,4 @@
-"""AWS clients of the task side, and the one place their calls are made, timed and translated.
+"""AWS clients of the runtime, and the one place their calls are made, timed and translated.
 
 Clients are built on first use (boto3 is imported then, never at import time), one per service and
 endpoint in a process, with short connect and read timeouts and botocore's own retries off.
@@ -7,7 +7,8 @@ out of time (`invocation_deadline`, set by each Lambda entry point from the cont
 time), and what AWS refused for good (`AwsRejected`: validation, access, a failed condition) is
 told apart from what may succeed when sent again (`AwsUnavailable`: throttling, 5xx, timeouts,
 connection errors, once the attempts or the time are used up). Callers translate these two into
-their own domain errors; nothing else in the task side catches botocore's exceptions.
+their own domain errors; nothing else in the functions catches botocore's exceptions (the task side,
+the handle store, the legacy session store and the sign-in bridge all call here).
 """
 
 from __future__ import annotations
@@ -55,8 +56,6 @@ TRANSIENT_CODES: Final[frozenset[str]] = frozenset(
         "ExecutionLimitExceeded",
     }
 )
-# Kept for the handle store's own error names.
-THROTTLING_CODES: Final = TRANSIENT_CODES
 CONDITION_FAILED: Final = "ConditionalCheckFailedException"
 
 _deadline: ContextVar[float | None] = ContextVar("invocation_deadline", default=None)
