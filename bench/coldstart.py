@@ -112,6 +112,8 @@ def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, A
 
 def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool) -> dict[str, Any]:
     base = lambda_env()
+    # Our functions as deployed: the Lambda asset has no `cryptography` (PyJWT would import the dev venv's).
+    api = lambda_env({"BENCH_WITHOUT": "cryptography"})
     token_env = lambda_env(
         {
             "MCP_JWT_ISSUER": issuer.url,
@@ -128,7 +130,10 @@ def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool)
     )
     (event_dir / "call.json").write_text(json.dumps(api_event(call)))
     commands = _commands(event_dir)
-    envs = {name: token_env if name == "api_discover_token" else base for name in commands}
+    envs = {
+        name: token_env if name == "api_discover_token" else api if name.startswith("api_") else base
+        for name in commands
+    }
     # Warm-up: compile bytecode caches and warm the page cache; not counted.
     for name, command in commands.items():
         _run_once(command, envs[name])

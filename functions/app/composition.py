@@ -165,23 +165,29 @@ def sealing_keys(settings: Settings) -> list[SealingKey]:
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
     catalog = build_catalog(settings)
-    server = McpServer(
+    handles: HandleStore | None = None
+    history: DynamoTaskHistory | None = None
+    tasks: TaskGateway | None = None
+    if settings.task_table_name:
+        # Handles and the task history share the task table. Each is built on first use, so a
+        # container that only answers server/discover or plain calls never imports them
+        # (bench/README.md, "Decisions the benchmarks back").
+        handles = cast("HandleStore", LazyService(lambda: build_handle_store(settings, telemetry)))
+        history = cast("DynamoTaskHistory", LazyService(lambda: build_task_history(settings, telemetry)))
+    if settings.state_machine_arn:
+        settings.require("task_table_name", TABLE_PURPOSE + "; durable tasks live in it")
+        tasks = cast(TaskGateway, LazyService(lambda: build_task_service(settings, telemetry)))
+    return McpServer(
         settings,
         StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),
         tools=catalog.tools,
         prompts=catalog.prompts,
         resources=catalog.resources,
+        tasks=tasks,
+        handles=handles,
+        history=history,
         telemetry=telemetry,
     )
-    if settings.task_table_name:
-        # Handles and the task history share the task table. Each is built on first use, so a
-        # container that only answers server/discover or plain calls never imports them.
-        server.handles = cast("HandleStore", LazyService(lambda: build_handle_store(settings, telemetry)))
-        server.history = cast("DynamoTaskHistory", LazyService(lambda: build_task_history(settings, telemetry)))
-    if settings.state_machine_arn:
-        settings.require("task_table_name", TABLE_PURPOSE + "; durable tasks live in it")
-        server.tasks = cast(TaskGateway, LazyService(lambda: build_task_service(settings, telemetry)))
-    return server
 
 
 def build_authenticator(settings: Settings) -> BearerAuthenticator | None:
