@@ -114,6 +114,13 @@ class McpServer:
             return True
         if capability == "tasks":
             return self.tasks is not None
+        # What capabilities() would advertise, asked of each registry alone (this runs on every request).
+        if capability == "tools":
+            return self.tools.declares_tools()
+        if capability in ("prompts", "completions"):
+            return len(self.prompts) > 0
+        if capability == "resources":
+            return len(self.resources) > 0
         return capability in self.capabilities()
 
     def method(self, name: str) -> MethodSpec | None:
