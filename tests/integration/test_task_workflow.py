@@ -235,8 +235,11 @@ def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(
 
     assert done["status"] == CANCELLED
     assert "result" not in done and "error" not in done
-    # Stopped by the supervisor, or (when the tool noticed the cancel first) ended by its own run.
-    assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") in {"ABORTED", "SUCCEEDED"}
+    # Stopped by the supervisor (ABORTED), or ended by its own run when the tool noticed the cancel
+    # first (SUCCEEDED); moto's interpreter ends FAILED when the stop lands inside a state transition
+    # ("pop from empty list" in its Choice state). Whichever: nothing keeps running behind the task.
+    ended = wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING")
+    assert ended in {"ABORTED", "SUCCEEDED", "FAILED"}
     service.cancel(task_id, request_context())  # cancelling a terminal task: the same empty ack
     assert service.get(task_id, request_context())["status"] == CANCELLED
 
