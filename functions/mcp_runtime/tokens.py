@@ -6,21 +6,19 @@ refused request gets the challenge an MCP client needs (`WWW-Authenticate` with 
 client ids no authorizer lists) are accepted.
 
 What is checked, in this order: the JWS signature (RS256/RS384/RS512, keys from the issuer's JWKS,
-fetched on first use and cached), then with PyJWT the claims: `exp` (required), `nbf`, `iat`, `iss`
-(exactly the configured issuer), `aud` (one of the accepted audiences: by default the MCP endpoint's
-canonical URI), `token_use` (when present, "access": a Cognito ID token is not an access token),
-and finally the required scopes (`scope` as a space-separated string, or `scp` as a list).
-
-Signatures are verified with the pure-Python `rsa` package behind PyJWT's algorithm interface:
-`cryptography` would not fit the asset budget, and the same code path runs in tests and in Lambda.
+fetched on first use and cached; `_jws.py`), then the claims: `exp`, `iss` and `sub` present, `exp`,
+`nbf` and `iat` against the clock with a leeway, `iss` (exactly the configured issuer), `aud` (one of
+the accepted audiences: by default the MCP endpoint's canonical URI), `token_use` (when present,
+"access": a Cognito ID token is not an access token), and finally the required scopes (`scope` as a
+space-separated string, or `scp` as a list).
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -28,15 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
-import jwt
-import rsa
-from jwt.algorithms import Algorithm
-
+from . import _jws
+from ._jws import RsaPublicKey
 from .limits import MAX_ACCESS_TOKEN_CHARS, MAX_KEY_DOCUMENT_BYTES
 
 log = logging.getLogger(__name__)
 
-SUPPORTED_ALGORITHMS: Final[dict[str, str]] = {"RS256": "SHA-256", "RS384": "SHA-384", "RS512": "SHA-512"}
 LEEWAY_SECONDS: Final = 30
 FETCH_TIMEOUT_SECONDS: Final = 3.0
 # Keys are refetched after this long, or sooner when a token names a key id we do not hold (but
@@ -88,45 +83,10 @@ class ValidatedToken:
         return "-"
 
 
-class _PureRsaAlgorithm(Algorithm):
-    """RSASSA-PKCS1-v1_5 verification with the `rsa` package; verification only (resource servers never sign)."""
-
-    def __init__(self, hash_name: str) -> None:
-        self.hash_name = hash_name
-
-    def prepare_key(self, key: Any) -> rsa.PublicKey:
-        if not isinstance(key, rsa.PublicKey):
-            raise jwt.InvalidKeyError("expected an RSA public key")
-        return key
-
-    def sign(self, msg: bytes, key: Any) -> bytes:
-        raise NotImplementedError("a resource server never signs tokens")
-
-    def verify(self, msg: bytes, key: Any, sig: bytes) -> bool:
-        try:
-            return bool(rsa.verify(msg, sig, key) == self.hash_name)
-        except rsa.VerificationError:
-            return False
-
-    @staticmethod
-    def to_jwk(key_obj: Any, as_dict: bool = False) -> Any:
-        raise NotImplementedError
-
-    @staticmethod
-    def from_jwk(jwk: str | dict[str, Any]) -> Any:
-        raise NotImplementedError
-
-
-def _b64_int(value: Any) -> int:
-    if not isinstance(value, str) or not value:
-        raise ValueError("not a base64url string")
-    padded = value + "=" * (-len(value) % 4)
-    return int.from_bytes(base64.urlsafe_b64decode(padded), "big")
-
-
-def rsa_keys_of(document: Any) -> dict[str, rsa.PublicKey]:
-    """The RSA signing keys of a JWKS document by key id (keys for encryption, or without a kid, skipped)."""
-    keys: dict[str, rsa.PublicKey] = {}
+def rsa_keys_of(document: Any) -> dict[str, RsaPublicKey]:
+    """The RSA signing keys of a JWKS document by key id (keys for encryption, without a kid, or too
+    short to trust, skipped)."""
+    keys: dict[str, RsaPublicKey] = {}
     entries = document.get("keys") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise ValueError("the JWKS document has no 'keys' array")
@@ -137,11 +97,9 @@ def rsa_keys_of(document: Any) -> dict[str, rsa.PublicKey]:
         if not isinstance(kid, str):
             continue
         try:
-            key = rsa.PublicKey(_b64_int(entry.get("n")), _b64_int(entry.get("e")))
-        except (ValueError, TypeError):
-            continue
-        if key.n.bit_length() >= 2048:  # shorter RSA keys are refused outright (RFC 8725 §3.5)
-            keys[kid] = key
+            keys[kid] = RsaPublicKey.from_jwk(entry)
+        except ValueError as exc:
+            log.info("skipping the JWKS key %r: %s", kid, exc)
     return keys
 
 
@@ -192,12 +150,12 @@ class KeySet:
     aws_endpoint_url: str | None = None
     fetch: Callable[..., Any] = fetch_json
     clock: Callable[[], float] = time.monotonic
-    _keys: dict[str, rsa.PublicKey] = field(default_factory=dict)
+    _keys: dict[str, RsaPublicKey] = field(default_factory=dict)
     _fetched_at: float | None = None
     _failed_at: float | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def key(self, kid: str) -> rsa.PublicKey | None:
+    def key(self, kid: str) -> RsaPublicKey | None:
         now = self.clock()
         with self._lock:
             stale = self._fetched_at is None or now - self._fetched_at > JWKS_MAX_AGE_SECONDS
@@ -263,87 +221,78 @@ class TokenValidator:
     # so a token without `aud` is taken as issued for this resource when it holds the required scopes.
     audience_optional: bool = False
     leeway: int = LEEWAY_SECONDS
-    _signatures: jwt.PyJWS = field(init=False)
-    _claims: jwt.PyJWT = field(init=False)
-
-    def __post_init__(self) -> None:
-        self._signatures = jwt.PyJWS(algorithms=list(SUPPORTED_ALGORITHMS))
-        for name, hash_name in SUPPORTED_ALGORITHMS.items():
-            # Where `cryptography` is installed (the dev venv) PyJWT registered its own: replaced, so
-            # tests run the code Lambda runs (no `cryptography` in the asset).
-            with contextlib.suppress(KeyError):
-                self._signatures.unregister_algorithm(name)
-            self._signatures.register_algorithm(name, _PureRsaAlgorithm(hash_name))
-        self._claims = jwt.PyJWT()
+    clock: Callable[[], float] = time.time
 
     def validate(self, token: str, resource: str) -> ValidatedToken:
         if not token or len(token) > MAX_ACCESS_TOKEN_CHARS:
             raise TokenRejected("the token is malformed", f"token of {len(token)} characters")
         try:
-            header = jwt.get_unverified_header(token)
-        except jwt.DecodeError as exc:
-            raise TokenRejected("the token is malformed", f"unreadable header: {exc}") from None
-        algorithm, kid = header.get("alg"), header.get("kid")
-        if algorithm not in SUPPORTED_ALGORITHMS:
+            jws = _jws.parse(token)
+        except _jws.MalformedJws as exc:
+            raise TokenRejected("the token is malformed", f"JWS: {exc}") from None
+        algorithm, kid = jws.header.get("alg"), jws.header.get("kid")
+        if not isinstance(algorithm, str) or algorithm not in _jws.SUPPORTED_ALGORITHMS:
             raise TokenRejected("the token is signed with an unsupported algorithm", f"alg {algorithm!r}")
         if not isinstance(kid, str) or not kid:
             raise TokenRejected("the token names no signing key", "no kid in the header")
         key = self.keys.key(kid)
         if key is None:
             raise TokenRejected("the token is signed with an unknown key", f"kid {kid!r} is not in the JWKS")
-        try:
-            self._signatures.decode_complete(token, key=key, algorithms=[algorithm])  # type: ignore[arg-type]
-        except jwt.InvalidSignatureError:
-            raise TokenRejected("the token signature is invalid") from None
-        except jwt.PyJWTError as exc:
-            raise TokenRejected("the token is malformed", f"JWS: {exc}") from None
-        claims = self._checked_claims(token, resource)
+        if not _jws.verify(jws, algorithm, key):
+            raise TokenRejected("the token signature is invalid")
+        claims = self._checked_claims(jws.payload, resource)
         granted = _scopes_of(claims)
         if self.required_scopes and not set(self.required_scopes) <= granted:
             raise InsufficientScope(self.required_scopes, granted)
         return ValidatedToken(claims, frozenset(granted))
 
-    def _checked_claims(self, token: str, resource: str) -> dict[str, Any]:
-        audiences = self.audiences or (resource,)
+    def _checked_claims(self, payload: bytes, resource: str) -> dict[str, Any]:
+        """The claims of a token whose signature holds: times, issuer, audience, use and subject."""
         try:
-            claims: dict[str, Any] = self._claims.decode(
-                token,
-                options={
-                    "verify_signature": False,  # verified above, with the issuer's key
-                    "verify_exp": True,
-                    "verify_nbf": True,
-                    "verify_iat": True,
-                    "verify_iss": True,
-                    "verify_aud": False,  # below: `aud` may be absent for Cognito
-                    "require": ["exp", "iss", "sub"],
-                },
-                issuer=self.issuer,
-                leeway=self.leeway,
-            )
-        except jwt.ExpiredSignatureError:
-            raise TokenRejected("the token has expired") from None
-        except jwt.ImmatureSignatureError:
-            raise TokenRejected("the token is not valid yet") from None
-        except jwt.InvalidIssuerError:
-            raise TokenRejected("the token was issued by another authorization server") from None
-        except jwt.MissingRequiredClaimError as exc:
-            raise TokenRejected(f"the token has no {exc.claim!r} claim") from None
-        except jwt.PyJWTError as exc:
-            raise TokenRejected("the token is malformed", f"claims: {exc}") from None
-        audience = claims.get("aud")
-        granted = (
-            {audience} if isinstance(audience, str) else set(audience or ()) if isinstance(audience, list) else None
-        )
+            claims = json.loads(payload)
+        except ValueError:
+            raise TokenRejected("the token is malformed", "the payload is not JSON") from None
+        if not isinstance(claims, dict):
+            raise TokenRejected("the token is malformed", "the payload is not a JSON object")
+        for required in ("exp", "iss", "sub"):
+            if required not in claims:
+                raise TokenRejected(f"the token has no {required!r} claim")
+        now = self.clock()
+        expires = _numeric_date(claims, "exp")
+        not_before, issued_at = _numeric_date(claims, "nbf"), _numeric_date(claims, "iat")
+        if expires <= now - self.leeway:
+            raise TokenRejected("the token has expired")
+        if not_before > now + self.leeway or issued_at > now + self.leeway:
+            raise TokenRejected("the token is not valid yet")
+        if claims["iss"] != self.issuer:
+            raise TokenRejected("the token was issued by another authorization server", f"iss {claims['iss']!r}")
+        self._check_audience(claims.get("aud"), self.audiences or (resource,))
+        if "token_use" in claims and claims["token_use"] != "access":
+            raise TokenRejected("the token is not an access token", f"token_use {claims['token_use']!r}")
+        if not isinstance(claims["sub"], str) or not claims["sub"]:
+            raise TokenRejected("the token has no subject")
+        return claims
+
+    def _check_audience(self, audience: Any, accepted: tuple[str, ...]) -> None:
         if audience is None:
             if not self.audience_optional:
                 raise TokenRejected("the token names no audience")
-        elif granted is None or not granted & set(audiences):
-            raise TokenRejected("the token was issued for another resource", f"aud {audience!r}, expected {audiences}")
-        if "token_use" in claims and claims["token_use"] != "access":
-            raise TokenRejected("the token is not an access token", f"token_use {claims['token_use']!r}")
-        if not isinstance(claims.get("sub"), str) or not claims["sub"]:
-            raise TokenRejected("the token has no subject")
-        return claims
+            return
+        named = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else None
+        if named is None or not all(isinstance(item, str) for item in named):
+            raise TokenRejected("the token is malformed", f"aud {audience!r}")
+        if not set(named) & set(accepted):
+            raise TokenRejected("the token was issued for another resource", f"aud {audience!r}, expected {accepted}")
+
+
+def _numeric_date(claims: Mapping[str, Any], name: str) -> float:
+    """A NumericDate claim as seconds (an absent one as 0, which no check refuses)."""
+    value = claims.get(name, 0)
+    if not isinstance(value, bool) and isinstance(value, int | float):
+        with contextlib.suppress(OverflowError):
+            if math.isfinite(seconds := float(value)):
+                return seconds
+    raise TokenRejected("the token is malformed", f"{name} {value!r} is not a NumericDate")
 
 
 def _scopes_of(claims: Mapping[str, Any]) -> set[str]:

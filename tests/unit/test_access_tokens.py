@@ -92,6 +92,18 @@ def test_no_token_gets_401_naming_the_metadata_and_the_scope(issuer: LocalIssuer
         (lambda i: "not.a.jwt", "the token is malformed"),
         (lambda i: jwt_none(i), "the token is signed with an unsupported algorithm"),
         (lambda i: jwt_hs256(i), "the token is signed with an unsupported algorithm"),
+        (lambda i: unsigned({"alg": ["RS256"], "kid": "k1"}), "the token is signed with an unsupported algorithm"),
+        (lambda i: i.token(headers={"crit": ["exp"]}), "the token is malformed"),
+        (lambda i: signed_payload(i, b"[1, 2]"), "the token is malformed"),
+        (lambda i: signed_payload(i, b"{nope"), "the token is malformed"),
+        (lambda i: i.token(aud=[RESOURCE, {"nested": 1}]), "the token is malformed"),
+        (lambda i: i.token(exp="tomorrow"), "the token is malformed"),
+        (lambda i: i.token(exp=True), "the token is malformed"),
+        (lambda i: i.token(exp=float("nan")), "the token is malformed"),
+        (lambda i: i.token(exp=10**400), "the token is malformed"),
+        (lambda i: i.token(iat=int(time.time()) + 600), "the token is not valid yet"),
+        (lambda i: i.token(sub=None), "the token has no 'sub' claim"),
+        (lambda i: i.token(sub=""), "the token has no subject"),
     ],
     ids=[
         "expired",
@@ -107,6 +119,18 @@ def test_no_token_gets_401_naming_the_metadata_and_the_scope(issuer: LocalIssuer
         "garbage",
         "alg-none",
         "hs256-with-public-key",
+        "alg-not-a-string",
+        "critical-extension",
+        "claims-not-an-object",
+        "claims-not-json",
+        "audience-not-strings",
+        "exp-a-string",
+        "exp-a-boolean",
+        "exp-nan",
+        "exp-beyond-a-float",
+        "issued-in-the-future",
+        "no-subject-claim",
+        "empty-subject",
     ],
 )
 def test_an_unacceptable_token_gets_401_invalid_token_with_the_reason(
@@ -125,6 +149,18 @@ def jwt_none(issuer: LocalIssuer) -> str:
     header = base64.urlsafe_b64encode(b'{"alg":"none","kid":"k1"}').rstrip(b"=").decode()
     payload = base64.urlsafe_b64encode(json.dumps({"iss": issuer.url, "sub": "a"}).encode()).rstrip(b"=").decode()
     return f"{header}.{payload}."
+
+
+def unsigned(header: dict[str, Any]) -> str:
+    encoded = base64.urlsafe_b64encode(json.dumps(header).encode()).rstrip(b"=").decode()
+    return f"{encoded}.e30.c2ln"
+
+
+def signed_payload(issuer: LocalIssuer, payload: bytes) -> str:
+    import jwt
+
+    signer = issuer.keys[0]
+    return jwt.api_jws.encode(payload, signer.private, algorithm="RS256", headers={"kid": signer.kid})
 
 
 def jwt_hs256(issuer: LocalIssuer) -> str:

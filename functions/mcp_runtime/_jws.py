@@ -1,0 +1,121 @@
+"""Compact JWS signatures with RSA keys: RS256, RS384, RS512 (RFC 7515, RFC 7518 §3.3), verification only.
+
+Our own rather than PyJWT with `rsa`: importing those two costs about a sixth of `import boto3` on
+every cold start of the API function (bench/README.md, "Token validation in the function"), and a
+resource server needs only this: split the token, decode it strictly, and check the signature by
+EMSA-PKCS1-v1_5 encode-and-compare (RFC 8017 §8.2.2). The expected encoded message is built whole
+and compared in constant time, so a signature whose padding or DigestInfo is merely *parsed* as
+right (the e=3 forgeries of lenient verifiers) never passes. Claims are the caller's (`tokens.py`).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+# The DER prefix of DigestInfo for each hash (RFC 8017 §9.2, note 1).
+_ALGORITHMS: Final[dict[str, tuple[Callable[[bytes], Any], bytes]]] = {
+    "RS256": (hashlib.sha256, bytes.fromhex("3031300d060960864801650304020105000420")),
+    "RS384": (hashlib.sha384, bytes.fromhex("3041300d060960864801650304020205000430")),
+    "RS512": (hashlib.sha512, bytes.fromhex("3051300d060960864801650304020305000440")),
+}
+SUPPORTED_ALGORITHMS: Final = frozenset(_ALGORITHMS)
+MIN_RSA_KEY_BITS: Final = 2048  # shorter keys are refused outright (RFC 8725 §3.5)
+_BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+
+
+class MalformedJws(ValueError):
+    """The token is not a compact JWS with a JSON header (the message says why, for the log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RsaPublicKey:
+    n: int
+    e: int
+    alg: str | None = None  # the JWK's `alg`, when the issuer names one: then only that algorithm
+
+    @classmethod
+    def from_jwk(cls, jwk: dict[str, Any]) -> RsaPublicKey:
+        """An RSA signing key from its JWK members; ValueError for one unfit to verify with."""
+        n, e, alg = _jwk_int(jwk.get("n")), _jwk_int(jwk.get("e")), jwk.get("alg")
+        if n.bit_length() < MIN_RSA_KEY_BITS:
+            raise ValueError(f"an RSA key of {n.bit_length()} bits (at least {MIN_RSA_KEY_BITS})")
+        if e < 3 or e % 2 == 0 or e >= n:
+            raise ValueError("an RSA public exponent that is not odd and at least 3")
+        if alg is not None and alg not in SUPPORTED_ALGORITHMS:
+            raise ValueError(f"a key for the algorithm {alg!r}")
+        return cls(n, e, alg)
+
+
+@dataclass(frozen=True, slots=True)
+class CompactJws:
+    header: dict[str, Any]
+    payload: bytes
+    signing_input: bytes
+    signature: bytes
+
+
+def parse(token: str) -> CompactJws:
+    """Split and decode a compact JWS; nothing is verified yet."""
+    segments = token.split(".")
+    if len(segments) != 3:
+        raise MalformedJws(f"{len(segments)} segments, not 3")
+    header_segment, payload_segment, signature_segment = segments
+    header_json = _base64url(header_segment)
+    try:
+        header = json.loads(header_json)
+    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
+        raise MalformedJws(f"the header is not JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise MalformedJws("the header is not a JSON object")
+    if "crit" in header:  # no extension is understood here, so none may be critical (RFC 7515 §4.1.11)
+        raise MalformedJws(f"critical header extensions {header['crit']!r}")
+    return CompactJws(
+        header=header,
+        payload=_base64url(payload_segment),
+        signing_input=f"{header_segment}.{payload_segment}".encode("ascii"),
+        signature=_base64url(signature_segment),
+    )
+
+
+def verify(jws: CompactJws, algorithm: str, key: RsaPublicKey) -> bool:
+    """Whether `jws.signature` is the RSASSA-PKCS1-v1_5 signature of its signing input under `key`."""
+    hash_function, digest_info_prefix = _ALGORITHMS[algorithm]
+    if key.alg is not None and key.alg != algorithm:
+        return False
+    size = (key.n.bit_length() + 7) // 8
+    if len(jws.signature) != size:
+        return False
+    signature = int.from_bytes(jws.signature, "big")
+    if signature >= key.n:
+        return False
+    encoded = pow(signature, key.e, key.n).to_bytes(size, "big")
+    digest_info = digest_info_prefix + hash_function(jws.signing_input).digest()
+    expected = b"\x00\x01" + b"\xff" * (size - len(digest_info) - 3) + b"\x00" + digest_info
+    return hmac.compare_digest(encoded, expected)
+
+
+def _base64url(segment: str) -> bytes:
+    """Unpadded base64url (RFC 7515 §2), strictly: any other character is refused, not skipped."""
+    if not _BASE64URL.fullmatch(segment) or len(segment) % 4 == 1:
+        raise MalformedJws("a segment is not unpadded base64url")
+    try:
+        return base64.urlsafe_b64decode(segment + "=" * (-len(segment) % 4))
+    except binascii.Error as exc:
+        raise MalformedJws(f"a segment is not base64url: {exc}") from None
+
+
+def _jwk_int(value: Any) -> int:
+    if not isinstance(value, str) or not value:
+        raise ValueError("a JWK number that is not a base64url string")
+    try:
+        return int.from_bytes(_base64url(value), "big")
+    except MalformedJws as exc:
+        raise ValueError(str(exc)) from None
