@@ -28,7 +28,7 @@ class TaskExecutor(Protocol):
         """Stop the execution (one that already ended, or never started, is fine)."""
 
     def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
-        """Wake an execution parked on this token; False when nothing waits on it any more."""
+        """Resume the execution waiting on this task token; False when nothing waits on it any more."""
 
 
 def execution_arn(state_machine_arn: str, execution_name: str) -> str:
