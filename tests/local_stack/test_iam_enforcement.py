@@ -504,7 +504,7 @@ def test_send_task_success_is_allowed_only_to_a_role_granted_on_the_state_machin
     assert (finished["status"], json.loads(finished["output"])) == ("SUCCEEDED", {"resumed": True})
 
 
-def test_a_callback_token_no_execution_holds_is_answered_invalid_token_without_authorization(aws: Aws) -> None:
+def test_a_task_token_no_execution_holds_is_answered_invalid_token_without_authorization(aws: Aws) -> None:
     _, role_arn = aws.role([LOGS_ONLY])
     sfn = aws.as_role("stepfunctions", role_arn)
     iam_enforcement.enforce()

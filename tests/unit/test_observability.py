@@ -247,7 +247,7 @@ class MemoryTaskStore:
 
 
 class FakeExecutor:
-    """The worker's executor: it only ever answers its own callback tokens."""
+    """The worker's executor: it only ever answers its own task tokens."""
 
     def start(self, task_id: str, execution_name: str) -> None:
         raise NotImplementedError

@@ -409,7 +409,7 @@ class DynamoTaskStore:
         that condition fails, the item comes back with the failure: if it already shows these answers
         (this write, or the same answers sent before, applied with the answer lost), that is the
         answer's success; otherwise the exact subset is written, conditioned on the version just seen.
-        The callback token stays on the item until the resumed run's first write consumes it.
+        The task token stays on the item until the resumed run's first write consumes it.
         """
         if not responses:
             self.get(task_id, owner)  # an empty update still answers "not found" for unknown ids
