@@ -398,7 +398,7 @@ class TaskWorker:
     # ---- store_token ----------------------------------------------------------------------------
     def store_token(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
         """The WaitForToken step: store the task token its execution now waits on (or, when the task
-        moved on meanwhile, send it back at once so the wait ends)."""
+        moved on meanwhile, send that token at once, so the wait ends)."""
         if token_wait.get("kind") == "callback":
             return self._await_callback(task_id, task_token, token_wait)
         return self._await_input(task_id, task_token, token_wait)
