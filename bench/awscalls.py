@@ -11,8 +11,8 @@ Operations, each driven over HTTP one at a time (tools/call with the tasks exten
 tasks/update, tasks/cancel) on the example task tool deploy_release; the API function's calls
 during an operation are that operation's, and the supervisor's calls it causes in the background
 (from the table's stream: start, resume, stop; from the execution's status change: one read) are
-reported beside them; the worker's are reported until the task parks and from the answer to the
-terminal write ("complete"). Budget (DESIGN.md): create = 1 conditional write (+ 1 StartExecution
+reported beside them; the worker's are reported until the task awaits input and from the answer to
+the terminal write ("complete"). Budget (DESIGN.md): create = 1 conditional write (+ 1 StartExecution
 in the background); get = 1 consistent read; update = 1 conditional update (+ at most 1
 SendTaskSuccess in the background); cancel = 1 conditional update (+ 1 StopExecution in the
 background). Every count is of attempts: a retry would show as a second call.
@@ -145,11 +145,11 @@ def run() -> dict[str, Any]:
             account("create", api, task_id)
             _call(stack, rpc("tasks/get", {"taskId": task_id}, capabilities=CAPS))
             account("get", api, task_id)
-            parked = _wait_status(stack, task_id, {"input_required"})
+            awaiting = _wait_status(stack, task_id, {"input_required"})
             log.new_calls(api)  # the polls
             account("create, in the background", supervisor, task_id)
-            account("worker until parked", worker, task_id)
-            key = next(iter(parked["inputRequests"]))
+            account("worker until awaiting input", worker, task_id)
+            key = next(iter(awaiting["inputRequests"]))
             answer = {key: {"action": "accept", "content": {"approve": True}}}
             _call(stack, rpc("tasks/update", {"taskId": task_id, "inputResponses": answer}, capabilities=CAPS))
             account("update", api, task_id)
@@ -187,7 +187,7 @@ def run() -> dict[str, Any]:
         "update and completion, in the background",
         "cancel",
         "cancel, in the background",
-        "worker until parked",
+        "worker until awaiting input",
         "complete",
     ):
         op_calls = dict(calls.get(op, Counter()))

@@ -7,7 +7,7 @@ barrier), each on its own thread with its own keep-alive connection and its own 
   tools/call deploy_release (tasks extension) -> CreateTaskResult
   tasks/get every pollIntervalMs until the task is terminal;
   when it is input_required: tasks/update (approve, or decline) -- answered mid-flight;
-  the "cancel" clients send tasks/cancel (half at once after creating, half once it is parked).
+  the "cancel" clients send tasks/cancel (half at once after creating, half once it awaits input).
 Expected end: completed for answered tasks, cancelled for cancelled ones. Lost = not terminal by
 the deadline; wrong = terminal in another state, or a final tasks/get that disagrees. Bounded in
 count and time, loopback only. Figures: p50/p95/p99 per method, requests/s, tasks/s.
@@ -89,7 +89,7 @@ def drive(client: Client, role: str, barrier: threading.Barrier, deadline: float
             status = task["status"]
             interval = (task.get("pollIntervalMs") or 1000) / 1000
             if status == "input_required" and not answered:
-                if role == "cancel when parked":
+                if role == "cancel when awaiting input":
                     client.call("tasks/cancel", {"taskId": task_id})
                 else:
                     key = next(iter(task["inputRequests"]))
@@ -136,7 +136,7 @@ def _start_stack() -> tuple[subprocess.Popen[bytes], str, Any]:
     raise RuntimeError("local stack did not start")
 
 
-ROLES = ("approve", "approve", "decline", "cancel at once", "approve", "cancel when parked")
+ROLES = ("approve", "approve", "decline", "cancel at once", "approve", "cancel when awaiting input")
 
 
 def run(tasks: int = 120, time_limit: float = 180.0) -> dict[str, Any]:

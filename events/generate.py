@@ -67,11 +67,11 @@ METHODS: dict[str, tuple[dict[str, Any], str | None, bool]] = {
 # The worker's actions, as the state machine's Task states send them.
 WORKER_EVENTS: dict[str, dict[str, Any]] = {
     "run": {"action": "run", "taskId": UNKNOWN_TASK_ID, "round": 0, "executionName": UNKNOWN_TASK_ID},
-    "park": {
-        "action": "park",
+    "store_token": {
+        "action": "store_token",
         "taskId": UNKNOWN_TASK_ID,
         "taskToken": "AQCEAAAAKgAAAAMAAAAAAAAAAexampleTaskToken",
-        "park": {
+        "tokenWait": {
             "version": 1,
             "inputRequests": {
                 "approve": {

@@ -87,7 +87,7 @@ def test_one_event_per_method_and_front() -> None:
     assert len(generate.METHODS) == 12
     for front in ("http-api", "function-url"):
         assert {f"{front}/{generate.slug(m)}.json" for m in generate.METHODS} <= set(API_EVENTS)
-    assert WORKER_EVENTS == ["worker/fail.json", "worker/park.json", "worker/run.json", "worker/settle.json"]
+    assert WORKER_EVENTS == ["worker/fail.json", "worker/run.json", "worker/settle.json", "worker/store_token.json"]
     assert SUPERVISOR_EVENTS == ["supervisor/execution-ended.json", "supervisor/stream-batch.json"]
     assert sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("callbacks/*.json")) == [
         "callbacks/complete.json"
@@ -182,7 +182,7 @@ def test_worker_event_through_the_handler(deployed_like: DeployedLike, relative:
     (the execution then ends) instead of raising into Step Functions' retries."""
     assert deployed_like.invoke(WORKER_FUNCTION, _load(relative)) == {
         "outcome": "stopped",
-        "park": None,
+        "tokenWait": None,
         "settle": None,
         "wait": None,
     }

@@ -232,7 +232,7 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
 
     return TaskWorker(
         build_task_store(settings, telemetry),
-        # It only answers the callback tokens it holds: no state machine ARN needed (nor set).
+        # It only answers the task tokens it holds: no state machine ARN needed (nor set).
         StepFunctionsExecutor("", endpoint_url=settings.aws_endpoint_url, telemetry=telemetry),
         build_catalog(settings).tools,
         handles=build_handle_store(settings, telemetry),

@@ -13,7 +13,7 @@ Two behaviours are brought in line with AWS here, so the function code needs no 
   ABORTED at once.
 - The interpreter's own calls are signed with the state machine role's credentials when IAM is
   enforced (`local_stack.iam_enforcement`).
-A callback token that was answered already answers TaskTimedOut ("the task associated with the
+A task token that was answered already answers TaskTimedOut ("the task associated with the
 token has already been closed"), as AWS does; moto accepted it again while the execution ran.
 DynamoDB requests are applied one at a time: moto's server handles requests on concurrent threads and
 evaluates a condition and applies its update without a lock, so two conditional writes to one item

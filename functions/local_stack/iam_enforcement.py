@@ -69,7 +69,7 @@ Where this still differs from AWS
 ``functions/local_stack/IAM.md`` has the list with what to expect of each. In short: conditions
 beyond the operators and keys above fail closed, and ``dynamodb:LeadingKeys`` is not read for
 Scan or Query on an index; resource-based policies, SCPs, permission boundaries and session
-policies are not evaluated, nor KMS key use, nor ``iam:PassRole``; a callback token no execution
+policies are not evaluated, nor KMS key use, nor ``iam:PassRole``; a task token no execution
 holds is not authorized at all (the backend answers ``InvalidToken``/``TaskTimedOut``); the trust
 policies of the state machine's and the functions' roles are not checked; nothing calls CloudWatch
 Logs or X-Ray locally, so those grants are never exercised; credentials never expire; services
@@ -636,7 +636,7 @@ _STATES_ARN_FIELDS: Final = (
 
 
 def _state_machine_holding(request: _Request, token: str) -> str | None:
-    """The ARN of the state machine whose execution holds this callback token, if any does."""
+    """The ARN of the state machine whose execution holds this task token, if any does."""
     from moto.core.config import default_user_config
 
     if not token or not default_user_config.get("stepfunctions", {}).get("execute_state_machine", False):

@@ -56,7 +56,7 @@ MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB 
 # A task's ttlMs: at least 1 ms, at most a Standard execution's life.
 MAX_TASK_TTL_MS: Final = ONE_YEAR_SECONDS * 1000  # AWS quota: a Standard execution lasts a year at most
 
-# ---- tasks: from the tool, when it asks (the questions and its `ctx.scratch` travel to the park step)
+# ---- tasks: from the tool, when it asks (the questions and its `ctx.scratch` travel to WaitForToken)
 MAX_INPUT_REQUESTS_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
 MAX_SCRATCH_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
 # ---- tasks: results. One kept on the task item (and carried by the state machine when its write
@@ -77,7 +77,7 @@ MAX_CALLBACK_BYTES: Final = MAX_RECORD_BYTES  # our choice: the record it become
 MAX_CALLBACK_ERROR_CHARS: Final = 1000  # our choice: a failed callback's message, as kept
 # ---- tasks: time
 MAX_WAIT_SECONDS: Final = ONE_YEAR_SECONDS  # AWS quota: a Standard execution lasts a year at most
-MAX_PARK_SECONDS: Final = ONE_YEAR_SECONDS  # AWS quota: the longest task timeout worth asking for
+MAX_TOKEN_WAIT_SECONDS: Final = ONE_YEAR_SECONDS  # AWS quota: the longest task timeout worth asking for
 
 # ---- the 2025 leg's streams ---------------------------------------------------------------------
 MAX_KEPT_STREAM_EVENTS: Final = 32  # our choice: events kept for a resumed stream (`Last-Event-ID`)

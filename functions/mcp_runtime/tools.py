@@ -167,7 +167,7 @@ class ToolContext(Asker):
         self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None
     ) -> Any:
         """Hand an external system a single-use token (and the URL to complete it at) through `submit`,
-        park the task until it completes, and return what it sent. Only inside a task."""
+        hold the task until it completes, and return what it sent. Only inside a task."""
         if self._durable is None:
             from .errors import MissingRequiredClientCapability
 

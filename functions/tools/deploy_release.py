@@ -7,8 +7,9 @@ Lambda) and the client polls `tasks/get`. Everything the tool does is plain code
 
 - `ctx.report_progress(...)` becomes the task's `statusMessage`, and is also where a cancel is
   noticed: after `tasks/cancel` the next report stops the tool.
-- `ctx.elicit(...)` mid-task parks the execution (no Lambda runs while the user thinks) and shows
-  the question on `tasks/get`; `tasks/update` answers it, and the tool runs again from the top.
+- `ctx.elicit(...)` mid-task holds the execution on a task token (no Lambda runs while the user
+  thinks) and shows the question on `tasks/get`; `tasks/update` answers it, and the tool runs
+  again from the top.
 - Because it runs again from the top, each stage is a durable step: `ctx.step(name, fn)` runs
   `fn` once for the task and records what it returned; on the next run the stage is skipped and
   its record returned. A run that nears the worker's timeout goes on in a fresh invocation at a

@@ -40,8 +40,8 @@ API_TABLE_GRANTS: tuple[TableGrant, ...] = (
 )
 # Task history (a tool): the caller's own tasks, newest first, from the owner index, and only there.
 API_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
-# The worker reads and updates its task item (run, park, progress, finish); the tool it runs may
-# use handles like any tool, so it may also mint and delete those, and only those.
+# The worker reads and updates its task item (run, store_token, progress, finish); the tool it runs
+# may use handles like any tool, so it may also mint and delete those, and only those.
 WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), (schema.HANDLE_KEY_PREFIX,)),
@@ -51,8 +51,8 @@ WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
 # SendTaskSuccess: the authorization reference lists no resource type, yet IAM evaluates it against
 # the state machine that issued the token (AccessDenied names that ARN) and CDK's own
 # `grantTaskResponse` scopes it there: so do we, instead of "*".
-# The worker ends a wait with its own token (the task was cancelled while it parked, or answered
-# while its park step was retried).
+# The worker ends a wait with its own task token (the task was cancelled before the token was
+# stored, or answered while its WaitForToken step was retried).
 WORKER_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:SendTaskSuccess",)
 # Results and durable records too large for the item: the worker writes and reads them back, the API
 # reads a result to inline it in tasks/get.

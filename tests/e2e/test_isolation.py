@@ -147,8 +147,8 @@ def stack() -> Iterator[Stack]:
 
 
 @pytest.fixture(scope="module")
-def alice_parked(stack: Stack) -> str:
-    """An alice task parked on its approval question (status input_required)."""
+def alice_awaiting(stack: Stack) -> str:
+    """An alice task awaiting the answer to its approval question (status input_required)."""
     task_id = stack.start_task("alice", "payments")
     stack.wait_for("alice", task_id, "input_required")
     return task_id
@@ -174,12 +174,12 @@ def same_reply(left: Reply, right: Reply) -> None:
     ids=["get", "update-answering", "update-empty", "update-unknown-key", "cancel"],
 )
 def test_mallory_on_alices_task_gets_exactly_the_unknown_id_answer_and_changes_nothing(
-    stack: Stack, alice_parked: str, method: str, extra: dict[str, Any]
+    stack: Stack, alice_awaiting: str, method: str, extra: dict[str, Any]
 ) -> None:
-    before = stack.task("alice", alice_parked)
+    before = stack.task("alice", alice_awaiting)
     never_issued = secrets.token_urlsafe(24)
 
-    on_alices = stack.call("mallory", method, {"taskId": alice_parked, **extra})
+    on_alices = stack.call("mallory", method, {"taskId": alice_awaiting, **extra})
     on_unknown = stack.call("mallory", method, {"taskId": never_issued, **extra})
     alice_on_unknown = stack.call("alice", method, {"taskId": never_issued, **extra})
 
@@ -187,23 +187,23 @@ def test_mallory_on_alices_task_gets_exactly_the_unknown_id_answer_and_changes_n
     same_reply(on_alices, alice_on_unknown)
     assert on_alices.status == 200
     assert on_alices.json() == {"jsonrpc": "2.0", "id": 7, "error": NOT_FOUND}
-    after = stack.task("alice", alice_parked)
+    after = stack.task("alice", alice_awaiting)
     assert after == before  # same status, same inputRequests, same lastUpdatedAt: nothing was written
     assert after["status"] == "input_required" and set(after["inputRequests"]) == {"promote"}
 
 
-def test_alices_task_still_finishes_for_alice_after_every_attempt(stack: Stack, alice_parked: str) -> None:
+def test_alices_task_still_finishes_for_alice_after_every_attempt(stack: Stack, alice_awaiting: str) -> None:
     for method, extra in (("tasks/update", {"inputResponses": APPROVE}), ("tasks/cancel", {})):
-        stack.call("mallory", method, {"taskId": alice_parked, **extra})
-    assert stack.task("alice", alice_parked)["status"] == "input_required"
-    acknowledged = stack.result("alice", "tasks/update", {"taskId": alice_parked, "inputResponses": APPROVE})
+        stack.call("mallory", method, {"taskId": alice_awaiting, **extra})
+    assert stack.task("alice", alice_awaiting)["status"] == "input_required"
+    acknowledged = stack.result("alice", "tasks/update", {"taskId": alice_awaiting, "inputResponses": APPROVE})
     assert acknowledged["resultType"] == wire.RESULT_COMPLETE
     assert set(acknowledged) == {"resultType", "_meta"}
-    done = stack.wait_for("alice", alice_parked, "completed")
+    done = stack.wait_for("alice", alice_awaiting, "completed")
     assert done["result"]["content"][0]["text"] == "payments 1.0 is live in production."
     # Settled tasks are guarded the same way: mallory still sees nothing.
     same_reply(
-        stack.call("mallory", "tasks/get", {"taskId": alice_parked}),
+        stack.call("mallory", "tasks/get", {"taskId": alice_awaiting}),
         stack.call("mallory", "tasks/get", {"taskId": secrets.token_urlsafe(24)}),
     )
 
@@ -245,14 +245,14 @@ def test_guessed_and_malformed_task_ids_are_invalid_params_never_a_5xx(stack: St
     assert (missing.status, missing.json()["error"]["code"]) == (200, wire.INVALID_PARAMS)
 
 
-def test_prefixed_and_respelled_versions_of_a_real_id_are_not_found(stack: Stack, alice_parked: str) -> None:
+def test_prefixed_and_respelled_versions_of_a_real_id_are_not_found(stack: Stack, alice_awaiting: str) -> None:
     for variant in (
-        f"task#{alice_parked}",
-        f" {alice_parked}",
-        f"{alice_parked} ",
-        alice_parked.upper() if alice_parked.upper() != alice_parked else alice_parked.lower(),
-        alice_parked[:-1],
-        alice_parked + "=",
+        f"task#{alice_awaiting}",
+        f" {alice_awaiting}",
+        f"{alice_awaiting} ",
+        alice_awaiting.upper() if alice_awaiting.upper() != alice_awaiting else alice_awaiting.lower(),
+        alice_awaiting[:-1],
+        alice_awaiting + "=",
     ):
         reply = stack.call("alice", "tasks/get", {"taskId": variant}, name_header=False)
         assert (reply.status, reply.json()["error"]) == (200, NOT_FOUND), variant
@@ -299,8 +299,8 @@ def test_mallory_with_alices_cart_handle_gets_the_unknown_handle_answer_and_the_
     assert closed["isError"] is True and _text(closed) == UNKNOWN_HANDLE
 
 
-def test_a_task_id_is_not_a_handle_and_a_handle_is_not_a_task_id(stack: Stack, alice_parked: str) -> None:
-    as_handle = stack.tool("alice", "cart_add", {"cart": alice_parked, "sku": "apple"})
+def test_a_task_id_is_not_a_handle_and_a_handle_is_not_a_task_id(stack: Stack, alice_awaiting: str) -> None:
+    as_handle = stack.tool("alice", "cart_add", {"cart": alice_awaiting, "sku": "apple"})
     assert as_handle["isError"] is True and _text(as_handle) == UNKNOWN_HANDLE
     cart = _text(stack.tool("alice", "cart_open", {})).split()[2].rstrip(".")
     reply = stack.call("alice", "tasks/get", {"taskId": cart}, name_header=False)
@@ -431,8 +431,8 @@ def test_the_protected_resource_metadata_is_served_without_credentials(stack: St
     assert document["bearer_methods_supported"] == ["header"]
 
 
-def test_a_principal_in_the_body_or_meta_is_ignored(stack: Stack, alice_parked: str) -> None:
-    message = rpc("tasks/get", {"taskId": alice_parked}, 7, TASKS)
+def test_a_principal_in_the_body_or_meta_is_ignored(stack: Stack, alice_awaiting: str) -> None:
+    message = rpc("tasks/get", {"taskId": alice_awaiting}, 7, TASKS)
     message["params"]["_meta"]["principal"] = "dev:alice"
     message["params"]["principal"] = "dev:alice"
     headers = {**standard_headers(message), "authorization": "Bearer dev:mallory", "x-principal": "dev:alice"}

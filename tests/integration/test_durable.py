@@ -128,6 +128,28 @@ def test_a_callback_completes_once_for_its_token_and_refuses_a_second_and_a_forg
     assert done["result"]["content"][0]["text"] == 'report: the external system sent {"ok": true}'
 
 
+def test_a_callback_woken_without_a_completion_waits_again_for_the_token_it_already_sent(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    inbox = tmp_path / "inbox.jsonl"
+    task_id = start(service, env, "external_job", {"inbox": str(inbox)})
+    awaited = wait_until(lambda: env.store().get(task_id), lambda r: "awaited" in r.steps.get("callback:build", {}))
+    callback = awaited.steps["callback:build"]
+    assert (callback["state"], callback["awaited"], awaited.status_message) == ("waiting", True, "Waiting for build")
+    assert awaited.task_token is not None
+
+    env.executor().resume(awaited.task_token)  # the execution's wait ends, but nothing completed the callback
+    wait_until(lambda: env.store().get(task_id).task_token, lambda token: token not in (None, awaited.task_token))
+    (submitted,) = [json.loads(line) for line in inbox.read_text().splitlines()]  # not submitted again
+    completed = CallbackService(env.store(), env.payloads()).complete(
+        json.dumps({"token": submitted["token"], "result": {"ok": True}}).encode()
+    )
+    done = settled(service, task_id)
+
+    assert completed.status == 200
+    assert done["result"]["content"][0]["text"] == 'report: the external system sent {"ok": true}'
+
+
 def test_a_callback_not_completed_in_time_completes_the_task_with_a_tool_error(
     service: TaskService, env: TaskEnvironment, tmp_path: Path
 ) -> None:

@@ -142,14 +142,14 @@ def backend(aws_environment: dict[str, str]) -> Backend:
 
 
 @pytest.fixture
-def alice_parked(backend: Backend) -> str:
+def alice_awaiting(backend: Backend) -> str:
     created = backend.result(
         "tools/call", {"name": "deploy_release", "arguments": {"service": "a", "version": "1", "seconds_per_stage": 0}}
     )
     task_id: str = created["taskId"]
     deadline = time.monotonic() + 20
     while backend.result("tasks/get", {"taskId": task_id})["status"] != "input_required":
-        assert time.monotonic() < deadline, "the task never parked"
+        assert time.monotonic() < deadline, "the task never asked for input"
         time.sleep(0.05)
     return task_id
 
@@ -234,27 +234,27 @@ def test_too_many_input_responses_on_tools_call_are_invalid_params(backend: Back
 @pytest.mark.parametrize("who", ["alice", "mallory"])
 @pytest.mark.parametrize("target", ["alices", "unknown"])
 def test_too_many_input_responses_on_tasks_update_are_invalid_params_for_any_task_id(
-    backend: Backend, alice_parked: str, who: str, target: str
+    backend: Backend, alice_awaiting: str, who: str, target: str
 ) -> None:
-    task_id = alice_parked if target == "alices" else secrets.token_urlsafe(24)
+    task_id = alice_awaiting if target == "alices" else secrets.token_urlsafe(24)
     responses = {f"k{i}": {"action": "decline"} for i in range(MAX_TASK_ANSWERS + 1)}
     assert _error(backend.call("tasks/update", {"taskId": task_id, "inputResponses": responses}, who)) == (
         200,
         wire.INVALID_PARAMS,
         f"Invalid params: at most {MAX_TASK_ANSWERS} inputResponses are accepted",
     )
-    assert backend.result("tasks/get", {"taskId": alice_parked})["status"] == "input_required"
+    assert backend.result("tasks/get", {"taskId": alice_awaiting})["status"] == "input_required"
 
 
 @pytest.mark.parametrize("who", ["alice", "mallory"])
-def test_task_answers_over_the_size_limit_are_invalid_params(backend: Backend, alice_parked: str, who: str) -> None:
+def test_task_answers_over_the_size_limit_are_invalid_params(backend: Backend, alice_awaiting: str, who: str) -> None:
     answer = {"promote": {"action": "accept", "content": {"approve": True, "note": "x" * MAX_TASK_ANSWERS_BYTES}}}
-    assert _error(backend.call("tasks/update", {"taskId": alice_parked, "inputResponses": answer}, who)) == (
+    assert _error(backend.call("tasks/update", {"taskId": alice_awaiting, "inputResponses": answer}, who)) == (
         200,
         wire.INVALID_PARAMS,
         f"Invalid params: inputResponses may be at most {MAX_TASK_ANSWERS_BYTES} bytes",
     )
-    assert backend.result("tasks/get", {"taskId": alice_parked})["status"] == "input_required"
+    assert backend.result("tasks/get", {"taskId": alice_awaiting})["status"] == "input_required"
 
 
 def test_the_limit_on_answers_allows_exactly_the_limit(backend: Backend) -> None:
@@ -266,18 +266,18 @@ def test_the_limit_on_answers_allows_exactly_the_limit(backend: Backend) -> None
     assert (status, message["error"]) == (200, NOT_FOUND)
 
 
-def test_an_empty_answer_key_is_ignored_not_sent_to_dynamodb(backend: Backend, alice_parked: str) -> None:
+def test_an_empty_answer_key_is_ignored_not_sent_to_dynamodb(backend: Backend, alice_awaiting: str) -> None:
     status, message = backend.call(
-        "tasks/update", {"taskId": alice_parked, "inputResponses": {"": {"action": "decline"}}}
+        "tasks/update", {"taskId": alice_awaiting, "inputResponses": {"": {"action": "decline"}}}
     )
     assert (status, message["result"]["resultType"], set(message["result"])) == (
         200,
         wire.RESULT_COMPLETE,
         {"resultType", "_meta"},
     )
-    assert backend.result("tasks/get", {"taskId": alice_parked})["status"] == "input_required"
+    assert backend.result("tasks/get", {"taskId": alice_awaiting})["status"] == "input_required"
     status, message = backend.call(
-        "tasks/update", {"taskId": alice_parked, "inputResponses": {"": {"action": "decline"}}}, "mallory"
+        "tasks/update", {"taskId": alice_awaiting, "inputResponses": {"": {"action": "decline"}}}, "mallory"
     )
     assert (status, message["error"]) == (200, NOT_FOUND)
 
@@ -310,9 +310,9 @@ def test_a_huge_integer_is_a_parse_error_400(backend: Backend) -> None:
 
 
 # ---- 2. no internal detail on the wire -----------------------------------------------------------------------------
-def _bad_requests(parked: str) -> list[tuple[str, dict[str, Any]]]:
+def _bad_requests(awaiting: str) -> list[tuple[str, dict[str, Any]]]:
     ids: list[Any] = [
-        parked,
+        awaiting,
         secrets.token_urlsafe(24),
         "",
         "x" * 300,
@@ -356,7 +356,7 @@ def _bad_requests(parked: str) -> list[tuple[str, dict[str, Any]]]:
         ("cart_add", {"cart": "cart_" + "A" * 32, "sku": "apple", "quantity": 1.5}),
         ("cart_add", {"cart": "cart_" + "A" * 32, "sku": "caviar"}),
         ("cart_add", {"cart": "x" * 200, "sku": "apple"}),
-        ("cart_add", {"cart": parked, "sku": "apple"}),
+        ("cart_add", {"cart": awaiting, "sku": "apple"}),
         ("cart_checkout", {"cart": None}),
         ("cart_checkout", {"cart": "cart_\u0000"}),
         ("deploy_release", {"service": "", "version": 1}),
@@ -394,9 +394,9 @@ def _bad_requests(parked: str) -> list[tuple[str, dict[str, Any]]]:
 
 @pytest.mark.parametrize("who", ["alice", "mallory"])
 def test_no_bad_request_against_a_working_backend_leaks_internal_detail(
-    backend: Backend, alice_parked: str, who: str
+    backend: Backend, alice_awaiting: str, who: str
 ) -> None:
-    for method, params in _bad_requests(alice_parked):
+    for method, params in _bad_requests(alice_awaiting):
         status, message = backend.call(method, params, who)  # the check runs inside serve()
         assert status in (200, 400, 404), (method, params, message)
         assert ("error" in message) != ("result" in message)
@@ -415,7 +415,7 @@ def test_tasks_answered_badly_by_their_owner_are_asked_again_not_failed(backend:
     def status() -> dict[str, Any]:
         return backend.result("tasks/get", {"taskId": task_id}, "owner")
 
-    def parked() -> dict[str, Any]:
+    def awaiting() -> dict[str, Any]:
         deadline = time.monotonic() + 20
         while (task := status())["status"] != "input_required":
             assert task["status"] == "working" and time.monotonic() < deadline, task
@@ -424,10 +424,10 @@ def test_tasks_answered_badly_by_their_owner_are_asked_again_not_failed(backend:
 
     asked: list[str] = []
     for answer in ({"action": "accept", "content": {"approve": "yes"}}, {"action": "maybe"}, None, "yes"):
-        (key,) = parked()["inputRequests"]  # one question, re-asked under a fresh key each time
+        (key,) = awaiting()["inputRequests"]  # one question, re-asked under a fresh key each time
         asked.append(key)
         backend.result("tasks/update", {"taskId": task_id, "inputResponses": {key: answer}}, "owner")
-    (last,) = parked()["inputRequests"]
+    (last,) = awaiting()["inputRequests"]
     assert len(set([*asked, last])) == 5 and all(key.startswith("promote") for key in asked)
 
 
@@ -511,14 +511,14 @@ _json_values = st.recursive(
 )
 @given(
     method=st.sampled_from(["tasks/get", "tasks/update", "tasks/cancel"]),
-    task_id=st.one_of(_json_values, st.just("PARKED"), st.text(min_size=1, max_size=300)),
+    task_id=st.one_of(_json_values, st.just("AWAITING"), st.text(min_size=1, max_size=300)),
     responses=st.one_of(_json_values, st.dictionaries(st.text(max_size=20), _json_values, max_size=8)),
     who=st.sampled_from(["alice", "mallory"]),
 )
 def test_arbitrary_task_params_never_leak_or_fail_internally(
-    backend: Backend, alice_parked: str, method: str, task_id: Any, responses: Any, who: str
+    backend: Backend, alice_awaiting: str, method: str, task_id: Any, responses: Any, who: str
 ) -> None:
-    params: dict[str, Any] = {"taskId": alice_parked if task_id == "PARKED" else task_id}
+    params: dict[str, Any] = {"taskId": alice_awaiting if task_id == "AWAITING" else task_id}
     if method == "tasks/update":
         params["inputResponses"] = responses
     status, message = backend.call(method, params, who)

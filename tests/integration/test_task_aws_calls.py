@@ -104,15 +104,15 @@ def test_reading_a_task_is_one_consistent_read_in_every_state(
 ) -> None:
     seen = []
     running = create(api_service, task_env, "slow_compute", {"seconds": 30, "label": "x"})
-    parked = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
+    awaiting = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
     done = create(api_service, task_env, "slow_compute", {"seconds": 0, "label": "y"})
     failed = create(api_service, task_env, "protocol_error_job", {})
-    for task_id, status in ((parked, "input_required"), (done, "completed"), (failed, "failed")):
+    for task_id, status in ((awaiting, "input_required"), (done, "completed"), (failed, "failed")):
         settle(api_service, task_id, {status})
-    api_service.cancel(parked, request_context())
+    api_service.cancel(awaiting, request_context())
     calls.take()
 
-    for task_id in (running, parked, done, failed):
+    for task_id in (running, awaiting, done, failed):
         seen.append(api_service.get(task_id, request_context())["status"])
         assert calls.take() == ["DynamoDB.GetItem"]
 

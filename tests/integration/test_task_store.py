@@ -92,11 +92,13 @@ def create(store: DynamoTaskStore, clock: Clock, ttl_ms: int | None = TTL_MS, ow
     return record
 
 
-def park(store: DynamoTaskStore, task_id: str, keys: list[str], token: str = "token-1") -> TaskRecord:
-    """What the worker's park step does: questions under fresh keys and the callback token."""
+def await_input(store: DynamoTaskStore, task_id: str, keys: list[str], token: str = "token-1") -> TaskRecord:
+    """What the worker's store_token step does: questions under fresh keys and the task token."""
     record = store.get(task_id)
     issued = record.issued_keys + tuple((key, key.split(".")[0]) for key in keys)
-    store.park(task_id, record.version, {key: request(f"question {key}") for key in keys}, issued, {"step": 1}, token)
+    store.await_input(
+        task_id, record.version, {key: request(f"question {key}") for key in keys}, issued, {"step": 1}, token
+    )
     return store.get(task_id)
 
 
@@ -162,7 +164,7 @@ def test_a_task_is_readable_until_its_ttl_lapses_and_not_found_after_though_dyna
 
 def test_writes_to_an_expired_task_answer_not_found(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["confirm"])
+    await_input(store, record.task_id, ["confirm"])
     clock.advance(TTL_MS / 1000 + 1)
 
     with pytest.raises(TaskNotFound):
@@ -208,7 +210,7 @@ def test_a_discarded_create_is_gone_and_a_discard_of_someone_elses_create_is_ref
 
 def test_another_principal_gets_exactly_the_not_found_of_an_unknown_id(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["confirm"])
+    await_input(store, record.task_id, ["confirm"])
 
     def outcome(call: Any, *args: Any) -> tuple[type[BaseException], str]:
         with pytest.raises(TaskNotFound) as caught:
@@ -244,7 +246,7 @@ def test_a_terminal_status_is_written_once(store: DynamoTaskStore, clock: Clock)
 
 def test_a_completion_written_with_a_stale_version_loses(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["confirm"])
+    await_input(store, record.task_id, ["confirm"])
     store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=True)})
 
     with pytest.raises(TaskConflict):
@@ -272,11 +274,11 @@ def test_a_completion_before_a_cancel_wins_and_the_cancel_is_a_no_op(store: Dyna
     assert store.get(record.task_id, ALICE.id).status == COMPLETED
 
 
-def test_cancelling_a_parked_task_clears_its_token_and_questions_and_asks_for_its_execution_to_stop(
+def test_cancelling_a_task_awaiting_input_clears_its_token_and_questions_and_asks_for_its_execution_to_stop(
     store: DynamoTaskStore, clock: Clock
 ) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["confirm"], token="parked-token")
+    await_input(store, record.task_id, ["confirm"], token="waiting-token")
 
     outcome = store.cancel(record.task_id, ALICE.id)
 
@@ -287,29 +289,33 @@ def test_cancelling_a_parked_task_clears_its_token_and_questions_and_asks_for_it
 
 def test_an_answer_arriving_after_a_cancel_is_ignored(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["confirm"])
+    await_input(store, record.task_id, ["confirm"])
     store.cancel(record.task_id, ALICE.id)
 
     assert store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=True)}) == AnswerOutcome((), False)
     assert store.get(record.task_id, ALICE.id).answers == {}
 
 
-def test_a_park_after_a_cancel_is_refused(store: DynamoTaskStore, clock: Clock) -> None:
+def test_awaiting_input_after_a_cancel_is_refused(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
     store.cancel(record.task_id, ALICE.id)
 
-    outcome = store.park(record.task_id, record.version, {"confirm": request("?")}, (("confirm", "confirm"),), {}, "t")
+    outcome = store.await_input(
+        record.task_id, record.version, {"confirm": request("?")}, (("confirm", "confirm"),), {}, "t"
+    )
 
     assert (outcome.applied, outcome.record.status) == (False, CANCELLED)
     assert store.get(record.task_id, ALICE.id).status == CANCELLED
 
 
-def test_a_park_sent_again_after_its_answer_was_lost_finds_itself_applied(store: DynamoTaskStore, clock: Clock) -> None:
+def test_await_input_sent_again_after_its_answer_was_lost_finds_itself_applied(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
     record = create(store, clock)
     issued = (("confirm", "confirm"),)
-    store.park(record.task_id, record.version, {"confirm": request("?")}, issued, {}, "token-a")
+    store.await_input(record.task_id, record.version, {"confirm": request("?")}, issued, {}, "token-a")
 
-    again = store.park(record.task_id, record.version, {"confirm": request("?")}, issued, {}, "token-b")
+    again = store.await_input(record.task_id, record.version, {"confirm": request("?")}, issued, {}, "token-b")
 
     assert (again.applied, again.record.status, again.record.task_token) == (True, INPUT_REQUIRED, "token-a")
     assert store.replace_token(record.task_id, "token-a", "token-b")
@@ -340,7 +346,7 @@ def test_answering_every_outstanding_key_resumes_and_keeps_the_token_until_the_r
     store: DynamoTaskStore, clock: Clock
 ) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["name", "confirm"], token="token-7")
+    await_input(store, record.task_id, ["name", "confirm"], token="token-7")
 
     outcome = store.answer(record.task_id, ALICE.id, {"name": accept(name="A"), "confirm": accept(ok=True)})
 
@@ -362,7 +368,7 @@ def test_an_update_sent_again_after_its_answer_was_lost_asks_for_the_resume_agai
     store: DynamoTaskStore, clock: Clock
 ) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["confirm"], token="token-8")
+    await_input(store, record.task_id, ["confirm"], token="token-8")
     answer = {"confirm": accept(ok=True)}
     store.answer(record.task_id, ALICE.id, answer)
     first = store.get(record.task_id, ALICE.id)
@@ -380,7 +386,7 @@ def test_a_partial_answer_leaves_only_the_outstanding_keys_and_does_not_resume(
     store: DynamoTaskStore, clock: Clock
 ) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["name", "confirm"])
+    await_input(store, record.task_id, ["name", "confirm"])
 
     outcome = store.answer(record.task_id, ALICE.id, {"name": accept(name="A")})
 
@@ -395,7 +401,7 @@ def test_answers_to_never_issued_already_answered_and_superseded_keys_are_ignore
     store: DynamoTaskStore, clock: Clock
 ) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["name", "confirm"])
+    await_input(store, record.task_id, ["name", "confirm"])
 
     assert store.answer(record.task_id, ALICE.id, {"never-issued": accept(ok=True)}) == AnswerOutcome((), False)
     assert store.answer(record.task_id, ALICE.id, {"name": accept(name="first")}) == AnswerOutcome(("name",), False)
@@ -403,7 +409,7 @@ def test_answers_to_never_issued_already_answered_and_superseded_keys_are_ignore
         record.task_id, ALICE.id, {"name": accept(name="second"), "confirm": accept(ok=True)}
     ) == AnswerOutcome(("confirm",), True)
     # The tool asks again (its earlier answer did not validate): a new wire key supersedes "name".
-    park(store, record.task_id, ["name.2"], token="token-2")
+    await_input(store, record.task_id, ["name.2"], token="token-2")
     assert store.answer(record.task_id, ALICE.id, {"name": accept(name="third")}) == AnswerOutcome((), False)
 
     after = store.get(record.task_id, ALICE.id)
@@ -414,9 +420,9 @@ def test_answers_to_never_issued_already_answered_and_superseded_keys_are_ignore
 
 def test_the_newest_answered_key_is_what_the_tool_sees_for_its_own_key(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
-    park(store, record.task_id, ["name"])
+    await_input(store, record.task_id, ["name"])
     store.answer(record.task_id, ALICE.id, {"name": {"action": "accept", "content": {"name": 42}}})
-    park(store, record.task_id, ["name.2"], token="token-2")
+    await_input(store, record.task_id, ["name.2"], token="token-2")
     store.answer(record.task_id, ALICE.id, {"name.2": accept(name="Alice")})
 
     assert store.get(record.task_id).answers_by_tool_key() == {"name": accept(name="Alice")}
@@ -424,7 +430,7 @@ def test_the_newest_answered_key_is_what_the_tool_sees_for_its_own_key(store: Dy
 
 def test_an_empty_update_changes_nothing(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
-    before = park(store, record.task_id, ["confirm"])
+    before = await_input(store, record.task_id, ["confirm"])
 
     assert store.answer(record.task_id, ALICE.id, {}) == AnswerOutcome((), False)
     assert store.get(record.task_id, ALICE.id) == before
@@ -454,7 +460,7 @@ def test_a_refusal_becomes_a_store_refusal_chained_from_the_client_error_and_is_
 class Interleaving:
     """One task, three actors taking turns in a random order, each acting on what it last read.
 
-    worker: reads, then completes / parks / fails / reports progress with the version it read;
+    worker: reads, then completes / asks for input / fails / reports progress with the version it read;
     client: answers a random mix of keys (outstanding, answered, never issued) or cancels;
     reconciler: reads, then settles failed with the version it read (an execution found dead).
     """
@@ -469,7 +475,7 @@ class Interleaving:
         self.first_answers: dict[str, Any] = {}
         self.terminal: TaskRecord | None = None
         self.last_seen = self.record
-        self.parks = 0
+        self.asks = 0
 
     def step(self) -> None:
         actor = self.rng.choice((self.worker, self.worker, self.client, self.client, self.reconciler))
@@ -481,7 +487,7 @@ class Interleaving:
             self.worker_view = self.store.get(self.task_id)
             return
         view, self.worker_view = self.worker_view, None
-        move = self.rng.choice(("complete", "park", "park", "protocol_error", "crash", "progress"))
+        move = self.rng.choice(("complete", "ask", "ask", "protocol_error", "crash", "progress"))
         try:
             if move == "complete":
                 self.store.finish(self.task_id, COMPLETED, RESULT, expected_version=view.version)
@@ -492,11 +498,11 @@ class Interleaving:
             elif move == "progress":
                 self.store.set_status_message(self.task_id, "busy")
             else:
-                self.parks += 1
-                keys = [f"q{self.parks}a", f"q{self.parks}b"][: self.rng.randint(1, 2)]
+                self.asks += 1
+                keys = [f"q{self.asks}a", f"q{self.asks}b"][: self.rng.randint(1, 2)]
                 issued = view.issued_keys + tuple((key, key) for key in keys)
-                self.store.park(
-                    self.task_id, view.version, {k: request(k) for k in keys}, issued, {}, f"token-{self.parks}"
+                self.store.await_input(
+                    self.task_id, view.version, {k: request(k) for k in keys}, issued, {}, f"token-{self.asks}"
                 )
         except TaskConflict:
             pass
@@ -537,7 +543,7 @@ class Interleaving:
             assert now.input_requests == {} and now.task_token is None
         elif now.status == INPUT_REQUIRED:
             assert now.input_requests and now.task_token is not None
-        else:  # working: the token of the last park stays until the resumed run's first write
+        else:  # working: the task token of the last questions stays until the resumed run's first write
             assert now.input_requests == {}
         assert set(now.input_requests) <= issued and set(now.answers) <= issued
         assert not set(now.input_requests) & set(now.answers), "a key is both answered and outstanding"

@@ -169,4 +169,4 @@ def test_a_task_cancelled_while_waiting_for_input_is_reported_cancelled_once_and
         Sample(TASKS_CANCELLED, "Count", 1.0, {"tool": "confirm_delete"}),
         Sample(TIME_TO_TERMINAL, "Milliseconds", elapsed_ms(done), {"tool": "confirm_delete", "status": CANCELLED}),
     ]
-    assert worker_telemetry.samples == []  # the parked execution ended without a terminal write of its own
+    assert worker_telemetry.samples == []  # the waiting execution ended without a terminal write of its own

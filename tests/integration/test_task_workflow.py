@@ -103,7 +103,7 @@ def test_a_task_runs_to_completion_and_tasks_get_inlines_the_tool_result(
     assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "SUCCEEDED") == "SUCCEEDED"
 
 
-def test_a_tool_asking_for_input_parks_the_execution_until_tasks_update_answers(
+def test_a_tool_asking_for_input_holds_the_execution_until_tasks_update_answers(
     service: TaskService, env: TaskEnvironment
 ) -> None:
     task_id = start(service, env, "confirm_delete", {"filename": "report.txt"})
@@ -244,7 +244,7 @@ def test_cancelling_a_running_task_settles_cancelled_and_stops_its_work(
     assert service.get(task_id, request_context())["status"] == CANCELLED
 
 
-def test_cancelling_a_parked_task_settles_cancelled_and_ends_its_execution(
+def test_cancelling_a_task_awaiting_input_settles_cancelled_and_ends_its_execution(
     service: TaskService, env: TaskEnvironment
 ) -> None:
     task_id = start(service, env, "confirm_delete", {"filename": "keep.txt"})
@@ -262,12 +262,12 @@ def test_a_task_whose_execution_was_stopped_behind_its_back_is_settled_failed_in
     service: TaskService, env: TaskEnvironment
 ) -> None:
     task_id = start(service, env, "confirm_delete", {"filename": "a.txt"})
-    parked = poll(service, task_id, {INPUT_REQUIRED})
+    awaiting = poll(service, task_id, {INPUT_REQUIRED})
     env.executor().stop(task_id)  # an operator stops the execution behind the service's back
 
     settled = poll(service, task_id, TERMINAL)
 
-    assert parked["status"] == INPUT_REQUIRED
+    assert awaiting["status"] == INPUT_REQUIRED
     assert (settled["status"], settled["error"]) == (FAILED, EXECUTION_LOST_ERROR)  # the status is in the log
 
 
@@ -304,7 +304,7 @@ def test_the_worker_leaves_a_cancelled_task_alone(service: TaskService, env: Tas
     task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
     service.cancel(task_id, request_context())
 
-    assert env.worker().run(task_id) == {"outcome": "stopped", "park": None, "settle": None, "wait": None}
+    assert env.worker().run(task_id) == {"outcome": "stopped", "tokenWait": None, "settle": None, "wait": None}
     assert env.store().get(task_id).status == CANCELLED
 
 

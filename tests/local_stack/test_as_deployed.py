@@ -200,7 +200,10 @@ def test_the_worker_function_with_only_its_template_environment_runs_a_task_step
 
     answer = invoke(stack, WORKER, {"action": "run", "taskId": task_id})
 
-    assert answer == {"error": None, "payload": {"outcome": "completed", "park": None, "settle": None, "wait": None}}
+    assert answer == {
+        "error": None,
+        "payload": {"outcome": "completed", "tokenWait": None, "settle": None, "wait": None},
+    }
     item = stack.aws_client("dynamodb").get_item(TableName=table, Key={"pk": {"S": f"task#{task_id}"}})["Item"]
     assert item["status"]["S"] == COMPLETED
     assert json.loads(item["result"]["S"])["structuredContent"] == {"words": 3, "characters": 13}
@@ -264,8 +267,8 @@ def test_without_the_send_task_success_grant_the_supervisor_cannot_resume_and_th
     with local_stack_process(fixtures="conformance", extra_env={"LOCAL_CDK_OUT": str(assembly)}) as running:
         client = StackClient(running)
         task_id = client.start("confirm_delete", {"filename": "c.txt"})
-        parked = client.wait_for(task_id, lambda task: task["status"] == "input_required")
-        (key,) = parked["inputRequests"]
+        awaiting = client.wait_for(task_id, lambda task: task["status"] == "input_required")
+        (key,) = awaiting["inputRequests"]
         answer = {key: {"action": "accept", "content": {"confirm": True}}}
 
         updated = client.result("tasks/update", {"taskId": task_id, "inputResponses": answer})

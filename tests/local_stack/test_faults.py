@@ -62,7 +62,7 @@ def runs(ledger: Path) -> int:
     return len(ledger.read_text().splitlines())
 
 
-def parked(stack: StackClient, task_id: str) -> tuple[str, dict[str, Any]]:
+def awaiting_input(stack: StackClient, task_id: str) -> tuple[str, dict[str, Any]]:
     task = stack.wait_for(task_id, lambda t: t["status"] != "working")
     assert task["status"] == "input_required", task
     (key,) = task["inputRequests"]
@@ -83,7 +83,7 @@ def test_an_answer_whose_write_was_applied_but_whose_response_was_lost_still_res
     stack: StackClient, faults: FaultLayer
 ) -> None:
     task_id = stack.start("confirm_delete", {"filename": "lost-answer.txt"})
-    key, _ = parked(stack, task_id)
+    key, _ = awaiting_input(stack, task_id)
     faults.arm(Rule(LOST, "DynamoDB.UpdateItem", API, contains=('"confirm"',)))
 
     stack.result("tasks/update", {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}})
@@ -97,7 +97,7 @@ def test_a_client_that_retries_its_update_while_send_task_success_is_throttled_s
     stack: StackClient, faults: FaultLayer
 ) -> None:
     task_id = stack.start("confirm_delete", {"filename": "retried-answer.txt"})
-    key, _ = parked(stack, task_id)
+    key, _ = awaiting_input(stack, task_id)
     faults.arm(Rule(THROTTLE, "SFN.SendTaskSuccess", times=4))
     answer = {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}}
 
@@ -112,7 +112,7 @@ def test_send_task_success_the_settle_write_and_stop_execution_throttled_in_a_ro
     stack: StackClient, faults: FaultLayer
 ) -> None:
     task_id = stack.start("confirm_delete", {"filename": "row.txt"})
-    key, _ = parked(stack, task_id)
+    key, _ = awaiting_input(stack, task_id)
     faults.arm(
         Rule(THROTTLE, "SFN.SendTaskSuccess", times=4),
         Rule(THROTTLE, "DynamoDB.UpdateItem", API, skip=1, times=4),
@@ -130,7 +130,7 @@ def test_a_send_task_success_applied_whose_response_was_lost_does_not_fail_the_r
     stack: StackClient, faults: FaultLayer
 ) -> None:
     task_id = stack.start("confirm_delete", {"filename": "lost-resume.txt"})
-    key, _ = parked(stack, task_id)
+    key, _ = awaiting_input(stack, task_id)
     faults.arm(Rule(LOST, "SFN.SendTaskSuccess"))
 
     stack.call("tasks/update", {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}})
@@ -140,27 +140,27 @@ def test_a_send_task_success_applied_whose_response_was_lost_does_not_fail_the_r
     assert faults.fired()[("SFN.SendTaskSuccess", LOST)] == 1
 
 
-def test_a_park_write_applied_whose_response_was_lost_keeps_the_task_parked_and_answerable(
+def test_an_await_input_write_applied_whose_response_was_lost_keeps_the_task_awaiting_and_answerable(
     stack: StackClient, faults: FaultLayer
 ) -> None:
     faults.arm(Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=("input_required",)))
-    task_id = stack.start("confirm_delete", {"filename": "lost-park.txt"})
-    key, _ = parked(stack, task_id)
+    task_id = stack.start("confirm_delete", {"filename": "lost-await.txt"})
+    key, _ = awaiting_input(stack, task_id)
     assert stack.execution_status(task_id) == "RUNNING"
 
     stack.result("tasks/update", {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}})
 
     done = stack.settled(task_id, timeout=30)
-    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Deleted lost-park.txt")
+    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Deleted lost-await.txt")
     assert faults.fired()[("DynamoDB.UpdateItem", LOST)] == 1
 
 
 # ---- executions left running behind terminal tasks ---------------------------------------------------------
-def test_cancelling_a_parked_task_while_stop_execution_is_throttled_still_ends_its_execution(
+def test_cancelling_a_task_awaiting_input_while_stop_execution_is_throttled_still_ends_its_execution(
     stack: StackClient, faults: FaultLayer
 ) -> None:
     task_id = stack.start("confirm_delete", {"filename": "throttled-stop.txt"})
-    parked(stack, task_id)
+    awaiting_input(stack, task_id)
     faults.arm(Rule(THROTTLE, "SFN.StopExecution", times=4))
 
     stack.result("tasks/cancel", {"taskId": task_id})
@@ -174,7 +174,7 @@ def test_a_cancel_write_applied_whose_response_was_lost_still_ends_the_execution
     stack: StackClient, faults: FaultLayer
 ) -> None:
     task_id = stack.start("confirm_delete", {"filename": "lost-cancel.txt"})
-    parked(stack, task_id)
+    awaiting_input(stack, task_id)
     faults.arm(Rule(LOST, "DynamoDB.UpdateItem", API, contains=("cancelled",)))
 
     stack.result("tasks/cancel", {"taskId": task_id})
@@ -254,7 +254,7 @@ def test_a_result_too_big_to_store_fails_the_task_at_once_naming_the_limit_and_r
     assert runs(ledger) == 1
 
 
-def test_a_question_too_big_to_park_fails_the_task_naming_the_limit(stack: StackClient, ledger: Path) -> None:
+def test_a_question_too_big_to_store_fails_the_task_naming_the_limit(stack: StackClient, ledger: Path) -> None:
     task_id = stack.start("counted_job", {"ledger": str(ledger), "question_kb": 300})
 
     done = stack.settled(task_id, timeout=40)
@@ -295,15 +295,15 @@ def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_i
     stack: StackClient, faults: FaultLayer
 ) -> None:
     mark = time.time()
-    parked_id = stack.start("confirm_delete", {"filename": "budget.txt"})
+    awaiting_id = stack.start("confirm_delete", {"filename": "budget.txt"})
     assert api_calls(faults, mark) == ["DynamoDB.PutItem"]
-    key, _ = parked(stack, parked_id)
+    key, _ = awaiting_input(stack, awaiting_id)
     assert background_sfn_calls(faults, mark) == ["SFN.StartExecution"]
 
     mark = time.time()
-    stack.result("tasks/update", {"taskId": parked_id, "inputResponses": {key: accept(confirm=True)}})
+    stack.result("tasks/update", {"taskId": awaiting_id, "inputResponses": {key: accept(confirm=True)}})
     assert api_calls(faults, mark) == ["DynamoDB.UpdateItem"]
-    done = stack.settled(parked_id)
+    done = stack.settled(awaiting_id)
     assert background_sfn_calls(faults, mark) == ["SFN.SendTaskSuccess"]
 
     running_id = stack.start("slow_compute", {"seconds": 5, "label": "budget"})
@@ -318,11 +318,11 @@ def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_i
     stack.settled(failed_id)
     working_id = stack.start("slow_compute", {"seconds": 5, "label": "budget-working"})
     waiting_id = stack.start("confirm_delete", {"filename": "budget-waiting.txt"})
-    parked(stack, waiting_id)
+    awaiting_input(stack, waiting_id)
     for task_id, status in (
         (working_id, "working"),
         (waiting_id, "input_required"),
-        (parked_id, "completed"),
+        (awaiting_id, "completed"),
         (failed_id, "failed"),
         (running_id, "cancelled"),
     ):
@@ -389,11 +389,11 @@ class Scenario:
             return
         assert created["resultType"] == wire.RESULT_TASK, created
         self.task_id = created["taskId"]
-        if self.kind in ("answer-yes", "answer-no", "cancel-parked"):
+        if self.kind in ("answer-yes", "answer-no", "cancel-awaiting"):
             task = self.poll(lambda t: t["status"] != "working")
             if task is not None and task["status"] == "input_required":
                 (key,) = task["inputRequests"]
-                if self.kind == "cancel-parked":
+                if self.kind == "cancel-awaiting":
                     self.call("tasks/cancel", {"taskId": self.task_id})
                 else:
                     self.answers = {key: accept(confirm=self.kind == "answer-yes")}
@@ -436,7 +436,7 @@ SCENARIO_CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "answer-yes": ("confirm_delete", {"filename": "random.txt"}),
     "answer-no": ("confirm_delete", {"filename": "random.txt"}),
     "cancel-running": ("slow_compute", {"seconds": 3, "label": "random-long"}),
-    "cancel-parked": ("confirm_delete", {"filename": "random.txt"}),
+    "cancel-awaiting": ("confirm_delete", {"filename": "random.txt"}),
 }
 
 

@@ -426,12 +426,12 @@ def test_a_transaction_needs_the_per_item_action_and_its_leading_keys_for_every_
 PASS_THROUGH: dict[str, Any] = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
 
 
-def parked_on(function_arn: str) -> dict[str, Any]:
-    """A workflow that parks on a callback token handed to the function, like the task workflow's AwaitInput."""
+def waiting_on_token(function_arn: str) -> dict[str, Any]:
+    """A workflow that waits on a task token handed to the function, like the task workflow's WaitForToken."""
     return {
-        "StartAt": "AwaitInput",
+        "StartAt": "WaitForToken",
         "States": {
-            "AwaitInput": {
+            "WaitForToken": {
                 "Type": "Task",
                 "Resource": "arn:aws:states:::lambda:invoke.waitForTaskToken",
                 "Parameters": {"FunctionName": function_arn, "Payload": {"taskToken.$": "$$.Task.Token"}},
@@ -484,7 +484,7 @@ def test_send_task_success_is_allowed_only_to_a_role_granted_on_the_state_machin
     aws: Aws, invocations: list[Invocation]
 ) -> None:
     function_arn = aws.function()
-    machine, _ = aws.state_machine(parked_on(function_arn), [allow("lambda:InvokeFunction", function_arn)])
+    machine, _ = aws.state_machine(waiting_on_token(function_arn), [allow("lambda:InvokeFunction", function_arn)])
     elsewhere, _ = aws.state_machine(PASS_THROUGH, [LOGS_ONLY])
     _, api_role = aws.role([allow(["states:StartExecution", "states:SendTaskSuccess"], machine)])
     stranger_name, stranger_role = aws.role([allow("states:SendTaskSuccess", elsewhere)])
@@ -504,7 +504,7 @@ def test_send_task_success_is_allowed_only_to_a_role_granted_on_the_state_machin
     assert (finished["status"], json.loads(finished["output"])) == ("SUCCEEDED", {"resumed": True})
 
 
-def test_a_callback_token_no_execution_holds_is_answered_invalid_token_without_authorization(aws: Aws) -> None:
+def test_a_task_token_no_execution_holds_is_answered_invalid_token_without_authorization(aws: Aws) -> None:
     _, role_arn = aws.role([LOGS_ONLY])
     sfn = aws.as_role("stepfunctions", role_arn)
     iam_enforcement.enforce()

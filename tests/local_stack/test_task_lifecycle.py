@@ -41,11 +41,11 @@ def test_a_protocol_error_fails_the_task_with_the_error_inline(lifecycle_stack: 
     assert task["error"]["code"] == wire.INTERNAL_ERROR
 
 
-def test_input_mid_flight_parks_the_execution_and_the_answer_resumes_it(lifecycle_stack: StackClient) -> None:
+def test_input_mid_flight_holds_the_execution_and_the_answer_resumes_it(lifecycle_stack: StackClient) -> None:
     task_id = lifecycle_stack.start("confirm_delete", {"filename": "a.txt"})
-    parked = lifecycle_stack.wait_for(task_id, lambda task: task["status"] == "input_required")
-    (key,) = parked["inputRequests"]
-    assert parked["inputRequests"][key]["method"] == "elicitation/create"
+    awaiting = lifecycle_stack.wait_for(task_id, lambda task: task["status"] == "input_required")
+    (key,) = awaiting["inputRequests"]
+    assert awaiting["inputRequests"][key]["method"] == "elicitation/create"
 
     lifecycle_stack.result("tasks/update", {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}})
 
@@ -66,7 +66,7 @@ def test_cancelling_a_running_task_settles_cancelled_and_stops_its_execution(lif
     assert lifecycle_stack.task(task_id)["status"] == "cancelled"
 
 
-def test_cancelling_a_parked_task_settles_cancelled_and_aborts_its_execution_at_once(
+def test_cancelling_a_task_awaiting_input_settles_cancelled_and_aborts_its_execution_at_once(
     lifecycle_stack: StackClient,
 ) -> None:
     task_id = lifecycle_stack.start("confirm_delete", {"filename": "b.txt"})

@@ -39,7 +39,7 @@ from mcp_runtime.server import McpServer
 from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, iso_timestamp
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, ParkOutcome
+from mcp_runtime.tasks.store import AnswerOutcome, AwaitOutcome, CancelOutcome, DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
 from mcp_runtime.tools import ToolContext, ToolMode, ToolRegistry, tool
 from mcp_runtime.transport import McpHttpTransport
@@ -228,7 +228,7 @@ class MemoryTaskStore:
     def set_status_message(self, task_id: str, message: str) -> None:
         raise NotImplementedError
 
-    def park(
+    def await_input(
         self,
         task_id: str,
         expected_version: int,
@@ -236,7 +236,7 @@ class MemoryTaskStore:
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
-    ) -> ParkOutcome:
+    ) -> AwaitOutcome:
         raise NotImplementedError
 
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool:
@@ -247,7 +247,7 @@ class MemoryTaskStore:
 
 
 class FakeExecutor:
-    """The worker's executor: it only ever answers its own callback tokens."""
+    """The worker's executor: it only ever answers its own task tokens."""
 
     def start(self, task_id: str, execution_name: str) -> None:
         raise NotImplementedError

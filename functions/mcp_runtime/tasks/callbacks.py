@@ -5,7 +5,7 @@ The body is JSON: `{"token": "<the token submit was given>", "result": <any JSON
 credential (the route has no other authorizer): it names the task and the callback and carries a
 256-bit secret whose hash the callback's record holds. A completion is one conditional write:
 for the holder of the token, while the callback waits and the task works, once. The write asks
-for the parked execution to be resumed (the supervisor sends the token, as for `tasks/update`).
+for the waiting execution to be resumed (the supervisor sends its task token, as for `tasks/update`).
 An unknown, forged, already used or expired token gets the same answer, so tokens cannot be probed.
 """
 

@@ -11,7 +11,7 @@ time it completes, and returns its record at once on every later run:
   Step Functions Wait state with no Lambda running, then the tool runs again and the wait returns.
 - `wait_for_callback(name, submit)` records a single-use callback (the hash of an unguessable
   token), hands `submit` the token and the URL an external system completes it at, and ends the
-  invocation: the execution parks on a callback token until that completion arrives (or the wait
+  invocation: the execution waits on a task token until that completion arrives (or the wait
   times out), then the tool runs again and gets what the external system sent.
 
 Before a step starts, the run checks the invocation's remaining time: when the longest step so far
@@ -251,10 +251,10 @@ class DurableRun:
         if found is not None and found.get("deadline") is not None and now >= float(found["deadline"]):
             raise CallbackTimedOut(f"Callback {name!r} was not completed within {found.get('timeout')} seconds")
         timeout = None if timeout_seconds is None else max(1, math.ceil(timeout_seconds))
-        if found is not None and found.get("parked"):
-            # Parked before and woken without a completion: wait again, the external system has the token.
+        if found is not None and found.get("awaited"):
+            # Awaited before and woken without a completion: wait again, the external system has the token.
             raise AwaitCallback(key, name, self._remaining(found))
-        # First time, or a run that died before it parked: issue a (new) token and submit it.
+        # First time, or a run that died before its wait began: issue a (new) token and submit it.
         secret = secrets.token_urlsafe(32)
         record = {
             "state": CALLBACK_WAITING,

@@ -12,7 +12,7 @@ class TaskNotFound(TaskError):
 
 
 class TaskConflict(TaskError):
-    """A conditional write lost: the task moved on (terminal, re-parked, or another writer won)."""
+    """A conditional write lost: the task moved on (terminal, awaiting input again, or another writer won)."""
 
 
 class TaskStoreUnavailable(TaskError):

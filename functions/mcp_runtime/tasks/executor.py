@@ -1,7 +1,7 @@
 """Running a task's work: Step Functions Standard executions, named by the task (`executionName`).
 
 The supervisor starts, resumes and stops executions as the task item's `effect` asks
-(`mcp_runtime.tasks.supervisor`); the worker only answers its own callback token. Every call is
+(`mcp_runtime.tasks.supervisor`); the worker only answers its own task token. Every call is
 safe to repeat: a start of an execution that exists, a stop of one that ended, and a token nobody
 waits on any more are all "already done".
 """
@@ -28,7 +28,7 @@ class TaskExecutor(Protocol):
         """Stop the execution (one that already ended, or never started, is fine)."""
 
     def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
-        """Wake an execution parked on this token; False when nothing waits on it any more."""
+        """Resume the execution waiting on this task token; False when nothing waits on it any more."""
 
 
 def execution_arn(state_machine_arn: str, execution_name: str) -> str:

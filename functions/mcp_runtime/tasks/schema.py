@@ -17,7 +17,7 @@ HANDLE_KEY_PREFIX: Final = "handle#"
 # call (and is retried until it succeeds); the worker's next write removes it.
 EFFECT_ATTRIBUTE: Final = "effect"
 EFFECT_START: Final = "start"  # start the execution named `executionName`
-EFFECT_RESUME: Final = "resume"  # send `taskToken` to the parked execution
+EFFECT_RESUME: Final = "resume"  # send `taskToken` to the execution waiting on it
 EFFECT_STOP: Final = "stop"  # stop the execution named `executionName`
 EFFECTS: Final[tuple[str, ...]] = (EFFECT_START, EFFECT_RESUME, EFFECT_STOP)
 

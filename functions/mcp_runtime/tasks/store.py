@@ -3,8 +3,8 @@
 Item (key `pk = "task#<id>"`): owner, status, createdAt/lastUpdatedAt (ISO 8601), ttlMs, expiresAt
 (epoch seconds, the table's TTL attribute; absent when ttlMs is null), version (optimistic lock),
 the tool call (toolName, arguments, client, prepared), the outstanding inputRequests and received
-answers (maps keyed by wire key, so one answer is one map entry), every issued key, the parked
-taskToken, the final result or error, the execution's name, and the `effect` the supervisor still
+answers (maps keyed by wire key, so one answer is one map entry), every issued key, the
+taskToken the execution waits on, the final result or error, the execution's name, and the `effect` the supervisor still
 has to carry out (start, resume, stop; see `models.EFFECTS`). Big or free-form values are JSON.
 
 Rules every write follows:
@@ -67,9 +67,10 @@ class CancelOutcome:
 
 
 @dataclass(frozen=True, slots=True)
-class ParkOutcome:
-    """What `park` found: `applied` when the item shows this park (now, or from an attempt whose
-    answer was lost); `record` is the item as it is after the write (or as the failed condition saw it)."""
+class AwaitOutcome:
+    """What `await_input` or `await_callback` found: `applied` when the item shows this write (now, or
+    from an attempt whose answer was lost); `record` is the item as it is after the write (or as the
+    failed condition saw it)."""
 
     applied: bool
     record: TaskRecord
@@ -88,7 +89,7 @@ class TaskStore(Protocol):
 
     def set_status_message(self, task_id: str, message: str) -> None: ...
 
-    def park(
+    def await_input(
         self,
         task_id: str,
         expected_version: int,
@@ -96,7 +97,7 @@ class TaskStore(Protocol):
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
-    ) -> ParkOutcome: ...
+    ) -> AwaitOutcome: ...
 
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool: ...
 
@@ -119,7 +120,7 @@ class TaskStore(Protocol):
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
 
-    def park_callback(self, task_id: str, key: str, task_token: str, message: str) -> ParkOutcome: ...
+    def await_callback(self, task_id: str, key: str, task_token: str, message: str) -> AwaitOutcome: ...
 
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool: ...
 
@@ -408,7 +409,7 @@ class DynamoTaskStore:
         that condition fails, the item comes back with the failure: if it already shows these answers
         (this write, or the same answers sent before, applied with the answer lost), that is the
         answer's success; otherwise the exact subset is written, conditioned on the version just seen.
-        The callback token stays on the item until the resumed run's first write consumes it.
+        The task token stays on the item until the resumed run's first write consumes it.
         """
         if not responses:
             self.get(task_id, owner)  # an empty update still answers "not found" for unknown ids
@@ -533,8 +534,8 @@ class DynamoTaskStore:
         except _ConditionFailed:
             raise TaskConflict(f"task {task_id} is no longer working") from None
 
-    @traced("TaskStore.park")
-    def park(
+    @traced("TaskStore.await_input")
+    def await_input(
         self,
         task_id: str,
         expected_version: int,
@@ -542,11 +543,11 @@ class DynamoTaskStore:
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
-    ) -> ParkOutcome:
-        """working -> input_required, with the requests and the token that resumes the execution.
+    ) -> AwaitOutcome:
+        """working -> input_required, with the requests and the task token that resumes the execution.
 
-        The park's own keys are new (never issued before), so an item whose issued keys begin with
-        `issued_keys` shows this park: applied by an earlier attempt whose answer was lost (possibly
+        The requests' own keys are new (never issued before), so an item whose issued keys begin with
+        `issued_keys` shows this write: applied by an earlier attempt whose answer was lost (possibly
         with an earlier token, and possibly answered since)."""
         now = self._clock()
         expression = _Expression()
@@ -563,17 +564,18 @@ class DynamoTaskStore:
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("version", {"N": str(expected_version)})
         try:
-            return ParkOutcome(True, self._update(task_id, expression))
+            return AwaitOutcome(True, self._update(task_id, expression))
         except _ConditionFailed as failure:
             if failure.record is None:
                 raise TaskNotFound("Task not found") from None
             record = failure.record
         applied = bool(issued_keys) and record.issued_keys[: len(issued_keys)] == tuple(issued_keys)
-        return ParkOutcome(applied, record)
+        return AwaitOutcome(applied, record)
 
     @traced("TaskStore.replace_token")
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool:
-        """Swap the parked token for the one the execution now waits on (its park step was retried)."""
+        """Swap the stored task token for the one the execution now waits on (its WaitForToken step was
+        retried)."""
         expression = _Expression()
         expression.set("taskToken", {"S": new_token})
         expression.require_equals("status", {"S": INPUT_REQUIRED})
@@ -593,7 +595,7 @@ class DynamoTaskStore:
         self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
     ) -> dict[str, Any]:
         """A step's, wait's or callback's record; the first writer wins (a callback that was never
-        parked is replaced). Raises TaskConflict once the task stopped working."""
+        awaited is replaced). Raises TaskConflict once the task stopped working."""
         expression = _Expression()
         expression.set_entry("steps", key, record_to_attribute(record))
         expression.set("scratch", _json(dict(scratch)))
@@ -653,29 +655,30 @@ class DynamoTaskStore:
                 return failure.record  # this renewal, applied, its answer lost
             raise TaskConflict(f"task {task_id} moved on before it could continue in a new execution") from None
 
-    @traced("TaskStore.park_callback")
-    def park_callback(self, task_id: str, key: str, task_token: str, message: str) -> ParkOutcome:
-        """Store the token a callback's completion resumes the execution with (the task stays working)."""
+    @traced("TaskStore.await_callback")
+    def await_callback(self, task_id: str, key: str, task_token: str, message: str) -> AwaitOutcome:
+        """Store the task token a callback's completion resumes the execution with, and mark the
+        callback `awaited` (its token went out; the task stays working)."""
         expression = _Expression()
         path = f"{expression.name('steps')}.{expression.name(key)}"
         expression.set("taskToken", {"S": task_token})
-        expression.sets.append(f"{path}.{expression.name('parked')} = {expression.value({'BOOL': True})}")
+        expression.sets.append(f"{path}.{expression.name('awaited')} = {expression.value({'BOOL': True})}")
         expression.set("statusMessage", {"S": message})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         expression.remove("effect")
         expression.require_equals("status", {"S": WORKING})
         expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
         try:
-            return ParkOutcome(True, self._update(task_id, expression))
+            return AwaitOutcome(True, self._update(task_id, expression))
         except _ConditionFailed as failure:
             if failure.record is None:
                 raise TaskNotFound("Task not found") from None
-            return ParkOutcome(False, failure.record)
+            return AwaitOutcome(False, failure.record)
 
     @traced("TaskStore.complete_callback")
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
         """The external system's completion: once, for the holder of the token, while the task works.
-        Asks for the parked execution to be resumed. False when refused (unknown, used, forged, ended)."""
+        Asks for the waiting execution to be resumed. False when refused (unknown, used, forged, ended)."""
         now = self._clock()
         write_id = new_write_id()
         expression = _Expression()

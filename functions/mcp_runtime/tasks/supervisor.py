@@ -2,7 +2,7 @@
 
 Two event sources, both declared in the template (`infra/capabilities/supervisor.py`):
 - The task table's stream, filtered to writes that left an `effect` on the item (`models.EFFECTS`):
-  start the execution, resume it with the parked token, stop it. Each call is safe to repeat, so a
+  start the execution, resume it with the stored task token, stop it. Each call is safe to repeat, so a
   record delivered twice does no harm; a call Step Functions did not take (throttled, failing) is
   reported as the batch's first failure, and Lambda retries the stream from that record on, in
   order. That is how a throttled start, resume or stop is never lost: it is retried until it is

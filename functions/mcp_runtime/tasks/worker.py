@@ -5,15 +5,15 @@ Four actions, one per step of `infra/statemachine/task_workflow.asl.json`:
   so far (`mcp_runtime.tasks.durable`). A result settles `completed` (also for `isError: true`;
   one too large for the item goes to the payload bucket), a protocol error (`McpError`) settles
   `failed` with that error inline. Otherwise the run ends at a durable boundary and tells the state
-  machine what comes next: `input_required` (questions under fresh wire keys, for the park step),
-  `callback` (park until an external system completes a callback), `wait` (a Wait state, no Lambda
-  running), `continue` (the invocation ran short of time: the tool goes on in a fresh one) or
-  `renew` (the execution nears Step Functions' history limit: a new execution takes over, same
-  task). A terminal write that AWS would not take in the invocation's time goes back as `settle`,
-  with the result in hand.
-- `park`: runs inside the `.waitForTaskToken` step; stores the questions (or the callback's
-  parking) and the callback token in one conditional write (so a client never sees
-  input_required without a token to resume).
+  machine what comes next: `input_required` (questions under fresh wire keys) or `callback` (until
+  an external system completes a callback), both with a `tokenWait` (what the WaitForToken step
+  stores, and how long it waits); `wait` (a Wait state, no Lambda running), `continue` (the
+  invocation ran short of time: the tool goes on in a fresh one) or `renew` (the execution nears
+  Step Functions' history limit: a new execution takes over, same task). A terminal write that AWS
+  would not take in the invocation's time goes back as `settle`, with the result in hand.
+- `store_token`: runs inside the WaitForToken step (`.waitForTaskToken`); stores the task token
+  the execution waits on, with the questions (or the callback's `awaited` mark), in one
+  conditional write (so a client never sees input_required without a token to resume).
 - `settle`: writes a terminal status the run could not (the state machine retries it, never the tool).
 - `fail`: the state machine's Catch; settles `failed` with -32603 unless already terminal.
 Storage that refuses a write for good (validation, access) fails the task at once, naming why;
@@ -34,9 +34,9 @@ from ..limits import (
     MAX_ANSWER_BYTES,
     MAX_INLINE_RESULT_BYTES,
     MAX_INPUT_REQUESTS_BYTES,
-    MAX_PARK_SECONDS,
     MAX_RESULT_BYTES,
     MAX_SCRATCH_BYTES,
+    MAX_TOKEN_WAIT_SECONDS,
     answer_size,
     encoded_size,
     too_large_error,
@@ -72,7 +72,9 @@ OUTCOME_FAILED: Final = "failed"
 # The tool raised: the task is settled failed, and the execution ends FAILED so its alarm sees it.
 OUTCOME_CRASHED: Final = "crashed"
 OUTCOME_INPUT_REQUIRED: Final = "input_required"
-OUTCOME_PARKED: Final = "parked"
+# WaitForToken stored its task token: the task awaits what it asked for (or, when it had arrived
+# already, that step resumed the execution itself).
+OUTCOME_AWAITING: Final = "awaiting"
 # The task is gone, settled or cancelled: nothing more to do for this execution.
 OUTCOME_STOPPED: Final = "stopped"
 # The terminal write could not be made in time: the state machine's Settle step makes it.
@@ -84,8 +86,8 @@ OUTCOME_RENEW: Final = "renew"
 # Rounds (tool runs) per execution before a new one takes over: each round adds 9 to 20 history
 # events, and Step Functions ends an execution at 25,000.
 DEFAULT_ROUNDS_PER_EXECUTION: Final = 1000
-# A park outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
-PARK_TIMEOUT_MARGIN_SECONDS: Final = 60
+# A token wait outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
+TOKEN_WAIT_MARGIN_SECONDS: Final = 60
 
 
 def allocate_wire_keys(
@@ -186,8 +188,8 @@ class TaskWorker:
         self.telemetry.correlate(task_id=task_id, execution_name=execution or task_id)
         if action == "run":
             return self.run(task_id, int(event.get("round") or 0), execution)
-        if action == "park":
-            return self.park(task_id, str(event["taskToken"]), event["park"])
+        if action == "store_token":
+            return self.store_token(task_id, str(event["taskToken"]), event["tokenWait"])
         if action == "settle":
             return self.settle(task_id, event["settle"])
         if action == "fail":
@@ -201,7 +203,7 @@ class TaskWorker:
         except TaskNotFound:
             return _outcome(OUTCOME_STOPPED)
         if record.status != WORKING or (execution and record.execution != execution):
-            return _outcome(OUTCOME_STOPPED)  # settled, parked, or carried on by a newer execution
+            return _outcome(OUTCOME_STOPPED)  # settled, awaiting input, or carried on by a newer execution
         if round_number >= self.rounds_per_execution:
             return self._renew(record)
         spec = self.tools.get(record.tool_name)
@@ -232,7 +234,7 @@ class TaskWorker:
         except WaitFor as wait:
             return {**_outcome(OUTCOME_WAIT), "wait": {"seconds": wait.seconds}}
         except AwaitCallback as waiting:
-            return self._await_callback(record, waiting)
+            return self._callback_token_wait(record, waiting)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_STOPPED)
         except McpError as exc:
@@ -270,22 +272,22 @@ class TaskWorker:
             size = encoded_size(value)
             if size > limit:
                 return self._settle(record, FAILED, too_large_error(what, size, limit))
-        park = {
+        token_wait = {
             "kind": "input",
             "version": record.version,
             "inputRequests": requests,
             "issuedKeys": [list(p) for p in issued],
             "state": ctx.scratch,  # the state machine's name for it
-            "timeoutSeconds": self._park_timeout(record),
+            "timeoutSeconds": self._token_wait_timeout(record),
         }
-        return {**_outcome(OUTCOME_INPUT_REQUIRED), "park": park}
+        return {**_outcome(OUTCOME_INPUT_REQUIRED), "tokenWait": token_wait}
 
-    def _await_callback(self, record: TaskRecord, waiting: AwaitCallback) -> dict[str, Any]:
-        timeout = self._park_timeout(record)
+    def _callback_token_wait(self, record: TaskRecord, waiting: AwaitCallback) -> dict[str, Any]:
+        timeout = self._token_wait_timeout(record)
         if waiting.timeout_seconds is not None:
             timeout = min(timeout, waiting.timeout_seconds)
-        park = {"kind": "callback", "key": waiting.key, "name": waiting.name, "timeoutSeconds": timeout}
-        return {**_outcome(OUTCOME_CALLBACK), "park": park}
+        token_wait = {"kind": "callback", "key": waiting.key, "name": waiting.name, "timeoutSeconds": timeout}
+        return {**_outcome(OUTCOME_CALLBACK), "tokenWait": token_wait}
 
     def _continue(self, record: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
         """End this invocation at a step boundary; the next one picks up from the recorded steps."""
@@ -311,12 +313,13 @@ class TaskWorker:
             return _outcome(OUTCOME_STOPPED)
         return _outcome(OUTCOME_RENEW)
 
-    def _park_timeout(self, record: TaskRecord) -> int:
-        """How long the execution may wait: until the task expires (and a little more), at most a year."""
+    def _token_wait_timeout(self, record: TaskRecord) -> int:
+        """How long the execution may wait on its task token: until the task expires (and a little
+        more), at most a year."""
         if record.expires_at is None:
-            return MAX_PARK_SECONDS
-        left = record.expires_at - self._wall_clock() + PARK_TIMEOUT_MARGIN_SECONDS
-        return max(1, min(MAX_PARK_SECONDS, int(left)))
+            return MAX_TOKEN_WAIT_SECONDS
+        left = record.expires_at - self._wall_clock() + TOKEN_WAIT_MARGIN_SECONDS
+        return max(1, min(MAX_TOKEN_WAIT_SECONDS, int(left)))
 
     def _tool_context(self, record: TaskRecord, durable: DurableRun) -> ToolContext:
         meta = RequestMeta(record.client.protocol_version, dict(record.client.capabilities), record.client.client_info)
@@ -392,14 +395,24 @@ class TaskWorker:
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_COMPLETED if status == COMPLETED else OUTCOME_FAILED)
 
-    # ---- park ---------------------------------------------------------------------------------
-    def park(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
-        if park.get("kind") == "callback":
-            return self._park_callback(task_id, task_token, park)
-        issued = tuple((str(a), str(b)) for a, b in park["issuedKeys"])
+    # ---- store_token ----------------------------------------------------------------------------
+    def store_token(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
+        """The WaitForToken step: store the task token its execution now waits on (or, when the task
+        moved on meanwhile, send that token at once, so the wait ends)."""
+        if token_wait.get("kind") == "callback":
+            return self._await_callback(task_id, task_token, token_wait)
+        return self._await_input(task_id, task_token, token_wait)
+
+    def _await_input(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
+        issued = tuple((str(a), str(b)) for a, b in token_wait["issuedKeys"])
         try:
-            outcome = self.store.park(
-                task_id, int(park["version"]), park["inputRequests"], issued, park.get("state") or {}, task_token
+            outcome = self.store.await_input(
+                task_id,
+                int(token_wait["version"]),
+                token_wait["inputRequests"],
+                issued,
+                token_wait.get("state") or {},
+                task_token,
             )
         except TaskNotFound:
             self._resume(task_token)  # the task is gone: end the wait
@@ -407,31 +420,31 @@ class TaskWorker:
         record = outcome.record
         if outcome.applied and record.status == INPUT_REQUIRED:
             if record.task_token == task_token or self.store.replace_token(task_id, record.task_token, task_token):
-                return _outcome(OUTCOME_PARKED)
+                return _outcome(OUTCOME_AWAITING)
             record = self.store.get(task_id)  # answered while the token was swapped
         if outcome.applied and record.status == WORKING:
-            # This park was applied by an attempt whose answer was lost, and the client has answered
-            # since: the execution waits on this step's token, which only this step holds.
+            # These questions were stored by an attempt whose answer was lost, and the client has
+            # answered since: the execution waits on this step's token, which only this step holds.
             self._resume(task_token)
-            return _outcome(OUTCOME_PARKED)
+            return _outcome(OUTCOME_AWAITING)
         # Cancelled or settled since the run: end the wait now (the run that follows sees why).
         self._resume(task_token)
         return _outcome(OUTCOME_STOPPED)
 
-    def _park_callback(self, task_id: str, task_token: str, park: Mapping[str, Any]) -> dict[str, Any]:
-        key, name = str(park["key"]), str(park.get("name") or "")
+    def _await_callback(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
+        key, name = str(token_wait["key"]), str(token_wait.get("name") or "")
         try:
-            outcome = self.store.park_callback(task_id, key, task_token, f"Waiting for {name}")
+            outcome = self.store.await_callback(task_id, key, task_token, f"Waiting for {name}")
         except TaskNotFound:
             self._resume(task_token)
             return _outcome(OUTCOME_STOPPED)
         if outcome.applied:
-            return _outcome(OUTCOME_PARKED)
-        # Completed before the park could store the token (or cancelled): this step holds the token,
-        # so it resumes the execution itself, and the run that follows returns what was sent.
+            return _outcome(OUTCOME_AWAITING)
+        # Completed before the token could be stored (or cancelled): this step holds the token, so
+        # it resumes the execution itself, and the run that follows returns what was sent.
         self._resume(task_token)
         done = (outcome.record.steps.get(key) or {}).get("state") == "done"
-        return _outcome(OUTCOME_PARKED if done and outcome.record.status == WORKING else OUTCOME_STOPPED)
+        return _outcome(OUTCOME_AWAITING if done and outcome.record.status == WORKING else OUTCOME_STOPPED)
 
     def _resume(self, task_token: str) -> None:
         try:
@@ -470,4 +483,4 @@ def _cause(failure: Mapping[str, Any]) -> str:
 
 def _outcome(outcome: str) -> dict[str, Any]:
     # Every key is always present: the state machine's paths must resolve on every outcome.
-    return {"outcome": outcome, "park": None, "settle": None, "wait": None}
+    return {"outcome": outcome, "tokenWait": None, "settle": None, "wait": None}
