@@ -72,11 +72,19 @@ def markdown(results: dict[str, Any]) -> str:
         out += [
             f"**Warm overhead** per JSON-RPC call (median of {w['rounds']} batches of {w['iterations']} calls)",
             "",
-            "| method | ours µs | bare µs | ratio (budget <= 10) |",
-            "|---|---:|---:|---:|",
+            "| method | ours µs | bare µs | ratio (budget <= 10) | ours K instr. | bare K instr. | ratio |",
+            "|---|---:|---:|---:|---:|---:|---:|",
         ]
         for name, entry in w["methods"].items():
-            out.append(f"| {name} | {entry['ours_us']:.1f} | {entry['bare_us']:.1f} | {entry['ratio']:.2f} |")
+            counted = (
+                f"{entry['ours_instructions'] / 1000:,.0f} | {entry['bare_instructions'] / 1000:,.0f} |"
+                f" {entry['instructions_ratio']:.2f}"
+                if "ours_instructions" in entry
+                else "| |"
+            )
+            out.append(
+                f"| {name} | {entry['ours_us']:.1f} | {entry['bare_us']:.1f} | {entry['ratio']:.2f} | {counted} |"
+            )
         out.append("")
     a = results.get("awscalls", {})
     if "operations" in a:
@@ -143,7 +151,11 @@ def main(argv: list[str] | None = None) -> int:
     }
     plan: list[tuple[str, Callable[[], dict[str, Any]], Any]] = [
         ("coldstart", lambda: coldstart.run(runs=5 if q else 21, instructions=not q), coldstart.report),
-        ("warm", lambda: warm.run(iterations=300 if q else 2000, rounds=5 if q else 15), warm.report),
+        (
+            "warm",
+            lambda: warm.run(iterations=300 if q else 2000, rounds=5 if q else 15, instructions=not q),
+            warm.report,
+        ),
         ("awscalls", awscalls.run, awscalls.report),
         ("load", lambda: load.run(tasks=100 if q else 120), load.report),
         ("assets", lambda: assets.run(with_sdk=not q), assets.report),

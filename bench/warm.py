@@ -14,12 +14,19 @@ import contextlib
 import dataclasses
 import json
 import os
+import re
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from bench.common import TASKS_EXTENSION, api_event, lambda_env, rpc, verdict
+from bench.common import REPO, TASKS_EXTENSION, api_event, lambda_env, rpc, verdict
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -89,8 +96,8 @@ def make_bare(results: dict[str, Any]) -> Handler:
     return bare_handler
 
 
-def _setup() -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
-    for key, value in lambda_env().items():
+def setup(environment: dict[str, str] | None = None) -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
+    for key, value in (lambda_env() if environment is None else environment).items():
         if key not in ("PATH", "HOME", "PYTHONPATH"):
             os.environ.setdefault(key, value)
     from app import handlers
@@ -167,24 +174,32 @@ def _per_call_us(handler: Handler, event: dict[str, Any], iterations: int) -> fl
     return (time.perf_counter_ns() - start) / iterations / 1000
 
 
-def run(iterations: int = 2000, rounds: int = 15) -> dict[str, Any]:
+def run(iterations: int = 2000, rounds: int = 15, instructions: bool = True) -> dict[str, Any]:
     # Metrics (EMF) and logs go to stdout as in Lambda; here they go to /dev/null, not the report.
     with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
-        return _run(iterations, rounds)
+        return _run(iterations, rounds, instructions)
 
 
-def _run(iterations: int, rounds: int) -> dict[str, Any]:
-    handler, events, expected = _setup()
+def canned_results(
+    handler: Handler, events: dict[str, dict[str, Any]], expected: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """Our handler's result for each event, checked against what it should be, for the bare handler."""
     results: dict[str, Any] = {}
     for name, event in events.items():
         response = handler(event, None)
         body = json.loads(response["body"])
         assert response["statusCode"] == 200 and "result" in body, (name, response)
-        assert body["result"]["resultType"] == expected[name], (name, body)
+        if expected is not None:
+            assert body["result"]["resultType"] == expected[name], (name, body)
         if name == "tasks/get":
             assert body["result"]["status"] == "completed", body
         results[f"{event['headers']['mcp-method']}|{name}"] = body["result"]
-    bare = make_bare(results)
+    return results
+
+
+def _run(iterations: int, rounds: int, instructions: bool) -> dict[str, Any]:
+    handler, events, expected = setup()
+    bare = make_bare(canned_results(handler, events, expected))
     methods: dict[str, Any] = {}
     for name, event in events.items():
         assert json.loads(bare(event)["body"]) == json.loads(handler(event, None)["body"]) or name.startswith("mrtr")
@@ -204,12 +219,55 @@ def _run(iterations: int, rounds: int) -> dict[str, Any]:
         }
     worst = max(entry["ratio"] for entry in methods.values())
     geo = statistics.geometric_mean([entry["ratio"] for entry in methods.values()])
+    ratios = {"worst method ours/bare": worst, "geometric mean ours/bare": geo}
+    budgets = {"warm overhead ours/bare <= 10x (every method)": worst <= 10.0}
+    counted = _instructions(list(events)) if instructions else None
+    if counted is not None:
+        for name, (ours_count, bare_count) in counted.items():
+            methods[name].update(ours_instructions=ours_count, bare_instructions=bare_count)
+            methods[name]["instructions_ratio"] = ours_count / bare_count
+        worst_counted = max(entry["instructions_ratio"] for entry in methods.values())
+        ratios["instructions worst method ours/bare"] = worst_counted
+        budgets["warm overhead ours/bare <= 10x in instructions (every method)"] = worst_counted <= 10.0
+    return {"iterations": iterations, "rounds": rounds, "methods": methods, "ratios": ratios, "budgets": budgets}
+
+
+INSTRUCTION_CALLS = 200
+
+
+def _instructions(methods: list[str]) -> dict[str, tuple[float, float]] | None:
+    """Instructions per call, ours and bare, counted by callgrind: a fresh interpreter per method and
+    handler makes INSTRUCTION_CALLS calls after the same setup and warm-up as a baseline run that makes
+    none, and the difference is divided by the calls. Counts, not seconds: the same figures whatever
+    else the machine does, where the timed ratios above move with the machine's state."""
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        return None
+    child = Path(__file__).resolve().parent / "warm_calls" / "child.py"
+    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+        env_file = Path(tmp) / "env.json"
+        env_file.write_text(json.dumps({k: v for k, v in lambda_env().items() if k not in ("PATH", "HOME")}))
+        env = {**os.environ, "PYTHONHASHSEED": "0", "BENCH_WARM_ENV": str(env_file), "BENCH_REPO": str(REPO)}
+
+        def count(method: str, calls: int, which: str) -> int:
+            out = Path(tmp) / f"callgrind.{method.replace('/', '_').replace(' ', '_')}.{which}.{calls}"
+            command = [valgrind, "--tool=callgrind", f"--callgrind-out-file={out}", sys.executable, str(child)]
+            done = subprocess.run([*command, method, str(calls), which], env=env, capture_output=True, text=True)
+            match = re.search(r"Collected : (\d+)", done.stderr)
+            if done.returncode != 0 or match is None:
+                raise RuntimeError(f"callgrind failed for {method} {which}: {done.stderr[-2000:]}")
+            return int(match.group(1))
+
+        jobs = [(methods[0], 0, "ours")] + [(m, INSTRUCTION_CALLS, w) for m in methods for w in ("ours", "bare")]
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            totals = dict(zip(jobs, pool.map(lambda job: count(*job), jobs), strict=True))
+    baseline = totals[jobs[0]]
     return {
-        "iterations": iterations,
-        "rounds": rounds,
-        "methods": methods,
-        "ratios": {"worst method ours/bare": worst, "geometric mean ours/bare": geo},
-        "budgets": {"warm overhead ours/bare <= 10x (every method)": worst <= 10.0},
+        method: (
+            (totals[(method, INSTRUCTION_CALLS, "ours")] - baseline) / INSTRUCTION_CALLS,
+            (totals[(method, INSTRUCTION_CALLS, "bare")] - baseline) / INSTRUCTION_CALLS,
+        )
+        for method in methods
     }
 
 
@@ -218,9 +276,15 @@ def report(result: dict[str, Any]) -> list[str]:
         f"Warm overhead per call (median of {result['rounds']} batches x {result['iterations']} calls,"
         " in-process, no AWS)"
     ]
-    lines.append(f"  {'method':<18} {'ours us':>9} {'bare us':>9} {'ratio':>7}")
+    lines.append(f"  {'method':<18} {'ours us':>9} {'bare us':>9} {'ratio':>7}   instructions per call")
     for name, entry in result["methods"].items():
-        lines.append(f"  {name:<18} {entry['ours_us']:9.1f} {entry['bare_us']:9.1f} {entry['ratio']:7.2f}")
+        counted = ""
+        if "ours_instructions" in entry:
+            counted = (
+                f"   [{entry['ours_instructions'] / 1000:,.0f} K / {entry['bare_instructions'] / 1000:,.0f} K"
+                f" = {entry['instructions_ratio']:.2f}]"
+            )
+        lines.append(f"  {name:<18} {entry['ours_us']:9.1f} {entry['bare_us']:9.1f} {entry['ratio']:7.2f}{counted}")
     for name, value in result["ratios"].items():
         lines.append(f"  ratio {name:<32} {value:6.2f}")
     for name, ok in result["budgets"].items():

@@ -33,6 +33,8 @@ RUNTIME_LOGGERS: Final[tuple[str, ...]] = ("mcp_runtime", "app", "tools", "fixtu
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 internal_log = logging.getLogger("app.telemetry")
+_MAX_CACHED_EMF_PARTS: Final = 256
+_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps builds one per call
 
 Dimensions = tuple[tuple[str, str], ...]
 
@@ -91,6 +93,9 @@ class PowertoolsTelemetry:
         self._metrics: dict[Dimensions, dict[str, tuple[str, list[float]]]] = {}
         self._keys: dict[str, Any] = {}
         self._logger: Any = None
+        self.metrics_disabled = _metrics_disabled()  # read once, like every setting
+        # (dimension set, metric names and units) -> the parts of its EMF line that never change
+        self._emf_parts: dict[tuple[Dimensions, tuple[tuple[str, str], ...]], tuple[str, str, tuple[str, ...]]] = {}
 
     # ---- Telemetry ----------------------------------------------------------------------------
     def count(self, metric: str, value: float = 1, **dimensions: str) -> None:
@@ -136,28 +141,16 @@ class PowertoolsTelemetry:
         """
         with self._lock:
             pending, self._metrics = self._metrics, {}
-        if not pending or _metrics_disabled():
+        if not pending or self.metrics_disabled:
             return
         try:
-            timestamp = int(time.time() * 1000)
+            timestamp = str(int(time.time() * 1000))
             lines = []
             for dimensions, metrics in pending.items():
-                document: dict[str, Any] = {
-                    "_aws": {
-                        "Timestamp": timestamp,
-                        "CloudWatchMetrics": [
-                            {
-                                "Namespace": self.namespace,
-                                "Dimensions": [[name for name, _ in dimensions]],
-                                "Metrics": [{"Name": metric, "Unit": unit} for metric, (unit, _) in metrics.items()],
-                            }
-                        ],
-                    },
-                    **dict(dimensions),
-                }
-                for metric, (_, values) in metrics.items():
-                    document[metric] = values
-                lines.append(json.dumps(document, separators=(",", ":")))
+                head, tail, names = self._emf_parts_of(dimensions, metrics)
+                members = zip(names, metrics.values(), strict=True)
+                values = ",".join(name + _compact_json(values) for name, (_, values) in members)
+                lines.append(f"{head}{timestamp}{tail}{values}}}")
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
         except Exception:
@@ -188,6 +181,25 @@ class PowertoolsTelemetry:
         return self._logger
 
     # ---- internals --------------------------------------------------------------------------
+    def _emf_parts_of(
+        self, dimensions: Dimensions, metrics: dict[str, tuple[str, list[float]]]
+    ) -> tuple[str, str, tuple[str, ...]]:
+        """The EMF document around its timestamp and values: `head` + ms + `tail` + `"Name":[v,...],...` + `}`."""
+        key = (dimensions, tuple((metric, unit) for metric, (unit, _) in metrics.items()))
+        parts = self._emf_parts.get(key)
+        if parts is None:
+            directive = {
+                "Namespace": self.namespace,
+                "Dimensions": [[name for name, _ in dimensions]],
+                "Metrics": [{"Name": metric, "Unit": unit} for metric, unit in key[1]],
+            }
+            members = "".join(f"{_compact_json(name)}:{_compact_json(value)}," for name, value in dimensions)
+            tail = f',"CloudWatchMetrics":[{_compact_json(directive)}]}},{members}'
+            parts = ('{"_aws":{"Timestamp":', tail, tuple(f"{_compact_json(metric)}:" for metric, _ in key[1]))
+            if len(self._emf_parts) < _MAX_CACHED_EMF_PARTS:  # dimension values are few; never let them grow memory
+                self._emf_parts[key] = parts
+        return parts
+
     def _record(self, metric: str, unit: str, value: float, dimensions: dict[str, str]) -> None:
         key: Dimensions = tuple(sorted((name, str(v)) for name, v in dimensions.items()))
         with self._lock:

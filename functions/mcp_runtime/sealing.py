@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Final
 
+from . import _json
 from .errors import InvalidParams
 from .limits import MAX_REQUEST_STATE_CHARS
 
@@ -72,8 +73,7 @@ class Binding:
 
 
 def digest_arguments(arguments: Any) -> str:
-    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    return hashlib.sha256(_json.canonical(arguments).encode()).hexdigest()
 
 
 def _b64encode(raw: bytes) -> str:
@@ -111,7 +111,7 @@ class StateSealer:
             "x": int(self._clock()) + (self._lifetime if lifetime_seconds is None else lifetime_seconds),
             "d": payload,
         }
-        encoded = _b64encode(json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode())
+        encoded = _b64encode(_json.compact_text(body).encode())
         signed = f"{TOKEN_VERSION}.{key.key_id}.{encoded}"
         token = f"{signed}.{_b64encode(self._tag(key, signed))}"
         if len(token) > MAX_REQUEST_STATE_CHARS:  # the one limit, checked where the state is made

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from . import wire
+from . import _json, wire
 from .bearer import BearerAuthenticator, Refusal
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
 from .errors import (
@@ -79,7 +79,7 @@ def _json_response(status: int, message: dict[str, Any], extra_headers: dict[str
     headers = {"content-type": JSON_CONTENT_TYPE}
     if extra_headers:
         headers.update(extra_headers)
-    return HttpResponse(status, headers, json.dumps(message, separators=(",", ":")))
+    return HttpResponse(status, headers, _json.compact(message))
 
 
 def _error_message(request_id: wire.RequestId | None, error: McpError) -> dict[str, Any]:
@@ -352,7 +352,7 @@ class McpHttpTransport:
         response = {"jsonrpc": wire.JSONRPC_VERSION, "id": request_id, "result": result}
         if ctx.notifications:
             frames = [*ctx.notifications, response]
-            body = "".join(f"event: message\ndata: {json.dumps(frame, separators=(',', ':'))}\n\n" for frame in frames)
+            body = "".join(f"event: message\ndata: {_json.compact(frame)}\n\n" for frame in frames)
             return HttpResponse(
                 200, {"content-type": SSE_CONTENT_TYPE, "cache-control": "no-cache", "x-accel-buffering": "no"}, body
             )

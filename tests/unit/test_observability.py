@@ -684,3 +684,20 @@ def test_without_the_xray_sdk_spans_are_quietly_skipped(monkeypatch: pytest.Monk
     with telemetry.span("TaskStore.get"):
         pass
     assert telemetry.tracing is False  # decided once: no further attempts
+
+
+def test_emf_lines_stay_exact_for_more_dimension_sets_than_are_kept_ready(capsys: pytest.CaptureFixture[str]) -> None:
+    telemetry = PowertoolsTelemetry("obs-many", "Many", tracing=False)
+    for number in range(300):  # past the 256 line shapes that are kept ready-made
+        telemetry.count(TASKS_CREATED, tool=f"tool-{number}")
+        telemetry.timing(TIME_TO_TERMINAL, 1.5, tool=f"tool-{number}", status="completed")
+        telemetry.flush()
+    documents = _emf_documents(capsys.readouterr().out)
+    assert len(documents) == 600
+    assert _summary(documents[-2]) == ("Many", [["tool"]], {TASKS_CREATED: ("Count", [1.0])}, {"tool": "tool-299"})
+    assert _summary(documents[-1]) == (
+        "Many",
+        [["status", "tool"]],
+        {TIME_TO_TERMINAL: ("Milliseconds", [1.5])},
+        {"status": "completed", "tool": "tool-299"},
+    )
