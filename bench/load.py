@@ -27,6 +27,7 @@ from collections import defaultdict
 from typing import Any
 
 from bench.common import FUNCTIONS, PROTOCOL_VERSION, REPO, TASKS_EXTENSION, percentile, rpc
+from local_stack.processes import stop_process
 
 CAPS = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
 TERMINAL = {"completed", "failed", "cancelled"}
@@ -163,11 +164,7 @@ def run(tasks: int = 120, time_limit: float = 180.0) -> dict[str, Any]:
     finally:
         for client in clients:
             client.close()
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        stop_process(server, timeout=15)
         log.close()
 
     latencies: dict[str, list[float]] = defaultdict(list)

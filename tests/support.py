@@ -7,12 +7,13 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from local_stack.processes import start_announced, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL_VERSION = "2026-07-28"
@@ -144,42 +145,20 @@ def local_stack_process(
         env["FIXTURES"] = fixtures
     if default_user:
         env["LOCAL_DEFAULT_USER"] = default_user
-    process = subprocess.Popen(
-        [sys.executable, "-m", "local_stack"],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    process, output, url = start_announced(
+        [sys.executable, "-m", "local_stack"], cwd=REPO, env=env, announcement=_endpoint, timeout=timeout
     )
-    output: list[str] = []
-    started = threading.Event()
-    url: list[str] = []
-
-    def drain() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            output.append(line.rstrip("\n"))
-            if line.startswith("MCP endpoint:") and not started.is_set():
-                url.append(line.split()[2])
-                started.set()
-        started.set()
-
-    threading.Thread(target=drain, daemon=True).start()
-    started.wait(timeout)
-    if not url:
-        process.kill()
-        process.wait()
+    if url is None:
         tail = "\n".join(output[-60:])
         raise RuntimeError(f"local stack did not start:\n{tail}")
     state_file = REPO / "build" / "local-stack" / "run" / f"{port}.json"
-    running = RunningStack(url[0], process, output, json.loads(state_file.read_text()))
+    running = RunningStack(url, process, output, json.loads(state_file.read_text()))
     try:
         yield running
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop_process(process, timeout=15)
+
+
+def _endpoint(line: str) -> str | None:
+    """The URL in the line the stack prints once it serves: `MCP endpoint: <url> ...`."""
+    return line.split()[2] if line.startswith("MCP endpoint:") else None

@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from local_stack.processes import start_announced, stop_process
 from local_stack.synth import NODE_BIN, REPO
 
 SCRIPT: Final = Path(__file__).with_name("oauth_provider.mjs")
@@ -40,12 +40,7 @@ class LocalAuthorizationServer:
         return {"auth": "issuer", "jwtIssuer": self.issuer, "jwtScopes": self.scope}
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process, timeout=5)
 
 
 def start_provider(
@@ -63,37 +58,27 @@ def start_provider(
     }
     if access_token_seconds is not None:
         env["LOCAL_OAUTH_ACCESS_TOKEN_SECONDS"] = str(access_token_seconds)
-    process = subprocess.Popen(
+    process, output, started = start_announced(
         [str(node), str(SCRIPT)],
         cwd=REPO,
         env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+        announcement=_started,
+        timeout=timeout,
+        thread_name="oauth-provider-output",
     )
-    output: list[str] = []
-    ready = threading.Event()
-    found: list[dict[str, Any]] = []
-
-    def drain() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            output.append(line.rstrip("\n"))
-            if line.startswith("{") and not found:
-                found.append(json.loads(line))
-                ready.set()
-        ready.set()
-
-    threading.Thread(target=drain, name="oauth-provider-output", daemon=True).start()
-    ready.wait(timeout)
-    if not found:
-        process.kill()
-        process.wait()
+    if started is None:
         raise ProviderError("the local authorization server did not start:\n" + "\n".join(output[-40:]))
-    started = found[0]
     return LocalAuthorizationServer(
         str(started["issuer"]),
         process,
         tuple(str(u) for u in started["users"]),
         output=output,
     )
+
+
+def _started(line: str) -> dict[str, Any] | None:
+    """What the provider prints once it listens: one JSON line with its issuer and users."""
+    if not line.startswith("{"):
+        return None
+    started: dict[str, Any] = json.loads(line)
+    return started

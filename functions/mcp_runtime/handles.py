@@ -9,15 +9,13 @@ handle, an expired one and an unknown one are indistinguishable to the caller.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ._aws import CONDITION_FAILED, AwsCaller, AwsCallError
+from ._dynamo import ConditionFailed, DynamoStore
 from .errors import HandleConflict, HandleError, HandleNotFound, HandleStoreUnavailable
 from .limits import MAX_HANDLE_DATA_BYTES
-from .observability import NO_TELEMETRY, Telemetry, traced
+from .observability import traced
 from .tasks import schema
 
 __all__ = [
@@ -61,20 +59,8 @@ def new_handle_id(kind: str) -> str:
     return f"{kind}_{secrets.token_urlsafe(24)}"
 
 
-class DynamoHandleStore:
-    def __init__(
-        self,
-        table_name: str,
-        client: Any | None = None,
-        *,
-        endpoint_url: str | None = None,
-        clock: Callable[[], float] = time.time,
-        telemetry: Telemetry = NO_TELEMETRY,
-    ) -> None:
-        self._table = table_name
-        self._aws = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
-        self._clock = clock
-        self.telemetry = telemetry
+class DynamoHandleStore(DynamoStore):
+    unavailable = HandleStoreUnavailable
 
     @traced("HandleStore.mint")
     def mint(self, owner: str, kind: str, data: dict[str, Any], ttl_seconds: int) -> Handle:
@@ -141,7 +127,7 @@ class DynamoHandleStore:
                     ":now": {"N": str(int(self._clock()))},
                 },
             )
-        except _ConditionFailed as exc:
+        except ConditionFailed as exc:
             raise HandleConflict(handle.handle_id) from exc
         return Handle(handle.handle_id, handle.kind, handle.owner, data, handle.version + 1, handle.expires_at)
 
@@ -156,25 +142,12 @@ class DynamoHandleStore:
                 ExpressionAttributeNames={"#owner": HANDLE_OWNER_ATTRIBUTE, "#version": "version"},
                 ExpressionAttributeValues={":owner": {"S": handle.owner}, ":version": {"N": str(handle.version)}},
             )
-        except _ConditionFailed as exc:
+        except ConditionFailed as exc:
             raise HandleConflict(handle.handle_id) from exc
 
     @staticmethod
     def _key(handle_id: str) -> dict[str, dict[str, str]]:
         return {schema.PARTITION_KEY: {"S": schema.HANDLE_KEY_PREFIX + handle_id}}
-
-    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            response: dict[str, Any] = self._aws.call(operation, **kwargs)
-        except AwsCallError as exc:
-            if exc.code == CONDITION_FAILED:
-                raise _ConditionFailed(exc.code) from exc
-            raise HandleStoreUnavailable(f"{operation}: {exc.code}") from exc
-        return response
-
-
-class _ConditionFailed(Exception):
-    pass
 
 
 def _encode(data: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ entry points in `functions/app/handlers.py` and `functions/oauth_bridge/handler.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aws_cdk import Duration, RemovalPolicy
@@ -50,6 +50,33 @@ class FunctionDefaults:
     log_retention_days: int
     removal_policy: RemovalPolicy
 
+    def function(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        description: str,
+        handler: str,
+        memory_mb: int,
+        timeout: Duration,
+        environment: Mapping[str, str] | None = None,
+        wildcard_reason: str = "",
+    ) -> McpFunction:
+        """A task function built with these defaults; `environment` adds to the one every handler reads."""
+        return McpFunction(
+            scope,
+            construct_id,
+            description=description,
+            handler=handler,
+            code=self.code,
+            memory_mb=memory_mb,
+            timeout=timeout,
+            environment={**self.environment, **(environment or {})},
+            log_retention_days=self.log_retention_days,
+            removal_policy=self.removal_policy,
+            wildcard_reason=wildcard_reason,
+        )
+
 
 def task_environment(server_name: str, table: dynamodb.ITable) -> dict[str, str]:
     """The environment every task function reads: which server it is, its table, Powertools' settings."""
@@ -77,14 +104,16 @@ def grant(role: iam.IRole, actions: tuple[str, ...], resources: list[str]) -> No
     role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=resources))
 
 
-def grant_table(role: iam.IRole, table_grant: TableGrant, table: dynamodb.ITable) -> None:
-    conditions = None
-    if table_grant.key_prefixes:
-        prefixes = [f"{prefix}*" for prefix in table_grant.key_prefixes]
-        conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": prefixes}}
-    role.add_to_principal_policy(
-        iam.PolicyStatement(actions=list(table_grant.actions), resources=[table.table_arn], conditions=conditions)
-    )
+def grant_table(role: iam.IRole, table_grants: Iterable[TableGrant], table: dynamodb.ITable) -> None:
+    """One statement per grant, in order."""
+    for table_grant in table_grants:
+        conditions = None
+        if table_grant.key_prefixes:
+            prefixes = [f"{prefix}*" for prefix in table_grant.key_prefixes]
+            conditions = {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": prefixes}}
+        role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(table_grant.actions), resources=[table.table_arn], conditions=conditions)
+        )
 
 
 class McpFunction(Construct):

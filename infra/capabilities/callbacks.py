@@ -17,7 +17,7 @@ from aws_cdk import aws_apigatewayv2_integrations as integrations
 from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
-from infra.capabilities._lambda import CALLBACK_HANDLER, FunctionDefaults, McpFunction, TableGrant, grant_table
+from infra.capabilities._lambda import CALLBACK_HANDLER, FunctionDefaults, TableGrant, grant_table
 from infra.nag import acknowledge
 from mcp_runtime.tasks import schema
 
@@ -43,20 +43,16 @@ class TaskCallbacks(Construct):
         http_api: apigwv2.HttpApi,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = McpFunction(
+        self.function = defaults.function(
             self,
             "Callbacks",
             description="Task callbacks: an external system completes a task's wait_for_callback with its token",
             handler=CALLBACK_HANDLER,
-            code=defaults.code,
             memory_mb=512,
             timeout=Duration.seconds(10),
-            environment={**defaults.environment, "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name},
-            log_retention_days=defaults.log_retention_days,
-            removal_policy=defaults.removal_policy,
+            environment={"TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name},
         )
-        for table_grant in CALLBACK_TABLE_GRANTS:
-            grant_table(self.function.role, table_grant, table)
+        grant_table(self.function.role, CALLBACK_TABLE_GRANTS, table)
         payloads.grant(self.function.role, CALLBACK_BUCKET_ACTIONS)
         routes = http_api.add_routes(
             path=CALLBACK_PATH,

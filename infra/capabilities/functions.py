@@ -19,7 +19,6 @@ from infra.capabilities._lambda import (
     API_HANDLER,
     WORKER_HANDLER,
     FunctionDefaults,
-    McpFunction,
     TableGrant,
     grant,
     grant_table,
@@ -86,17 +85,14 @@ class TaskFunctions(Construct):
         """`state_machine_arn` is built from the state machine's fixed name (`StateMachineIdentity`), not
         referenced: the state machine invokes the worker, so a reference back would be a cycle."""
         super().__init__(scope, construct_id)
-        common = defaults.environment
-        self.api = McpFunction(
+        self.api = defaults.function(
             self,
             "Api",
             description="MCP endpoint: one stateless JSON-RPC call per invocation",
             handler=API_HANDLER,
-            code=defaults.code,
             memory_mb=api_memory_mb,
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
             environment={
-                **common,
                 # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
                 # authenticated principal is refused rather than served anonymously.
                 "MCP_REQUIRE_PRINCIPAL": "true",
@@ -111,34 +107,26 @@ class TaskFunctions(Construct):
                 "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
                 "TASK_DEFAULT_TTL_MS": str(task_ttl_hours * 3_600_000),
             },
-            log_retention_days=defaults.log_retention_days,
-            removal_policy=defaults.removal_policy,
         )
-        self.worker = McpFunction(
+        self.worker = defaults.function(
             self,
             "Worker",
             description="Task worker: runs one step of a durable task for its Step Functions execution",
             handler=WORKER_HANDLER,
-            code=defaults.code,
             memory_mb=worker_memory_mb,
             timeout=worker_timeout,
             environment={
-                **common,
                 "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
                 # Where it tells external systems to complete a callback; when it renews an execution.
                 "TASK_CALLBACK_URL": callback_url,
                 "TASK_ROUNDS_PER_EXECUTION": str(rounds_per_execution),
             },
-            log_retention_days=defaults.log_retention_days,
-            removal_policy=defaults.removal_policy,
         )
-        for table_grant in API_TABLE_GRANTS:
-            grant_table(self.api.role, table_grant, table)
+        grant_table(self.api.role, API_TABLE_GRANTS, table)
         grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
         secret.grant_read(self.api.role)
         payloads.grant(self.api.role, API_BUCKET_ACTIONS)
-        for table_grant in WORKER_TABLE_GRANTS:
-            grant_table(self.worker.role, table_grant, table)
+        grant_table(self.worker.role, WORKER_TABLE_GRANTS, table)
         # The worker answers its own callback.
         grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [state_machine_arn])
         payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)

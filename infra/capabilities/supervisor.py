@@ -24,7 +24,6 @@ from constructs import Construct
 from infra.capabilities._lambda import (
     SUPERVISOR_HANDLER,
     FunctionDefaults,
-    McpFunction,
     TableGrant,
     grant,
     grant_table,
@@ -59,26 +58,19 @@ class TaskSupervisor(Construct):
         memory_mb: int = 512,
     ) -> None:
         super().__init__(scope, construct_id)
-        self.function = McpFunction(
+        self.function = defaults.function(
             self,
             "Supervisor",
             description="Task supervisor: starts, resumes and stops executions as task writes ask; settles lost ones",
             handler=SUPERVISOR_HANDLER,
-            code=defaults.code,
             memory_mb=memory_mb,
             timeout=TIMEOUT,
-            environment={
-                **defaults.environment,
-                "TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn,
-            },
-            log_retention_days=defaults.log_retention_days,
-            removal_policy=defaults.removal_policy,
+            environment={"TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn},
             wildcard_reason="dynamodb:ListStreams has no resource-level permission either (CDK's grantStreamRead "
             "adds it for the event source mapping).",
         )
         fn = self.function.function
-        for table_grant in SUPERVISOR_TABLE_GRANTS:
-            grant_table(self.function.role, table_grant, table)
+        grant_table(self.function.role, SUPERVISOR_TABLE_GRANTS, table)
         grant(self.function.role, SUPERVISOR_STATE_MACHINE_ACTIONS, [workflow.identity.arn])
         grant(self.function.role, SUPERVISOR_EXECUTION_ACTIONS, [workflow.identity.executions_arn])
         acknowledge(

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Capture, Match
+from infra.capabilities._lambda import McpFunction
 from infra.capabilities.workflow import ASL_PATH, StateMachineIdentity
 
 from mcp_runtime.settings import Settings
@@ -50,6 +51,21 @@ def _statements_of(stack: Synthesized, role_logical_id: str) -> list[dict[str, A
         if {"Ref": role_logical_id} in policy["Properties"]["Roles"]:
             statements.extend(policy["Properties"]["PolicyDocument"]["Statement"])
     return statements
+
+
+def _assert_policy(stack: Synthesized, function: McpFunction, granted: list[dict[str, Any]]) -> None:
+    """The function's role holds exactly the `granted` statements and those every McpFunction holds:
+    X-Ray's actions, and the streams of its own log group."""
+    expected = [
+        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
+        {
+            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+            "Effect": "Allow",
+            "Resource": _get_att(stack.logical_id(function.log_group)),
+        },
+        *granted,
+    ]
+    assert _normalized(_statements_of(stack, stack.logical_id(function.role))) == _normalized(expected)
 
 
 def _normalized(statements: list[dict[str, Any]]) -> list[str]:
@@ -212,13 +228,7 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
 def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> None:
     stack = default_stack.stack
     table = _get_att(default_stack.logical_id(stack.tasks.table))
-    expected = [
-        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
-        {
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-            "Effect": "Allow",
-            "Resource": _get_att(default_stack.logical_id(stack.functions.api.log_group)),
-        },
+    granted = [
         {
             "Action": ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
             "Effect": "Allow",
@@ -248,22 +258,13 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Resource": {"Ref": default_stack.logical_id(stack.sealing.secret)},
         },
     ]
-    actual = _statements_of(
-        default_stack, default_stack.stack.get_logical_id(stack.functions.api.role.node.default_child)
-    )
-    assert _normalized(actual) == _normalized(expected)
+    _assert_policy(default_stack, stack.functions.api, granted)
 
 
 def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> None:
     stack = default_stack.stack
     table = _get_att(default_stack.logical_id(stack.tasks.table))
-    expected = [
-        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
-        {
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-            "Effect": "Allow",
-            "Resource": _get_att(default_stack.logical_id(stack.functions.worker.log_group)),
-        },
+    granted = [
         {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": table},
         {
             "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"],
@@ -274,22 +275,13 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
         {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
         {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
-    actual = _statements_of(
-        default_stack, default_stack.stack.get_logical_id(stack.functions.worker.role.node.default_child)
-    )
-    assert _normalized(actual) == _normalized(expected)
+    _assert_policy(default_stack, stack.functions.worker, granted)
 
 
 def test_supervisor_policy_is_exactly_what_it_and_its_stream_mapping_call(default_stack: Synthesized) -> None:
     stack = default_stack.stack
     table = default_stack.logical_id(stack.tasks.table)
-    expected = [
-        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
-        {
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-            "Effect": "Allow",
-            "Resource": _get_att(default_stack.logical_id(stack.supervisor.function.log_group)),
-        },
+    granted = [
         {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": _get_att(table)},
         {
             "Action": ["states:SendTaskSuccess", "states:StartExecution"],
@@ -308,10 +300,7 @@ def test_supervisor_policy_is_exactly_what_it_and_its_stream_mapping_call(defaul
             "Resource": {"Fn::GetAtt": [table, "StreamArn"]},
         },
     ]
-    actual = _statements_of(
-        default_stack, default_stack.stack.get_logical_id(stack.supervisor.function.role.node.default_child)
-    )
-    assert _normalized(actual) == _normalized(expected)
+    _assert_policy(default_stack, stack.supervisor.function, granted)
 
 
 def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_leave_an_effect(
@@ -510,13 +499,7 @@ def test_the_callback_route_invokes_its_own_function_which_touches_only_task_ite
 ) -> None:
     stack = default_stack.stack
     table = _get_att(default_stack.logical_id(stack.tasks.table))
-    expected = [
-        {"Action": ["xray:PutTelemetryRecords", "xray:PutTraceSegments"], "Effect": "Allow", "Resource": "*"},
-        {
-            "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-            "Effect": "Allow",
-            "Resource": _get_att(default_stack.logical_id(stack.callbacks.function.log_group)),
-        },
+    granted = [
         {
             "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
             "Effect": "Allow",
@@ -525,10 +508,7 @@ def test_the_callback_route_invokes_its_own_function_which_touches_only_task_ite
         },
         {"Action": ["s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
-    actual = _statements_of(
-        default_stack, default_stack.stack.get_logical_id(stack.callbacks.function.role.node.default_child)
-    )
-    assert _normalized(actual) == _normalized(expected)
+    _assert_policy(default_stack, stack.callbacks.function, granted)
     default_stack.template.has_resource_properties(
         "AWS::ApiGatewayV2::Integration",
         {

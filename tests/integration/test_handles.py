@@ -2,43 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from mcp_runtime.handles import DynamoHandleStore, HandleConflict, HandleNotFound
 from mcp_runtime.tasks import schema
-
-TABLE = "handles-test"
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": schema.PARTITION_KEY, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": schema.PARTITION_KEY, "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        yield client
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from tests.integration.table_harness import TABLE
+from tests.integration.task_harness import Clock
 
 
 @pytest.fixture

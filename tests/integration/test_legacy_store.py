@@ -3,13 +3,10 @@ state change is a conditional write bound to the caller (principal and session).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
-import boto3
 import pytest
-from moto import mock_aws
 
 from mcp_runtime.legacy._store import (
     DONE,
@@ -25,37 +22,12 @@ from mcp_runtime.legacy._store import (
     StreamRecord,
 )
 from mcp_runtime.tasks import schema
+from tests.integration.table_harness import TABLE
+from tests.integration.task_harness import Clock
 
-TABLE = "legacy-test"
 KEY = "0123456789abcdef0123456789abcdef"
 QUESTION = {"method": "elicitation/create", "params": {"message": "Sure?", "requestedSchema": {}}}
 ACCEPT = {"action": "accept", "content": {"confirm": True}}
-
-
-class Clock:
-    def __init__(self, now: float = 1_800_000_000.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def dynamodb() -> Iterator[Any]:
-    with mock_aws():
-        client = boto3.client("dynamodb", region_name="us-east-1")
-        client.create_table(
-            TableName=TABLE,
-            KeySchema=[{"AttributeName": schema.PARTITION_KEY, "KeyType": "HASH"}],
-            AttributeDefinitions=[{"AttributeName": schema.PARTITION_KEY, "AttributeType": "S"}],
-            BillingMode="PAY_PER_REQUEST",
-        )
-        yield client
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

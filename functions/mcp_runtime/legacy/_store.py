@@ -16,14 +16,12 @@ exactly like a missing one. Every state change is a conditional write.
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, Final, Protocol
 
-from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError
+from .._dynamo import ConditionFailed, DynamoStore
 from ..limits import MAX_KEPT_STREAM_EVENTS
-from ..observability import NO_TELEMETRY, Telemetry, traced
+from ..observability import traced
 from ..tasks import schema
 
 STREAM_OWNER: Final = "streamOwner"  # not the owner index's attribute: streams stay out of task history
@@ -209,20 +207,8 @@ def from_item(item: dict[str, Any]) -> StreamRecord:
     )
 
 
-class DynamoLegacyStore:
-    def __init__(
-        self,
-        table_name: str,
-        client: Any | None = None,
-        *,
-        endpoint_url: str | None = None,
-        clock: Callable[[], float] = time.time,
-        telemetry: Telemetry = NO_TELEMETRY,
-    ) -> None:
-        self._table = table_name
-        self._aws = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
-        self._clock = clock
-        self.telemetry = telemetry
+class DynamoLegacyStore(DynamoStore):
+    unavailable = LegacyStoreUnavailable
 
     # ---- sessions ---------------------------------------------------------------------------
     @traced("LegacyStore.session_state")
@@ -251,7 +237,7 @@ class DynamoLegacyStore:
                 ExpressionAttributeNames={"#ttl": schema.TTL_ATTRIBUTE},
                 ExpressionAttributeValues={**values, ":ttl": _n(expires_at)},
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise SessionEnded(nonce) from None
 
     # ---- streams ----------------------------------------------------------------------------
@@ -275,7 +261,7 @@ class DynamoLegacyStore:
                     ":cancelled": _s(CANCELLED),
                 },
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise StreamConflict(record.key) from None
 
     @traced("LegacyStore.get_stream")
@@ -304,7 +290,7 @@ class DynamoLegacyStore:
                     ":session": _s(record.session),
                 },
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise StreamConflict(record.key) from None
         return saved
 
@@ -332,7 +318,7 @@ class DynamoLegacyStore:
                     ":next": _n(record.version + 1),
                 },
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise StreamConflict(record.key) from None
         return replace(claimed, version=record.version + 1)
 
@@ -370,23 +356,10 @@ class DynamoLegacyStore:
                     ":now": _n(int(self._clock())),
                 },
             )
-        except _ConditionFailed:
+        except ConditionFailed:
             raise StreamNotFound(key) from None
 
     # ---- helpers ----------------------------------------------------------------------------
     def _expired(self, item: dict[str, Any]) -> bool:
         ttl = item.get(schema.TTL_ATTRIBUTE)
         return ttl is not None and int(ttl["N"]) <= self._clock()
-
-    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        try:
-            response: dict[str, Any] = self._aws.call(operation, **kwargs)
-        except AwsCallError as exc:
-            if exc.code == CONDITION_FAILED:
-                raise _ConditionFailed() from exc
-            raise LegacyStoreUnavailable(f"{operation}: {exc.code}") from exc
-        return response
-
-
-class _ConditionFailed(Exception):
-    pass

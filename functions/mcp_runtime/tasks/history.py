@@ -8,15 +8,13 @@ authenticated caller, so a cursor cannot reach anyone else's tasks.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._aws import AwsCaller, AwsCallError
+from .._dynamo import DynamoStore
 from ..cursors import InvalidCursor, decode_cursor, encode_cursor
 from ..limits import MAX_HISTORY_PAGE_SIZE
-from ..observability import NO_TELEMETRY, Telemetry, traced
+from ..observability import traced
 from . import schema
 from .errors import TaskStoreUnavailable
 from .store import from_item
@@ -49,20 +47,8 @@ def decode_position(cursor: str) -> tuple[str, str]:
     raise InvalidCursor
 
 
-class DynamoTaskHistory:
-    def __init__(
-        self,
-        table_name: str,
-        client: Any | None = None,
-        *,
-        endpoint_url: str | None = None,
-        clock: Callable[[], float] = time.time,
-        telemetry: Telemetry = NO_TELEMETRY,
-    ) -> None:
-        self._table = table_name
-        self._aws = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
-        self._clock = clock
-        self.telemetry = telemetry
+class DynamoTaskHistory(DynamoStore):
+    unavailable = TaskStoreUnavailable
 
     @traced("TaskHistory.page")
     def page(self, owner: str, limit: int = 20, cursor: str | None = None) -> TaskPage:
@@ -82,10 +68,7 @@ class DynamoTaskHistory:
                 schema.OWNER_INDEX_SORT_KEY: {"S": created_at},
                 schema.PARTITION_KEY: {"S": schema.TASK_KEY_PREFIX + task_id},
             }
-        try:
-            response = self._aws.call("query", **request)
-        except AwsCallError as exc:
-            raise TaskStoreUnavailable(f"query: {exc.code}") from exc
+        response = self._call("query", **request)
         now = self._clock()
         tasks = []
         for item in response.get("Items", []):
