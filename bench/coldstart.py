@@ -31,7 +31,7 @@ from typing import Any
 
 from tests.token_issuer import serve_issuer
 
-from bench.common import api_event, lambda_env, rpc, summary, verdict
+from bench.common import api_event, issuer_environment, lambda_env, rpc, summary, verdict, with_bearer
 
 CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
 
@@ -96,15 +96,6 @@ def _instructions(command: list[str], env: dict[str, str], tmp: Path) -> int | N
     return int(match.group(1))
 
 
-def _token_event(issuer: Any) -> dict[str, Any]:
-    """`server/discover` as API Gateway passes it to the function now: a bearer, no authorizer context."""
-    event = api_event(rpc("server/discover"))
-    del event["requestContext"]["authorizer"]
-    token = issuer.token(aud=f"https://{event['headers']['host']}/mcp", exp=int(time.time()) + 7200)
-    event["headers"]["authorization"] = f"Bearer {token}"
-    return event
-
-
 def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp, serve_issuer() as issuer:
         return _run(Path(tmp), issuer, runs, seed, instructions)
@@ -114,17 +105,9 @@ def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool)
     base = lambda_env()
     # Our functions as deployed: the Lambda asset has no `cryptography` (PyJWT would import the dev venv's).
     api = lambda_env({"BENCH_WITHOUT": "cryptography"})
-    token_env = lambda_env(
-        {
-            "MCP_JWT_ISSUER": issuer.url,
-            "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",
-            "MCP_JWT_REQUIRED_SCOPES": "mcp/invoke",
-            "MCP_REQUIRE_PRINCIPAL": "true",
-            "BENCH_WITHOUT": "cryptography",
-        }
-    )
+    token_env = lambda_env({**issuer_environment(issuer), "BENCH_WITHOUT": "cryptography"})
     (event_dir / "discover.json").write_text(json.dumps(api_event(rpc("server/discover"))))
-    (event_dir / "discover-token.json").write_text(json.dumps(_token_event(issuer)))
+    (event_dir / "discover-token.json").write_text(json.dumps(with_bearer(api_event(rpc("server/discover")), issuer)))
     call = rpc(
         "tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox jumps over the lazy dog"}}
     )

@@ -8,6 +8,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +103,24 @@ def api_event(message: dict[str, Any], host: str = "abc123.execute-api.us-east-1
         "body": body,
         "isBase64Encoded": False,
     }
+
+
+def issuer_environment(issuer: Any) -> dict[str, str]:
+    """The template's token settings pointed at a local issuer (`tests.token_issuer`): its JWKS on loopback."""
+    return {
+        "MCP_JWT_ISSUER": issuer.url,
+        "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",
+        "MCP_JWT_REQUIRED_SCOPES": "mcp/invoke",
+    }
+
+
+def with_bearer(event: dict[str, Any], issuer: Any) -> dict[str, Any]:
+    """The event as API Gateway passes it to the function as deployed: no authorizer context, a bearer
+    token the function validates itself."""
+    del event["requestContext"]["authorizer"]
+    token = issuer.token(aud=f"https://{event['headers']['host']}/mcp", exp=int(time.time()) + 7200)
+    event["headers"]["authorization"] = f"Bearer {token}"
+    return event
 
 
 def percentile(values: list[float], q: float) -> float:

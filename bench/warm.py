@@ -26,7 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, TASKS_EXTENSION, api_event, lambda_env, rpc, verdict
+from tests.token_issuer import SigningKey, serve_issuer
+
+from bench.common import REPO, TASKS_EXTENSION, api_event, issuer_environment, lambda_env, rpc, verdict, with_bearer
 
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
@@ -96,10 +98,14 @@ def make_bare(results: dict[str, Any]) -> Handler:
     return bare_handler
 
 
-def setup(environment: dict[str, str] | None = None) -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
+def setup(
+    issuer: Any, environment: dict[str, str] | None = None
+) -> tuple[Handler, dict[str, dict[str, Any]], dict[str, str]]:
+    """The API handler as the template configures it, with its token settings pointed at `issuer`."""
     for key, value in (lambda_env() if environment is None else environment).items():
         if key not in ("PATH", "HOME", "PYTHONPATH"):
             os.environ.setdefault(key, value)
+    os.environ.update(issuer_environment(issuer))
     from app import handlers
     from app.handlers import api_handler as lambda_handler
 
@@ -155,9 +161,12 @@ def setup(environment: dict[str, str] | None = None) -> tuple[Handler, dict[str,
     )
     messages["tasks/get"] = rpc("tasks/get", {"taskId": "task-1"}, request_id=15, capabilities=tasks_caps)
     events = {name: api_event(message) for name, message in messages.items()}
+    # As deployed (no API Gateway authorizer): the function validates the bearer token of every call.
+    events["tools/call, bearer token"] = with_bearer(api_event(messages["tools/call"]), issuer)
     expected = {
         "tools/list": "complete",
         "tools/call": "complete",
+        "tools/call, bearer token": "complete",
         "mrtr first round": "input_required",
         "mrtr answer round": "input_required",
         "tasks/get": "complete",
@@ -198,7 +207,18 @@ def canned_results(
 
 
 def _run(iterations: int, rounds: int, instructions: bool) -> dict[str, Any]:
-    handler, events, expected = setup()
+    with serve_issuer() as issuer:
+        return _measure(*setup(issuer), iterations, rounds, instructions)
+
+
+def _measure(
+    handler: Handler,
+    events: dict[str, dict[str, Any]],
+    expected: dict[str, str],
+    iterations: int,
+    rounds: int,
+    instructions: bool,
+) -> dict[str, Any]:
     bare = make_bare(canned_results(handler, events, expected))
     methods: dict[str, Any] = {}
     for name, event in events.items():
@@ -247,7 +267,15 @@ def _instructions(methods: list[str]) -> dict[str, tuple[float, float]] | None:
     with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
         env_file = Path(tmp) / "env.json"
         env_file.write_text(json.dumps({k: v for k, v in lambda_env().items() if k not in ("PATH", "HOME")}))
-        env = {**os.environ, "PYTHONHASHSEED": "0", "BENCH_WARM_ENV": str(env_file), "BENCH_REPO": str(REPO)}
+        key_file = Path(tmp) / "key.pem"
+        key_file.write_bytes(SigningKey.generate("k1").private_pem())
+        env = {
+            **os.environ,
+            "PYTHONHASHSEED": "0",
+            "BENCH_WARM_ENV": str(env_file),
+            "BENCH_WARM_KEY": str(key_file),
+            "BENCH_REPO": str(REPO),
+        }
 
         def count(method: str, calls: int, which: str) -> int:
             out = Path(tmp) / f"callgrind.{method.replace('/', '_').replace(' ', '_')}.{which}.{calls}"

@@ -31,6 +31,13 @@ class SigningKey:
     def generate(cls, kid: str, bits: int = 2048) -> SigningKey:
         return cls(kid, rsa.generate_private_key(public_exponent=65537, key_size=bits))
 
+    def private_pem(self) -> bytes:
+        from cryptography.hazmat.primitives import serialization
+
+        return self.private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+
     @property
     def jwk(self) -> dict[str, str]:
         numbers = self.private.public_key().public_numbers()

@@ -12,7 +12,13 @@ from typing import Any
 import pytest
 
 from app.composition import build_authenticator
-from mcp_runtime.tokens import KeySet, TokenValidator
+from mcp_runtime.tokens import (
+    LEEWAY_SECONDS,
+    VERIFIED_TOKEN_MAX_AGE_SECONDS,
+    KeySet,
+    TokenRejected,
+    TokenValidator,
+)
 from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
 from tests.support import rpc, standard_headers
 from tests.token_issuer import LocalIssuer, SigningKey, serve_issuer
@@ -298,3 +304,90 @@ def test_an_unreachable_issuer_is_not_asked_again_by_every_request() -> None:
     with pytest.raises(KeySetUnavailable, match="connection refused"):
         validator.validate(token, RESOURCE)
     assert len(attempts) == 2
+
+
+class CountingVerifier:
+    """Counts the RSA verifications `tokens` asks `_jws` for."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from mcp_runtime import _jws
+
+        self.calls = 0
+        real = _jws.verify
+
+        def verify(*args: Any) -> bool:
+            self.calls += 1
+            return real(*args)
+
+        monkeypatch.setattr(_jws, "verify", verify)
+
+
+def clocked_validator(issuer: LocalIssuer, now: list[float]) -> TokenValidator:
+    keys = KeySet(issuer.url, f"{issuer.url}/jwks", clock=lambda: now[0])
+    return TokenValidator(issuer.url, keys, clock=lambda: now[0])
+
+
+def test_a_token_verified_once_is_not_verified_again_on_its_next_requests(
+    issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    verifier = CountingVerifier(monkeypatch)
+    validator = clocked_validator(issuer, [time.time()])
+    token = issuer.token()
+    for _ in range(5):
+        assert validator.validate(token, RESOURCE).subject == "alice"
+    assert verifier.calls == 1
+    assert validator.validate(issuer.token(sub="bob"), RESOURCE).subject == "bob"
+    assert verifier.calls == 2
+
+
+def test_a_remembered_token_still_expires(issuer: LocalIssuer) -> None:
+    now = [time.time()]
+    validator = clocked_validator(issuer, now)
+    token = issuer.token(exp=int(now[0]) + 60)
+    assert validator.validate(token, RESOURCE).subject == "alice"
+    now[0] += 60 + LEEWAY_SECONDS + 1
+    with pytest.raises(TokenRejected, match=r"^the token has expired$"):
+        validator.validate(token, RESOURCE)
+
+
+def test_a_remembered_token_is_verified_afresh_after_the_reuse_limit(
+    issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    verifier = CountingVerifier(monkeypatch)
+    now = [time.time()]
+    validator = clocked_validator(issuer, now)
+    token = issuer.token(exp=int(now[0]) + 3600)
+    validator.validate(token, RESOURCE)
+    now[0] += VERIFIED_TOKEN_MAX_AGE_SECONDS - 1
+    validator.validate(token, RESOURCE)
+    assert verifier.calls == 1
+    now[0] += 2
+    assert validator.validate(token, RESOURCE).subject == "alice"
+    assert verifier.calls == 2
+
+
+def test_a_token_remembered_for_one_resource_is_judged_anew_for_another(issuer: LocalIssuer) -> None:
+    validator = clocked_validator(issuer, [time.time()])
+    token = issuer.token()
+    assert validator.validate(token, RESOURCE).subject == "alice"
+    with pytest.raises(TokenRejected, match=r"^the token was issued for another resource$"):
+        validator.validate(token, "https://other.example.com/mcp")
+
+
+def test_only_so_many_verified_tokens_are_remembered(issuer: LocalIssuer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("mcp_runtime.tokens.VERIFIED_TOKEN_CACHE_SIZE", 3)
+    verifier = CountingVerifier(monkeypatch)
+    validator = clocked_validator(issuer, [time.time()])
+    tokens = [issuer.token(sub=f"user-{n}") for n in range(4)]
+    for token in tokens:
+        validator.validate(token, RESOURCE)
+    validator.validate(tokens[3], RESOURCE)  # still remembered
+    assert verifier.calls == 4
+    validator.validate(tokens[0], RESOURCE)  # the oldest was let go
+    assert verifier.calls == 5
+
+
+def test_a_token_with_characters_outside_ascii_is_malformed(issuer: LocalIssuer) -> None:
+    validator = clocked_validator(issuer, [time.time()])
+    with pytest.raises(TokenRejected, match=r"^the token is malformed$"):
+        validator.validate(issuer.token() + "\udc80", RESOURCE)
