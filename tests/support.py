@@ -17,6 +17,16 @@ from local_stack.processes import start_announced, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL_VERSION = "2026-07-28"
+# The tools the template ships (functions/tools), by name, sorted: what tools/list answers with.
+EXAMPLE_TOOLS = [
+    "archive_project",
+    "cart_add",
+    "cart_checkout",
+    "cart_open",
+    "count_words",
+    "deploy_release",
+    "list_my_tasks",
+]
 
 
 def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -162,3 +172,18 @@ def local_stack_process(
 def _endpoint(line: str) -> str | None:
     """The URL in the line the stack prints once it serves: `MCP endpoint: <url> ...`."""
     return line.split()[2] if line.startswith("MCP endpoint:") else None
+
+
+def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: float = 120) -> list[str]:
+    """Run `code` in a child interpreter at the repository's root; it must exit 0. Its output's lines."""
+    completed = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, **(extra_env or {})},
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        cwd=REPO,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    return completed.stdout.splitlines()

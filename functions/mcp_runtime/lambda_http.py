@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
 from typing import Any
 
 from .bearer import jwt_principal
 from .context import ANONYMOUS, Principal
+from .proxy_event import InvalidBase64Body, event_body, event_headers
 from .transport import HttpRequest, HttpResponse
 
 DEV_BEARER_PREFIX = "bearer dev:"
@@ -53,21 +52,14 @@ def principal_from_event(
 def request_from_event(
     event: Mapping[str, Any], *, dev_auth: bool = False, require_principal: bool = False
 ) -> HttpRequest:
-    raw_headers = event.get("headers") or {}
-    headers = {str(k).lower(): str(v) for k, v in raw_headers.items()} if isinstance(raw_headers, dict) else {}
+    headers = event_headers(event)
     http = (event.get("requestContext") or {}).get("http") or {}
     method = str(http.get("method") or event.get("httpMethod") or "GET")
     path = str(event.get("rawPath") or http.get("path") or "/")
-    body_text = event.get("body") or ""
-    if not isinstance(body_text, str):
-        body_text = ""
-    if event.get("isBase64Encoded"):
-        try:
-            body = base64.b64decode(body_text, validate=True)
-        except (binascii.Error, ValueError):
-            body = b"\x00invalid base64 body"  # surfaces as a parse error, never as a crash
-    else:
-        body = body_text.encode("utf-8", "surrogatepass")
+    try:
+        body = event_body(event)
+    except InvalidBase64Body:
+        body = b"\x00invalid base64 body"  # surfaces as a parse error, never as a crash
     principal = principal_from_event(event, headers, dev_auth=dev_auth, require_principal=require_principal)
     return HttpRequest(method, path, headers, body, principal)
 

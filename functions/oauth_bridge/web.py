@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import parse_qsl, urlencode
+
+from mcp_runtime.proxy_event import InvalidBase64Body, event_body, event_headers
 
 MAX_BODY_BYTES: Final = 65_536
 _LOOPBACK_HOST: Final = re.compile(r"^(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?$", re.IGNORECASE)
@@ -79,20 +79,13 @@ def _parse_pairs(raw: bytes | str) -> dict[str, list[str]]:
 
 
 def request_from_event(event: Mapping[str, Any]) -> Request:
-    raw_headers = event.get("headers") or {}
-    headers = {str(k).lower(): str(v) for k, v in raw_headers.items()} if isinstance(raw_headers, dict) else {}
+    headers = event_headers(event)
     context = event.get("requestContext") or {}
     http = context.get("http") or {}
-    body_text = event.get("body") or ""
-    if not isinstance(body_text, str):
-        body_text = ""
-    if event.get("isBase64Encoded"):
-        try:
-            body = base64.b64decode(body_text, validate=True)
-        except (binascii.Error, ValueError):
-            raise OAuthError(400, "invalid_request", "the body is not valid base64") from None
-    else:
-        body = body_text.encode("utf-8", "surrogatepass")
+    try:
+        body = event_body(event)
+    except InvalidBase64Body:
+        raise OAuthError(400, "invalid_request", "the body is not valid base64") from None
     if len(body) > MAX_BODY_BYTES:
         raise OAuthError(413, "invalid_request", "the body is too large")
     try:

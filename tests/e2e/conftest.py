@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,12 +40,15 @@ class RecordingStack:
     def url(self) -> str:
         return self.running.url
 
+    def recorded(self) -> list[dict[str, Any]]:
+        """Every request the front answered and its answer, in order (the stack's LOCAL_RECORD file)."""
+        return [json.loads(line) for line in self.record.read_text(encoding="utf-8").splitlines()]
+
     @property
     def exchanges(self) -> list[Exchange]:
-        """Every POST the front answered with JSON-RPC, in order (read from the stack's LOCAL_RECORD file)."""
+        """Every POST the front answered with JSON-RPC, in order."""
         found = []
-        for line in self.record.read_text(encoding="utf-8").splitlines():
-            exchange = json.loads(line)
+        for exchange in self.recorded():
             content_type = exchange["headers"].get("content-type", "")
             if exchange["method"] != "POST" or not content_type.startswith(("application/json", "text/event-stream")):
                 continue
@@ -56,13 +60,21 @@ class RecordingStack:
         return found
 
 
+@contextmanager
+def recording_stack_process(
+    folder: Path, extra_env: dict[str, str] | None = None, **options: Any
+) -> Iterator[tuple[RunningStack, Path]]:
+    """`local_stack_process` whose front records every exchange (LOCAL_RECORD) to a file in `folder`."""
+    record = folder / "exchanges.jsonl"
+    record.touch()
+    with local_stack_process(extra_env={**(extra_env or {}), "LOCAL_RECORD": str(record)}, **options) as running:
+        yield running, record
+
+
 @pytest.fixture(scope="module")
 def recording_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RecordingStack]:
-    record = tmp_path_factory.mktemp("exchanges") / "exchanges.jsonl"
-    record.touch()
-    with local_stack_process(
-        fixtures="conformance", extra_env={"LOCAL_RECORD": str(record)}, default_user=TEST_USER
-    ) as running:
+    folder = tmp_path_factory.mktemp("exchanges")
+    with recording_stack_process(folder, fixtures="conformance", default_user=TEST_USER) as (running, record):
         yield RecordingStack(running, record)
 
 

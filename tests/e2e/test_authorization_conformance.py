@@ -63,26 +63,22 @@ def bridge_stack() -> Iterator[RunningStack]:
         yield running
 
 
-def test_the_local_authorization_servers_metadata_passes_the_suite(oauth_stack: RunningStack, tmp_path: Path) -> None:
-    issuer = str(oauth_stack.state["authorizationServer"])
-    process = suite("--url", issuer, "--scenario", "authorization-server-metadata-endpoint", "-o", str(tmp_path))
+def assert_metadata_passes_the_suite(issuer: str, out: Path) -> None:
+    process = suite("--url", issuer, "--scenario", "authorization-server-metadata-endpoint", "-o", str(out))
     output = run_to_end(process)
     assert process.returncode == 0, output
-    assert {c["id"]: c["status"] for c in checks(tmp_path)} == {
+    assert {c["id"]: c["status"] for c in checks(out)} == {
         "authorization-server-metadata": "SUCCESS",
         "authorization-server-metadata-cimd": "SUCCESS",
     }
+
+
+def test_the_local_authorization_servers_metadata_passes_the_suite(oauth_stack: RunningStack, tmp_path: Path) -> None:
+    assert_metadata_passes_the_suite(str(oauth_stack.state["authorizationServer"]), tmp_path)
 
 
 def test_the_bridges_metadata_passes_the_suite(bridge_stack: RunningStack, tmp_path: Path) -> None:
-    issuer = bridge_stack.url.removesuffix("/mcp")
-    process = suite("--url", issuer, "--scenario", "authorization-server-metadata-endpoint", "-o", str(tmp_path))
-    output = run_to_end(process)
-    assert process.returncode == 0, output
-    assert {c["id"]: c["status"] for c in checks(tmp_path)} == {
-        "authorization-server-metadata": "SUCCESS",
-        "authorization-server-metadata-cimd": "SUCCESS",
-    }
+    assert_metadata_passes_the_suite(bridge_stack.url.removesuffix("/mcp"), tmp_path)
 
 
 def test_the_authorization_code_grant_passes_the_suite_with_a_scripted_sign_in(

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from mcp_runtime import wire
-from tests.support import REPO, RunningStack, local_stack_process
+from tests.support import EXAMPLE_TOOLS, REPO, RunningStack, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -29,15 +29,6 @@ PY_CLIENT = REPO / "tests" / "e2e" / "clients" / "legacy_py_client.py"
 MCP1_PYTHON = REPO / ".tools" / "mcp1-venv" / "bin" / "python"
 MCPDO = REPO / "node_modules" / ".bin" / "mcpdo"
 
-EXAMPLE_TOOLS = [
-    "archive_project",
-    "cart_add",
-    "cart_checkout",
-    "cart_open",
-    "count_words",
-    "deploy_release",
-    "list_my_tasks",
-]
 SCRIPT: dict[str, Any] = {
     "list": True,
     "calls": [

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import ast
 import re
-import subprocess
-import sys
 from collections.abc import Iterator
 
 import pytest
 
-from tests.support import REPO, RunningStack, local_stack_process
+from tests.support import REPO, RunningStack, local_stack_process, run_python
 
 pytestmark = pytest.mark.e2e
 README_URL = "http://127.0.0.1:3000/mcp"
@@ -28,16 +26,7 @@ def client_snippets() -> list[str]:
 
 
 def run_snippet(code: str, stack: RunningStack) -> list[str]:
-    completed = subprocess.run(
-        [sys.executable, "-c", code.replace(README_URL, stack.url)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    return completed.stdout.splitlines()
+    return run_python(code.replace(README_URL, stack.url))
 
 
 def test_the_readme_has_the_two_client_snippets() -> None:

@@ -5,10 +5,7 @@ registered at its registration endpoint), and once more after its token expired.
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -18,7 +15,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support import REPO, RunningStack, local_stack_process
+from tests.support import REPO, RunningStack, local_stack_process, run_python
 
 pytestmark = pytest.mark.e2e
 
@@ -76,17 +73,7 @@ def test_the_snippet_uses_the_sdks_public_client_credentials_provider() -> None:
 
 
 def test_the_snippet_as_written_lists_the_tools_and_counts_words(machine: MachineClient) -> None:
-    completed = subprocess.run(
-        [sys.executable, "-c", token_snippet()],
-        env={**os.environ, **machine.env},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        cwd=REPO,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    tools, words = completed.stdout.splitlines()
+    tools, words = run_python(token_snippet(), machine.env)
     assert "count_words" in ast.literal_eval(tools)
     assert words == EXPECTED_LAST_LINE
 

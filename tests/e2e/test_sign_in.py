@@ -16,7 +16,6 @@ import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -31,7 +30,8 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 from mcp_runtime import wire
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
 from tests.e2e.browser import CALLBACK, BrowserSignIn
-from tests.support import RunningStack, local_stack_process, rpc, standard_headers
+from tests.e2e.conftest import RecordingStack, recording_stack_process
+from tests.support import rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 
@@ -102,21 +102,10 @@ def claims_of(token: str) -> dict[str, Any]:
     return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
 
 
-@dataclass
-class OAuthStack:
-    running: RunningStack
-    record: Path
-
-    @property
-    def url(self) -> str:
-        return self.running.url
-
+class OAuthStack(RecordingStack):
     @property
     def issuer(self) -> str:
         return str(self.running.state["authorizationServer"])
-
-    def exchanges(self) -> list[dict[str, Any]]:
-        return [json.loads(line) for line in self.record.read_text(encoding="utf-8").splitlines()]
 
     def post(self, token: str | None, method: str, params: dict[str, Any]) -> httpx.Response:
         message = rpc(method, params, 7, TASKS)
@@ -128,10 +117,8 @@ class OAuthStack:
 
 @pytest.fixture(scope="module")
 def oauth_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthStack]:
-    record = tmp_path_factory.mktemp("sign-in") / "exchanges.jsonl"
-    record.touch()
-    env = {"AUTH": "oauth", "LOCAL_OAUTH_ACCESS_TOKEN_SECONDS": str(ACCESS_TOKEN_SECONDS), "LOCAL_RECORD": str(record)}
-    with local_stack_process(extra_env=env) as running:
+    env = {"AUTH": "oauth", "LOCAL_OAUTH_ACCESS_TOKEN_SECONDS": str(ACCESS_TOKEN_SECONDS)}
+    with recording_stack_process(tmp_path_factory.mktemp("sign-in"), env) as (running, record):
         yield OAuthStack(running, record)
 
 
@@ -141,7 +128,7 @@ def test_a_real_client_goes_from_the_401_to_a_tool_result_with_nothing_pasted_by
     assert result.structured_content == {"words": 3, "characters": 13}
 
     # Discovery started from the server's own challenge, then its protected resource metadata.
-    first, metadata = oauth_stack.exchanges()[:2]
+    first, metadata = oauth_stack.recorded()[:2]
     base = oauth_stack.url.removesuffix("/mcp")
     assert (first["method"], first["status"]) == ("POST", 401)
     assert first["headers"]["www-authenticate"] == (
@@ -163,7 +150,7 @@ def test_a_real_client_goes_from_the_401_to_a_tool_result_with_nothing_pasted_by
     assert claims["client_id"] == alice.storage.client_info.client_id
     assert "mcp/invoke" in claims["scope"].split()
     # The call that succeeded carried that token and was answered 200.
-    calls = [e for e in oauth_stack.exchanges() if e["method"] == "POST" and e["status"] == 200]
+    calls = [e for e in oauth_stack.recorded() if e["method"] == "POST" and e["status"] == 200]
     assert calls
 
 

@@ -101,10 +101,11 @@ def refused(call: Callable[[], object]) -> dict[str, Any]:
     return caught.value.response
 
 
-def assert_access_denied(response: dict[str, Any], status: int, message: str) -> None:
+def assert_access_denied(response: dict[str, Any], status: int, role_name: str, action: str, resource: str) -> None:
+    """AWS's own AccessDenied answer to the session of `role_name` for `action` on `resource`."""
     assert response["ResponseMetadata"]["HTTPStatusCode"] == status
     assert response["Error"]["Code"] == "AccessDeniedException"
-    assert response["Error"]["Message"] == message
+    assert response["Error"]["Message"] == denial(session_arn(role_name), action, resource)
 
 
 @dataclass
@@ -145,6 +146,14 @@ class Aws:
 
     def as_role(self, service: str, role_arn: str) -> Any:
         return self.client(service, assume_role_credentials(self.endpoint, role_arn, SESSION))
+
+    def enforced_session(self, service: str, statements: list[dict[str, Any]]) -> tuple[str, Any]:
+        """A new role holding `statements` and a client in its session, with enforcement turned on:
+        (role name, client)."""
+        role_name, role_arn = self.role(statements)
+        client = self.as_role(service, role_arn)
+        iam_enforcement.enforce()
+        return role_name, client
 
     def table(self) -> tuple[str, str]:
         """A table keyed like the task table, with an owner index: (name, ARN)."""
@@ -262,9 +271,9 @@ def invocations(monkeypatch: pytest.MonkeyPatch) -> list[Invocation]:
 
 def test_a_role_may_make_the_calls_its_statements_allow_on_the_table_they_name(aws: Aws) -> None:
     table, table_arn = aws.table()
-    _, role_arn = aws.role([allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], table_arn)])
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
+    _, dynamodb = aws.enforced_session(
+        "dynamodb", [allow(["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"], table_arn)]
+    )
 
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "task#1"}, "status": {"S": "working"}})
     dynamodb.update_item(
@@ -281,34 +290,28 @@ def test_a_role_may_make_the_calls_its_statements_allow_on_the_table_they_name(a
 
 def test_a_call_outside_the_roles_statements_is_denied_naming_the_action_and_the_table(aws: Aws) -> None:
     table, table_arn = aws.table()
-    role_name, role_arn = aws.role([allow(["dynamodb:GetItem", "dynamodb:PutItem"], table_arn)])
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
+    role_name, dynamodb = aws.enforced_session("dynamodb", [allow(["dynamodb:GetItem", "dynamodb:PutItem"], table_arn)])
 
     response = refused(lambda: dynamodb.delete_item(TableName=table, Key={"pk": {"S": "task#1"}}))
 
-    assert_access_denied(response, 400, denial(session_arn(role_name), "dynamodb:DeleteItem", table_arn))
+    assert_access_denied(response, 400, role_name, "dynamodb:DeleteItem", table_arn)
 
 
 def test_a_grant_on_one_table_does_not_reach_another_table(aws: Aws) -> None:
     _, granted_arn = aws.table()
     other, other_arn = aws.table()
-    role_name, role_arn = aws.role([allow("dynamodb:GetItem", granted_arn)])
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
+    role_name, dynamodb = aws.enforced_session("dynamodb", [allow("dynamodb:GetItem", granted_arn)])
 
     response = refused(lambda: dynamodb.get_item(TableName=other, Key={"pk": {"S": "task#1"}}))
 
-    assert_access_denied(response, 400, denial(session_arn(role_name), "dynamodb:GetItem", other_arn))
+    assert_access_denied(response, 400, role_name, "dynamodb:GetItem", other_arn)
 
 
 def test_removing_one_statement_denies_exactly_the_call_it_allowed(aws: Aws) -> None:
     table, table_arn = aws.table()
     reads = allow("dynamodb:GetItem", table_arn)
     writes = allow("dynamodb:PutItem", table_arn)
-    role_name, role_arn = aws.role([reads, writes])
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
+    role_name, dynamodb = aws.enforced_session("dynamodb", [reads, writes])
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "task#1"}})
     dynamodb.get_item(TableName=table, Key={"pk": {"S": "task#1"}})
 
@@ -316,33 +319,33 @@ def test_removing_one_statement_denies_exactly_the_call_it_allowed(aws: Aws) -> 
 
     assert dynamodb.get_item(TableName=table, Key={"pk": {"S": "task#1"}})["Item"] == {"pk": {"S": "task#1"}}
     response = refused(lambda: dynamodb.put_item(TableName=table, Item={"pk": {"S": "task#2"}}))
-    assert_access_denied(response, 400, denial(session_arn(role_name), "dynamodb:PutItem", table_arn))
+    assert_access_denied(response, 400, role_name, "dynamodb:PutItem", table_arn)
 
 
 def test_a_put_conditioned_on_leading_keys_is_allowed_for_handle_keys_and_denied_for_task_keys(aws: Aws) -> None:
     table, table_arn = aws.table()
-    role_name, role_arn = aws.role(
+    role_name, dynamodb = aws.enforced_session(
+        "dynamodb",
         [
             allow(["dynamodb:GetItem", "dynamodb:UpdateItem"], table_arn),
             allow(["dynamodb:PutItem", "dynamodb:DeleteItem"], table_arn, Condition=handles_only()),
-        ]
+        ],
     )
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
 
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "handle#x"}, "value": {"S": "v"}})
     dynamodb.delete_item(TableName=table, Key={"pk": {"S": "handle#x"}})
     put_task = refused(lambda: dynamodb.put_item(TableName=table, Item={"pk": {"S": "task#x"}}))
     delete_task = refused(lambda: dynamodb.delete_item(TableName=table, Key={"pk": {"S": "task#x"}}))
 
-    assert_access_denied(put_task, 400, denial(session_arn(role_name), "dynamodb:PutItem", table_arn))
-    assert_access_denied(delete_task, 400, denial(session_arn(role_name), "dynamodb:DeleteItem", table_arn))
+    assert_access_denied(put_task, 400, role_name, "dynamodb:PutItem", table_arn)
+    assert_access_denied(delete_task, 400, role_name, "dynamodb:DeleteItem", table_arn)
     assert "Item" not in dynamodb.get_item(TableName=table, Key={"pk": {"S": "task#x"}})
 
 
 def test_an_explicit_deny_wins_over_an_allow_only_where_its_condition_holds(aws: Aws) -> None:
     table, table_arn = aws.table()
-    role_name, role_arn = aws.role(
+    role_name, dynamodb = aws.enforced_session(
+        "dynamodb",
         [
             allow("dynamodb:PutItem", table_arn),
             {
@@ -351,10 +354,8 @@ def test_an_explicit_deny_wins_over_an_allow_only_where_its_condition_holds(aws:
                 "Resource": table_arn,
                 "Condition": handles_only("audit#"),
             },
-        ]
+        ],
     )
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
 
     dynamodb.put_item(TableName=table, Item={"pk": {"S": "task#1"}})
     response = refused(lambda: dynamodb.put_item(TableName=table, Item={"pk": {"S": "audit#1"}}))
@@ -369,9 +370,7 @@ def test_an_explicit_deny_wins_over_an_allow_only_where_its_condition_holds(aws:
 def test_a_query_on_an_index_is_authorized_against_the_index_arn_and_not_the_table(aws: Aws) -> None:
     table, table_arn = aws.table()
     index_arn = f"{table_arn}/index/by-owner"
-    role_name, role_arn = aws.role([allow("dynamodb:Query", index_arn)])
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
+    role_name, dynamodb = aws.enforced_session("dynamodb", [allow("dynamodb:Query", index_arn)])
 
     found = dynamodb.query(
         TableName=table,
@@ -389,16 +388,15 @@ def test_a_query_on_an_index_is_authorized_against_the_index_arn_and_not_the_tab
     )
 
     assert found["Items"] == []
-    assert_access_denied(on_table, 400, denial(session_arn(role_name), "dynamodb:Query", table_arn))
+    assert_access_denied(on_table, 400, role_name, "dynamodb:Query", table_arn)
 
 
 def test_a_transaction_needs_the_per_item_action_and_its_leading_keys_for_every_item(aws: Aws) -> None:
     table, table_arn = aws.table()
-    role_name, role_arn = aws.role(
-        [allow("dynamodb:UpdateItem", table_arn), allow("dynamodb:PutItem", table_arn, Condition=handles_only())]
+    role_name, dynamodb = aws.enforced_session(
+        "dynamodb",
+        [allow("dynamodb:UpdateItem", table_arn), allow("dynamodb:PutItem", table_arn, Condition=handles_only())],
     )
-    dynamodb = aws.as_role("dynamodb", role_arn)
-    iam_enforcement.enforce()
 
     def transaction(put_key: str) -> None:
         dynamodb.transact_write_items(
@@ -418,7 +416,7 @@ def test_a_transaction_needs_the_per_item_action_and_its_leading_keys_for_every_
     transaction("handle#1")
     response = refused(lambda: transaction("task#2"))
 
-    assert_access_denied(response, 400, denial(session_arn(role_name), "dynamodb:PutItem", table_arn))
+    assert_access_denied(response, 400, role_name, "dynamodb:PutItem", table_arn)
 
 
 # ------------------------------------------------------------------------------------ Step Functions
@@ -463,21 +461,20 @@ def executions_of(state_machine_arn: str) -> str:
 def test_step_functions_calls_are_authorized_against_the_state_machine_and_its_executions(aws: Aws) -> None:
     granted, _ = aws.state_machine(PASS_THROUGH, [LOGS_ONLY])
     other, _ = aws.state_machine(PASS_THROUGH, [LOGS_ONLY])
-    role_name, role_arn = aws.role(
+    role_name, sfn = aws.enforced_session(
+        "stepfunctions",
         [
             allow("states:StartExecution", granted),
             allow(["states:DescribeExecution", "states:StopExecution"], executions_of(granted)),
-        ]
+        ],
     )
-    sfn = aws.as_role("stepfunctions", role_arn)
-    iam_enforcement.enforce()
 
     execution_arn = sfn.start_execution(stateMachineArn=granted, name="task-1", input="{}")["executionArn"]
     described = aws.finished(execution_arn, sfn)
     start_other = refused(lambda: sfn.start_execution(stateMachineArn=other, name="task-1", input="{}"))
 
     assert described["status"] == "SUCCEEDED"
-    assert_access_denied(start_other, 400, denial(session_arn(role_name), "states:StartExecution", other))
+    assert_access_denied(start_other, 400, role_name, "states:StartExecution", other)
 
 
 def test_send_task_success_is_allowed_only_to_a_role_granted_on_the_state_machine_holding_the_token(
@@ -499,15 +496,13 @@ def test_send_task_success_is_allowed_only_to_a_role_granted_on_the_state_machin
     denied = refused(lambda: stranger.send_task_success(taskToken=token, output=json.dumps({"resumed": True})))
     api.send_task_success(taskToken=token, output=json.dumps({"resumed": True}))
 
-    assert_access_denied(denied, 400, denial(session_arn(stranger_name), "states:SendTaskSuccess", machine))
+    assert_access_denied(denied, 400, stranger_name, "states:SendTaskSuccess", machine)
     finished = aws.finished(execution_arn)
     assert (finished["status"], json.loads(finished["output"])) == ("SUCCEEDED", {"resumed": True})
 
 
 def test_a_task_token_no_execution_holds_is_answered_invalid_token_without_authorization(aws: Aws) -> None:
-    _, role_arn = aws.role([LOGS_ONLY])
-    sfn = aws.as_role("stepfunctions", role_arn)
-    iam_enforcement.enforce()
+    _, sfn = aws.enforced_session("stepfunctions", [LOGS_ONLY])
 
     response = refused(lambda: sfn.send_task_success(taskToken="not-a-token", output="{}"))
 
@@ -581,16 +576,14 @@ def test_a_secret_is_read_by_name_or_partial_arn_only_with_a_grant_on_its_full_a
     name, other = unique("sealing"), unique("other")
     secret_arn = secrets.create_secret(Name=name, SecretString="key-material")["ARN"]
     other_arn = secrets.create_secret(Name=other, SecretString="elsewhere")["ARN"]
-    role_name, role_arn = aws.role([allow("secretsmanager:GetSecretValue", secret_arn)])
-    client = aws.as_role("secretsmanager", role_arn)
-    iam_enforcement.enforce()
+    role_name, client = aws.enforced_session("secretsmanager", [allow("secretsmanager:GetSecretValue", secret_arn)])
 
     by_name = client.get_secret_value(SecretId=name)["SecretString"]
     by_partial_arn = client.get_secret_value(SecretId=secret_arn.rsplit("-", 1)[0])["SecretString"]
     response = refused(lambda: client.get_secret_value(SecretId=other))
 
     assert (by_name, by_partial_arn) == ("key-material", "key-material")
-    assert_access_denied(response, 400, denial(session_arn(role_name), "secretsmanager:GetSecretValue", other_arn))
+    assert_access_denied(response, 400, role_name, "secretsmanager:GetSecretValue", other_arn)
 
 
 def test_lambda_invoke_is_authorized_as_invoke_function_on_the_function_arn(
@@ -611,15 +604,13 @@ def test_lambda_invoke_is_authorized_as_invoke_function_on_the_function_arn(
     assert configuration["FunctionArn"] == function_arn
     assert answer == {"ok": True}
     assert [invocation.payload for invocation in invocations] == [{"n": 1}]
-    assert_access_denied(response, 403, denial(session_arn(reader_name), "lambda:InvokeFunction", function_arn))
+    assert_access_denied(response, 403, reader_name, "lambda:InvokeFunction", function_arn)
 
 
 def test_put_events_is_authorized_against_the_event_bus_it_names(aws: Aws) -> None:
     bus = unique("bus")
     bus_arn = aws.setup("events").create_event_bus(Name=bus)["EventBusArn"]
-    role_name, role_arn = aws.role([allow("events:PutEvents", bus_arn)])
-    events = aws.as_role("events", role_arn)
-    iam_enforcement.enforce()
+    role_name, events = aws.enforced_session("events", [allow("events:PutEvents", bus_arn)])
     entry = {"Source": "mcp.tasks", "DetailType": "TaskCompleted", "Detail": "{}"}
 
     sent = events.put_events(Entries=[{**entry, "EventBusName": bus}])
@@ -627,7 +618,7 @@ def test_put_events_is_authorized_against_the_event_bus_it_names(aws: Aws) -> No
 
     assert sent["FailedEntryCount"] == 0
     default_bus = f"arn:aws:events:{REGION}:{ACCOUNT}:event-bus/default"
-    assert_access_denied(response, 400, denial(session_arn(role_name), "events:PutEvents", default_bus))
+    assert_access_denied(response, 400, role_name, "events:PutEvents", default_bus)
 
 
 def test_s3_keeps_its_own_resources_and_errors_and_a_statement_whose_condition_fails_does_not_apply(
@@ -637,14 +628,13 @@ def test_s3_keeps_its_own_resources_and_errors_and_a_statement_whose_condition_f
     aws.setup("s3").create_bucket(Bucket=bucket)
     aws.setup("s3").put_object(Bucket=bucket, Key="private/a.txt", Body=b"p")
     elsewhere = {"StringEquals": {"aws:RequestedRegion": "eu-west-1"}}
-    _, role_arn = aws.role(
+    _, s3 = aws.enforced_session(
+        "s3",
         [
             allow("s3:GetObject", f"arn:aws:s3:::{bucket}/*", Condition=elsewhere),
             allow(["s3:GetObject", "s3:PutObject"], f"arn:aws:s3:::{bucket}/public/*"),
-        ]
+        ],
     )
-    s3 = aws.as_role("s3", role_arn)
-    iam_enforcement.enforce()
 
     s3.put_object(Bucket=bucket, Key="public/a.txt", Body=b"a")
     body = s3.get_object(Bucket=bucket, Key="public/a.txt")["Body"].read()
@@ -743,7 +733,7 @@ def test_a_condition_that_cannot_be_evaluated_here_keeps_an_allow_from_applying_
     not_allowed = refused(lambda: allowed_only_if.get_item(TableName=table, Key={"pk": {"S": "task#1"}}))
     denied = refused(lambda: denied_if.get_item(TableName=table, Key={"pk": {"S": "task#1"}}))
 
-    assert_access_denied(not_allowed, 400, denial(session_arn(allow_name), "dynamodb:GetItem", table_arn))
+    assert_access_denied(not_allowed, 400, allow_name, "dynamodb:GetItem", table_arn)
     assert denied["Error"]["Message"].endswith("with an explicit deny in an identity-based policy")
     assert session_arn(deny_name) in denied["Error"]["Message"]
 

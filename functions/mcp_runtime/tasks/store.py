@@ -315,6 +315,14 @@ class _Expression:
         placeholders = ", ".join(self.value({"S": status}) for status in statuses)
         self.conditions.append(f"{self.name('status')} IN ({placeholders})")
 
+    def require_execution(self, execution_name: str, task_id: str) -> None:
+        """The item names this execution; a task's first execution, named by its id, may go unnamed on it."""
+        name, value = self.name("executionName"), self.value({"S": execution_name})
+        if execution_name == task_id:
+            self.conditions.append(f"({name} = {value} OR attribute_not_exists({name}))")
+        else:
+            self.conditions.append(f"{name} = {value}")
+
     def require_live(self, now: float) -> None:
         ttl = self.name(schema.TTL_ATTRIBUTE)
         self.conditions.append(f"(attribute_not_exists({ttl}) OR {ttl} > {self.value({'N': str(math.floor(now))})})")
@@ -522,17 +530,9 @@ class DynamoTaskStore:
     def set_status_message(self, task_id: str, message: str) -> None:
         """Progress from a running tool; raises TaskConflict once the task stopped working. Like every
         write of a running tool, it consumes the token and the effect that started or resumed it."""
-        now = self._clock()
         expression = _Expression()
         expression.set("statusMessage", {"S": message})
-        expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
-        expression.remove("taskToken")
-        expression.remove("effect")
-        expression.require_equals("status", {"S": WORKING})
-        try:
-            self._update(task_id, expression)
-        except _ConditionFailed:
-            raise TaskConflict(f"task {task_id} is no longer working") from None
+        self._update_while_working(task_id, self._running_tool_write(expression))
 
     @traced("TaskStore.await_input")
     def await_input(
@@ -599,10 +599,7 @@ class DynamoTaskStore:
         expression = _Expression()
         expression.set_entry("steps", key, record_to_attribute(record))
         expression.set("scratch", _json(dict(scratch)))
-        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
-        expression.remove("taskToken")
-        expression.remove("effect")
-        expression.require_equals("status", {"S": WORKING})
+        self._running_tool_write(expression)
         path = f"{expression.name('steps')}.{expression.name(key)}"
         if replace:
             expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
@@ -623,14 +620,7 @@ class DynamoTaskStore:
         """Keep the tool's `ctx.scratch` as the invocation ends at a step boundary; TaskConflict once not working."""
         expression = _Expression()
         expression.set("scratch", _json(dict(scratch)))
-        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
-        expression.remove("taskToken")
-        expression.remove("effect")
-        expression.require_equals("status", {"S": WORKING})
-        try:
-            self._update(task_id, expression)
-        except _ConditionFailed:
-            raise TaskConflict(f"task {task_id} is no longer working") from None
+        self._update_while_working(task_id, self._running_tool_write(expression))
 
     @traced("TaskStore.renew")
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord:
@@ -643,11 +633,7 @@ class DynamoTaskStore:
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         expression.remove("taskToken")
         expression.require_equals("status", {"S": WORKING})
-        name, value = expression.name("executionName"), expression.value({"S": current_execution})
-        if current_execution == task_id:
-            expression.require(f"({name} = {value} OR attribute_not_exists({name}))")
-        else:
-            expression.require(f"{name} = {value}")
+        expression.require_execution(current_execution, task_id)
         try:
             return self._update(task_id, expression)
         except _ConditionFailed as failure:
@@ -721,11 +707,7 @@ class DynamoTaskStore:
     def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord:
         """`failed`, for a task still active although its execution (this one, by name) has ended."""
         expression, write_id = self._terminal(FAILED, error)
-        name, value = expression.name("executionName"), expression.value({"S": execution_name})
-        if execution_name == task_id:  # a task's first execution may go unnamed on its item
-            expression.require(f"({name} = {value} OR attribute_not_exists({name}))")
-        else:
-            expression.require(f"{name} = {value}")
+        expression.require_execution(execution_name, task_id)
         return self._settle(task_id, expression, write_id)
 
     def _terminal(
@@ -757,6 +739,23 @@ class DynamoTaskStore:
             raise TaskConflict(f"task {task_id} was already settled or moved on") from None
 
     # ---- plumbing -------------------------------------------------------------------------------
+    def _running_tool_write(self, expression: _Expression) -> _Expression:
+        """Make `expression` a write of the running tool: like every such write it stamps the item,
+        consumes the task token and the effect that started or resumed the run, and holds only while
+        the task works."""
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        expression.remove("taskToken")
+        expression.remove("effect")
+        expression.require_equals("status", {"S": WORKING})
+        return expression
+
+    def _update_while_working(self, task_id: str, expression: _Expression) -> TaskRecord:
+        """`_update` for a write whose only condition is that the task works: TaskConflict once it does not."""
+        try:
+            return self._update(task_id, expression)
+        except _ConditionFailed:
+            raise TaskConflict(f"task {task_id} is no longer working") from None
+
     def _update(self, task_id: str, expression: _Expression) -> TaskRecord:
         """Run one conditional UpdateItem; returns the item as the write left it."""
         expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
