@@ -16,7 +16,6 @@ that answers `server/discover` (no metric, no log line, no span) imports none of
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import sys
@@ -26,6 +25,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Final
 
+from mcp_runtime._json import compact as compact_json
+
 COUNT: Final = "Count"
 MILLISECONDS: Final = "Milliseconds"
 # The runtime's own logger trees: their records are written through the Powertools Logger.
@@ -34,7 +35,7 @@ _TRUTHY: Final = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 internal_log = logging.getLogger("app.telemetry")
 _MAX_CACHED_EMF_PARTS: Final = 256
-_compact_json = json.JSONEncoder(separators=(",", ":")).encode  # built once: json.dumps builds one per call
+_EMF_HEAD: Final = '{"_aws":{"Timestamp":'
 
 Dimensions = tuple[tuple[str, str], ...]
 
@@ -94,8 +95,8 @@ class PowertoolsTelemetry:
         self._keys: dict[str, Any] = {}
         self._logger: Any = None
         self.metrics_disabled = _metrics_disabled()  # read once, like every setting
-        # (dimension set, metric names and units) -> the parts of its EMF line that never change
-        self._emf_parts: dict[tuple[Dimensions, tuple[tuple[str, str], ...]], tuple[str, str, tuple[str, ...]]] = {}
+        # (dimension set, metric names and units) -> the parts of its EMF line after the timestamp that never change
+        self._emf_parts: dict[tuple[Dimensions, tuple[tuple[str, str], ...]], tuple[str, tuple[str, ...]]] = {}
 
     # ---- Telemetry ----------------------------------------------------------------------------
     def count(self, metric: str, value: float = 1, **dimensions: str) -> None:
@@ -147,10 +148,10 @@ class PowertoolsTelemetry:
             timestamp = str(int(time.time() * 1000))
             lines = []
             for dimensions, metrics in pending.items():
-                head, tail, names = self._emf_parts_of(dimensions, metrics)
+                tail, names = self._emf_parts_of(dimensions, metrics)
                 members = zip(names, metrics.values(), strict=True)
-                values = ",".join(name + _compact_json(values) for name, (_, values) in members)
-                lines.append(f"{head}{timestamp}{tail}{values}}}")
+                values = ",".join(name + compact_json(values) for name, (_, values) in members)
+                lines.append(f"{_EMF_HEAD}{timestamp}{tail}{values}}}")
             sys.stdout.write("\n".join(lines) + "\n")
             sys.stdout.flush()
         except Exception:
@@ -183,8 +184,9 @@ class PowertoolsTelemetry:
     # ---- internals --------------------------------------------------------------------------
     def _emf_parts_of(
         self, dimensions: Dimensions, metrics: dict[str, tuple[str, list[float]]]
-    ) -> tuple[str, str, tuple[str, ...]]:
-        """The EMF document around its timestamp and values: `head` + ms + `tail` + `"Name":[v,...],...` + `}`."""
+    ) -> tuple[str, tuple[str, ...]]:
+        """What follows the timestamp of an EMF line (the directive and the dimensions), and each metric's
+        `"Name":` prefix: the line is `_EMF_HEAD` + ms + tail + `"Name":[v,...],...` + `}`."""
         key = (dimensions, tuple((metric, unit) for metric, (unit, _) in metrics.items()))
         parts = self._emf_parts.get(key)
         if parts is None:
@@ -193,9 +195,9 @@ class PowertoolsTelemetry:
                 "Dimensions": [[name for name, _ in dimensions]],
                 "Metrics": [{"Name": metric, "Unit": unit} for metric, unit in key[1]],
             }
-            members = "".join(f"{_compact_json(name)}:{_compact_json(value)}," for name, value in dimensions)
-            tail = f',"CloudWatchMetrics":[{_compact_json(directive)}]}},{members}'
-            parts = ('{"_aws":{"Timestamp":', tail, tuple(f"{_compact_json(metric)}:" for metric, _ in key[1]))
+            members = "".join(f"{compact_json(name)}:{compact_json(value)}," for name, value in dimensions)
+            tail = f',"CloudWatchMetrics":[{compact_json(directive)}]}},{members}'
+            parts = (tail, tuple(f"{compact_json(metric)}:" for metric, _ in key[1]))
             if len(self._emf_parts) < _MAX_CACHED_EMF_PARTS:  # dimension values are few; never let them grow memory
                 self._emf_parts[key] = parts
         return parts

@@ -237,8 +237,10 @@ class TokenValidator:
     _verified_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def validate(self, token: str, resource: str) -> ValidatedToken:
-        if not token or len(token) > MAX_ACCESS_TOKEN_CHARS or not token.isascii():
+        if not token or len(token) > MAX_ACCESS_TOKEN_CHARS:
             raise TokenRejected("the token is malformed", f"token of {len(token)} characters")
+        if not token.isascii():
+            raise TokenRejected("the token is malformed", "characters outside ASCII")
         key = (hashlib.sha256(token.encode("ascii")).digest(), resource)
         now = self.clock()
         with self._verified_lock:
