@@ -121,17 +121,15 @@ class PowertoolsTelemetry:
         """The API function's correlation id: the JSON-RPC id of the request in flight."""
         self._append_keys({"correlation_id": str(request_id), "method": method})
 
-    @contextmanager
-    def invocation(self, context: Any = None) -> Iterator[None]:
+    def invocation(self, context: Any = None) -> AbstractContextManager[None]:
         """One Lambda invocation: keys start empty, metrics are flushed at the end (even on error)."""
+        return _Invocation(self, context)
+
+    def begin_invocation(self, context: Any) -> None:
         self._clear_keys()
         request_id = getattr(context, "aws_request_id", None)
         if isinstance(request_id, str):
             self._append_keys({"function_request_id": request_id})
-        try:
-            yield
-        finally:
-            self.flush()
 
     def flush(self) -> None:
         """Write the buffered metrics as CloudWatch EMF, one JSON line per dimension set; never raises.
@@ -242,6 +240,23 @@ class PowertoolsTelemetry:
                 if value is not None and subsegment is not None:
                     subsegment.put_annotation(key, value)  # searchable in X-Ray: annotation.task_id = "..."
             yield subsegment
+
+
+class _Invocation:
+    """`PowertoolsTelemetry.invocation`: a class, not a generator, as it runs around every request
+    (bench/README.md, warm)."""
+
+    __slots__ = ("_context", "_telemetry")
+
+    def __init__(self, telemetry: PowertoolsTelemetry, context: Any) -> None:
+        self._telemetry = telemetry
+        self._context = context
+
+    def __enter__(self) -> None:
+        self._telemetry.begin_invocation(self._context)
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._telemetry.flush()
 
 
 class _StdoutHandler(logging.StreamHandler):  # type: ignore[type-arg]

@@ -16,9 +16,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar, Token
 from typing import Any, Final
 
 CONNECT_TIMEOUT_SECONDS: Final = 1.0
@@ -65,15 +64,27 @@ _session_lock = threading.Lock()
 _session: Any = None
 
 
-@contextmanager
-def invocation_deadline(remaining_ms: float | None, reserve_seconds: float = ANSWER_RESERVE_SECONDS) -> Iterator[None]:
-    """AWS calls inside this block stop retrying in time to leave `reserve_seconds` of the invocation."""
-    deadline = None if remaining_ms is None else time.monotonic() + remaining_ms / 1000 - reserve_seconds
-    token = _deadline.set(deadline)
-    try:
-        yield
-    finally:
-        _deadline.reset(token)
+class invocation_deadline:  # lower case, like contextlib's context managers
+    """AWS calls inside this block stop retrying in time to leave `reserve_seconds` of the invocation.
+
+    A class, not a generator: it runs around every request (bench/README.md, warm)."""
+
+    __slots__ = ("_remaining_ms", "_reserve_seconds", "_token")
+
+    def __init__(self, remaining_ms: float | None, reserve_seconds: float = ANSWER_RESERVE_SECONDS) -> None:
+        self._remaining_ms = remaining_ms
+        self._reserve_seconds = reserve_seconds
+        self._token: Token[float | None] | None = None
+
+    def __enter__(self) -> None:
+        remaining_ms = self._remaining_ms
+        deadline = None if remaining_ms is None else time.monotonic() + remaining_ms / 1000 - self._reserve_seconds
+        self._token = _deadline.set(deadline)
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._token is not None:
+            _deadline.reset(self._token)
+            self._token = None
 
 
 def seconds_left() -> float | None:

@@ -36,8 +36,8 @@ from .settings import Settings
 from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
-    from .handles import CallerHandles, HandleStore
-    from .tasks.history import CallerTaskHistory, DynamoTaskHistory
+    from .handles import HandleStore
+    from .tasks.history import DynamoTaskHistory
 
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
@@ -242,7 +242,7 @@ class McpServer:
             args = spec.parse_arguments(arguments)
         except ToolError as exc:
             return ToolResult([text(str(exc))], is_error=True).to_wire()
-        binding = Binding.of(ctx.principal.id, "tools/call", spec.name, arguments)
+        binding = Binding(ctx.principal.id, "tools/call", spec.name, arguments)
         answers, state = self._open_round(params, binding)
         tool_ctx = ToolContext(
             ctx.meta,
@@ -251,8 +251,8 @@ class McpServer:
             state,
             progress=ctx.send_progress,
             log=lambda level, data: ctx.send_log(level, data, spec.name),
-            handles=self._caller_handles(ctx),
-            task_history=self._caller_history(ctx),
+            handle_store=self.handles,
+            history=self.history,
         )
         try:
             if wants_task:
@@ -266,20 +266,6 @@ class McpServer:
             return self._input_required(needed, tool_ctx, tool_ctx.scratch, binding, {"tool": spec.name})
         except ToolError as exc:  # raised by a prepare step
             return ToolResult([text(str(exc))], is_error=True).to_wire()
-
-    def _caller_handles(self, ctx: RequestContext) -> CallerHandles | None:
-        if self.handles is None:
-            return None
-        from .handles import CallerHandles
-
-        return CallerHandles(self.handles, ctx.principal.id)
-
-    def _caller_history(self, ctx: RequestContext) -> CallerTaskHistory | None:
-        if self.history is None:
-            return None
-        from .tasks.history import CallerTaskHistory
-
-        return CallerTaskHistory(self.history, ctx.principal.id)
 
     def _check_header_params(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext) -> None:
         for header, prop in spec.header_params.items():
@@ -302,7 +288,7 @@ class McpServer:
         missing = [a["name"] for a in spec.arguments if a.get("required") and a["name"] not in arguments]
         if missing:
             raise InvalidParams(f"Missing required prompt arguments: {', '.join(missing)}")
-        binding = Binding.of(ctx.principal.id, "prompts/get", spec.name, arguments)
+        binding = Binding(ctx.principal.id, "prompts/get", spec.name, arguments)
         answers, state = self._open_round(params, binding)
         asker = Asker(ctx.meta, answers)
         try:
@@ -340,7 +326,7 @@ class McpServer:
         if found is None:
             raise InvalidParams("Resource not found", data={"uri": params.uri})
         spec, variables = found
-        binding = Binding.of(ctx.principal.id, "resources/read", params.uri, {})
+        binding = Binding(ctx.principal.id, "resources/read", params.uri, {})
         answers, state = self._open_round(params, binding)
         asker = Asker(ctx.meta, answers)
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -91,23 +91,24 @@ class Settings(BaseModel):
             return None
         return value
 
-    @property
+    # Derived once per container, like the settings they come from (read on every request).
+    @cached_property
     def fixture_sets(self) -> frozenset[str]:
         return frozenset(name for name in self.fixtures.split(",") if name)
 
-    @property
+    @cached_property
     def allowed_origins_set(self) -> frozenset[str]:
         return frozenset(o.strip().lower().rstrip("/") for o in self.allowed_origins.split(",") if o.strip())
 
-    @property
+    @cached_property
     def jwt_audiences(self) -> tuple[str, ...]:
         return tuple(a.strip() for a in self.jwt_audience.split(",") if a.strip())
 
-    @property
+    @cached_property
     def jwt_scopes(self) -> tuple[str, ...]:
         return tuple(s for s in self.jwt_required_scopes.replace(",", " ").split() if s)
 
-    @property
+    @cached_property
     def allowed_hosts_set(self) -> frozenset[str]:
         return frozenset(h.strip().lower() for h in self.allowed_hosts.split(",") if h.strip())
 

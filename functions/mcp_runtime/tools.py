@@ -26,16 +26,16 @@ from typing import TYPE_CHECKING, Any, Final
 
 from pydantic import BaseModel, ValidationError
 
-from . import wire
+from . import _json, wire
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
 from .limits import SYNC_WAIT_LIMIT_SECONDS
 from .mrtr import Asker
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
-    from .handles import CallerHandles
+    from .handles import CallerHandles, HandleStore
     from .tasks.durable import Callback, DurableRun
-    from .tasks.history import CallerTaskHistory
+    from .tasks.history import CallerTaskHistory, DynamoTaskHistory
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
@@ -104,8 +104,8 @@ class ToolContext(Asker):
         log: Callable[[str, Any], None] | None = None,
         task_id: str | None = None,
         prepared: Any = None,
-        handles: CallerHandles | None = None,
-        task_history: CallerTaskHistory | None = None,
+        handle_store: HandleStore | None = None,
+        history: DynamoTaskHistory | None = None,
         durable: DurableRun | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
@@ -118,23 +118,27 @@ class ToolContext(Asker):
         self.prepared = prepared
         self._progress = progress
         self._log = log
-        self._handles = handles
-        self._task_history = task_history
+        self._handle_store = handle_store
+        self._history = history
         self._durable = durable
 
     @property
     def handles(self) -> CallerHandles:
         """The caller's server-minted handles (pattern 4)."""
-        if self._handles is None:
+        if self._handle_store is None:
             raise RuntimeError("no handle store is configured for this server")
-        return self._handles
+        from .handles import CallerHandles  # made when a tool asks: most calls never do
+
+        return CallerHandles(self._handle_store, self.principal.id)
 
     @property
     def task_history(self) -> CallerTaskHistory:
         """The caller's own tasks, newest first (what the protocol offers instead of tasks/list)."""
-        if self._task_history is None:
+        if self._history is None:
             raise RuntimeError("no task history is configured for this server")
-        return self._task_history
+        from .tasks.history import CallerTaskHistory
+
+        return CallerTaskHistory(self._history, self.principal.id)
 
     def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         if self._progress is not None:
@@ -253,7 +257,7 @@ class ToolSpec:
             return ToolResult([text(produced)])
         if isinstance(produced, BaseModel):
             structured = produced.model_dump(mode="json")
-            return ToolResult([text(json.dumps(structured))], structured=structured)
+            return ToolResult([text(_json.readable(structured))], structured=structured)
         if isinstance(produced, list):
             return ToolResult(produced)
         raise TypeError(f"tool {self.name} returned {type(produced).__name__}; return str, ToolResult or a model")

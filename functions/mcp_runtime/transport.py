@@ -103,10 +103,11 @@ def _may_breach_limits(body: bytes) -> bool:
     """False when the raw body is too small or too simple to break any limit, so the walk is skipped:
     a string needs at least as many bytes as characters, nesting needs a bracket per level, n items
     need n - 1 commas, and an unpaired surrogate needs a \\u escape or a raw 0xED lead byte."""
+    size = len(body)
     return (
-        len(body) > MAX_JSON_STRING_CHARS
+        size > MAX_JSON_STRING_CHARS
         or body.count(b"{") + body.count(b"[") >= MAX_JSON_DEPTH
-        or body.count(b",") >= MAX_JSON_COLLECTION_ITEMS - 1
+        or (size >= MAX_JSON_COLLECTION_ITEMS - 1 and body.count(b",") >= MAX_JSON_COLLECTION_ITEMS - 1)
         or b"\\u" in body
         or b"\xed" in body
     )

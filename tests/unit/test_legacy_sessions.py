@@ -72,7 +72,7 @@ def test_a_request_state_never_opens_as_a_session() -> None:
     clock = FakeClock()
     from mcp_runtime.sealing import Binding
 
-    state = StateSealer([TEST_KEY], clock=clock).seal(Binding.of("p", "tools/call", "x", {}), {"answers": {}})
+    state = StateSealer([TEST_KEY], clock=clock).seal(Binding("p", "tools/call", "x", {}), {"answers": {}})
     with pytest.raises(SessionInvalid):
         sealers(clock).open("p", state)
 

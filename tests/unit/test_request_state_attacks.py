@@ -76,7 +76,7 @@ def completed(response: HttpResponse) -> str:
 # ---- forged with a key the server does not hold ------------------------------------------------------------------
 def forged(key: SealingKey, clock: FakeClock, arguments: dict[str, Any] = APOLLO) -> str:
     """A state bound exactly as the server binds it (caller, method, tool, arguments digest, fresh expiry)."""
-    binding = Binding.of(ALICE.id, "tools/call", TOOL, arguments)
+    binding = Binding(ALICE.id, "tools/call", TOOL, arguments)
     return StateSealer([key], clock=clock).seal(binding, {"answers": CONFIRMED, "state": {}})
 
 

@@ -19,7 +19,7 @@ from tests.unit.conftest import FakeClock
 K1 = SealingKey("k1", b"1" * 32)
 K2 = SealingKey("k2", b"2" * 40)
 ARGS = {"project": "apollo", "count": 3}
-BINDING = Binding.of("jwt:alice|app", "tools/call", "archive_project", ARGS)
+BINDING = Binding("jwt:alice|app", "tools/call", "archive_project", ARGS)
 PAYLOAD: dict[str, Any] = {
     "answers": {"confirm": {"action": "accept", "content": {"confirm": True}}},
     "state": {"n": 1},
@@ -53,7 +53,7 @@ def test_a_sealed_state_opens_to_the_same_payload_for_the_same_binding() -> None
 def test_the_arguments_digest_does_not_depend_on_key_order() -> None:
     box = sealer()
     token = box.seal(BINDING, PAYLOAD)
-    reordered = Binding.of("jwt:alice|app", "tools/call", "archive_project", {"count": 3, "project": "apollo"})
+    reordered = Binding("jwt:alice|app", "tools/call", "archive_project", {"count": 3, "project": "apollo"})
     assert box.open(token, reordered) == PAYLOAD
 
 
@@ -92,12 +92,12 @@ def test_a_token_missing_whole_parts_is_rejected(prefix_parts: int) -> None:
 @pytest.mark.parametrize(
     "other",
     [
-        Binding.of("jwt:alice|app", "tools/call", "count_words", ARGS),
-        Binding.of("jwt:alice|app", "tools/call", "archive_project", {"project": "apollo", "count": 4}),
-        Binding.of("jwt:alice|app", "tools/call", "archive_project", {"project": "apollo"}),
-        Binding.of("jwt:mallory|app", "tools/call", "archive_project", ARGS),
-        Binding.of("jwt:alice|other-app", "tools/call", "archive_project", ARGS),
-        Binding.of("jwt:alice|app", "prompts/get", "archive_project", ARGS),
+        Binding("jwt:alice|app", "tools/call", "count_words", ARGS),
+        Binding("jwt:alice|app", "tools/call", "archive_project", {"project": "apollo", "count": 4}),
+        Binding("jwt:alice|app", "tools/call", "archive_project", {"project": "apollo"}),
+        Binding("jwt:mallory|app", "tools/call", "archive_project", ARGS),
+        Binding("jwt:alice|other-app", "tools/call", "archive_project", ARGS),
+        Binding("jwt:alice|app", "prompts/get", "archive_project", ARGS),
     ],
     ids=["other-target", "other-argument-value", "fewer-arguments", "other-principal", "other-client", "other-method"],
 )

@@ -40,7 +40,7 @@ class Session:
 
 
 def _binding(principal: str) -> Binding:
-    return Binding.of(principal, SESSION_METHOD, SESSION_TARGET, {})
+    return Binding(principal, SESSION_METHOD, SESSION_TARGET, {})
 
 
 def _size(value: Any) -> int:

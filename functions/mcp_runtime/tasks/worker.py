@@ -62,8 +62,8 @@ from .store import TaskStore
 from .telemetry import report_settled
 
 if TYPE_CHECKING:
-    from ..handles import CallerHandles, HandleStore
-    from .history import CallerTaskHistory, DynamoTaskHistory
+    from ..handles import HandleStore
+    from .history import DynamoTaskHistory
 
 log = logging.getLogger(__name__)
 
@@ -334,24 +334,10 @@ class TaskWorker:
             progress=progress,
             task_id=record.task_id,
             prepared=record.prepared,
-            handles=self._caller_handles(record.owner),
-            task_history=self._caller_history(record.owner),
+            handle_store=self.handles,
+            history=self.history,
             durable=durable,
         )
-
-    def _caller_handles(self, owner: str) -> CallerHandles | None:
-        if self.handles is None:
-            return None
-        from ..handles import CallerHandles
-
-        return CallerHandles(self.handles, owner)
-
-    def _caller_history(self, owner: str) -> CallerTaskHistory | None:
-        if self.history is None:
-            return None
-        from .history import CallerTaskHistory
-
-        return CallerTaskHistory(self.history, owner)
 
     def _settle(
         self, record: TaskRecord, status: str, payload: dict[str, Any], pointer: dict[str, Any] | None = None
