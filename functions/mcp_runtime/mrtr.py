@@ -109,20 +109,7 @@ def _valid_answer(request: InputRequest, answer: object, schema: type[BaseModel]
     if not isinstance(answer, dict):
         return None
     if request.method == wire.INPUT_METHOD_ELICIT:
-        action = answer.get("action")
-        if action not in ("accept", "decline", "cancel"):
-            return None
-        if action != "accept":
-            return Elicited(action, None)
-        content = answer.get("content")
-        if not isinstance(content, dict):
-            return None
-        if schema is None:
-            return Elicited("accept", content)
-        try:
-            return Elicited("accept", schema.model_validate(content, strict=True))
-        except ValidationError:
-            return None
+        return _valid_elicitation(answer, schema)
     if request.method == wire.INPUT_METHOD_SAMPLING:
         if answer.get("role") not in ("user", "assistant") or not isinstance(answer.get("model"), str):
             return None
@@ -137,16 +124,41 @@ def _valid_answer(request: InputRequest, answer: object, schema: type[BaseModel]
     return None
 
 
+def _valid_elicitation(answer: object, schema: type[BaseModel] | None) -> Elicited[Any] | None:
+    """An elicitation's answer (`ElicitResult`), or None when it is not one; accepted content is checked
+    against `schema` strictly."""
+    if not isinstance(answer, dict):
+        return None
+    action = answer.get("action")
+    if action not in ("accept", "decline", "cancel"):
+        return None
+    if action != "accept":
+        return Elicited(action, None)
+    content = answer.get("content")
+    if not isinstance(content, dict):
+        return None
+    if schema is None:
+        return Elicited("accept", content)
+    try:
+        return Elicited("accept", schema.model_validate(content, strict=True))
+    except ValidationError:
+        return None
+
+
 def _canonical_answer(request: InputRequest, raw: dict[str, Any], parsed: Any) -> Any:
     """What is carried into the next round: the validated answer, not whatever else the client sent."""
     if isinstance(parsed, Elicited):
-        if parsed.content is None:
-            return {"action": parsed.action}
-        content = parsed.content.model_dump(mode="json") if isinstance(parsed.content, BaseModel) else parsed.content
-        return {"action": parsed.action, "content": content}
+        return _canonical_elicitation(parsed)
     if request.method == wire.INPUT_METHOD_ROOTS:
         return {"roots": [{k: v for k, v in root.items() if k in ("uri", "name")} for root in parsed]}
     return {k: v for k, v in raw.items() if k in ("role", "content", "model", "stopReason")}
+
+
+def _canonical_elicitation(parsed: Elicited[Any]) -> dict[str, Any]:
+    if parsed.content is None:
+        return {"action": parsed.action}
+    content = parsed.content.model_dump(mode="json") if isinstance(parsed.content, BaseModel) else parsed.content
+    return {"action": parsed.action, "content": content}
 
 
 @dataclass(slots=True)
@@ -178,7 +190,12 @@ class Asker:
         return results
 
     def elicit(self, key: str, message: str, schema: type[ModelT]) -> Elicited[ModelT]:
-        answer: Elicited[ModelT] = self.ask_many({key: elicitation_request(message, schema)}, {key: schema})[key]
+        """`ask_many` of one elicitation, with the request built only when it has to be sent."""
+        self._require(wire.INPUT_METHOD_ELICIT)
+        answer = _valid_elicitation(self.answers.get(key), schema)
+        if answer is None:
+            raise InputNeeded({key: elicitation_request(message, schema)})
+        self.accepted_raw[key] = _canonical_elicitation(answer)
         return answer
 
     def sample(self, key: str, prompt: str, max_tokens: int = 256) -> dict[str, Any]:
@@ -190,8 +207,11 @@ class Asker:
         return answer
 
     def _require_capability(self, request: InputRequest) -> None:
-        capability = _REQUIRED_CAPABILITY.get(request.method)
+        self._require(request.method)
+
+    def _require(self, method: str) -> None:
+        capability = _REQUIRED_CAPABILITY.get(method)
         if capability is None:
-            raise ValueError(f"{request.method} cannot be asked of a client")
+            raise ValueError(f"{method} cannot be asked of a client")
         if not self.meta.declares(capability):
             raise MissingRequiredClientCapability(f"This request needs the {capability} capability", {capability: {}})

@@ -14,12 +14,17 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any, Final
 
 from . import _json
 from .errors import InvalidParams
 from .limits import MAX_REQUEST_STATE_CHARS
+
+_keyed_mac: Callable[..., Any]
+try:  # the C HMAC itself: `hmac.new` wraps it in Python calls (bench/README.md, warm)
+    from _hashlib import hmac_new as _keyed_mac
+except ImportError:  # an interpreter without OpenSSL's HMAC
+    _keyed_mac = hmac.new
 
 TOKEN_VERSION: Final = "v1"
 _MIN_KEY_BYTES: Final = 32
@@ -52,7 +57,7 @@ class SealingKey:
             raise ValueError("a requestState sealing key needs at least 32 bytes")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Binding:
     """What a state is bound to: the caller, the method and target, and a digest of the arguments."""
 
@@ -60,12 +65,17 @@ class Binding:
     method: str
     target: str
     arguments: Any = field(repr=False, compare=False)
+    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
 
-    @cached_property
+    @property
     def arguments_digest(self) -> str:
-        """Made when a state is sealed or opened: a call that neither asks nor answers never pays for it
-        (bench/README.md, warm)."""
-        return digest_arguments(self.arguments)
+        """Made when a state is sealed or opened, once: a call that neither asks nor answers never pays
+        for it (bench/README.md, warm). Not `functools.cached_property`, which takes a lock per object."""
+        digest = self._digest
+        if digest is None:
+            digest = digest_arguments(self.arguments)
+            object.__setattr__(self, "_digest", digest)
+        return digest
 
 
 def digest_arguments(arguments: Any) -> str:
@@ -98,7 +108,7 @@ class StateSealer:
             raise ValueError("at least one sealing key is required")
         self._keys = list(keys)
         # Each key's HMAC with the key already absorbed: a tag copies it (bench/README.md, warm).
-        self._macs = {key.key_id: hmac.new(key.secret, digestmod=hashlib.sha256) for key in keys}
+        self._macs = {key.key_id: _keyed_mac(key.secret, digestmod="sha256") for key in keys}
         self._lifetime = lifetime_seconds
         self._clock = clock
 
@@ -159,4 +169,5 @@ class StateSealer:
     def _tag(self, key_id: str, signed: str) -> bytes:
         mac = self._macs[key_id].copy()
         mac.update(signed.encode("ascii"))
-        return mac.digest()
+        tag: bytes = mac.digest()
+        return tag
