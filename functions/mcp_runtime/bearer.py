@@ -74,8 +74,6 @@ class BearerAuthenticator:
         return self.validator.required_scopes
 
     def authenticate(self, authorization: str | None, resource: str) -> Principal | Refusal:
-        from .tokens import InsufficientScope, KeySetUnavailable, TokenRejected
-
         scope = self.required_scopes
         if not authorization or not authorization.strip():
             return Refusal(401, scope=scope)
@@ -85,14 +83,23 @@ class BearerAuthenticator:
         token = authorization[len(BEARER_PREFIX) :].strip()
         try:
             validated = self.validator.validate(token, resource)
-        except InsufficientScope as refused:
-            log.info("token refused: %s", refused.detail)
-            return Refusal(403, "insufficient_scope", refused.description, refused.required)
-        except TokenRejected as refused:
-            log.info("token refused: %s", refused.detail)
-            return Refusal(401, "invalid_token", refused.description, scope)
-        except KeySetUnavailable:
-            # The issuer's keys cannot be fetched: the token cannot be judged, so it is not accepted.
-            log.exception("the issuer's signing keys are unavailable")
-            return Refusal(401, "invalid_token", "the token cannot be verified now", scope)
+        except Exception as error:
+            return _refusal(error, scope)
         return jwt_principal(validated.subject, validated.client)
+
+
+def _refusal(error: Exception, scope: tuple[str, ...]) -> Refusal:
+    """The answer to a token the validator did not accept; anything else it raised propagates."""
+    from .tokens import InsufficientScope, KeySetUnavailable, TokenRejected  # only when refusing
+
+    if isinstance(error, InsufficientScope):
+        log.info("token refused: %s", error.detail)
+        return Refusal(403, "insufficient_scope", error.description, error.required)
+    if isinstance(error, TokenRejected):
+        log.info("token refused: %s", error.detail)
+        return Refusal(401, "invalid_token", error.description, scope)
+    if isinstance(error, KeySetUnavailable):
+        # The issuer's keys cannot be fetched: the token cannot be judged, so it is not accepted.
+        log.error("the issuer's signing keys are unavailable", exc_info=error)
+        return Refusal(401, "invalid_token", "the token cannot be verified now", scope)
+    raise error
