@@ -7,9 +7,9 @@ Variants:
   api_discover  import the API handler, answer `server/discover` from a real-shaped API Gateway event
   api_call      the same, answering a first plain `tools/call` (count_words)
   api_discover_token  the same `server/discover` as deployed since tokens are validated in the function:
-                no authorizer context, a bearer token the function verifies (PyJWT + rsa, keys fetched
-                from a loopback JWKS; in AWS that fetch is one HTTPS round trip more), without the
-                dev venv's `cryptography` (the asset has none)
+                no authorizer context, a bearer token the function verifies (`mcp_runtime/_jws.py`,
+                keys fetched from a loopback JWKS; in AWS that fetch is one HTTPS round trip more),
+                without the dev venv's `cryptography` (the asset has none)
   sdk_discover  MCP Python SDK 2.3.0 low-level server + stateless streamable HTTP manager + Mangum,
                 answering the same `server/discover`
   sdk_call      the SDK stack answering the same `tools/call` (context only, no budget)
