@@ -107,6 +107,14 @@ def drive(client: Client, role: str, barrier: threading.Barrier, deadline: float
     return outcome
 
 
+def environments_per_function(cores: int | None = None) -> int:
+    """Execution environments per function for the load run: two per core. Each is an interpreter of
+    its own; 32 per function on 2 cores (the figure before 2026-12-01) spent the run starting and
+    switching between about 100 of them: 76 of 120 tasks were still working at the deadline, where
+    4 per function settle all 120 in 75 s (bench/README.md)."""
+    return 2 * (cores or os.cpu_count() or 1)
+
+
 def _start_stack() -> tuple[subprocess.Popen[bytes], str, Any]:
     """`python -m local_stack` on a free loopback port, in its own process (its own GIL): the clients'
     threads here do not slow the server down. Its stdout (EMF metrics, logs) goes to a temp file."""
@@ -117,8 +125,7 @@ def _start_stack() -> tuple[subprocess.Popen[bytes], str, Any]:
         **os.environ,
         "PORT": str(port),
         "PYTHONPATH": f"{FUNCTIONS}{os.pathsep}{REPO}",
-        # 120 tasks at once: more execution environments per function than `make run`'s default 8.
-        "LOCAL_LAMBDA_CONCURRENCY": "32",
+        "LOCAL_LAMBDA_CONCURRENCY": str(environments_per_function()),
     }
     env.pop("FIXTURES", None)
     log = tempfile.TemporaryFile()  # noqa: SIM115 - closed by run() once the server is stopped
