@@ -70,3 +70,13 @@ def test_the_same_encoder_serves_one_call_after_another_failed(encode: Any) -> N
 @given(json_values)
 def test_the_readable_spelling_is_json_dumps_as_it_is(value: Any) -> None:
     assert _json.readable(value) == json.dumps(value)
+
+
+def test_without_the_c_accelerator_the_same_spellings_come_from_json_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json.encoder
+
+    monkeypatch.setattr(json.encoder, "c_make_encoder", None)
+    value = {"b": ["é", 1.5, None], "a": True}
+    assert _json._encoder()(value) == json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+    assert _json._encoder(sort_keys=True)(value) == '{"a":true,"b":["é",1.5,null]}'
+    assert _json._encoder(ensure_ascii=True, compact=False)(value) == json.dumps(value)

@@ -250,3 +250,20 @@ def test_a_tag_spelled_differently_is_rejected_even_when_it_decodes_to_the_same_
     respelled = _respelled_tags(tag)[spelling]
     assert respelled != tag
     assert_rejected(lambda: box.open(f"{version}.{kid}.{encoded}.{respelled}", BINDING))
+
+
+def test_a_sealed_tag_is_the_hmac_sha256_of_everything_before_it() -> None:
+    token = sealer(K1).seal(BINDING, PAYLOAD)
+    signed, _, tag = token.rpartition(".")
+    expected = hmac.new(K1.secret, signed.encode(), hashlib.sha256).digest()
+    assert tag == base64.urlsafe_b64encode(expected).rstrip(b"=").decode()
+
+
+def test_the_standard_library_hmac_seals_and_opens_the_same_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mcp_runtime import sealing
+
+    with_c_hmac = sealer(K1).seal(BINDING, PAYLOAD)
+    monkeypatch.setattr(sealing, "_keyed_mac", hmac.new)  # an interpreter without `_hashlib.hmac_new`
+    fallback = sealer(K1)
+    assert fallback.seal(BINDING, PAYLOAD) == with_c_hmac
+    assert fallback.open(with_c_hmac, BINDING) == PAYLOAD
