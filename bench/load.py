@@ -1,8 +1,9 @@
 """Load on the local stack: many MCP clients at once, each driving one durable task to its end.
 
-The local stack (`python -m local_stack`: the loopback HTTP front, the real handler, an embedded
-moto server running the task table and the real ASL with our worker in-process) is started as its
-own process on a free loopback port. Then `tasks` clients start their task at the same instant (a
+The local stack (`python -m local_stack`: the synthesized template served by the loopback HTTP
+front, each function in execution environments of its own, two per core, and an embedded moto
+server running the task table and the real ASL, which invokes the worker function) is started as
+its own process on a free loopback port. Then `tasks` clients start their task at the same instant (a
 barrier), each on its own thread with its own keep-alive connection and its own dev principal:
   tools/call deploy_release (tasks extension) -> CreateTaskResult
   tasks/get every pollIntervalMs until the task is terminal;
