@@ -178,7 +178,7 @@ class Asker:
         results: dict[str, Any] = {}
         missing: dict[str, InputRequest] = {}
         for key, request in requests.items():
-            self._require_capability(request)
+            self._require_capability(request.method)
             parsed = _valid_answer(request, self.answers.get(key), schemas.get(key))
             if parsed is None:
                 missing[key] = request
@@ -191,7 +191,7 @@ class Asker:
 
     def elicit(self, key: str, message: str, schema: type[ModelT]) -> Elicited[ModelT]:
         """`ask_many` of one elicitation, with the request built only when it has to be sent."""
-        self._require(wire.INPUT_METHOD_ELICIT)
+        self._require_capability(wire.INPUT_METHOD_ELICIT)
         answer = _valid_elicitation(self.answers.get(key), schema)
         if answer is None:
             raise InputNeeded({key: elicitation_request(message, schema)})
@@ -206,10 +206,7 @@ class Asker:
         answer: list[dict[str, Any]] = self.ask_many({key: roots_request()})[key]
         return answer
 
-    def _require_capability(self, request: InputRequest) -> None:
-        self._require(request.method)
-
-    def _require(self, method: str) -> None:
+    def _require_capability(self, method: str) -> None:
         capability = _REQUIRED_CAPABILITY.get(method)
         if capability is None:
             raise ValueError(f"{method} cannot be asked of a client")
