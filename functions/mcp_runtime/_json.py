@@ -54,8 +54,9 @@ _compact_ascii: Final = _encoder(ensure_ascii=True)
 def compact(value: Any) -> str:
     """The wire: `\\uXXXX` escapes for anything outside ASCII, so no text can fail to encode downstream.
 
-    Encoded as UTF-8 first, which is the same text whenever the result is ASCII (control characters,
-    quotes and backslashes are escaped alike in both); only text with other characters is encoded again.
+    Encoded as UTF-8 first, which is the same text whenever the result is ASCII without DEL (control
+    characters, quotes and backslashes are escaped alike in both, DEL only by the ASCII encoder); only
+    text with other characters is encoded again.
     """
     text = compact_text(value)
-    return text if text.isascii() else _compact_ascii(value)
+    return text if text.isascii() and "\x7f" not in text else _compact_ascii(value)

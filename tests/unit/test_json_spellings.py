@@ -31,6 +31,11 @@ def test_the_wire_spelling_is_json_dumps_with_ascii_escapes(value: Any) -> None:
     assert _json.compact(value) == json.dumps(value, separators=(",", ":"))
 
 
+def test_delete_the_one_ascii_character_the_two_encoders_spell_apart_is_escaped_on_the_wire() -> None:
+    value = {"k\x7f": ["\x7f", "a\x7fb"]}
+    assert _json.compact(value) == '{"k\\u007f":["\\u007f","a\\u007fb"]}' == json.dumps(value, separators=(",", ":"))
+
+
 @settings(max_examples=200, deadline=None)
 @given(json_values)
 def test_the_internal_spelling_is_json_dumps_with_text_as_it_is(value: Any) -> None:
