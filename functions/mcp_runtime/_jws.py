@@ -17,8 +17,9 @@ import hmac
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, Final
+
+from ._record import Record
 
 # The DER prefix of DigestInfo for each hash (RFC 8017 §9.2, note 1).
 _ALGORITHMS: Final[dict[str, tuple[Callable[[bytes], Any], bytes]]] = {
@@ -35,11 +36,19 @@ class MalformedJws(ValueError):
     """The token is not a compact JWS with a JSON header (the message says why, for the log)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RsaPublicKey:
+class RsaPublicKey(Record):
+    """An RSA public key: modulus, exponent, and the JWK's `alg` when the issuer names one (then only
+    that algorithm)."""
+
+    __slots__ = ("alg", "e", "n")
     n: int
     e: int
-    alg: str | None = None  # the JWK's `alg`, when the issuer names one: then only that algorithm
+    alg: str | None
+
+    def __init__(self, n: int, e: int, alg: str | None = None) -> None:
+        self.n = n
+        self.e = e
+        self.alg = alg
 
     @classmethod
     def from_jwk(cls, jwk: dict[str, Any]) -> RsaPublicKey:
@@ -54,12 +63,20 @@ class RsaPublicKey:
         return cls(n, e, alg)
 
 
-@dataclass(frozen=True, slots=True)
-class CompactJws:
+class CompactJws(Record):
+    """A compact JWS split and decoded: its JSON header, payload, signing input and signature."""
+
+    __slots__ = ("header", "payload", "signature", "signing_input")
     header: dict[str, Any]
     payload: bytes
     signing_input: bytes
     signature: bytes
+
+    def __init__(self, header: dict[str, Any], payload: bytes, signing_input: bytes, signature: bytes) -> None:
+        self.header = header
+        self.payload = payload
+        self.signing_input = signing_input
+        self.signature = signature
 
 
 def parse(token: str) -> CompactJws:

@@ -10,9 +10,9 @@ short description; the log gets the detail.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from ._record import Record
 from .context import Principal
 
 if TYPE_CHECKING:  # imported on the first token, not at cold start (PyJWT, rsa)
@@ -32,14 +32,22 @@ def jwt_principal(subject: str, client: str) -> Principal:
     return Principal(f"jwt:{escape_principal_part(subject)}|{escape_principal_part(client)}", "jwt")
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
+class Refusal(Record):
     """Why a request is not authenticated: no token (`error` None), `invalid_token`, `insufficient_scope`."""
 
+    __slots__ = ("description", "error", "scope", "status")
     status: int
-    error: str | None = None
-    description: str | None = None
-    scope: tuple[str, ...] = ()
+    error: str | None
+    description: str | None
+    scope: tuple[str, ...]
+
+    def __init__(
+        self, status: int, error: str | None = None, description: str | None = None, scope: tuple[str, ...] = ()
+    ) -> None:
+        self.status = status
+        self.error = error
+        self.description = description
+        self.scope = scope
 
     def challenge(self, metadata_url: str) -> str:
         """The `WWW-Authenticate` value (RFC 6750 §3, MCP authorization "Scope Challenge Handling")."""

@@ -5,7 +5,6 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from .mrtr import Asker
@@ -16,13 +15,29 @@ ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
 Completer = Callable[[str, dict[str, str]], list[str]]
 
 
-@dataclass(slots=True)
 class PromptSpec:
+    """A registered prompt: its wire description, its function and the completers of its arguments."""
+
+    __slots__ = ("arguments", "completers", "description", "fn", "name")
     name: str
     description: str
     fn: PromptFunction
-    arguments: list[dict[str, Any]] = field(default_factory=list)
-    completers: dict[str, Completer] = field(default_factory=dict)
+    arguments: list[dict[str, Any]]
+    completers: dict[str, Completer]
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        fn: PromptFunction,
+        arguments: list[dict[str, Any]] | None = None,
+        completers: dict[str, Completer] | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.fn = fn
+        self.arguments = [] if arguments is None else arguments
+        self.completers = {} if completers is None else completers
 
     def to_wire(self) -> dict[str, Any]:
         prompt: dict[str, Any] = {"name": self.name, "description": self.description}
@@ -31,19 +46,36 @@ class PromptSpec:
         return prompt
 
 
-@dataclass(slots=True)
 class ResourceSpec:
+    """A registered resource, or a resource template (`template`) matched against a URI."""
+
+    __slots__ = ("_pattern", "description", "fn", "mime_type", "name", "template", "uri")
     uri: str
     name: str
     mime_type: str
     fn: ResourceFunction
-    description: str | None = None
-    template: bool = False
-    _pattern: re.Pattern[str] | None = None
+    description: str | None
+    template: bool
+    _pattern: re.Pattern[str] | None
 
-    def __post_init__(self) -> None:
-        if self.template:
-            parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", self.uri)
+    def __init__(
+        self,
+        uri: str,
+        name: str,
+        mime_type: str,
+        fn: ResourceFunction,
+        description: str | None = None,
+        template: bool = False,
+    ) -> None:
+        self.uri = uri
+        self.name = name
+        self.mime_type = mime_type
+        self.fn = fn
+        self.description = description
+        self.template = template
+        self._pattern = None
+        if template:
+            parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri)
             regex = "".join(
                 re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)" for index, part in enumerate(parts)
             )
@@ -142,11 +174,21 @@ class ResourceRegistry:
         return len(self._resources)
 
 
-@dataclass(frozen=True, slots=True)
 class Catalog:
     """What a server offers: its tools, prompts and resources. The API serves all three; the worker
     runs the same tools (one `build_catalog` in the composition root builds it for both)."""
 
-    tools: ToolRegistry = field(default_factory=ToolRegistry)
-    prompts: PromptRegistry = field(default_factory=PromptRegistry)
-    resources: ResourceRegistry = field(default_factory=ResourceRegistry)
+    __slots__ = ("prompts", "resources", "tools")
+    tools: ToolRegistry
+    prompts: PromptRegistry
+    resources: ResourceRegistry
+
+    def __init__(
+        self,
+        tools: ToolRegistry | None = None,
+        prompts: PromptRegistry | None = None,
+        resources: ResourceRegistry | None = None,
+    ) -> None:
+        self.tools = ToolRegistry() if tools is None else tools
+        self.prompts = PromptRegistry() if prompts is None else prompts
+        self.resources = ResourceRegistry() if resources is None else resources

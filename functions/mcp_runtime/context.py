@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from . import wire
+from ._record import Record
 
 LOG_LEVELS: Final[tuple[str, ...]] = (
     "debug",
@@ -19,24 +19,45 @@ LOG_LEVELS: Final[tuple[str, ...]] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Principal:
+class Principal(Record):
     """The authenticated caller. Never taken from the body or `_meta`."""
 
+    __slots__ = ("id", "source")
     id: str
-    source: str = "anonymous"
+    source: str
+
+    def __init__(self, id: str, source: str = "anonymous") -> None:
+        self.id = id
+        self.source = source
 
 
 ANONYMOUS: Final = Principal("anonymous")
 
 
-@dataclass(frozen=True, slots=True)
-class RequestMeta:
+class RequestMeta(Record):
+    """What a request declared in its `_meta`: protocol version, client capabilities and info, progress
+    token and log level."""
+
+    __slots__ = ("client_capabilities", "client_info", "log_level", "progress_token", "protocol_version")
     protocol_version: str
     client_capabilities: dict[str, Any]
-    client_info: dict[str, Any] | None = None
-    progress_token: str | int | None = None
-    log_level: str | None = None
+    client_info: dict[str, Any] | None
+    progress_token: str | int | None
+    log_level: str | None
+
+    def __init__(
+        self,
+        protocol_version: str,
+        client_capabilities: dict[str, Any],
+        client_info: dict[str, Any] | None = None,
+        progress_token: str | int | None = None,
+        log_level: str | None = None,
+    ) -> None:
+        self.protocol_version = protocol_version
+        self.client_capabilities = client_capabilities
+        self.client_info = client_info
+        self.progress_token = progress_token
+        self.log_level = log_level
 
     def declares(self, capability: str) -> bool:
         return isinstance(self.client_capabilities.get(capability), dict)
@@ -54,18 +75,48 @@ class RequestMeta:
         return isinstance(elicitation.get(mode), dict)
 
 
-@dataclass(slots=True)
 class RequestContext:
+    """One request as the server handles it, and the notifications it queues for its stream."""
+
+    __slots__ = (
+        "_progress_seen",
+        "headers",
+        "meta",
+        "method",
+        "notifications",
+        "principal",
+        "request_id",
+        "task_stream",
+    )
     request_id: wire.RequestId
     method: str
     meta: RequestMeta
     principal: Principal
     headers: dict[str, str]
-    notifications: list[dict[str, Any]] = field(default_factory=list)
-    # The transport can carry a durable task for this request without the tasks extension (the
-    # legacy leg's resumable event stream), so a task tool runs as a task here too.
-    task_stream: bool = False
-    _progress_seen: float | None = None
+    notifications: list[dict[str, Any]]
+    task_stream: bool
+    _progress_seen: float | None
+
+    def __init__(
+        self,
+        request_id: wire.RequestId,
+        method: str,
+        meta: RequestMeta,
+        principal: Principal,
+        headers: dict[str, str],
+        notifications: list[dict[str, Any]] | None = None,
+        task_stream: bool = False,
+    ) -> None:
+        self.request_id = request_id
+        self.method = method
+        self.meta = meta
+        self.principal = principal
+        self.headers = headers
+        self.notifications = [] if notifications is None else notifications
+        # The transport can carry a durable task for this request without the tasks extension (the
+        # legacy leg's resumable event stream), so a task tool runs as a task here too.
+        self.task_stream = task_stream
+        self._progress_seen = None
 
     def send_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """Queue `notifications/progress` for this request's stream; a no-op without a token.

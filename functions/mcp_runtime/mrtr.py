@@ -11,25 +11,29 @@ answers arrive through `tasks/update` instead.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Generic, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from . import wire
+from ._record import Record
 from .context import RequestMeta
 from .errors import MissingRequiredClientCapability
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-@dataclass(frozen=True, slots=True)
-class InputRequest:
+class InputRequest(Record):
     """One bare request object of an `inputRequests` map: `{method, params}`."""
 
+    __slots__ = ("method", "params")
     method: str
     params: dict[str, Any]
+
+    def __init__(self, method: str, params: dict[str, Any]) -> None:
+        self.method = method
+        self.params = params
 
     def to_wire(self) -> dict[str, Any]:
         return {"method": self.method, "params": self.params}
@@ -77,12 +81,16 @@ def _flat_elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
     return result
 
 
-@dataclass(frozen=True, slots=True)
-class Elicited(Generic[ModelT]):
+class Elicited(Record, Generic[ModelT]):
     """A validated elicitation answer. `content` is set only when the user accepted."""
 
+    __slots__ = ("action", "content")
     action: Literal["accept", "decline", "cancel"]
     content: ModelT | None
+
+    def __init__(self, action: Literal["accept", "decline", "cancel"], content: ModelT | None) -> None:
+        self.action = action
+        self.content = content
 
     @property
     def accepted(self) -> bool:
@@ -161,14 +169,19 @@ def _canonical_elicitation(parsed: Elicited[Any]) -> dict[str, Any]:
     return {"action": parsed.action, "content": content}
 
 
-@dataclass(slots=True)
 class Asker:
     """Gives code the answers it asked for, or collects what is still missing."""
 
+    __slots__ = ("accepted_raw", "answers", "meta")
     meta: RequestMeta
-    answers: dict[str, Any] = field(default_factory=dict)
-    # Keys answered with a well-formed value; only these are carried into the next round.
-    accepted_raw: dict[str, Any] = field(default_factory=dict)
+    answers: dict[str, Any]
+    accepted_raw: dict[str, Any]
+
+    def __init__(self, meta: RequestMeta, answers: dict[str, Any] | None = None) -> None:
+        self.meta = meta
+        self.answers = {} if answers is None else answers
+        # Keys answered with a well-formed value; only these are carried into the next round.
+        self.accepted_raw = {}
 
     def ask_many(
         self, requests: Mapping[str, InputRequest], schemas: Mapping[str, type[BaseModel]] | None = None

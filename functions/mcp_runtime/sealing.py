@@ -13,10 +13,10 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from . import _json
+from ._record import Record
 from .errors import InvalidParams
 from .limits import MAX_REQUEST_STATE_CHARS
 
@@ -47,25 +47,39 @@ class StateTooLarge(InvalidParams):
         )
 
 
-@dataclass(frozen=True, slots=True)
-class SealingKey:
+class SealingKey(Record):
+    """One key of the sealer: its id (named in each token) and its secret."""
+
+    __slots__ = ("key_id", "secret")
     key_id: str
     secret: bytes
 
-    def __post_init__(self) -> None:
-        if len(self.secret) < _MIN_KEY_BYTES:
+    def __init__(self, key_id: str, secret: bytes) -> None:
+        if len(secret) < _MIN_KEY_BYTES:
             raise ValueError("a requestState sealing key needs at least 32 bytes")
+        self.key_id = key_id
+        self.secret = secret
+
+    def __repr__(self) -> str:
+        return f"SealingKey(key_id={self.key_id!r})"  # never the secret, in a log or a test report
 
 
-@dataclass(frozen=True, slots=True)
-class Binding:
+class Binding(Record, compare=("principal", "method", "target")):
     """What a state is bound to: the caller, the method and target, and a digest of the arguments."""
 
+    __slots__ = ("_digest", "arguments", "method", "principal", "target")
     principal: str
     method: str
     target: str
-    arguments: Any = field(repr=False, compare=False)
-    _digest: str | None = field(default=None, init=False, repr=False, compare=False)
+    arguments: Any
+    _digest: str | None
+
+    def __init__(self, principal: str, method: str, target: str, arguments: Any) -> None:
+        self.principal = principal
+        self.method = method
+        self.target = target
+        self.arguments = arguments
+        self._digest = None
 
     @property
     def arguments_digest(self) -> str:
@@ -73,8 +87,7 @@ class Binding:
         for it (bench/README.md, warm). Not `functools.cached_property`, which takes a lock per object."""
         digest = self._digest
         if digest is None:
-            digest = digest_arguments(self.arguments)
-            object.__setattr__(self, "_digest", digest)
+            digest = self._digest = digest_arguments(self.arguments)
         return digest
 
 

@@ -6,12 +6,12 @@ Handlers raise `McpError`s; the transport maps every exception to the wire in on
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from . import wire
+from ._record import Record
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
 from .cursors import InvalidCursor, decode_cursor, encode_cursor
@@ -42,14 +42,24 @@ if TYPE_CHECKING:  # loaded only where the task table is configured
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
 
-@dataclass(frozen=True, slots=True)
-class MethodSpec:
+class MethodSpec(Record):
+    """One entry of the method registry: how its params are read and who handles it."""
+
+    __slots__ = ("capability", "handler", "params_model", "requires_extension")
     params_model: type[BaseModel]
     handler: Handler
-    # Server capability that must be advertised for the method to exist.
     capability: str
-    # Client capability (or extension) a request must declare to use the method.
-    requires_extension: str | None = None
+    requires_extension: str | None
+
+    def __init__(
+        self, params_model: type[BaseModel], handler: Handler, capability: str, requires_extension: str | None = None
+    ) -> None:
+        self.params_model = params_model
+        self.handler = handler
+        # Server capability that must be advertised for the method to exist.
+        self.capability = capability
+        # Client capability (or extension) a request must declare to use the method.
+        self.requires_extension = requires_extension
 
 
 class TaskGateway(Protocol):
@@ -66,20 +76,53 @@ class TaskGateway(Protocol):
     def cancel(self, task_id: str, ctx: RequestContext) -> None: ...
 
 
-@dataclass(slots=True)
 class McpServer:
+    """The MCP methods of the 2026-07-28 protocol, dispatched from a registry of `MethodSpec`s."""
+
+    __slots__ = (
+        "_methods",
+        "handles",
+        "history",
+        "prompts",
+        "resources",
+        "sealer",
+        "settings",
+        "tasks",
+        "telemetry",
+        "tools",
+    )
     settings: Settings
     sealer: StateSealer
-    tools: ToolRegistry = field(default_factory=ToolRegistry)
-    prompts: PromptRegistry = field(default_factory=PromptRegistry)
-    resources: ResourceRegistry = field(default_factory=ResourceRegistry)
-    tasks: TaskGateway | None = None
-    handles: HandleStore | None = None
-    history: DynamoTaskHistory | None = None
-    telemetry: Telemetry = NO_TELEMETRY
-    _methods: dict[str, MethodSpec] = field(default_factory=dict)
+    tools: ToolRegistry
+    prompts: PromptRegistry
+    resources: ResourceRegistry
+    tasks: TaskGateway | None
+    handles: HandleStore | None
+    history: DynamoTaskHistory | None
+    telemetry: Telemetry
+    _methods: dict[str, MethodSpec]
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        sealer: StateSealer,
+        tools: ToolRegistry | None = None,
+        prompts: PromptRegistry | None = None,
+        resources: ResourceRegistry | None = None,
+        tasks: TaskGateway | None = None,
+        handles: HandleStore | None = None,
+        history: DynamoTaskHistory | None = None,
+        telemetry: Telemetry = NO_TELEMETRY,
+    ) -> None:
+        self.settings = settings
+        self.sealer = sealer
+        self.tools = ToolRegistry() if tools is None else tools
+        self.prompts = PromptRegistry() if prompts is None else prompts
+        self.resources = ResourceRegistry() if resources is None else resources
+        self.tasks = tasks
+        self.handles = handles
+        self.history = history
+        self.telemetry = telemetry
         self._methods = {
             "server/discover": MethodSpec(EmptyParams, self.discover, "always"),
             "tools/list": MethodSpec(PaginatedParams, self.list_tools, "tools"),

@@ -24,12 +24,12 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from . import _jws
 from ._jws import RsaPublicKey
+from ._record import Record
 from .limits import MAX_ACCESS_TOKEN_CHARS, MAX_KEY_DOCUMENT_BYTES
 
 log = logging.getLogger(__name__)
@@ -72,10 +72,16 @@ class KeySetUnavailable(Exception):
     """The issuer's keys could not be fetched (network, status, body): the request cannot be judged."""
 
 
-@dataclass(frozen=True, slots=True)
-class ValidatedToken:
+class ValidatedToken(Record):
+    """A token whose signature, claims and scopes passed: its claims and the scopes it grants."""
+
+    __slots__ = ("claims", "scopes")
     claims: dict[str, Any]
     scopes: frozenset[str]
+
+    def __init__(self, claims: dict[str, Any], scopes: frozenset[str]) -> None:
+        self.claims = claims
+        self.scopes = scopes
 
     @property
     def subject(self) -> str:
@@ -148,20 +154,39 @@ def fetch_json(url: str, headers: Mapping[str, str] | None = None, timeout: floa
         raise KeySetUnavailable(f"GET {url}: not JSON") from exc
 
 
-@dataclass
 class KeySet:
     """The issuer's signing keys, fetched once per container and refreshed as described above."""
 
-    issuer: str
-    jwks_url: str | None = None
-    # AWS_ENDPOINT_URL, when set, also redirects the Cognito JWKS (an AWS endpoint) like every SDK call.
-    aws_endpoint_url: str | None = None
-    fetch: Callable[..., Any] = fetch_json
-    clock: Callable[[], float] = time.monotonic
-    _keys: dict[str, RsaPublicKey] = field(default_factory=dict)
-    _fetched_at: float | None = None
-    _failed_at: float | None = None
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = (
+        "_failed_at",
+        "_fetched_at",
+        "_keys",
+        "_lock",
+        "aws_endpoint_url",
+        "clock",
+        "fetch",
+        "issuer",
+        "jwks_url",
+    )
+
+    def __init__(
+        self,
+        issuer: str,
+        jwks_url: str | None = None,
+        aws_endpoint_url: str | None = None,
+        fetch: Callable[..., Any] = fetch_json,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.issuer = issuer
+        self.jwks_url = jwks_url
+        # AWS_ENDPOINT_URL, when set, also redirects the Cognito JWKS (an AWS endpoint) like every SDK call.
+        self.aws_endpoint_url = aws_endpoint_url
+        self.fetch = fetch
+        self.clock = clock
+        self._keys: dict[str, RsaPublicKey] = {}
+        self._fetched_at: float | None = None
+        self._failed_at: float | None = None
+        self._lock = threading.Lock()
 
     def key(self, kid: str) -> RsaPublicKey | None:
         now = self.clock()
@@ -217,24 +242,43 @@ class KeySet:
         return self.fetch(url)
 
 
-@dataclass
 class TokenValidator:
     """Validates bearer tokens for one issuer and one resource."""
 
-    issuer: str
-    keys: KeySet
-    audiences: tuple[str, ...] = ()  # empty: the resource URI the request was made to
-    required_scopes: tuple[str, ...] = ()
-    # Cognito access tokens carry no `aud`; its scopes are named after this pool's resource server,
-    # so a token without `aud` is taken as issued for this resource when it holds the required scopes.
-    audience_optional: bool = False
-    leeway: int = LEEWAY_SECONDS
-    clock: Callable[[], float] = time.time
-    # (SHA-256 of the token, resource) -> (the validation, until when it may be reused)
-    _verified: OrderedDict[tuple[bytes, str], tuple[ValidatedToken, float]] = field(
-        default_factory=OrderedDict, init=False, repr=False
+    __slots__ = (
+        "_verified",
+        "_verified_lock",
+        "audience_optional",
+        "audiences",
+        "clock",
+        "issuer",
+        "keys",
+        "leeway",
+        "required_scopes",
     )
-    _verified_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __init__(
+        self,
+        issuer: str,
+        keys: KeySet,
+        audiences: tuple[str, ...] = (),
+        required_scopes: tuple[str, ...] = (),
+        audience_optional: bool = False,
+        leeway: int = LEEWAY_SECONDS,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.issuer = issuer
+        self.keys = keys
+        self.audiences = audiences  # empty: the resource URI the request was made to
+        self.required_scopes = required_scopes
+        # Cognito access tokens carry no `aud`; its scopes are named after this pool's resource server,
+        # so a token without `aud` is taken as issued for this resource when it holds the required scopes.
+        self.audience_optional = audience_optional
+        self.leeway = leeway
+        self.clock = clock
+        # (SHA-256 of the token, resource) -> (the validation, until when it may be reused)
+        self._verified: OrderedDict[tuple[bytes, str], tuple[ValidatedToken, float]] = OrderedDict()
+        self._verified_lock = threading.Lock()
 
     def validate(self, token: str, resource: str) -> ValidatedToken:
         if not token or len(token) > MAX_ACCESS_TOKEN_CHARS:

@@ -18,7 +18,6 @@ import threading
 import time
 import typing
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import lru_cache
 from types import ModuleType
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel, ValidationError
 
 from . import _json, wire
+from ._record import Record
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
 from .limits import SYNC_WAIT_LIMIT_SECONDS
@@ -60,11 +60,18 @@ class ToolError(Exception):
     """Raise from a tool to answer with `isError: true` and this text, visible to the model."""
 
 
-@dataclass(frozen=True, slots=True)
-class ToolResult:
+class ToolResult(Record):
+    """What a tool answers: its content blocks, the structured result, and whether it is an error."""
+
+    __slots__ = ("content", "is_error", "structured")
     content: list[dict[str, Any]]
-    structured: Any = None
-    is_error: bool = False
+    structured: Any
+    is_error: bool
+
+    def __init__(self, content: list[dict[str, Any]], structured: Any = None, is_error: bool = False) -> None:
+        self.content = content
+        self.structured = structured
+        self.is_error = is_error
 
     def to_wire(self) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "complete", "content": self.content}
@@ -200,23 +207,69 @@ def _dumpable(value: Any) -> Any:
 ToolFunction = Callable[[Any, ToolContext], Any]
 
 
-@dataclass(slots=True)
 class ToolSpec:
+    """A registered tool: its wire description, how it answers, and the function that does the work."""
+
+    __slots__ = (
+        "annotations",
+        "asks",
+        "description",
+        "fn",
+        "header_params",
+        "input_model",
+        "input_schema",
+        "mode",
+        "name",
+        "output_model",
+        "prepare",
+        "task_required",
+        "title",
+    )
     name: str
     description: str
     fn: ToolFunction
     input_model: type[BaseModel] | None
     input_schema: dict[str, Any]
-    mode: ToolMode = ToolMode.PLAIN
-    task_required: bool = False
-    output_model: type[BaseModel] | None = None
-    title: str | None = None
-    annotations: dict[str, Any] | None = None
-    # Task tools only: an MRTR step run synchronously before the task is created.
-    prepare: ToolFunction | None = None
-    header_params: dict[str, str] = field(default_factory=dict)
-    # Client capabilities the tool may ask for: a call from a client without them is refused up front.
-    asks: tuple[str, ...] = ()
+    mode: ToolMode
+    task_required: bool
+    output_model: type[BaseModel] | None
+    title: str | None
+    annotations: dict[str, Any] | None
+    prepare: ToolFunction | None
+    header_params: dict[str, str]
+    asks: tuple[str, ...]
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        fn: ToolFunction,
+        input_model: type[BaseModel] | None,
+        input_schema: dict[str, Any],
+        mode: ToolMode = ToolMode.PLAIN,
+        task_required: bool = False,
+        output_model: type[BaseModel] | None = None,
+        title: str | None = None,
+        annotations: dict[str, Any] | None = None,
+        prepare: ToolFunction | None = None,
+        header_params: dict[str, str] | None = None,
+        asks: tuple[str, ...] = (),
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.fn = fn
+        self.input_model = input_model
+        self.input_schema = input_schema
+        self.mode = mode
+        self.task_required = task_required
+        self.output_model = output_model
+        self.title = title
+        self.annotations = annotations
+        # Task tools only: an MRTR step run synchronously before the task is created.
+        self.prepare = prepare
+        self.header_params = {} if header_params is None else header_params
+        # Client capabilities the tool may ask for: a call from a client without them is refused up front.
+        self.asks = asks
 
     def to_wire(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}

@@ -15,10 +15,10 @@ import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from . import _json, wire
+from ._record import Record
 from .bearer import BearerAuthenticator, Refusal
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
 from .errors import (
@@ -49,20 +49,40 @@ PROTECTED_RESOURCE_PATH: Final = "/.well-known/oauth-protected-resource"
 log = logging.getLogger(__name__)
 
 
-@dataclass(slots=True)
-class HttpRequest:
+class HttpRequest(Record):
+    """An HTTP request as the transport reads it, with the principal the front authenticated, if any."""
+
+    __slots__ = ("body", "headers", "method", "path", "principal")
     method: str
     path: str
     headers: dict[str, str]  # names lower-cased
     body: bytes
-    principal: Principal | None = None
+    principal: Principal | None
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(
+        self, method: str, path: str, headers: dict[str, str], body: bytes, principal: Principal | None = None
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.principal = principal
 
 
-@dataclass(slots=True)
-class HttpResponse:
+class HttpResponse(Record):
+    """The transport's answer: status, headers (names lower-cased) and body."""
+
+    __slots__ = ("body", "headers", "status")
     status: int
-    headers: dict[str, str] = field(default_factory=dict)
-    body: str = ""
+    headers: dict[str, str]
+    body: str
+    __hash__ = None  # type: ignore[assignment]
+
+    def __init__(self, status: int, headers: dict[str, str] | None = None, body: str = "") -> None:
+        self.status = status
+        self.headers = {} if headers is None else headers
+        self.body = body
 
     def json(self) -> Any:
         """The JSON-RPC message of a JSON or SSE body (the last one on a stream)."""
