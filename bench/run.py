@@ -109,7 +109,8 @@ def markdown(results: dict[str, Any]) -> str:
             f"**Load on the local stack**: {ld['tasks']} tasks started at once,"
             f" polled every {ld['poll_interval_ms']} ms;"
             f" {ld['requests']} requests in {ld['elapsed_s']:.1f} s ({ld['requests_per_s']:.0f} req/s,"
-            f" {ld['tasks_per_s']:.1f} tasks/s); lost {ld['lost']}, wrong state {ld['wrong_state']}",
+            f" {ld['tasks_per_s']:.1f} tasks/s); lost {ld['lost']}, wrong state {ld['wrong_state']};"
+            f" requests timed out and sent again {ld.get('timeouts', 0)}",
             "",
             "| method | count | p50 ms | p95 ms | p99 ms |",
             "|---|---:|---:|---:|---:|",
