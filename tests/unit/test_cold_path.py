@@ -8,6 +8,9 @@ import subprocess
 import sys
 from typing import Any
 
+from local_stack.sam_env import function_environments
+from local_stack.synth import synthesize
+from local_stack.template import DeployedTemplate
 from mcp_runtime._record import Record
 from mcp_runtime.context import Principal
 from mcp_runtime.sealing import Binding, SealingKey
@@ -49,22 +52,28 @@ def first_request_with_a_bearer_token(issuer: Any) -> dict[str, Any]:
     return event
 
 
+def deployed_api_environment(issuer: Any) -> dict[str, str]:
+    """The API function's environment as the synthesized template resolves it, with the two things only
+    AWS has replaced: the sealing secret (a key instead of its ARN) and the issuer (a local one)."""
+    assembly = synthesize()
+    environments = function_environments(DeployedTemplate.load(assembly.directory, assembly.stack_name))
+    (environment,) = [env for logical_id, env in environments.items() if logical_id.startswith("FunctionsApi")]
+    environment = {key: value for key, value in environment.items() if key != "MCP_STATE_SECRET_ARN"}
+    return {
+        **environment,
+        "PATH": os.environ.get("PATH", ""),
+        "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}",
+        "AWS_REGION": "us-east-1",
+        "AWS_LAMBDA_FUNCTION_NAME": "mcp-api",
+        "MCP_STATE_KEY": "cold-path-test-requestState-key-0123456789",
+        "MCP_JWT_ISSUER": issuer.url,
+        "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",
+    }
+
+
 def test_a_first_request_with_a_bearer_token_makes_no_dataclass_of_ours() -> None:
     with serve_issuer() as issuer:
-        environment = {
-            "PATH": os.environ.get("PATH", ""),
-            "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}",
-            "AWS_REGION": "us-east-1",
-            "AWS_LAMBDA_FUNCTION_NAME": "mcp-api",
-            "PYDANTIC_DISABLE_PLUGINS": "__all__",
-            "MCP_REQUIRE_PRINCIPAL": "true",
-            "MCP_STATE_KEY": "cold-path-test-requestState-key-0123456789",
-            "MCP_JWT_ISSUER": issuer.url,
-            "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",
-            "MCP_JWT_REQUIRED_SCOPES": "mcp/invoke",
-            "TASK_TABLE_NAME": "tasks",
-            "TASK_STATE_MACHINE_ARN": "arn:aws:states:us-east-1:123456789012:stateMachine:tasks",
-        }
+        environment = deployed_api_environment(issuer)
         done = subprocess.run(
             [sys.executable, "-c", PROBE, json.dumps(first_request_with_a_bearer_token(issuer))],
             env=environment,
