@@ -34,6 +34,12 @@ def quick(args: NoArgs, ctx: ToolContext) -> str:
     return "done"
 
 
+@tool(description="Waits one second durably (a second round), then answers.", mode=ToolMode.TASK)
+def two_rounds(args: NoArgs, ctx: ToolContext) -> str:
+    ctx.wait(1)
+    return "done"
+
+
 @pytest.fixture(scope="module")
 def assembly() -> Assembly:
     return synthesize(SCALED)
@@ -62,8 +68,8 @@ def throttle_worker(env: TaskEnvironment, throttled: Callable[[dict[str, Any]], 
     return asked
 
 
-def start(env: TaskEnvironment) -> str:
-    spec = env.tools.get("quick")
+def start(env: TaskEnvironment, tool_name: str = "quick") -> str:
+    spec = env.tools.get(tool_name)
     assert spec is not None
     task_id: str = env.service().create(spec, {}, request_context(), None)["taskId"]
     return task_id
@@ -155,3 +161,24 @@ def test_the_state_machines_fail_write_leaves_a_task_that_settled_meanwhile_alon
     record = env.store().get(task_id)
     assert (record.status, record.result) == (COMPLETED, {"content": [{"type": "text", "text": "late"}]})
     assert record.version == 2
+
+
+def test_every_round_gets_the_whole_retry_policy_again(env: TaskEnvironment) -> None:
+    """Retry counts are per entry into a state, as in Step Functions: a round throttled to its last
+    retry leaves the next round all of them (moto kept counting across rounds)."""
+    throttled_in_round: dict[int, int] = {}
+
+    def three_per_round(event: dict[str, Any]) -> bool:
+        if event.get("action") != "run":
+            return False
+        count = throttled_in_round.get(event["round"], 0)
+        throttled_in_round[event["round"]] = count + 1
+        return count < 3  # every retry the policy allows (3), in each round
+
+    throttle_worker(env, three_per_round)
+    task_id = start(env, "two_rounds")
+
+    record = settled(env, task_id, timeout=60)
+    assert (record.status, record.result["content"]) == (COMPLETED, [{"type": "text", "text": "done"}])
+    assert failures(env, task_id) == [THROTTLE] * 6
+    assert throttled_in_round == {0: 4, 1: 4}
