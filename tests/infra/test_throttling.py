@@ -18,8 +18,10 @@ from infra.capabilities.workflow import (
 )
 from infra.config import ThrottleRetry
 
+from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import ACTIVE_STATUSES, EXECUTION_FAILED_ERROR, FAILED
+from mcp_runtime.tasks.worker import DEFAULT_ROUNDS_PER_EXECUTION
 from tests.infra.conftest import Synthesized
 
 pytestmark = pytest.mark.infra
@@ -231,6 +233,20 @@ def test_a_young_account_deploys_with_nothing_reserved(synth: Any) -> None:
     assert _reserved(stack) == {"api": None, "worker": None, "supervisor": None, "bridge": None}
 
 
+def test_throttling_of_the_api_worker_and_supervisor_each_raise_an_alarm(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    throttled = {
+        props["Dimensions"][0]["Value"]["Ref"]
+        for props in (alarm["Properties"] for alarm in default_stack.resources("AWS::CloudWatch::Alarm").values())
+        if props.get("MetricName") == "Throttles"
+    }
+    assert throttled == {
+        default_stack.logical_id(stack.functions.api_function),
+        default_stack.logical_id(stack.functions.worker_function),
+        default_stack.logical_id(stack.supervisor.function.function),
+    }
+
+
 # ---- the history-limit arithmetic (item 7) -------------------------------------------------------
 def test_a_task_state_counts_every_attempt_its_retriers_allow() -> None:
     states = _definition()["States"]
@@ -251,6 +267,9 @@ def test_renewal_comes_before_the_history_limit_even_when_every_retry_is_taken(d
     # The old fixed 1,000 rounds would have reached 179,000 events with every retry taken.
     assert 1000 * round_events > HISTORY_EVENT_LIMIT
     assert _worker(default_stack)["Environment"]["Variables"]["TASK_ROUNDS_PER_EXECUTION"] == str(rounds)
+    # What the worker and its settings assume when the variable is missing is the same bound.
+    assert DEFAULT_ROUNDS_PER_EXECUTION == rounds
+    assert Settings.model_fields["task_rounds_per_execution"].default == rounds
 
 
 def test_fewer_throttle_retries_let_more_rounds_fit(synth: Any) -> None:
