@@ -268,7 +268,7 @@ def test_renewal_comes_before_the_history_limit_even_when_every_retry_is_taken(d
     assert 1000 * round_events > HISTORY_EVENT_LIMIT
     assert _worker(default_stack)["Environment"]["Variables"]["TASK_ROUNDS_PER_EXECUTION"] == str(rounds)
     # What the worker and its settings assume when the variable is missing is the same bound.
-    assert DEFAULT_ROUNDS_PER_EXECUTION == rounds
+    assert rounds == DEFAULT_ROUNDS_PER_EXECUTION
     assert Settings.model_fields["task_rounds_per_execution"].default == rounds
 
 
