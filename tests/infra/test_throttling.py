@@ -21,6 +21,7 @@ from infra.config import ThrottleRetry
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import ACTIVE_STATUSES, EXECUTION_FAILED_ERROR, FAILED
+from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.worker import DEFAULT_ROUNDS_PER_EXECUTION
 from tests.infra.conftest import Synthesized
 
@@ -129,6 +130,10 @@ def test_the_state_machines_fail_write_is_the_workers_fail_write() -> None:
     removed = {names[name.strip()] for name in removes.split(",")}
     # What every terminal write removes, and the active-task index attribute (its sparse index).
     assert removed == {"taskToken", "statusMessage", "effect", "leaseExpiresAt"}
+    # The store's own terminal write, attribute for attribute: change one, change the other.
+    terminal, _ = DynamoTaskStore("tasks")._terminal(FAILED, dict(EXECUTION_FAILED_ERROR))
+    assert {terminal.names[part.split(" = ")[0]] for part in terminal.sets} == set(assigned)
+    assert {terminal.names[name] for name in terminal.removes} | {"leaseExpiresAt"} == removed
     condition = params["ConditionExpression"]
     assert condition == "attribute_exists(#pk) AND #status IN (:working, :inputRequired)"
     assert {values[":working"]["S"], values[":inputRequired"]["S"]} == set(ACTIVE_STATUSES)
