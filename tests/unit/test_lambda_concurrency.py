@@ -73,3 +73,8 @@ def test_the_event_source_backoff_stops_growing_at_five_minutes(monkeypatch: pyt
     monkeypatch.setattr(stack.time, "sleep", waits.append)
     stack._retrying_throttles(_FlakyPool(throttles=12), b"{}")  # type: ignore[arg-type]
     assert waits[-4:] == [256.0, 300.0, 300.0, 300.0]
+
+
+def test_the_account_limit_is_a_knob_of_the_local_stack() -> None:
+    assert stack.Options.from_environ({}).account_concurrency == 1000
+    assert stack.Options.from_environ({"LOCAL_LAMBDA_ACCOUNT_CONCURRENCY": "10"}).account_concurrency == 10
