@@ -78,3 +78,15 @@ def test_the_event_source_backoff_stops_growing_at_five_minutes(monkeypatch: pyt
 def test_the_account_limit_is_a_knob_of_the_local_stack() -> None:
     assert stack.Options.from_environ({}).account_concurrency == 1000
     assert stack.Options.from_environ({"LOCAL_LAMBDA_ACCOUNT_CONCURRENCY": "10"}).account_concurrency == 10
+
+
+def test_api_gateway_answers_a_throttled_function_with_its_own_500_not_lambdas_429() -> None:
+    from local_stack.http_front import INTERNAL_ERROR, ApiGatewayFront
+    from local_stack.provision import Route
+
+    def throttled(logical_id: str, payload: bytes) -> InvocationResult:
+        raise LambdaThrottled("api", "ConcurrentInvocationLimitExceeded")
+
+    front = ApiGatewayFront([Route("POST /mcp", "Api", "NONE")], throttled)
+    answer = front.serve("POST", "/mcp", {"host": "127.0.0.1:3000"}, b"{}", "127.0.0.1")
+    assert (answer.status, answer.body) == (500, INTERNAL_ERROR)
