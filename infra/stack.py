@@ -16,7 +16,7 @@ from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.task_table import TaskTable
-from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow
+from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow, round_limit
 from infra.config import DeploymentConfig
 
 
@@ -68,7 +68,9 @@ class McpTasksStack(Stack):
             payloads=self.payloads,
             state_machine_arn=state_machine.arn,
             callback_url=self.callbacks.url,
-            rounds_per_execution=config.execution_round_limit,
+            rounds_per_execution=round_limit(config.execution_round_limit, config.throttle_retry),
+            api_reserved_concurrency=config.concurrency.api,
+            worker_reserved_concurrency=config.concurrency.worker,
             task_ttl_hours=config.task_ttl_hours,
             api_memory_mb=config.api_memory_mb,
             worker_memory_mb=config.worker_memory_mb,
@@ -84,9 +86,15 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
+            throttle_retry=config.throttle_retry,
         )
         self.supervisor = TaskSupervisor(
-            self, "Supervisor", defaults=defaults, table=self.tasks.table, workflow=self.workflow
+            self,
+            "Supervisor",
+            defaults=defaults,
+            table=self.tasks.table,
+            workflow=self.workflow,
+            reserved_concurrency=config.concurrency.supervisor,
         )
         self.bridge: OAuthBridge | None = None
         if self.front.user_pool is not None and config.auth.bridge:
@@ -100,6 +108,7 @@ class McpTasksStack(Stack):
                 resource_url=config.resource_url,
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
+                reserved_concurrency=config.concurrency.bridge,
             )
         self.monitoring = Monitoring(
             self,

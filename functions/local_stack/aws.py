@@ -20,6 +20,8 @@ evaluates a condition and applies its update without a lock, so two conditional 
 could both pass; DynamoDB applies each write to an item atomically.
 Each execution's status changes (started, then how it ended) are reported to the listeners
 registered with `on_execution_status`, as AWS reports them to EventBridge (`local_stack.event_delivery`).
+`$$.State.EnteredTime` is written as AWS writes it (`2026-07-28T10:30:00.123Z`, milliseconds, Z);
+moto wrote Python's `isoformat()` (microseconds, +00:00).
 Used stream shard iterators are forgotten (moto kept every one, a leak at one poll every 50 ms).
 These patch moto internals: moto is pinned exactly (5.2.5) for that reason.
 """
@@ -45,6 +47,17 @@ MOTO_CONFIG: Final[dict[str, Any]] = {
 LambdaHandler = Callable[[dict[str, Any], Any], Any]
 # (payload bytes, request headers) -> (payload bytes, function error or None)
 Invoker = Callable[[bytes, dict[str, str]], tuple[bytes, str | None]]
+
+
+class LambdaThrottled(Exception):
+    """An invocation over the function's concurrency limit: Lambda answers it HTTP 429
+    TooManyRequestsException, with `reason` saying which limit."""
+
+    def __init__(self, function_name: str, reason: str) -> None:
+        super().__init__(f"Rate Exceeded. ({reason}: {function_name})")
+        self.function_name = function_name
+        self.reason = reason
+
 
 _INVOKERS: dict[str, Invoker] = {}
 _STATUS_LISTENERS: list[Callable[[Any], None]] = []
@@ -157,7 +170,10 @@ def install_patches() -> None:
             if invoker is None:
                 return original_invoke(self, function_name, qualifier, body, headers, response_headers)
             raw = body if isinstance(body, bytes) else (body or "").encode()
-            payload, function_error = invoker(raw, {str(k).lower(): str(v) for k, v in dict(headers or {}).items()})
+            try:
+                payload, function_error = invoker(raw, {str(k).lower(): str(v) for k, v in dict(headers or {}).items()})
+            except LambdaThrottled as throttled:
+                raise _too_many_requests(throttled) from None
             if function_error:
                 response_headers["x-amz-function-error"] = function_error
             response_headers["Content-Length"] = str(len(payload))
@@ -207,6 +223,17 @@ def install_patches() -> None:
 
         CallbackPoolManager.notify = notify  # type: ignore[method-assign]
 
+        from moto.stepfunctions.parser.asl.component.state import state as state_module
+
+        original_state_data = state_module.StateData  # type: ignore[attr-defined]
+
+        def state_data(**fields: Any) -> Any:
+            if isinstance(fields.get("EnteredTime"), str):
+                fields["EnteredTime"] = _aws_timestamp(fields["EnteredTime"])
+            return original_state_data(**fields)
+
+        state_module.StateData = state_data  # type: ignore[attr-defined,assignment]
+
         from moto.dynamodb.models import DynamoDBBackend
 
         for operation in _DYNAMODB_ITEM_OPERATIONS:
@@ -223,6 +250,25 @@ def install_patches() -> None:
 
         DynamoDBStreamsBackend.get_records = get_records  # type: ignore[method-assign]
         _patched = True
+
+
+def _aws_timestamp(iso: str) -> str:
+    from datetime import UTC, datetime
+
+    moment = datetime.fromisoformat(iso).astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _too_many_requests(throttled: LambdaThrottled) -> Exception:
+    """Lambda's answer to a throttled invoke: HTTP 429, TooManyRequestsException, its Reason."""
+    from moto.awslambda.exceptions import LambdaClientError
+
+    error = LambdaClientError("TooManyRequestsException", "Rate Exceeded.")
+    error.code = 429
+    error.description = json.dumps(
+        {"__type": "TooManyRequestsException", "message": "Rate Exceeded.", "Reason": throttled.reason}
+    )
+    return error
 
 
 def _fail_pending_callbacks(execution: Any) -> None:

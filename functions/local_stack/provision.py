@@ -401,6 +401,11 @@ def _create_function(template: DeployedTemplate, resource: Resource, lambda_clie
         role_arn=str(props["Role"]),
         log_group_name=str(logging_config.get("LogGroup") or f"/aws/lambda/{name}"),
         tracing_active=(props.get("TracingConfig") or {}).get("Mode") == "Active",
+        reserved_concurrency=(
+            int(props["ReservedConcurrentExecutions"])
+            if props.get("ReservedConcurrentExecutions") is not None
+            else None
+        ),
     )
     lambda_client.create_function(
         FunctionName=name,

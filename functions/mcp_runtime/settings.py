@@ -70,7 +70,8 @@ class Settings(BaseModel):
     # Where an external system completes a `ctx.wait_for_callback` (the template's callback route).
     task_callback_url: str = Field("", alias="TASK_CALLBACK_URL")
     # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
-    task_rounds_per_execution: int = Field(1_000, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
+    # The template sets it from the workflow's retry policy; the default is the deployed policy's.
+    task_rounds_per_execution: int = Field(138, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Handshake-era (2025) clients: sealed sessions and resumable event streams.
     legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")

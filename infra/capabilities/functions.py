@@ -81,6 +81,8 @@ class TaskFunctions(Construct):
         worker_timeout: Duration,
         allowed_origins: tuple[str, ...] = (),
         function_url: bool = False,
+        api_reserved_concurrency: int | None = None,
+        worker_reserved_concurrency: int | None = None,
     ) -> None:
         """`state_machine_arn` is built from the state machine's fixed name (`StateMachineIdentity`), not
         referenced: the state machine invokes the worker, so a reference back would be a cycle."""
@@ -92,6 +94,7 @@ class TaskFunctions(Construct):
             handler=API_HANDLER,
             memory_mb=api_memory_mb,
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
+            reserved_concurrency=api_reserved_concurrency,
             environment={
                 # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
                 # authenticated principal is refused rather than served anonymously.
@@ -115,6 +118,8 @@ class TaskFunctions(Construct):
             handler=WORKER_HANDLER,
             memory_mb=worker_memory_mb,
             timeout=worker_timeout,
+            # A cap on the tool runs at once: a task burst is throttled (and waits), the API is not starved.
+            reserved_concurrency=worker_reserved_concurrency,
             environment={
                 "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
                 # Where it tells external systems to complete a callback; when it renews an execution.

@@ -64,6 +64,16 @@ class Monitoring(Construct):
                 worker_function.metric_errors(period=PERIOD, statistic="Sum"),
                 "A task step raised (Step Functions may retry)",
             ),
+            # At its reserved concurrency the worker is throttled: the workflow waits with jittered
+            # backoff (up to 15 minutes a wait), so tasks are late, not failed.
+            "WorkerThrottles": (
+                worker_function.metric_throttles(period=PERIOD, statistic="Sum"),
+                "Task runs were throttled at the worker's concurrency: tasks wait, none fails",
+            ),
+            "SupervisorThrottles": (
+                supervisor_function.metric_throttles(period=PERIOD, statistic="Sum"),
+                "The supervisor was throttled: task starts, resumes and stops wait in the stream",
+            ),
             "SupervisorErrors": (
                 supervisor_function.metric_errors(period=PERIOD, statistic="Sum"),
                 "The supervisor raised (its stream batch or status event is retried)",

@@ -56,6 +56,7 @@ class TaskSupervisor(Construct):
         table: dynamodb.ITable,
         workflow: TaskWorkflow,
         memory_mb: int = 512,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = defaults.function(
@@ -66,6 +67,7 @@ class TaskSupervisor(Construct):
             memory_mb=memory_mb,
             timeout=TIMEOUT,
             environment={"TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn},
+            reserved_concurrency=reserved_concurrency,
             wildcard_reason="dynamodb:ListStreams has no resource-level permission either (CDK's grantStreamRead "
             "adds it for the event source mapping).",
         )

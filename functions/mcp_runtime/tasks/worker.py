@@ -83,9 +83,12 @@ OUTCOME_CALLBACK: Final = "callback"
 OUTCOME_WAIT: Final = "wait"
 OUTCOME_CONTINUE: Final = "continue"
 OUTCOME_RENEW: Final = "renew"
-# Rounds (tool runs) per execution before a new one takes over: each round adds 9 to 20 history
-# events, and Step Functions ends an execution at 25,000.
-DEFAULT_ROUNDS_PER_EXECUTION: Final = 1000
+# Rounds (tool runs) per execution before a new one takes over: Step Functions ends an execution at
+# 25,000 history events, and a round adds 9 to 20 without retries, up to 179 with every retry the
+# workflow allows. The deployed value (TASK_ROUNDS_PER_EXECUTION) is computed from the ASL's retry
+# policy (infra.capabilities.workflow.rounds_within_history_limit); this default is that value for
+# the deployed policy (tests/infra/test_throttling.py holds them equal).
+DEFAULT_ROUNDS_PER_EXECUTION: Final = 138
 # A token wait outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
 TOKEN_WAIT_MARGIN_SECONDS: Final = 60
 
