@@ -63,6 +63,9 @@ MAX_SCRATCH_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB 
 # must be retried); a larger one goes to S3, up to MAX_RESULT_BYTES, and `tasks/get` inlines it.
 MAX_INLINE_RESULT_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
 MAX_RESULT_BYTES: Final = 5 * 1024 * KB  # our choice: under Lambda's 6 MB response, with the envelope
+# A result the payload bucket would not take in the run's own invocation travels to the Settle step,
+# which stores it; measured as JSON with every non-ASCII character escaped (its worst case on the way).
+MAX_SETTLE_RESULT_BYTES: Final = 192 * KB  # our choice: inside Step Functions' 256 KB payload, with the state
 # What a `tasks/get` answer may take at most: the response limit less the envelope and the proxy
 # response's own escaping of the body.
 MAX_ANSWER_BYTES: Final = 6_291_456 - 64 * KB  # AWS quota: Lambda's 6 MB synchronous response

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fixtures import lifecycle
-from local_stack.aws import register_function
+from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
 from mcp_runtime import wire
-from mcp_runtime._aws import invocation_deadline
-from mcp_runtime.limits import MAX_RESULT_BYTES
+from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
+from mcp_runtime.limits import MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
+from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
+from mcp_runtime.tasks.worker import RESULT_NOT_STORED_MESSAGE, RESULT_PUT_BACKOFF_SECONDS, TaskWorker
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
@@ -185,3 +188,110 @@ def test_a_two_megabyte_result_comes_back_whole_and_a_six_megabyte_one_fails_nam
     assert refused["error"]["code"] == wire.INTERNAL_ERROR
     assert refused["error"]["message"].endswith(f"over the limit of {MAX_RESULT_BYTES} bytes")
     assert refused["error"]["data"]["limitBytes"] == MAX_RESULT_BYTES
+
+
+# ---- a result the payload bucket will not take ----------------------------------------------------------
+class FailingPuts:
+    """S3 answers the first `times` PutObject requests of the harness's client with a 500 (every one if None)."""
+
+    def __init__(self, s3: Any, times: int | None) -> None:
+        self.s3, self.left, self.failed = s3, times, 0
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        if self.left is not None and self.left <= 0:
+            return None
+        if self.left is not None:
+            self.left -= 1
+        self.failed += 1
+        body = b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
+        response = AWSResponse(request.url, 500, {"content-type": "application/xml"}, None)
+        response._content = body
+        return response
+
+
+@pytest.fixture
+def s3(env: TaskEnvironment) -> Any:
+    """An S3 client as the functions build theirs: botocore's own retries off, so every attempt is the runtime's."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=env.aws.endpoint,
+        region_name=REGION,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+        **{name.lower(): value for name, value in DUMMY_CREDENTIALS.items() if name != "AWS_SESSION_TOKEN"},
+    )
+
+
+@pytest.fixture
+def failing_puts(s3: Any) -> Callable[[int | None], FailingPuts]:
+    def install(times: int | None) -> FailingPuts:
+        fault = FailingPuts(s3, times)
+        s3.meta.events.register("before-send.s3.PutObject", fault)
+        return fault
+
+    return install
+
+
+def patient_worker(env: TaskEnvironment, s3: Any, slept: list[float]) -> None:
+    """The worker with its backoff recorded, not slept (a real invocation would sleep it)."""
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        payloads = S3PayloadStore(env.resources.bucket_name, s3)
+        worker = TaskWorker(env.store(), env.executor(), env.tools, payloads=payloads, sleep=slept.append)
+        return worker.handle(event)
+
+    register_function(env.resources.worker_function_name, handler)
+
+
+LARGER_THAN_SETTLE_CARRIES_KB = MAX_SETTLE_RESULT_BYTES // 1024 + 64
+
+
+def test_a_result_too_large_for_settle_is_put_again_with_backoff_in_the_invocation_and_the_tool_runs_once(
+    service: TaskService,
+    env: TaskEnvironment,
+    tmp_path: Path,
+    s3: Any,
+    failing_puts: Callable[[int | None], FailingPuts],
+) -> None:
+    slept: list[float] = []
+    patient_worker(env, s3, slept)
+    fault = failing_puts(MAX_ATTEMPTS + 2)  # the first put's attempts, then two of the second's
+    ledger = tmp_path / "ledger.txt"
+
+    task_id = start(service, env, "counted_job", {"ledger": str(ledger), "result_kb": LARGER_THAN_SETTLE_CARRIES_KB})
+
+    done = settled(service, task_id)
+    assert done["status"] == COMPLETED
+    assert len(done["result"]["content"][0]["text"]) == len(f"ran {task_id}") + LARGER_THAN_SETTLE_CARRIES_KB * 1024
+    assert ledger.read_text().splitlines() == [task_id]
+    assert fault.failed == MAX_ATTEMPTS + 2
+    assert slept == [RESULT_PUT_BACKOFF_SECONDS[0]]
+
+
+def test_a_result_too_large_for_settle_that_s3_never_takes_fails_the_task_saying_so_and_the_tool_runs_once(
+    service: TaskService,
+    env: TaskEnvironment,
+    tmp_path: Path,
+    s3: Any,
+    failing_puts: Callable[[int | None], FailingPuts],
+) -> None:
+    slept: list[float] = []
+    patient_worker(env, s3, slept)
+    failing_puts(None)
+    ledger = tmp_path / "ledger.txt"
+
+    task_id = start(service, env, "counted_job", {"ledger": str(ledger), "result_kb": LARGER_THAN_SETTLE_CARRIES_KB})
+
+    done = settled(service, task_id)
+    assert (done["status"], done["error"]) == (
+        FAILED,
+        {"code": wire.INTERNAL_ERROR, "message": RESULT_NOT_STORED_MESSAGE},
+    )
+    assert RESULT_NOT_STORED_MESSAGE == "Task result could not be stored"
+    assert ledger.read_text().splitlines() == [task_id]
+    assert slept == list(RESULT_PUT_BACKOFF_SECONDS)
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") == "SUCCEEDED"

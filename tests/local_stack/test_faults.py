@@ -237,6 +237,22 @@ def test_a_throttled_final_write_is_retried_with_the_result_in_hand_and_the_tool
     assert runs(ledger) == 1
 
 
+def test_a_result_the_payload_bucket_fails_to_store_is_stored_by_settle_and_the_tool_runs_once(
+    stack: StackClient, faults: FaultLayer, ledger: Path
+) -> None:
+    # More failures than one invocation's attempts at the put (six): the run hands the result to Settle.
+    faults.arm(Rule(ERROR, "S3.PutObject", WORKER, times=8))
+
+    task_id = stack.start("counted_job", {"ledger": str(ledger), "result_kb": 64})
+
+    done = stack.settled(task_id, timeout=60)
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == f"ran {task_id}" + " " * 64 * 1024
+    assert runs(ledger) == 1
+    assert faults.fired()[("S3.PutObject", ERROR)] == 8
+    assert execution_ends(stack, task_id) == "SUCCEEDED"
+
+
 def test_a_result_too_big_to_store_fails_the_task_at_once_naming_the_limit_and_runs_the_tool_once(
     stack: StackClient, ledger: Path
 ) -> None:
