@@ -53,6 +53,11 @@ MAX_HANDLE_DATA_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB i
 MAX_TASK_ARGUMENTS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
 MAX_TASK_ANSWERS: Final = 64  # our choice: answers one `tasks/update` may bring
 MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
+# What a task keeps of its answers across every round (`kept_answer_bytes` of each): an update that
+# would take it past this is refused with -32602 and changes nothing. With the arguments (64 KB),
+# the inline records (128 KB), the scratch (32 KB) and the questions or the result (32 KB), the
+# item stays under DynamoDB's 400 KB with 48 KB for the rest of it.
+MAX_TASK_KEPT_ANSWERS_BYTES: Final = 96 * KB  # our choice: inside DynamoDB's 400 KB item
 # A task's ttlMs: at least 1 ms, at most a Standard execution's life.
 MAX_TASK_TTL_MS: Final = ONE_YEAR_SECONDS * 1000  # AWS quota: a Standard execution lasts a year at most
 
@@ -89,6 +94,12 @@ MAX_KEPT_STREAM_EVENTS: Final = 32  # our choice: events kept for a resumed stre
 def encoded_size(value: Any) -> int:
     """Bytes of the compact UTF-8 JSON the store writes."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+
+
+def kept_answer_bytes(key: str, value: Any) -> int:
+    """What one answer adds to its task item: its JSON, and its key three times (the answers map, and
+    the wire key and the tool's key in the list of issued keys)."""
+    return encoded_size(value) + 3 * len(key.encode())
 
 
 def answer_size(result: Any) -> int:

@@ -27,9 +27,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
+from ..limits import MAX_TASK_KEPT_ANSWERS_BYTES, kept_answer_bytes
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
+from .errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -47,6 +48,9 @@ from .models import (
 )
 
 Item = dict[str, dict[str, Any]]
+# What the answers take on the item (`limits.kept_answer_bytes`): every answer write adds to it,
+# conditioned on staying within MAX_TASK_KEPT_ANSWERS_BYTES.
+ANSWERS_BYTES = "answersBytes"
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,8 @@ def to_item(record: TaskRecord) -> Item:
     item["steps"] = {"M": {key: record_to_attribute(value) for key, value in record.steps.items()}}
     if record.result_ref is not None:
         item["resultRef"] = _json(record.result_ref)
+    if record.answers_bytes:
+        item[ANSWERS_BYTES] = {"N": str(record.answers_bytes)}
     return item
 
 
@@ -252,6 +258,7 @@ def from_item(item: Item) -> TaskRecord:
         status_message=text("statusMessage"),
         input_requests={k: json.loads(v["S"]) for k, v in (item.get("inputRequests") or {}).get("M", {}).items()},
         answers={k: json.loads(v["S"]) for k, v in (item.get("answers") or {}).get("M", {}).items()},
+        answers_bytes=number(ANSWERS_BYTES) or 0,
         issued_keys=tuple((str(a), str(b)) for a, b in _loads(item.get("issuedKeys"), [])),
         scratch=_loads(item.get("scratch"), {}) or {},
         task_token=text("taskToken"),
@@ -417,7 +424,9 @@ class DynamoTaskStore:
         that condition fails, the item comes back with the failure: if it already shows these answers
         (this write, or the same answers sent before, applied with the answer lost), that is the
         answer's success; otherwise the exact subset is written, conditioned on the version just seen.
-        The task token stays on the item until the resumed run's first write consumes it.
+        The task token stays on the item until the resumed run's first write consumes it. Answers
+        that would take what the task keeps past MAX_TASK_KEPT_ANSWERS_BYTES raise TaskAnswersFull,
+        with nothing written.
         """
         if not responses:
             self.get(task_id, owner)  # an empty update still answers "not found" for unknown ids
@@ -440,6 +449,9 @@ class DynamoTaskStore:
             if not outstanding:
                 return AnswerOutcome((), False)
             covers_all = set(outstanding) == set(record.input_requests)
+            adding = _answers_bytes(responses, outstanding)
+            if record.answers_bytes + adding > MAX_TASK_KEPT_ANSWERS_BYTES:
+                raise TaskAnswersFull(record.answers_bytes, adding, MAX_TASK_KEPT_ANSWERS_BYTES)
             try:
                 self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
             except _ConditionFailed as failure:
@@ -473,7 +485,14 @@ class DynamoTaskStore:
         write_id: str,
     ) -> TaskRecord:
         now = self._clock()
+        adding = _answers_bytes(responses, keys)
+        if adding > MAX_TASK_KEPT_ANSWERS_BYTES:
+            raise TaskAnswersFull(0, adding, MAX_TASK_KEPT_ANSWERS_BYTES)
         expression = _Expression()
+        counter, zero = expression.name(ANSWERS_BYTES), expression.value({"N": "0"})
+        expression.sets.append(f"{counter} = if_not_exists({counter}, {zero}) + {expression.value({'N': str(adding)})}")
+        room = expression.value({"N": str(MAX_TASK_KEPT_ANSWERS_BYTES - adding)})
+        expression.require(f"(attribute_not_exists({counter}) OR {counter} <= {room})")
         for key in keys:
             expression.set_entry("answers", key, _json(responses[key]))
             expression.remove_entry("inputRequests", key)
@@ -780,6 +799,10 @@ class DynamoTaskStore:
         if record is None or record.owner != owner or record.is_expired(self._clock()):
             raise TaskNotFound("Task not found")
         return record
+
+
+def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    return sum(kept_answer_bytes(key, responses[key]) for key in keys)
 
 
 def _translate(exc: AwsCallError) -> Exception:
