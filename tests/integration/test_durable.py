@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from mcp_runtime import wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
+from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
@@ -295,3 +297,33 @@ def test_a_result_too_large_for_settle_that_s3_never_takes_fails_the_task_saying
     assert ledger.read_text().splitlines() == [task_id]
     assert slept == list(RESULT_PUT_BACKOFF_SECONDS)
     assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") == "SUCCEEDED"
+
+
+# ---- two runs of one task at once -------------------------------------------------------------------
+def test_a_second_run_that_meets_a_step_another_run_is_in_waits_and_the_side_effect_runs_once(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    ledger, gate = tmp_path / "ledger.txt", tmp_path / "gate"
+    ledger.touch()
+    task_id = start(service, env, "gated_job", {"ledger": str(ledger), "gate": str(gate)})
+    assert wait_until(lambda: ledger.read_text().splitlines(), lambda lines: lines == ["charged"]) == ["charged"]
+
+    # What Step Functions does when it retries RunTool while the first invocation still runs.
+    second: dict[str, Any] = {}
+    retry = threading.Thread(
+        target=lambda: second.update(
+            env.worker().handle({"action": "run", "taskId": task_id, "round": 0, "executionName": task_id})
+        )
+    )
+    retry.start()
+    wait_until(lambda: retry.is_alive() and len(ledger.read_text().splitlines()) < 2, lambda alive: not alive, 10)
+    gate.touch()
+    retry.join(70)
+
+    done = settled(service, task_id)
+    assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "step: charged once")
+    assert ledger.read_text().splitlines() == ["charged"]
+    assert second["outcome"] == "wait"
+    assert 1 <= second["wait"]["seconds"] <= STEP_BUSY_RECHECK_SECONDS
+    (step,) = env.store().get(task_id).steps.values()
+    assert (sorted(step), step["v"]) == (["ms", "v"], "charged once")

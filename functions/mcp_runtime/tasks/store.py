@@ -120,6 +120,10 @@ class TaskStore(Protocol):
         self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
     ) -> dict[str, Any]: ...
 
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]: ...
+
+    def unmark_step(self, task_id: str, key: str, run_id: str) -> None: ...
+
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None: ...
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
@@ -622,8 +626,30 @@ class DynamoTaskStore:
         path = f"{expression.name('steps')}.{expression.name(key)}"
         if replace:
             expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
-        else:
-            expression.require(f"attribute_not_exists({path})")
+        else:  # a value takes the place of a running mark, any run's: the first value wins
+            running = expression.value({"S": "running"})
+            expression.require(f"(attribute_not_exists({path}) OR {path}.{expression.name('state')} = {running})")
+        try:
+            return self._update(task_id, expression).steps[key]
+        except _ConditionFailed as failure:
+            current = failure.record
+        if current is None or current.status != WORKING:
+            raise TaskConflict(f"task {task_id} is no longer working")
+        if key in current.steps and current.steps[key].get("state") != "running":
+            return current.steps[key]  # recorded first by another run (or by this write, its answer lost)
+        raise TaskConflict(f"task {task_id}: {key} could not be recorded")
+
+    @traced("TaskStore.mark_step")
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
+        """Mark a step running (`durable.is_step_mark`) where nothing is, or only an expired mark; returns
+        the step's entry as it is after the write. Raises TaskConflict once the task stopped working."""
+        expression = _Expression()
+        expression.set_entry("steps", key, record_to_attribute(mark))
+        self._running_tool_write(expression)
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        running = expression.value({"S": mark["state"]})
+        expired = f"({path}.{expression.name('state')} = {running} AND {path}.{expression.name('expires')} < "
+        expression.require(f"(attribute_not_exists({path}) OR {expired}{expression.value({'N': repr(float(now))})}))")
         try:
             return self._update(task_id, expression).steps[key]
         except _ConditionFailed as failure:
@@ -631,8 +657,19 @@ class DynamoTaskStore:
         if current is None or current.status != WORKING:
             raise TaskConflict(f"task {task_id} is no longer working")
         if key in current.steps:
-            return current.steps[key]  # recorded first by another run (or by this write, its answer lost)
-        raise TaskConflict(f"task {task_id}: {key} could not be recorded")
+            return current.steps[key]  # another run's live mark, or the value it recorded
+        raise TaskConflict(f"task {task_id}: {key} could not be marked")
+
+    @traced("TaskStore.unmark_step")
+    def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
+        """Remove this run's running mark of a step; anything else there stays."""
+        expression = _Expression()
+        expression.remove_entry("steps", key)
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        expression.require(f"{path}.{expression.name('run')} = {expression.value({'S': run_id})}")
+        with contextlib.suppress(_ConditionFailed):
+            self._update(task_id, expression)
 
     @traced("TaskStore.checkpoint")
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
