@@ -9,18 +9,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from fixtures import lifecycle
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
-from mcp_runtime import wire
+from mcp_runtime import ToolContext, ToolMode, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
-from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS
+from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.worker import RESULT_NOT_STORED_MESSAGE, RESULT_PUT_BACKOFF_SECONDS, TaskWorker
+from mcp_runtime.tools import SPEC_ATTRIBUTE
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
@@ -327,3 +329,39 @@ def test_a_second_run_that_meets_a_step_another_run_is_in_waits_and_the_side_eff
     assert 1 <= second["wait"]["seconds"] <= STEP_BUSY_RECHECK_SECONDS
     (step,) = env.store().get(task_id).steps.values()
     assert (sorted(step), step["v"]) == (["ms", "v"], "charged once")
+
+
+class FlakyArgs(BaseModel):
+    ledger: str
+
+
+@tool(description="A step that fails its first run; the tool waits a second and tries again.", mode=ToolMode.TASK)
+def flaky_step_job(args: FlakyArgs, ctx: ToolContext) -> str:
+    def attempt() -> str:
+        with open(args.ledger, "a", encoding="utf-8") as ledger:
+            ledger.write("attempt\n")
+        if len(Path(args.ledger).read_text().splitlines()) == 1:
+            raise RuntimeError("the external system said no")
+        return "took"
+
+    try:
+        return f"step {ctx.step('flaky', attempt)}"
+    except RuntimeError:
+        ctx.wait(1)
+        raise
+
+
+def test_a_step_that_raised_leaves_no_mark_so_the_next_run_runs_it_at_once(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    env.tools.add(getattr(flaky_step_job, SPEC_ATTRIBUTE))
+    ledger = tmp_path / "ledger.txt"
+    task_id = start(service, env, "flaky_step_job", {"ledger": str(ledger)})
+
+    done = settled(service, task_id)
+
+    assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "step took")
+    assert ledger.read_text().splitlines() == ["attempt", "attempt"]
+    steps = env.store().get(task_id).steps
+    assert not any(is_step_mark(record) for record in steps.values())
+    assert steps["step:flaky"]["v"] == "took"

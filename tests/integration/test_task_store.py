@@ -691,3 +691,51 @@ def test_the_owner_index_holds_only_what_the_history_reads_and_the_history_pages
     assert newest.next_cursor is not None
     older = history.page(ALICE.id, limit=1, cursor=newest.next_cursor)
     assert older.tasks == [TaskSummary(first.task_id, "some_tool", WORKING, first.created_at, first.created_at, None)]
+
+
+# ---- a step's running mark ------------------------------------------------------------------------------
+def mark(run: str, expires: float) -> dict[str, Any]:
+    return {"state": "running", "run": run, "expires": expires}
+
+
+def test_a_step_is_marked_once_until_its_mark_expires_and_then_another_run_takes_it_over(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    now = clock()
+    first = mark("run-1", now + 60)
+
+    assert store.mark_step(record.task_id, "step:charge", first, now) == first
+    assert store.mark_step(record.task_id, "step:charge", mark("run-2", now + 90), now + 59) == first
+    later = mark("run-3", now + 200)
+    assert store.mark_step(record.task_id, "step:charge", later, now + 61) == later  # run-1 died in the step
+
+
+def test_a_recorded_value_replaces_any_runs_mark_and_the_first_value_wins(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
+
+    kept = store.record_operation(record.task_id, "step:charge", {"v": "from run 2", "ms": 5}, {})
+    again = store.record_operation(record.task_id, "step:charge", {"v": "from run 1", "ms": 9}, {})
+    marked = store.mark_step(record.task_id, "step:charge", mark("run-3", clock() + 60), clock())
+
+    assert kept == again == marked == {"v": "from run 2", "ms": 5}
+
+
+def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    theirs = mark("run-1", clock() + 60)
+    store.mark_step(record.task_id, "step:charge", theirs, clock())
+
+    store.unmark_step(record.task_id, "step:charge", "run-2")
+    assert store.get(record.task_id).steps == {"step:charge": theirs}
+    store.unmark_step(record.task_id, "step:charge", "run-1")
+    assert store.get(record.task_id).steps == {}
+
+
+def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    store.cancel(record.task_id, ALICE.id)
+
+    with pytest.raises(TaskConflict):
+        store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
