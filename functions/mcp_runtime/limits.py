@@ -75,7 +75,8 @@ MAX_SETTLE_RESULT_BYTES: Final = 192 * KB  # our choice: inside Step Functions' 
 # response's own escaping of the body.
 MAX_ANSWER_BYTES: Final = 6_291_456 - 64 * KB  # AWS quota: Lambda's 6 MB synchronous response
 # ---- tasks: durable records (a step's value, a callback's result): inline when small, in S3
-# otherwise; the item keeps at most ITEM_RECORDS_BYTES of them inline.
+# otherwise; all of a task's records together (keys, values kept inline, pointers to S3) take at most
+# ITEM_RECORDS_BYTES of its item, and a record that would take more is a tool error.
 MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: many small steps stay on the item
 ITEM_RECORDS_BYTES: Final = 128 * KB  # our choice: inside DynamoDB's 400 KB item, with the rest of it
 MAX_RECORD_BYTES: Final = 5 * 1024 * KB  # our choice: like a result, it is read back inside one answer

@@ -15,9 +15,9 @@ from fixtures import lifecycle
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
 from mcp_runtime import ToolContext, ToolMode, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
-from mcp_runtime.limits import MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
+from mcp_runtime.limits import ITEM_RECORDS_BYTES, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
-from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark
+from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark, record_cost
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
@@ -365,3 +365,33 @@ def test_a_step_that_raised_leaves_no_mark_so_the_next_run_runs_it_at_once(
     steps = env.store().get(task_id).steps
     assert not any(is_step_mark(record) for record in steps.values())
     assert steps["step:flaky"]["v"] == "took"
+
+
+class ManyStepsArgs(BaseModel):
+    steps: int
+    name_chars: int
+
+
+@tool(description="Many small steps with long names.", mode=ToolMode.TASK)
+def long_named_steps_job(args: ManyStepsArgs, ctx: ToolContext) -> str:
+    for n in range(args.steps):
+        ctx.step(f"{n:04d}" + "x" * args.name_chars, lambda n=n: n)
+    return f"{args.steps} steps"
+
+
+def test_durable_records_past_their_share_of_the_item_are_a_tool_error_naming_the_limit_not_a_store_failure(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    env.tools.add(getattr(long_named_steps_job, SPEC_ATTRIBUTE))
+    # 400 records of 1 KB names: each value is tiny, their keys alone would take the whole 400 KB item.
+    task_id = start(service, env, "long_named_steps_job", {"steps": 400, "name_chars": 1000})
+
+    done = settled(service, task_id, timeout=120)
+
+    assert (done["status"], done["result"]["isError"]) == (COMPLETED, True)
+    assert done["result"]["content"][0]["text"] == (
+        f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item"
+    )
+    kept = env.store().get(task_id).steps
+    assert sum(record_cost(key, record) for key, record in kept.items()) <= ITEM_RECORDS_BYTES
+    assert 100 < len(kept) < 400

@@ -64,6 +64,8 @@ STEP_MARK_UNBOUNDED_SECONDS: Final = 900.0
 # A run that meets another run's mark waits at most this long before it looks again.
 STEP_BUSY_RECHECK_SECONDS: Final = 30
 STEP_RUNNING: Final = "running"
+# Counted for every record beyond its key and JSON: its `ms` and DynamoDB's own framing of the entry.
+RECORD_FRAMING_BYTES: Final = 24
 CALLBACK_WAITING: Final = "waiting"
 CALLBACK_DONE: Final = "done"
 
@@ -108,6 +110,11 @@ class Callback:
     name: str
     token: str
     url: str
+
+
+def record_cost(key: str, record: Mapping[str, Any]) -> int:
+    """What a durable record takes of the task item: its key, its JSON, and room for its `ms`."""
+    return len(key.encode()) + encoded_size(record) + RECORD_FRAMING_BYTES
 
 
 def is_step_mark(record: Mapping[str, Any]) -> bool:
@@ -183,7 +190,6 @@ class DurableRun:
         *,
         scratch: Callable[[], Mapping[str, Any]],
         callback_url: str,
-        inline_records_bytes: int = 0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         time_left: Callable[[], float | None] = seconds_left,
@@ -194,7 +200,8 @@ class DurableRun:
         self.payloads = payloads
         self.callback_url = callback_url
         self._scratch = scratch
-        self._inline_bytes = inline_records_bytes
+        # What the records take of the item (keys, values, pointers), held within ITEM_RECORDS_BYTES.
+        self._item_bytes = sum(record_cost(key, record) for key, record in self.records.items())
         self._clock = clock
         self._monotonic = monotonic
         self._time_left = time_left
@@ -240,6 +247,7 @@ class DurableRun:
             return self._value_of(found)
         if self.time_is_short():
             raise ContinueLater(key)
+        self._check_room(key)
         found = self._mark(key)
         if not is_step_mark(found):
             self.records[key] = found
@@ -252,12 +260,13 @@ class DurableRun:
         try:
             value = _json_value(fn())
             record = self._stored_record(key, value)
+            record["ms"] = round((self._monotonic() - started) * 1000)
+            self._check_room(key, record)
         except BaseException:
             self._unmark(key)
             raise
         finally:
             self._in_step = False
-        record["ms"] = round((self._monotonic() - started) * 1000)
         kept = self._record(key, record)
         self.recorded_here += 1
         return self._value_of(kept)
@@ -335,21 +344,33 @@ class DurableRun:
             raise ToolError(
                 f"Step {key!r} returned {size} bytes; a step's value may be at most {MAX_RECORD_BYTES} bytes"
             )
-        if size <= MAX_INLINE_RECORD_BYTES and self._inline_bytes + size <= ITEM_RECORDS_BYTES:
-            self._inline_bytes += size
-            return {"v": value}
+        inline = {"v": value}
+        if size <= MAX_INLINE_RECORD_BYTES and self._item_bytes + record_cost(key, inline) <= ITEM_RECORDS_BYTES:
+            return inline
         if self.payloads is None:
             raise ToolError(f"Step {key!r} returned {size} bytes, more than the task item can hold")
         return {"ref": self.payloads.put(self.task_id, key, value)}
 
-    def _record(self, key: str, record: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+    def _check_room(self, key: str, record: Mapping[str, Any] | None = None) -> int:
+        """What writing `record` under `key` adds to the item; ToolError past MAX_OPERATIONS or ITEM_RECORDS_BYTES."""
         if len(self.records) >= MAX_OPERATIONS and key not in self.records:
             raise ToolError(f"A task may record at most {MAX_OPERATIONS} steps, waits and callbacks")
+        if record is None:
+            return 0
+        previous = self.records.get(key)
+        adding = record_cost(key, record) - (record_cost(key, previous) if previous is not None else 0)
+        if self._item_bytes + adding > ITEM_RECORDS_BYTES:
+            raise ToolError(f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item")
+        return adding
+
+    def _record(self, key: str, record: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+        adding = self._check_room(key, record)
         try:
             kept = self.store.record_operation(self.task_id, key, record, self._scratch(), replace=replace)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
         self.records[key] = kept
+        self._item_bytes += adding
         return kept
 
     def _value_of(self, record: Mapping[str, Any]) -> Any:

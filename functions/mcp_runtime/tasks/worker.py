@@ -234,7 +234,6 @@ class TaskWorker:
             self.payloads,
             scratch=lambda: holder["ctx"].scratch,
             callback_url=self.callback_url,
-            inline_records_bytes=sum(encoded_size(r["v"]) for r in record.steps.values() if "v" in r),
         )
         ctx = holder["ctx"] = self._tool_context(record, durable)
         try:
