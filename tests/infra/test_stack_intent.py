@@ -104,7 +104,7 @@ def test_table_ttl_attribute_is_the_codes(default_stack: Synthesized) -> None:
     )
 
 
-def test_table_owner_index_is_the_schemas(default_stack: Synthesized) -> None:
+def test_the_owner_index_keeps_the_keys_and_only_what_the_task_history_reads(default_stack: Synthesized) -> None:
     default_stack.template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
@@ -115,7 +115,17 @@ def test_table_owner_index_is_the_schemas(default_stack: Synthesized) -> None:
                         {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "KeyType": "HASH"},
                         {"AttributeName": schema.OWNER_INDEX_SORT_KEY, "KeyType": "RANGE"},
                     ],
-                    "Projection": {"ProjectionType": "ALL"},
+                    "Projection": {
+                        "ProjectionType": "INCLUDE",
+                        "NonKeyAttributes": [
+                            "taskId",
+                            "toolName",
+                            "status",
+                            "lastUpdatedAt",
+                            "statusMessage",
+                            "expiresAt",
+                        ],
+                    },
                 }
             ],
             "AttributeDefinitions": Match.array_with(

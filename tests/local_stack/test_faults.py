@@ -237,6 +237,23 @@ def test_a_throttled_final_write_is_retried_with_the_result_in_hand_and_the_tool
     assert runs(ledger) == 1
 
 
+def test_a_result_the_payload_bucket_fails_to_store_is_stored_by_settle_and_the_tool_runs_once(
+    stack: StackClient, faults: FaultLayer, ledger: Path
+) -> None:
+    # Six failed attempts in the run hand the result to Settle; six more fail Settle's first invocation,
+    # which the state machine retries; its second invocation stores the result at its third attempt.
+    faults.arm(Rule(ERROR, "S3.PutObject", WORKER, times=14))
+
+    task_id = stack.start("counted_job", {"ledger": str(ledger), "result_kb": 64})
+
+    done = stack.settled(task_id, timeout=60)
+    assert done["status"] == "completed"
+    assert done["result"]["content"][0]["text"] == f"ran {task_id}" + " " * 64 * 1024
+    assert runs(ledger) == 1
+    assert faults.fired()[("S3.PutObject", ERROR)] == 14
+    assert execution_ends(stack, task_id) == "SUCCEEDED"
+
+
 def test_a_result_too_big_to_store_fails_the_task_at_once_naming_the_limit_and_runs_the_tool_once(
     stack: StackClient, ledger: Path
 ) -> None:

@@ -25,7 +25,7 @@ from ..errors import InternalError, InvalidParams
 from ..limits import MAX_TASK_ANSWERS, MAX_TASK_ANSWERS_BYTES, MAX_TASK_ARGUMENTS_BYTES, encoded_size
 from ..observability import NO_TELEMETRY, TASKS_CREATED, Telemetry
 from ..tools import ToolSpec
-from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
+from .errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .models import (
     COMPLETED,
     EFFECT_START,
@@ -45,9 +45,16 @@ from .telemetry import report_settled
 log = logging.getLogger(__name__)
 
 TASK_NOT_FOUND_MESSAGE = "Failed to retrieve task: Task not found"
+
+
+def answers_full_message(limit_bytes: int) -> str:
+    return f"Invalid params: a task keeps at most {limit_bytes} bytes of answers; these would exceed it"
+
+
 __all__ = [
     "TASK_NOT_FOUND_MESSAGE",
     "TaskService",
+    "answers_full_message",
     "new_task_id",
 ]
 
@@ -150,6 +157,8 @@ class TaskService:
             self.store.answer(task_id, ctx.principal.id, input_responses)
         except TaskNotFound:
             raise InvalidParams(TASK_NOT_FOUND_MESSAGE) from None
+        except TaskAnswersFull as full:
+            raise InvalidParams(answers_full_message(full.limit_bytes)) from full
         except (TaskStoreUnavailable, TaskStoreRefused, TaskConflict) as exc:
             raise InternalError("Failed to update task") from exc
 
