@@ -6,12 +6,12 @@ the local stack does it, from what the template declares (`local_stack.provision
 
 - `StreamPoller`, one per `AWS::Lambda::EventSourceMapping` on a DynamoDB stream: reads the stream
   with the function's own role (IAM enforced), drops records the mapping's filter criteria do not
-  match, invokes the function with batches of at most `BatchSize` records (and 6 MB) in stream order, and on a
-  function error retries the same batch (with `ReportBatchItemFailures`, from the first record the
-  function reported) until it succeeds, `MaximumRetryAttempts` is used up, or the record is older
-  than `MaximumRecordAgeInSeconds`. Lambda polls a stream shard about four times a second; this
-  poller reads every 50 ms, and waits between retries of a failed batch from 0.1 s up to 2 s
-  doubling (Lambda's own waits are not documented as figures).
+  match, and delivers the rest as Lambda does: late (`StreamTiming`: seen 100 ms after the write at
+  the earliest, polled every 250 ms), in batches of at most `BatchSize` records (and 6 MB) after the
+  batching window, `ParallelizationFactor` batches at once with each key's records in order; a
+  failed batch is bisected, retried from the lowest reported record (`ReportBatchItemFailures`), and
+  given up after `MaximumRetryAttempts` or `MaximumRecordAgeInSeconds`, with a `DDBStreamBatchInfo`
+  pointer sent to the mapping's on-failure SQS queue (`FailureDestinations`).
 - `ExecutionEvents`: every status change of a Step Functions execution (`local_stack.aws` reports
   them from moto's interpreter) becomes the "Step Functions Execution Status Change" event AWS puts
   on the default bus; each `AWS::Events::Rule` whose pattern matches it sends it to its function
@@ -47,6 +47,7 @@ STREAM_DELAY_SECONDS: Final = 0.1
 FIRST_RETRY_SECONDS: Final = 0.1
 LAST_RETRY_SECONDS: Final = 2.0
 ASYNC_RETRY_SECONDS: Final = (1.0, 2.0)
+THROTTLED_ERROR: Final = "TooManyRequestsException"
 REGION: Final = "us-east-1"
 ACCOUNT_ID: Final = "123456789012"
 
@@ -338,6 +339,9 @@ class _Lane:
             if not batch:
                 return
             payload, error = poller.invoke(mapping.function_logical_id, json.dumps({"Records": batch}).encode())
+            if _throttled(payload, error):  # not invoked: retried until the records age out, no retry used
+                poller._stop.wait(FIRST_RETRY_SECONDS)
+                continue
             invocations += 1
             done = _done_count(mapping, batch, payload, error)
             if done == len(batch):
@@ -378,6 +382,16 @@ def _sized(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             break
         batch.append(record)
     return batch
+
+
+def _throttled(payload: bytes, error: str | None) -> bool:
+    """Lambda's own 429 (the function at its concurrency limit), not an error of the function."""
+    if error is None:
+        return False
+    try:
+        return bool(json.loads(payload or b"{}").get("errorType") == THROTTLED_ERROR)
+    except (ValueError, AttributeError):
+        return False
 
 
 def _done_count(mapping: StreamMapping, batch: list[dict[str, Any]], payload: bytes, error: str | None) -> int:
