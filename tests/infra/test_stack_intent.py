@@ -790,5 +790,9 @@ def test_outputs(default_stack: Synthesized) -> None:
         outputs
     )
     assert outputs["TaskTableName"]["Value"] == {"Ref": default_stack.logical_id(default_stack.stack.tasks.table)}
+    # What `make redrive STACK=...` reads: the on-failure queue and the supervisor it replays to.
+    supervisor = default_stack.stack.supervisor
+    assert outputs["StreamFailureQueueUrl"]["Value"] == {"Ref": default_stack.logical_id(supervisor.stream_failures)}
+    assert outputs["SupervisorFunctionName"]["Value"] == {"Ref": default_stack.logical_id(supervisor.function.function)}
     endpoint = json.dumps(outputs["EndpointUrl"]["Value"])
     assert "/mcp" in endpoint and "ApiEndpoint" in endpoint
