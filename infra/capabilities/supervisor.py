@@ -56,10 +56,12 @@ ASYNC_RETRY_ATTEMPTS = 2
 # invocations of its batch's tail, and bisection (which does not use retries) narrows it to itself.
 RETRY_ATTEMPTS = 10
 MAX_RECORD_AGE = Duration.hours(1)
-# Ten batches of a shard at once (the maximum), each task's records in order: a task whose record
-# fails holds back the tasks hashed to its tenth of the shard only, and creates in a burst start ten
-# times as fast as one batch at a time. No batching window: a start waits for no other record.
-PARALLELIZATION_FACTOR = 10
+# Five batches of a shard at once, each task's records in order: a task whose record fails holds
+# back only the tasks hashed to its fifth of the shard, and a burst of creates starts five times as
+# fast as one batch at a time. Each batch is one supervisor invocation, so a shard takes five of the
+# supervisor's reserved concurrency (`supervisorReservedConcurrency` in cdk.json, 10): a second shard,
+# or the status events, still fit. Raise both together. No batching window: a start waits for no other.
+PARALLELIZATION_FACTOR = 5
 # What the queues keep: the stream pointers are useless after 24 h, but the record of what was given
 # up is evidence; 14 days is SQS's maximum.
 FAILURE_RETENTION = Duration.days(14)
