@@ -121,12 +121,17 @@ class McpTasksStack(Stack):
             http_api=self.front.api,
             alarm_email=config.alarm_email,
             metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
+            stream_failures=self.supervisor.stream_failures,
+            status_event_failures=self.supervisor.status_event_failures,
         )
 
         CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, OAuth)")
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        # What `make redrive STACK=...` reads and replays to.
+        CfnOutput(self, "StreamFailureQueueUrl", value=self.supervisor.stream_failures.queue_url)
+        CfnOutput(self, "SupervisorFunctionName", value=self.supervisor.function.function.function_name)
         if self.front.function_url is not None:
             CfnOutput(self, "FunctionUrl", value=f"{self.front.function_url.url}mcp", description="MCP endpoint (IAM)")
         if self.front.user_pool is not None:

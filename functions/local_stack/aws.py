@@ -13,8 +13,11 @@ Two behaviours are brought in line with AWS here, so the function code needs no 
   ABORTED at once.
 - The interpreter's own calls are signed with the state machine role's credentials when IAM is
   enforced (`local_stack.iam_enforcement`).
-A task token that was answered already answers TaskTimedOut ("the task associated with the
-token has already been closed"), as AWS does; moto accepted it again while the execution ran.
+A task token that was answered already answers HTTP 400 TaskTimedOut ("Task Timed Out: 'Provided
+task does not exist anymore'"), as AWS does, to SendTaskSuccess, SendTaskFailure and
+SendTaskHeartbeat: moto accepted it again while the execution ran, and once that was refused, its
+own answer failed while being raised (its TaskTimedOut takes a message it is not given) and came out
+as HTTP 500, which a caller takes for a temporary failure.
 DynamoDB requests are applied one at a time: moto's server handles requests on concurrent threads and
 evaluates a condition and applies its update without a lock, so two conditional writes to one item
 could both pass; DynamoDB applies each write to an item atomically.
@@ -222,6 +225,7 @@ def install_patches() -> None:
             return answered
 
         CallbackPoolManager.notify = notify  # type: ignore[method-assign]
+        _answer_closed_tokens_as_aws()
 
         from moto.stepfunctions.parser.asl.component.state import state as state_module
 
@@ -269,6 +273,50 @@ def _too_many_requests(throttled: LambdaThrottled) -> Exception:
         {"__type": "TooManyRequestsException", "message": "Rate Exceeded.", "Reason": throttled.reason}
     )
     return error
+
+
+TOKEN_CLOSED_MESSAGE: Final = "Task Timed Out: 'Provided task does not exist anymore'"
+
+
+def _answer_closed_tokens_as_aws() -> None:
+    """SendTaskSuccess/Failure/Heartbeat on a token nobody waits on: AWS's 400 answers, not moto's 500."""
+    from moto.core.exceptions import AWSError
+    from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, SendTaskFailureOutput
+    from moto.stepfunctions.parser.asl.eval.callback.callback import (
+        CallbackConsumerTimeout,
+        CallbackNotifyConsumerError,
+        CallbackOutcomeFailure,
+        CallbackOutcomeSuccess,
+    )
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    def answer(backend: Any, token: str, reach: Callable[[Any], bool], running_only: bool = True) -> None:
+        executions = backend._get_executions(ExecutionStatus.RUNNING if running_only else None)
+        for execution in executions:
+            try:
+                if reach(execution.exec_worker.env.callback_pool_manager):
+                    return
+            except CallbackNotifyConsumerError as closed:
+                if isinstance(closed.callback_consumer_error, CallbackConsumerTimeout):
+                    raise AWSError(TOKEN_CLOSED_MESSAGE, "TaskTimedOut", 400) from None
+                raise AWSError("Task Does Not Exist", "TaskDoesNotExist", 400) from None
+        raise InvalidToken()  # type: ignore[no-untyped-call]
+
+    def send_task_success(self: Any, task_token: str, outcome: str) -> None:
+        success = CallbackOutcomeSuccess(callback_id=task_token, output=outcome)
+        answer(self, task_token, lambda pool: bool(pool.notify(callback_id=task_token, outcome=success)))
+
+    def send_task_failure(self: Any, task_token: str, error: Any = None, cause: Any = None) -> Any:
+        failure = CallbackOutcomeFailure(callback_id=task_token, error=error, cause=cause)
+        answer(self, task_token, lambda pool: bool(pool.notify(callback_id=task_token, outcome=failure)), False)
+        return SendTaskFailureOutput()
+
+    def send_task_heartbeat(self: Any, task_token: str) -> None:
+        answer(self, task_token, lambda pool: bool(pool.heartbeat(callback_id=task_token)))
+
+    StepFunctionsParserBackend.send_task_success = send_task_success  # type: ignore[method-assign,assignment]
+    StepFunctionsParserBackend.send_task_failure = send_task_failure  # type: ignore[method-assign]
+    StepFunctionsParserBackend.send_task_heartbeat = send_task_heartbeat  # type: ignore[method-assign,assignment]
 
 
 def _fail_pending_callbacks(execution: Any) -> None:

@@ -307,6 +307,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         provisioned,
         lambda logical_id, payload: _delivered(_retrying_throttles(pools[logical_id], payload)),
         lambda logical_id: _streams_client(aws.endpoint, credentials[logical_id], template.region),
+        lambda logical_id: _role_client("sqs", aws.endpoint, credentials[logical_id], template.region),
     )
     http = make_server(front, "127.0.0.1", port)
     thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
@@ -372,6 +373,11 @@ def _delivered(result: InvocationResult) -> tuple[bytes, str | None]:
 
 def _streams_client(endpoint: str, credentials: Mapping[str, str], region: str) -> Any:
     """A DynamoDB Streams client signed as a function's role: the event source mapping reads as that role."""
+    return _role_client("dynamodbstreams", endpoint, credentials, region)
+
+
+def _role_client(service: str, endpoint: str, credentials: Mapping[str, str], region: str) -> Any:
+    """A client signed as a function's role (Lambda reads its event sources and sends to its destinations so)."""
     import boto3
 
     return boto3.session.Session(
@@ -379,7 +385,7 @@ def _streams_client(endpoint: str, credentials: Mapping[str, str], region: str) 
         aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
         aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
         region_name=region,
-    ).client("dynamodbstreams", endpoint_url=endpoint)
+    ).client(service, endpoint_url=endpoint)
 
 
 def _invoker(pool: FunctionPool) -> Any:
@@ -412,7 +418,10 @@ def _describe(
     for mapping in stack.provisioned.stream_mappings:
         lines.append(
             f"event source {mapping.logical_id}: stream of {mapping.stream_arn.split('/')[1]} -> "
-            f"{mapping.function_logical_id} (batch {mapping.batch_size}, {len(mapping.filter_patterns)} filters)"
+            f"{mapping.function_logical_id} (batch {mapping.batch_size}, {len(mapping.filter_patterns)} filters, "
+            f"{mapping.parallelization_factor} at once, retries {mapping.maximum_retry_attempts}, "
+            f"record age {mapping.maximum_record_age_seconds} s, bisect {mapping.bisect_batch_on_function_error}, "
+            f"given up to {(mapping.on_failure_arn or 'nowhere').rsplit(':', 1)[-1]})"
         )
     for rule in stack.provisioned.event_rules:
         targets = ", ".join(target.function_logical_id for target in rule.targets)
@@ -457,6 +466,7 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         "credentials": dict(credentials),
         "authorizationServer": stack.provider.issuer if stack.provider is not None else None,
         "userPools": dict(stack.provisioned.user_pools),
+        "queues": {queue.logical_id: queue.url for queue in stack.provisioned.queues.values()},
     }
     directory = STATE_ROOT / "run"
     directory.mkdir(parents=True, exist_ok=True)

@@ -310,6 +310,15 @@ def test_supervisor_policy_is_exactly_what_it_and_its_stream_mapping_call(defaul
             "Effect": "Allow",
             "Resource": {"Fn::GetAtt": [table, "StreamArn"]},
         },
+        # Lambda sends what it gave up as the function's role: the stream's pointers, the status events.
+        *(
+            {
+                "Action": ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+                "Effect": "Allow",
+                "Resource": _get_att(default_stack.logical_id(queue)),
+            }
+            for queue in (stack.supervisor.stream_failures, stack.supervisor.status_event_failures)
+        ),
     ]
     _assert_policy(default_stack, stack.supervisor.function, granted)
 
@@ -330,8 +339,6 @@ def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_
             "FunctionName": {"Ref": default_stack.logical_id(stack.supervisor.function.function)},
             "StartingPosition": "TRIM_HORIZON",
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "MaximumRetryAttempts": -1,
-            "BisectBatchOnFunctionError": False,
             "FilterCriteria": {"Filters": [{"Pattern": pattern}]},
         },
     )
@@ -340,9 +347,53 @@ def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_
     }
 
 
-def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor(default_stack: Synthesized) -> None:
+def test_a_stream_record_the_supervisor_cannot_carry_out_is_given_up_within_bounds_to_an_alarmed_queue(
+    default_stack: Synthesized,
+) -> None:
+    """Bisected, retried a bounded number of times within a bounded age (well inside the stream's 24 h,
+    so the redrive still finds the records), then pointed to from an encrypted, TLS-only queue."""
+    stack = default_stack.stack
+    queue = default_stack.logical_id(stack.supervisor.stream_failures)
+    retries, age, factor = Capture(), Capture(), Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "BisectBatchOnFunctionError": True,
+            "MaximumRetryAttempts": retries,
+            "MaximumRecordAgeInSeconds": age,
+            "ParallelizationFactor": factor,
+            "DestinationConfig": {"OnFailure": {"Destination": _get_att(queue)}},
+        },
+    )
+    assert 0 < retries.as_number() <= 20
+    assert 60 <= age.as_number() <= 6 * 3600  # at least 18 h of the stream's 24 h left to replay
+    assert factor.as_number() > 1  # a failing task holds back only its share of a shard
+    _assert_failure_queue(default_stack, queue)
+
+
+def _assert_failure_queue(stack: Synthesized, queue: str) -> None:
+    props = stack.resources("AWS::SQS::Queue")[queue]["Properties"]
+    assert props["SqsManagedSseEnabled"] is True
+    assert props["MessageRetentionPeriod"] == 14 * 24 * 3600
+    stack.template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": queue}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
+
+
+def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor_and_what_fails_to_a_dead_letter_queue(
+    default_stack: Synthesized,
+) -> None:
     stack = default_stack.stack
     supervisor = default_stack.logical_id(stack.supervisor.function.function)
+    dead_letters = default_stack.logical_id(stack.supervisor.status_event_failures)
     default_stack.template.has_resource_properties(
         "AWS::Events::Rule",
         {
@@ -354,12 +405,26 @@ def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor(default
                     "status": list(schema.ENDED_STATUSES),
                 },
             },
-            "Targets": [Match.object_like({"Arn": _get_att(supervisor), "RetryPolicy": {"MaximumRetryAttempts": 2}})],
+            "Targets": [
+                Match.object_like(
+                    {
+                        "Arn": _get_att(supervisor),
+                        "RetryPolicy": {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 6 * 3600},
+                        "DeadLetterConfig": {"Arn": _get_att(dead_letters)},
+                    }
+                )
+            ],
         },
     )
     default_stack.template.has_resource_properties(
-        "AWS::Lambda::EventInvokeConfig", {"FunctionName": {"Ref": supervisor}, "MaximumRetryAttempts": 2}
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "FunctionName": {"Ref": supervisor},
+            "MaximumRetryAttempts": 2,
+            "DestinationConfig": {"OnFailure": {"Destination": _get_att(dead_letters)}},
+        },
     )
+    _assert_failure_queue(default_stack, dead_letters)
 
 
 def test_function_roles_have_no_managed_policies(default_stack: Synthesized) -> None:
@@ -709,6 +774,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
             by_metric.setdefault(" + ".join(sorted(names)), []).append(props)
         assert props["AlarmActions"], "every alarm notifies the alarm topic when an email is configured"
     assert sorted(by_metric) == [
+        "ApproximateNumberOfMessagesVisible",  # stream records and status events given up to their queues
         "Errors",
         "ExecutionsFailed",
         "ExecutionsTimedOut",
@@ -719,6 +785,13 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
     ]
     assert len(by_metric["Errors"]) == 3  # API, worker and supervisor
     assert by_metric["IteratorAge"][0]["Threshold"] == 60_000
+    queues = {
+        stack.logical_id(queue)
+        for queue in (stack.stack.supervisor.stream_failures, stack.stack.supervisor.status_event_failures)
+    }
+    given_up = by_metric["ApproximateNumberOfMessagesVisible"]
+    assert {alarm["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for alarm in given_up} == queues
+    assert all(alarm["Threshold"] == 1 and alarm["Statistic"] == "Maximum" for alarm in given_up)
     stack.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     stack.template.has_resource_properties(
         "AWS::SNS::TopicPolicy", Match.object_like({"PolicyDocument": Match.any_value()})
@@ -731,5 +804,9 @@ def test_outputs(default_stack: Synthesized) -> None:
         outputs
     )
     assert outputs["TaskTableName"]["Value"] == {"Ref": default_stack.logical_id(default_stack.stack.tasks.table)}
+    # What `make redrive STACK=...` reads: the on-failure queue and the supervisor it replays to.
+    supervisor = default_stack.stack.supervisor
+    assert outputs["StreamFailureQueueUrl"]["Value"] == {"Ref": default_stack.logical_id(supervisor.stream_failures)}
+    assert outputs["SupervisorFunctionName"]["Value"] == {"Ref": default_stack.logical_id(supervisor.function.function)}
     endpoint = json.dumps(outputs["EndpointUrl"]["Value"])
     assert "/mcp" in endpoint and "ApiEndpoint" in endpoint
