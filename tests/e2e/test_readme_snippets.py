@@ -1,4 +1,4 @@
-"""The client snippets of the README and docs/tasks.md, run as written against the local stack (only the URL is swapped)."""
+"""The client snippets of the README and docs/tasks.md, run as written against the local stack (URL swapped)."""
 
 from __future__ import annotations
 
