@@ -18,7 +18,6 @@ Rules every write follows:
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import time
@@ -51,10 +50,12 @@ Item = dict[str, dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class AnswerOutcome:
-    """What `answer` did: the keys it accepted, and whether the task is now due to resume."""
+    """What `answer` did: the keys it accepted, and whether the task is now due to resume. `task_token`
+    is the token the execution waits on when it is (what resumes it); not part of equality."""
 
     accepted_keys: tuple[str, ...]
     resumed: bool
+    task_token: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -426,7 +427,7 @@ class DynamoTaskStore:
         write_id = new_write_id()
         try:
             new = self._apply_answers(task_id, owner, responses, keys, True, None, write_id)
-            return AnswerOutcome(keys, new.status == WORKING)
+            return AnswerOutcome(keys, new.status == WORKING, new.task_token)
         except _ConditionFailed as failure:
             current = failure.record
         for _ in range(3):
@@ -441,11 +442,11 @@ class DynamoTaskStore:
                 return AnswerOutcome((), False)
             covers_all = set(outstanding) == set(record.input_requests)
             try:
-                self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
+                new = self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
             except _ConditionFailed as failure:
                 current = failure.record
                 continue
-            return AnswerOutcome(outstanding, covers_all)
+            return AnswerOutcome(outstanding, covers_all, new.task_token if covers_all else None)
         raise TaskConflict(f"task {task_id} kept changing while answers were recorded")
 
     def _resume_again(self, record: TaskRecord, keys: tuple[str, ...]) -> AnswerOutcome:
@@ -458,9 +459,11 @@ class DynamoTaskStore:
         expression.set("effect", {"S": EFFECT_RESUME})
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("taskToken", {"S": record.task_token})
-        with contextlib.suppress(_ConditionFailed):  # failed: the run consumed it meanwhile, so it resumed
+        try:
             self._update(record.task_id, expression)
-        return AnswerOutcome(keys, True)
+        except _ConditionFailed:  # the run consumed it meanwhile, so it resumed
+            return AnswerOutcome(keys, True)
+        return AnswerOutcome(keys, True, record.task_token)
 
     def _apply_answers(
         self,
