@@ -125,6 +125,26 @@ def test_send_task_success_the_settle_write_and_stop_execution_throttled_in_a_ro
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Deleted row.txt")
 
 
+def test_an_update_whose_answers_could_not_be_recorded_sends_no_token_and_the_task_stays_answerable(
+    stack: StackClient, faults: FaultLayer
+) -> None:
+    task_id = stack.start("confirm_delete", {"filename": "unrecorded.txt"})
+    key, _ = awaiting_input(stack, task_id)
+    mark = time.time()
+    faults.arm(Rule(THROTTLE, "DynamoDB.UpdateItem", API, contains=('"confirm"',), times=50))
+    answer = {"taskId": task_id, "inputResponses": {key: accept(confirm=True)}}
+
+    refused = stack.call("tasks/update", answer)
+
+    assert refused["error"] == {"code": wire.INTERNAL_ERROR, "message": "Failed to update task"}
+    assert "SFN.SendTaskSuccess" not in api_calls(faults, mark)  # the token goes only after the answers are kept
+    faults.arm()
+    assert stack.task(task_id)["status"] == "input_required"
+    stack.result("tasks/update", answer)
+    done = stack.settled(task_id, timeout=30)
+    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Deleted unrecorded.txt")
+
+
 # ---- healthy tasks failed by one lost response -------------------------------------------------------------
 def test_a_send_task_success_applied_whose_response_was_lost_does_not_fail_the_resumed_task(
     stack: StackClient, faults: FaultLayer
