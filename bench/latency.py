@@ -47,21 +47,25 @@ BUDGET_MS = 150.0
 
 
 class Calls:
-    """One function's AWS calls as the layer stamped them."""
+    """One function's AWS calls as a layer stamped them: the counting layer's own file per function
+    (time in "time"), or the fault layer's one file for all (time in "at", the function named)."""
 
-    def __init__(self, directory: Path, function: str) -> None:
-        self.path = directory / f"{function}.jsonl"
+    def __init__(self, path: Path, function: str = "", time_key: str = "time") -> None:
+        self.path = path
+        self.function = function
+        self.time_key = time_key
 
     def entries(self) -> list[dict[str, Any]]:
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line]
+        found = [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line]
+        return [entry for entry in found if self.function in entry.get("function", self.function)]
 
     def first_after(self, moment: float, timeout: float = 60.0) -> float:
         """The time of the first call at or after `moment` (waiting for it)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            later = [entry["time"] for entry in self.entries() if entry["time"] >= moment]
+            later = [entry[self.time_key] for entry in self.entries() if entry[self.time_key] >= moment]
             if later:
                 return float(min(later))
             time.sleep(0.01)
@@ -99,10 +103,19 @@ def _ms(values: list[float]) -> dict[str, float]:
     return {"p50": percentile(values, 50) * 1000, "p90": percentile(values, 90) * 1000, "n": float(len(values))}
 
 
-def run(samples: int = 30) -> dict[str, Any]:
+def run(samples: int = 30, backstop: bool = False) -> dict[str, Any]:
+    """`backstop`: every direct Step Functions call of the API is throttled (the fault layer of
+    `tests/local_stack`), so each start and resume goes the stream's way: the path the direct call saves."""
     scratch = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     layer = scratch / "layer"
-    shutil.copytree(LAYER, layer)
+    if backstop:
+        from tests.local_stack.faults import THROTTLE, FaultLayer, Rule
+
+        faults = FaultLayer.create(layer)
+        direct = ("SFN.StartExecution", "SFN.SendTaskSuccess")
+        faults.arm(*(Rule(THROTTLE, operation, "Api", times=10**9) for operation in direct))
+    else:
+        shutil.copytree(LAYER, layer)
     overhead: list[float] = []
     invoke_round_trip: list[float] = []
     ping: list[float] = []
@@ -115,7 +128,10 @@ def run(samples: int = 30) -> dict[str, Any]:
         env = {"LOCAL_LAYERS": str(layer), **AWS_LIKE_DELIVERY}
         with local_stack_process(fixtures="conformance", extra_env=env) as stack:
             worker_name = stack.physical_id("FunctionsWorker", "AWS::Lambda::Function")
-            worker = Calls(layer / "calls", worker_name)
+            if backstop:
+                worker = Calls(layer / "calls.jsonl", worker_name, "at")
+            else:
+                worker = Calls(layer / "calls" / f"{worker_name}.jsonl")
             lambda_client = stack.aws_client("lambda")
             sfn = stack.aws_client("stepfunctions")
             machine = stack.physical_id("Workflow", "AWS::StepFunctions::StateMachine")
@@ -220,6 +236,7 @@ def run(samples: int = 30) -> dict[str, Any]:
     }
     return {
         "samples": samples,
+        "path": "the stream's (direct calls throttled)" if backstop else "direct calls",
         "delivery": dict(AWS_LIKE_DELIVERY),
         "figures": figures,
         "local_overhead_p50_ms": local,
@@ -232,7 +249,8 @@ def run(samples: int = 30) -> dict[str, Any]:
 def report(result: dict[str, Any]) -> list[str]:
     delivery = result["delivery"]
     lines = [
-        f"Task start and resume latency ({result['samples']} tasks, one at a time; stream polled every"
+        f"Task start and resume latency, {result.get('path', 'direct calls')}"
+        f" ({result['samples']} tasks, one at a time; stream polled every"
         f" {delivery['LOCAL_STREAM_POLL_MS']} ms, records held {delivery['LOCAL_STREAM_DELAY_MS']} ms;"
         f" load average {result['loadavg']['start'][0]:.2f} at start, {result['loadavg']['end'][0]:.2f} at end)"
     ]
@@ -247,6 +265,10 @@ def report(result: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    import sys
+    import argparse
 
-    print("\n".join(report(run(samples=int(sys.argv[1]) if len(sys.argv) > 1 else 30))))
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("samples", nargs="?", type=int, default=30)
+    parser.add_argument("--backstop", action="store_true", help="throttle the direct calls: measure the stream path")
+    args = parser.parse_args()
+    print("\n".join(report(run(samples=args.samples, backstop=args.backstop))))
