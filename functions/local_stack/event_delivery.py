@@ -10,9 +10,8 @@ the local stack does it, from what the template declares (`local_stack.provision
   function error retries the same batch (with `ReportBatchItemFailures`, from the first record the
   function reported) until it succeeds, `MaximumRetryAttempts` is used up, or the record is older
   than `MaximumRecordAgeInSeconds`. Lambda polls a stream shard about four times a second; this
-  poller reads every 50 ms unless told otherwise (`StreamDelivery`: a poll interval, and a delay
-  before a record may be delivered, as the stream's own propagation), and waits between retries of
-  a failed batch from 0.1 s up to 2 s doubling (Lambda's own waits are not documented as figures).
+  poller reads every 50 ms, and waits between retries of a failed batch from 0.1 s up to 2 s
+  doubling (Lambda's own waits are not documented as figures).
 - `ExecutionEvents`: every status change of a Step Functions execution (`local_stack.aws` reports
   them from moto's interpreter) becomes the "Step Functions Execution Status Change" event AWS puts
   on the default bus; each `AWS::Events::Rule` whose pattern matches it sends it to its function
@@ -31,7 +30,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
@@ -80,23 +78,11 @@ def lambda_record(record: Mapping[str, Any], stream_arn: str) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True, slots=True)
-class StreamDelivery:
-    """How soon stream records reach the function: the poll interval, and how old a record must be
-    before it is delivered (AWS: four polls a second, records readable some time after the write)."""
-
-    poll_seconds: float = POLL_SECONDS
-    delay_seconds: float = 0.0
-
-
 class StreamPoller:
     """Lambda's poller for one stream event source mapping (one shard, as moto keeps one)."""
 
-    def __init__(
-        self, mapping: StreamMapping, streams: Any, invoke: Invoke, delivery: StreamDelivery | None = None
-    ) -> None:
+    def __init__(self, mapping: StreamMapping, streams: Any, invoke: Invoke) -> None:
         self.mapping = mapping
-        self.delivery = delivery or StreamDelivery()
         self.streams = streams  # a dynamodbstreams client signed with the function's role
         self.invoke = invoke
         self._matches = _matcher(mapping.filter_patterns)
@@ -129,21 +115,13 @@ class StreamPoller:
                         self._pending.append(record)
                 if self._pending:
                     self._idle.clear()
-                    self._hold_back()
                     self._deliver()
                 else:
                     self._idle.set()
             except Exception:  # the poller outlives anything a poll meets, as Lambda's does
                 log.exception("stream poller %s", self.mapping.logical_id)
                 iterator = None
-            self._stop.wait(self.delivery.poll_seconds)
-
-    def _hold_back(self) -> None:
-        """Wait until the newest pending record is `delay_seconds` old (the stream's propagation)."""
-        if self.delivery.delay_seconds <= 0:
-            return
-        newest = float(self._pending[-1]["dynamodb"].get("ApproximateCreationDateTime") or 0)
-        self._stop.wait(max(0.0, newest + self.delivery.delay_seconds - time.time()))
+            self._stop.wait(POLL_SECONDS)
 
     def _first_iterator(self) -> str:
         description = self.streams.describe_stream(StreamArn=self.mapping.stream_arn)["StreamDescription"]
@@ -313,18 +291,12 @@ class EventDelivery:
         self._unsubscribe: Callable[[], None] | None = None
 
     @classmethod
-    def start(
-        cls,
-        provisioned: Any,
-        invoke: Invoke,
-        streams_client: Callable[[str], Any],
-        stream_delivery: StreamDelivery | None = None,
-    ) -> EventDelivery:
+    def start(cls, provisioned: Any, invoke: Invoke, streams_client: Callable[[str], Any]) -> EventDelivery:
         """`streams_client(function logical id)`: a dynamodbstreams client with that function's credentials."""
         from local_stack.aws import on_execution_status
 
         pollers = [
-            StreamPoller(mapping, streams_client(mapping.function_logical_id), invoke, stream_delivery)
+            StreamPoller(mapping, streams_client(mapping.function_logical_id), invoke)
             for mapping in provisioned.stream_mappings
         ]
         events = ExecutionEvents(provisioned.event_rules, invoke, provisioned.async_retry_attempts)

@@ -18,9 +18,7 @@ LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not
 LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8); LOCAL_LOGS=all (also print
 START/END/REPORT and metric lines, and each request); LOCAL_RECORD=file (every request and answer as
 JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and restored at start,
-`local_stack.persistence`); LOCAL_STREAM_POLL_MS and LOCAL_STREAM_DELAY_MS (how often the table's
-stream is polled, default 50, and how old a record must be before it is delivered, default 0: for
-AWS-like delivery, 250 and the stream's own delay).
+`local_stack.persistence`).
 
 Sign-in (the API function validates tokens itself, as deployed):
 - AUTH=dev (default): the functions also get DEV_AUTH=1, so `Authorization: Bearer dev:<user>` is the
@@ -52,7 +50,7 @@ from typing import Any, Final, TextIO
 from local_stack import iam_enforcement, persistence
 from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
 from local_stack.code import FunctionCode, build_function_code
-from local_stack.event_delivery import POLL_SECONDS, EventDelivery, StreamDelivery
+from local_stack.event_delivery import EventDelivery
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.provision import ProvisionedStack, provision
@@ -92,7 +90,6 @@ class Options:
     auth: str = "dev"
     oauth_users: str | None = None
     oauth_token_seconds: int | None = None
-    stream_delivery: StreamDelivery = field(default_factory=StreamDelivery)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -115,10 +112,6 @@ class Options:
             oauth_token_seconds=int(env["LOCAL_OAUTH_ACCESS_TOKEN_SECONDS"])
             if env.get("LOCAL_OAUTH_ACCESS_TOKEN_SECONDS")
             else None,
-            stream_delivery=StreamDelivery(
-                poll_seconds=float(env.get("LOCAL_STREAM_POLL_MS") or POLL_SECONDS * 1000) / 1000,
-                delay_seconds=float(env.get("LOCAL_STREAM_DELAY_MS") or 0) / 1000,
-            ),
         )
 
 
@@ -293,7 +286,6 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         provisioned,
         lambda logical_id, payload: _delivered(pools[logical_id].invoke(payload)),
         lambda logical_id: _streams_client(aws.endpoint, credentials[logical_id], template.region),
-        options.stream_delivery,
     )
     http = make_server(front, "127.0.0.1", port)
     thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
