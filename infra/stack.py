@@ -66,7 +66,7 @@ class McpTasksStack(Stack):
             front=self.front,
             secret=self.sealing,
             payloads=self.payloads,
-            state_machine_arn=state_machine.arn,
+            state_machine=state_machine,
             callback_url=self.callbacks.url,
             rounds_per_execution=round_limit(config.execution_round_limit, config.throttle_retry),
             api_reserved_concurrency=config.concurrency.api,

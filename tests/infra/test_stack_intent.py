@@ -261,7 +261,17 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Effect": "Allow",
             "Resource": {"Fn::Join": ["", [table, f"/index/{schema.OWNER_INDEX}"]]},
         },
-        # No Step Functions action at all: the supervisor makes those calls.
+        # The direct calls after its writes (the supervisor makes them again from the stream).
+        {
+            "Action": ["states:SendTaskSuccess", "states:StartExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("stateMachine", STATE_MACHINE_NAME),
+        },
+        {
+            "Action": ["states:StopExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("execution", f"{STATE_MACHINE_NAME}:*"),
+        },
         {"Action": ["s3:GetObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
         {
             "Action": ["secretsmanager:GetSecretValue"],

@@ -353,7 +353,7 @@ def test_answering_every_outstanding_key_resumes_and_keeps_the_token_until_the_r
     outcome = store.answer(record.task_id, ALICE.id, {"name": accept(name="A"), "confirm": accept(ok=True)})
 
     after = store.get(record.task_id, ALICE.id)
-    assert outcome == AnswerOutcome(("name", "confirm"), True)
+    assert (outcome, outcome.task_token) == (AnswerOutcome(("name", "confirm"), True), "token-7")  # sent next
     assert (after.status, after.input_requests, after.task_token, after.effect) == (
         WORKING,
         {},
@@ -378,7 +378,7 @@ def test_an_update_sent_again_after_its_answer_was_lost_asks_for_the_resume_agai
     again = store.answer(record.task_id, ALICE.id, answer)
 
     after = store.get(record.task_id, ALICE.id)
-    assert again == AnswerOutcome(("confirm",), True)
+    assert (again, again.task_token) == (AnswerOutcome(("confirm",), True), "token-8")  # the API sends it again
     assert (after.status, after.task_token, after.effect, after.answers) == (WORKING, "token-8", EFFECT_RESUME, answer)
     assert after.write_id != first.write_id  # a new stream record: the supervisor sends the token again
     assert store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=False)}) == AnswerOutcome((), False)

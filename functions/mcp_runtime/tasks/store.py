@@ -55,10 +55,12 @@ ANSWERS_BYTES = "answersBytes"
 
 @dataclass(frozen=True, slots=True)
 class AnswerOutcome:
-    """What `answer` did: the keys it accepted, and whether the task is now due to resume."""
+    """What `answer` did: the keys it accepted, and whether the task is now due to resume. `task_token`
+    is the token the execution waits on when it is (what resumes it); not part of equality."""
 
     accepted_keys: tuple[str, ...]
     resumed: bool
+    task_token: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -439,7 +441,7 @@ class DynamoTaskStore:
         write_id = new_write_id()
         try:
             new = self._apply_answers(task_id, owner, responses, keys, True, None, write_id)
-            return AnswerOutcome(keys, new.status == WORKING)
+            return AnswerOutcome(keys, new.status == WORKING, new.task_token)
         except _ConditionFailed as failure:
             current = failure.record
         for _ in range(3):
@@ -457,11 +459,11 @@ class DynamoTaskStore:
             if record.answers_bytes + adding > MAX_TASK_KEPT_ANSWERS_BYTES:
                 raise TaskAnswersFull(record.answers_bytes, adding, MAX_TASK_KEPT_ANSWERS_BYTES)
             try:
-                self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
+                new = self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
             except _ConditionFailed as failure:
                 current = failure.record
                 continue
-            return AnswerOutcome(outstanding, covers_all)
+            return AnswerOutcome(outstanding, covers_all, new.task_token if covers_all else None)
         raise TaskConflict(f"task {task_id} kept changing while answers were recorded")
 
     def _resume_again(self, record: TaskRecord, keys: tuple[str, ...]) -> AnswerOutcome:
@@ -474,9 +476,11 @@ class DynamoTaskStore:
         expression.set("effect", {"S": EFFECT_RESUME})
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("taskToken", {"S": record.task_token})
-        with contextlib.suppress(_ConditionFailed):  # failed: the run consumed it meanwhile, so it resumed
+        try:
             self._update(record.task_id, expression)
-        return AnswerOutcome(keys, True)
+        except _ConditionFailed:  # the run consumed it meanwhile, so it resumed
+            return AnswerOutcome(keys, True)
+        return AnswerOutcome(keys, True, record.task_token)
 
     def _apply_answers(
         self,
