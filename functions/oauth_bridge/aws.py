@@ -10,6 +10,7 @@ raises is translated here and only here: a condition that did not hold becomes
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ CLIENT_PREFIX: Final = "client#"
 METADATA_URL_PREFIX: Final = "cimd#"
 RATE_PREFIX: Final = "rate#"
 COUNTER_KEY: Final = "meta#clients"
+SIGNING_KEY: Final = "meta#signing-key"
 T = TypeVar("T")
 
 
@@ -68,6 +70,7 @@ class Registration:
     last_used_at: int
     metadata_url: str | None = None
     fetched_at: int = 0
+    client_name: str = "MCP client"
 
     @property
     def public_client_id(self) -> str:
@@ -92,6 +95,7 @@ def _registration(item: dict[str, Any]) -> Registration:
         last_used_at=int(item.get("lastUsedAt", {}).get("N", "0")),
         metadata_url=item.get("url", {}).get("S"),
         fetched_at=int(item.get("fetchedAt", {}).get("N", "0")),
+        client_name=item.get("clientName", {}).get("S", "MCP client"),
     )
 
 
@@ -113,6 +117,29 @@ class RegistrationStore:
         )
         item = found.get("Item")
         return _registration(item) if item else None
+
+    def signing_key(self) -> bytes:
+        """The key the consent step signs its form tokens and cookies with: made once, on first use."""
+        found = _aws(
+            lambda: self.dynamodb.call(
+                "get_item", TableName=self.table, Key={"pk": {"S": SIGNING_KEY}}, ConsistentRead=True
+            )
+        ).get("Item")
+        if found:
+            return bytes(found["key"]["B"])
+        key = secrets.token_bytes(32)
+        try:
+            _aws(
+                lambda: self.dynamodb.call(
+                    "put_item",
+                    TableName=self.table,
+                    Item={"pk": {"S": SIGNING_KEY}, "key": {"B": key}},
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            )
+        except ConditionFailed:
+            return self.signing_key()  # another container made it first
+        return key
 
     def count_attempt(self, source: str, limit: int) -> None:
         """One more registration from this address in this hour; ConditionFailed past the limit."""

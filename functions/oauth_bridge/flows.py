@@ -30,9 +30,24 @@ from .aws import (
     metadata_url_key,
 )
 from .cimd import MetadataFetcher, is_metadata_url
+from .consent import (
+    APPROVALS_COOKIE,
+    CSRF_COOKIE,
+    FORM_SECONDS,
+    REMEMBER_DAYS,
+    ConsentRequest,
+    Signer,
+    approval_digest,
+    consent_page,
+    cookie_name,
+    new_csrf_value,
+    read_cookies,
+    remembered_page,
+    set_cookie,
+)
 from .registration import check_redirect_uri, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
-from .web import NO_STORE, OAuthError, Request, json_response, redirect, redirect_with
+from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +55,36 @@ METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
 REGISTER_PATH: Final = "/oauth2/register"
 AUTHORIZE_PATH: Final = "/oauth2/authorize"
 TOKEN_PATH: Final = "/oauth2/token"
+CONSENT_PATH: Final = "/oauth2/consent"
+FORGET_FORM: Final = "forget"
+REMEMBER_SECONDS: Final = REMEMBER_DAYS * 86_400
+_CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
+_STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
 MCP_PATH: Final = "/mcp"
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 TOKEN_TIMEOUT_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    """An authorize request that passed every check, and what Cognito is to be sent."""
+
+    registration: Registration
+    client_id: str
+    redirect_uri: str
+    state: str | None
+    cognito_params: dict[str, str]
+    scopes: tuple[str, ...]
+
+    def back(self, error: str, description: str) -> dict[str, Any]:
+        """An error answered to the client at its registered redirect URI, with its `state`."""
+        params = {"error": error, "error_description": description}
+        if self.state is not None:
+            params["state"] = self.state
+        return redirect_with(self.redirect_uri, params)
+
 
 # (url, form body, headers) -> (status, body bytes)
 TokenPost = Callable[[str, bytes, dict[str, str]], tuple[int, bytes]]
@@ -77,6 +117,7 @@ class Bridge:
     fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
     post: TokenPost = post_form
     clock: Callable[[], float] = time.time
+    _signing_key: bytes | None = field(default=None, repr=False)
 
     # ---- metadata (RFC 8414) ----------------------------------------------------------------
     def metadata(self, request: Request) -> dict[str, Any]:
@@ -112,7 +153,12 @@ class Bridge:
             ) from None
         app = self._create_app_client(metadata.client_name, metadata.redirect_uris, metadata.confidential)
         registration = Registration(
-            client_key(app.client_id), app.client_id, metadata.redirect_uris, metadata.token_endpoint_auth_method, 0
+            client_key(app.client_id),
+            app.client_id,
+            metadata.redirect_uris,
+            metadata.token_endpoint_auth_method,
+            0,
+            client_name=metadata.client_name,
         )
         try:
             self.store.add(registration, metadata.client_name)
@@ -185,11 +231,23 @@ class Bridge:
             with contextlib.suppress(ConditionFailed):  # refreshed concurrently: theirs is as new
                 self.store.refresh_document(known, document.redirect_uris)
             return Registration(
-                known.key, known.cognito_client_id, document.redirect_uris, "none", known.last_used_at, client_id
+                known.key,
+                known.cognito_client_id,
+                document.redirect_uris,
+                "none",
+                known.last_used_at,
+                client_id,
+                client_name=document.client_name,
             )
         app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
         registration = Registration(
-            metadata_url_key(client_id), app.client_id, document.redirect_uris, "none", 0, client_id
+            metadata_url_key(client_id),
+            app.client_id,
+            document.redirect_uris,
+            "none",
+            0,
+            client_id,
+            client_name=document.client_name,
         )
         try:
             self.store.add(registration, document.client_name)
@@ -205,7 +263,91 @@ class Bridge:
 
     # ---- authorization endpoint ---------------------------------------------------------------
     def authorize(self, request: Request) -> dict[str, Any]:
-        q = request.query
+        """Checks the request, then asks the person (the consent page) unless this browser approved
+        this client and redirect URI before; only then on to Cognito's managed login."""
+        checked = self._check_authorization(request, request.query)
+        if not isinstance(checked, Authorization):
+            return checked
+        signer = self._signer()
+        cookies = read_cookies(request.cookie)
+        remembered = signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock())
+        if approval_digest(checked.client_id, checked.redirect_uri) in remembered:
+            return self._to_cognito(checked)
+        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        if not _CSRF_VALUE.fullmatch(csrf):
+            csrf = new_csrf_value()
+        token = signer.form_token(request.raw_query, csrf, self.clock())
+        ask = ConsentRequest(
+            client_name=checked.registration.client_name,
+            client_id=checked.client_id,
+            metadata_url=checked.registration.metadata_url,
+            redirect_uri=checked.redirect_uri,
+            resource=self._resource(request),
+            scopes=checked.scopes,
+            access_token_minutes=self.settings.access_token_minutes,
+            refresh_token_days=self.settings.refresh_token_days,
+        )
+        body, headers = consent_page(
+            ask, request.base_url + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
+        )
+        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        return html_response(200, body, headers, cookie)
+
+    def consent(self, request: Request) -> dict[str, Any]:
+        """The consent form's answer: approve (remembered, then Cognito), deny (access_denied to the
+        client, RFC 6749 §4.1.2.1), or forget this browser's approvals."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin != request.base_url:
+            raise OAuthError(403, "access_denied", "the consent form was posted from another site")
+        form = request.form()
+        decision = request.single(form, "decision")
+        token = request.single(form, "token") or ""
+        csrf = read_cookies(request.cookie).get(cookie_name(request.base_url, CSRF_COOKIE))
+        signer = self._signer()
+        if decision == "forget":
+            if not signer.form_token_valid(token, FORGET_FORM, csrf, self.clock()):
+                raise OAuthError(403, "access_denied", _STALE_FORM)
+            cookie = set_cookie(request.base_url, APPROVALS_COOKIE, "", 0, "Lax")
+            body, headers = remembered_page(request.base_url + CONSENT_PATH, 0, "")
+            return html_response(200, body, headers, cookie)
+        raw = request.single(form, "request") or ""
+        if not signer.form_token_valid(token, raw, csrf, self.clock()):
+            raise OAuthError(403, "access_denied", _STALE_FORM)
+        checked = self._check_authorization(request, parse_pairs(raw))
+        if not isinstance(checked, Authorization):
+            return checked
+        if decision == "deny":
+            return checked.back("access_denied", "the user denied the request")
+        if decision != "approve":
+            raise OAuthError(400, "invalid_request", "decision must be approve or deny")
+        cookies = read_cookies(request.cookie)
+        remembered = signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock())
+        digests = [*remembered, approval_digest(checked.client_id, checked.redirect_uri)]
+        value = signer.approvals_cookie(digests, self.clock())
+        return self._to_cognito(checked, set_cookie(request.base_url, APPROVALS_COOKIE, value, REMEMBER_SECONDS, "Lax"))
+
+    def remembered(self, request: Request) -> dict[str, Any]:
+        """`GET /oauth2/consent`: how many approvals this browser remembers, and a form to forget them."""
+        signer = self._signer()
+        cookies = read_cookies(request.cookie)
+        count = len(signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock()))
+        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        if not _CSRF_VALUE.fullmatch(csrf):
+            csrf = new_csrf_value()
+        token = signer.form_token(FORGET_FORM, csrf, self.clock())
+        body, headers = remembered_page(request.base_url + CONSENT_PATH, count, token)
+        return html_response(
+            200, body, headers, set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        )
+
+    def _signer(self) -> Signer:
+        if self._signing_key is None:
+            self._signing_key = self.store.signing_key()
+        return Signer(self._signing_key)
+
+    def _check_authorization(self, request: Request, q: dict[str, list[str]]) -> Authorization | dict[str, Any]:
+        """The authorize request checked in full: an Authorization, or the error redirect to send
+        (errors that may not redirect are raised)."""
         client_id = request.single(q, "client_id") or ""
         redirect_uri = request.single(q, "redirect_uri")
         if redirect_uri is None:
@@ -214,13 +356,7 @@ class Bridge:
         if redirect_uri not in registration.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
         state = request.single(q, "state")
-
-        def back(error: str, description: str) -> dict[str, Any]:
-            params = {"error": error, "error_description": description}
-            if state is not None:
-                params["state"] = state
-            return redirect_with(redirect_uri, params)
-
+        back = Authorization(registration, client_id, redirect_uri, state, {}, ()).back
         try:
             response_type = request.single(q, "response_type")
             challenge = request.single(q, "code_challenge")
@@ -257,7 +393,11 @@ class Bridge:
             params["state"] = state
         if nonce is not None:
             params["nonce"] = nonce
-        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{urlencode(params, quote_via=quote)}")
+        return Authorization(registration, client_id, redirect_uri, state, params, tuple(scopes))
+
+    def _to_cognito(self, checked: Authorization, cookie: str | None = None) -> dict[str, Any]:
+        query = urlencode(checked.cognito_params, quote_via=quote)
+        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
 
     # ---- token endpoint -----------------------------------------------------------------------
     def token(self, request: Request) -> dict[str, Any]:

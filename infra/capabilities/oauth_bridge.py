@@ -30,6 +30,8 @@ BRIDGE_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.POST, "/oauth2/register"),
     (apigwv2.HttpMethod.GET, "/oauth2/authorize"),
     (apigwv2.HttpMethod.POST, "/oauth2/token"),
+    (apigwv2.HttpMethod.GET, "/oauth2/consent"),
+    (apigwv2.HttpMethod.POST, "/oauth2/consent"),
 )
 # What the bridge's code calls: app clients of this user pool, items of its table.
 BRIDGE_COGNITO_ACTIONS: tuple[str, ...] = (

@@ -12,6 +12,7 @@ runs against the local authorization server instead (test_sign_in.py).
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 import time
@@ -176,9 +177,21 @@ def test_a_registration_that_is_not_json_is_refused(stack: RunningStack) -> None
 
 
 # ---- authorization endpoint ----------------------------------------------------------------------
-def test_authorize_sends_the_browser_to_cognitos_managed_login_with_the_app_client(stack: RunningStack) -> None:
+def approve(stack: RunningStack, page: httpx.Response) -> httpx.Response:
+    """The person's approve on the consent page: its form, with the cookie the page set."""
+    assert page.status_code == 200, page.text
+    fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page.text))
+    form = {name: html.unescape(value) for name, value in fields.items()} | {"decision": "approve"}
+    cookie = page.headers["set-cookie"].split(";")[0]
+    return httpx.post(f"{base(stack)}/oauth2/consent", data=form, headers={"cookie": cookie})
+
+
+def test_authorize_asks_for_consent_then_sends_the_browser_to_cognitos_managed_login(stack: RunningStack) -> None:
     client_id = register(stack).json()["client_id"]
-    reply = authorize(stack, client_id=client_id, scope="mcp/invoke")
+    page = authorize(stack, client_id=client_id, scope="mcp/invoke")
+    assert (page.status_code, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert "<title>Allow access?</title>" in page.text  # the browser test drives it (test_consent.py)
+    reply = approve(stack, page)
     assert reply.status_code == 302
     location = urlsplit(reply.headers["location"])
     prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())  # the domain prefix: <stack>-<account>

@@ -484,12 +484,19 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         "POST /oauth2/register",
         "GET /oauth2/authorize",
         "POST /oauth2/token",
+        "GET /oauth2/consent",
+        "POST /oauth2/consent",
         "POST /tasks/callbacks",  # the callback's token is its credential
     }
     assert {route["AuthorizationType"] for route in routes.values()} == {"NONE"}
     integrations = default_stack.resources("AWS::ApiGatewayV2::Integration")
     bridge = default_stack.logical_id(default_stack.stack.bridge.function.function)  # type: ignore[union-attr]
-    for key in ("GET /.well-known/oauth-authorization-server", "POST /oauth2/register", "GET /oauth2/authorize"):
+    for key in (
+        "GET /.well-known/oauth-authorization-server",
+        "POST /oauth2/register",
+        "GET /oauth2/authorize",
+        "POST /oauth2/consent",
+    ):
         integration = routes[key]["Target"]["Fn::Join"][1][1]["Ref"]
         assert integrations[integration]["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [bridge, "Arn"]}
 

@@ -7,7 +7,9 @@ upstream token endpoint recorded (Cognito's managed login and token endpoint do 
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +99,16 @@ class BridgeUnderTest:
         }
         return self.call("GET", "/oauth2/authorize", query=query)
 
+    def approve(self, client_id: str, **params: str) -> dict[str, Any]:
+        """Authorize, and approve on the consent page as the person would (its form, its cookie)."""
+        page = self.authorize(client_id, **params)
+        if page["statusCode"] != 200:
+            return page
+        cookie = page["cookies"][0].split(";")[0]
+        fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
+        form = {name: html.unescape(value) for name, value in fields.items()} | {"decision": "approve"}
+        return self.call("POST", "/oauth2/consent", form=form, headers={"cookie": cookie})
+
     def app_clients(self) -> dict[str, dict[str, Any]]:
         """The app clients the bridge created."""
         listed = [
@@ -185,14 +197,14 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
     bridge: BridgeUnderTest,
 ) -> None:
     url = bridge.serve_document("/mcp-client.json", [CALLBACK])
-    first = bridge.authorize(url)
+    first = bridge.approve(url)
     assert first["statusCode"] == 302, first["body"]
     (app_id,) = bridge.app_clients()
     assert parse_qs(urlsplit(first["headers"]["location"]).query)["client_id"] == [app_id]
     assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]
     # Within the document's max age the same app client serves, without a second fetch or client.
     bridge.routes.clear()
-    assert bridge.authorize(url)["statusCode"] == 302
+    assert bridge.approve(url)["statusCode"] == 302
     assert list(bridge.app_clients()) == [app_id]
     # Later, the document lists another redirect URI: the old one is refused, the app client follows the new.
     bridge.clock.advance(DOCUMENT_MAX_AGE_SECONDS + 1)
@@ -204,7 +216,7 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
         "redirect_uri is not registered for this client",
     )
     assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]  # a refused request changes nothing
-    assert bridge.authorize(url, redirect_uri=moved)["statusCode"] == 302
+    assert bridge.approve(url, redirect_uri=moved)["statusCode"] == 302
     assert bridge.app_clients()[app_id]["CallbackURLs"] == [moved]
     assert list(bridge.app_clients()) == [app_id]
     assert bridge.items()[metadata_url_key(url)]["client"]["S"] == app_id
@@ -327,3 +339,103 @@ def test_a_metadata_document_request_with_a_redirect_uri_it_does_not_list_regist
     assert "location" not in refused["headers"]
     assert bridge.app_clients() == {}
     assert metadata_url_key(url) not in bridge.items()
+
+
+# ---- the consent step ---------------------------------------------------------------------------
+def consent_form(page: dict[str, Any]) -> tuple[dict[str, str], str]:
+    fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
+    return {name: html.unescape(value) for name, value in fields.items()}, page["cookies"][0].split(";")[0]
+
+
+def test_authorize_answers_the_consent_page_and_nothing_goes_to_cognito_before_the_approve(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = json.loads(bridge.register(client_name="<b>Evil</b> & co")["body"])["client_id"]
+    page = bridge.authorize(client_id)
+    assert page["statusCode"] == 200 and "location" not in page["headers"]
+    assert '<span id="client-name">&lt;b&gt;Evil&lt;/b&gt; &amp; co</span>' in page["body"]  # escaped, never markup
+    assert page["cookies"][0].startswith("mcp-consent-csrf=")
+    assert page["headers"]["cache-control"] == "no-store"
+
+
+def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(bridge: BridgeUnderTest) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    form, cookie = consent_form(bridge.authorize(client_id, state="xyz"))
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "deny"}, headers={"cookie": cookie})
+    assert answer["statusCode"] == 302
+    location = urlsplit(answer["headers"]["location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == CALLBACK
+    assert parse_qs(location.query) == {
+        "error": ["access_denied"],
+        "error_description": ["the user denied the request"],
+        "state": ["xyz"],
+    }
+    assert "cookies" not in answer  # a denial is not remembered
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["expired", "other-cookie", "no-cookie", "edited-request", "other-origin"],
+)
+def test_a_consent_form_that_is_stale_or_not_this_browsers_is_refused_with_403(
+    bridge: BridgeUnderTest, spoil: str
+) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    form, cookie = consent_form(bridge.authorize(client_id))
+    headers = {"cookie": cookie}
+    if spoil == "expired":
+        bridge.clock.advance(601)
+    elif spoil == "other-cookie":
+        headers["cookie"] = "mcp-consent-csrf=" + "A" * 32
+    elif spoil == "no-cookie":
+        headers = {}
+    elif spoil == "edited-request":
+        form["request"] = form["request"].replace("state=s", "state=t")
+    else:
+        headers["origin"] = "https://attacker.example"
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, headers=headers)
+    assert answer["statusCode"] == 403
+    assert json.loads(answer["body"])["error"] == "access_denied"
+    assert bridge.upstream.calls == [] and "location" not in answer["headers"]
+
+
+def test_an_approval_is_remembered_for_that_client_and_redirect_uri_only(bridge: BridgeUnderTest) -> None:
+    other = "http://127.0.0.1:53683/callback"
+    client_id = json.loads(bridge.register(redirect_uris=[CALLBACK, other])["body"])["client_id"]
+    approved = bridge.approve(client_id)
+    assert approved["statusCode"] == 302
+    (remember,) = approved["cookies"]
+    assert remember.endswith("; Path=/; Max-Age=2592000; HttpOnly; SameSite=Lax")
+    cookie = {"cookie": remember.split(";")[0]}
+    again = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers=cookie)
+    assert again["statusCode"] == 302 and again["headers"]["location"].startswith(f"{DOMAIN}/oauth2/authorize?")
+    elsewhere = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, other), headers=cookie)
+    assert elsewhere["statusCode"] == 200  # another redirect URI asks again
+    second = json.loads(bridge.register()["body"])["client_id"]
+    assert (
+        bridge.call("GET", "/oauth2/authorize", query=authorize_query(second, CALLBACK), headers=cookie)["statusCode"]
+        == 200
+    )
+    forged = remember.split(";")[0][:-4] + "AAAA"
+    tampered = bridge.call(
+        "GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers={"cookie": forged}
+    )
+    assert tampered["statusCode"] == 200  # a cookie whose signature does not hold remembers nothing
+    bridge.clock.advance(31 * 86_400)
+    assert (
+        bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers=cookie)[
+            "statusCode"
+        ]
+        == 200
+    )  # and none is remembered past 30 days
+
+
+def authorize_query(client_id: str, redirect_uri: str) -> dict[str, str]:
+    return {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "code_challenge": CHALLENGE,
+        "code_challenge_method": "S256",
+        "state": "s",
+    }
