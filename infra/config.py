@@ -74,6 +74,8 @@ class AuthConfig:
     # The bridge: registrations per source address per hour, registered clients at most, and the
     # days after which a client that never exchanged a code again is deleted.
     registrations_per_hour: int = 10
+    # First uses of Client ID Metadata Documents served from one host, per hour.
+    registrations_per_host_per_hour: int = 10
     max_registered_clients: int = 200
     unused_client_days: int = 30
 
@@ -114,6 +116,9 @@ def _auth_from_context(get: Any) -> AuthConfig:
         jwt_jwks_url=str(get("jwtJwksUrl")) if get("jwtJwksUrl") else None,
         cognito_domain_prefix=str(prefix) if prefix else None,
         registrations_per_hour=_int(get("registrationsPerHour") or 10, "registrationsPerHour", 1, 10_000),
+        registrations_per_host_per_hour=_int(
+            get("registrationsPerHostPerHour") or 10, "registrationsPerHostPerHour", 1, 10_000
+        ),
         max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
         unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
     )

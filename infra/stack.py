@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from constructs import Construct
 
 from infra import bundling
@@ -100,6 +101,7 @@ class McpTasksStack(Stack):
                 resource_url=config.resource_url,
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
+                metrics_namespace=config.server_name,
             )
         self.monitoring = Monitoring(
             self,
@@ -113,6 +115,8 @@ class McpTasksStack(Stack):
             alarm_email=config.alarm_email,
             metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
         )
+        if self.bridge is not None and self.monitoring.topic is not None:
+            self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.monitoring.topic))
 
         CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, OAuth)")
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)

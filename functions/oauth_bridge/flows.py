@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
+import json
 import logging
 import re
 import time
@@ -29,7 +31,7 @@ from .aws import (
     client_key,
     metadata_url_key,
 )
-from .cimd import MetadataFetcher, is_metadata_url
+from .cimd import MetadataFetcher, check_metadata_url, is_metadata_url
 from .consent import (
     APPROVALS_COOKIE,
     CSRF_COOKIE,
@@ -61,6 +63,13 @@ REMEMBER_SECONDS: Final = REMEMBER_DAYS * 86_400
 _CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
 _STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
 MCP_PATH: Final = "/mcp"
+REGISTERED_CLIENTS: Final = "RegisteredClients"
+REGISTRATION_NOTE: Final = (
+    "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
+    "registration, which stays available at registration_endpoint for clients that lack it"
+)
+# The cleanup's schedule (the template's): a never-used client is gone at most this long after its cutoff.
+CLEANUP_MINUTES: Final = 15
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
@@ -133,6 +142,8 @@ class Bridge:
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
             "scopes_supported": list(self.settings.scopes),
             "client_id_metadata_document_supported": True,
+            # RFC 8414 §2 allows more parameters: which registration to use, for people reading this.
+            "registration_note": REGISTRATION_NOTE,
         }
         return json_response(200, document, {"cache-control": "max-age=3600"})
 
@@ -142,15 +153,7 @@ class Bridge:
     # ---- dynamic client registration (RFC 7591) ---------------------------------------------
     def register(self, request: Request) -> dict[str, Any]:
         metadata = parse_client_metadata(request.json_object(), self.settings.scopes)
-        try:
-            self.store.count_attempt(request.source_ip, self.settings.registrations_per_hour)
-        except ConditionFailed:
-            raise OAuthError(
-                429,
-                "temporarily_unavailable",
-                f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
-                {"retry-after": str(3600 - int(self.clock()) % 3600)},
-            ) from None
+        self._count_registration(request.source_ip)
         app = self._create_app_client(metadata.client_name, metadata.redirect_uris, metadata.confidential)
         registration = Registration(
             client_key(app.client_id),
@@ -192,14 +195,51 @@ class Bridge:
 
     def _reserve_slot(self) -> None:
         try:
-            self.store.reserve_slot(self.settings.max_clients)
+            used = self.store.reserve_slot(self.settings.max_clients)
         except ConditionFailed:
             raise OAuthError(
-                429, "temporarily_unavailable", "the authorization server has as many clients as it accepts"
+                429,
+                "temporarily_unavailable",
+                f"the authorization server has as many clients as it accepts ({self.settings.max_clients}); "
+                "clients that never sign in are removed within an hour: retry later",
+                {"retry-after": str(CLEANUP_MINUTES * 60)},
+            ) from None
+        self._report_slots(used)
+
+    def _count_registration(self, source_ip: str, metadata_host: str | None = None) -> None:
+        """One more registration from this address (and, for a metadata document, its host) this
+        hour; a 429 with Retry-After past either limit."""
+        retry = {"retry-after": str(3600 - int(self.clock()) % 3600)}
+        try:
+            self.store.count_attempt(source_key(source_ip), self.settings.registrations_per_hour)
+        except ConditionFailed:
+            raise OAuthError(
+                429,
+                "temporarily_unavailable",
+                f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
+                retry,
+            ) from None
+        if metadata_host is None:
+            return
+        try:
+            self.store.count_attempt(f"host#{metadata_host}", self.settings.registrations_per_host_per_hour)
+        except ConditionFailed:
+            raise OAuthError(
+                429,
+                "temporarily_unavailable",
+                f"at most {self.settings.registrations_per_host_per_hour} new clients per hour "
+                f"from metadata documents on {metadata_host}",
+                retry,
             ) from None
 
+    def _report_slots(self, used: int) -> None:
+        """The RegisteredClients metric (CloudWatch EMF on the log): the slots alarm watches it."""
+        print(registered_clients_emf(self.settings.metrics_namespace, used, self.clock()), flush=True)
+
     # ---- clients ------------------------------------------------------------------------------
-    def _registered(self, client_id: str, *, fetch: bool, redirect_uri: str | None = None) -> Registration:
+    def _registered(
+        self, client_id: str, *, fetch: bool, redirect_uri: str | None = None, source_ip: str = "unknown"
+    ) -> Registration:
         """The registration behind a client id: a bridge-registered Cognito client, or a metadata
         document (fetched and registered on first use when `fetch`, and only if it lists
         `redirect_uri`: a refused request registers nothing)."""
@@ -239,6 +279,8 @@ class Bridge:
                 client_id,
                 client_name=document.client_name,
             )
+        # A first use registers a client: limited per address, as dynamic registration, and per host.
+        self._count_registration(source_ip, check_metadata_url(client_id)[0].lower())
         app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
         registration = Registration(
             metadata_url_key(client_id),
@@ -352,7 +394,7 @@ class Bridge:
         redirect_uri = request.single(q, "redirect_uri")
         if redirect_uri is None:
             raise OAuthError(400, "invalid_request", "redirect_uri is required")
-        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri)
+        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri, source_ip=request.source_ip)
         if redirect_uri not in registration.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
         state = request.single(q, "state")
@@ -448,10 +490,13 @@ class Bridge:
 
     # ---- cleanup ------------------------------------------------------------------------------
     def cleanup(self) -> dict[str, int]:
-        """Delete the app clients (and registrations) unused for `unused_client_days`."""
-        cutoff = int(self.clock()) - self.settings.unused_client_days * 86_400
+        """Delete the app clients (and registrations) unused for `unused_client_days`, and those that
+        never completed a token exchange `unexchanged_client_minutes` after registering."""
+        now = int(self.clock())
+        cutoff = now - self.settings.unused_client_days * 86_400
+        unexchanged = now - self.settings.unexchanged_client_minutes * 60
         removed = kept = 0
-        for registration in list(self.store.unused_since(cutoff)):
+        for registration in list(self.store.unused_since(cutoff, unexchanged)):
             try:
                 self.store.remove(registration)
             except ConditionFailed:
@@ -460,8 +505,30 @@ class Bridge:
             self.clients.delete(registration.cognito_client_id)
             self.store.release_slot()
             removed += 1
+        self._report_slots(self.store.slots_used())
         log.info("cleanup: %d unused clients removed, %d in use again", removed, kept)
         return {"removed": removed, "keptInUse": kept}
+
+
+def source_key(address: str) -> str:
+    """What one source is for the limits: an IPv4 address, or an IPv6 address's /64 (one subscriber's)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip)
+
+
+def registered_clients_emf(namespace: str, used: int, now: float) -> str:
+    directive = {
+        "Timestamp": int(now * 1000),
+        "CloudWatchMetrics": [
+            {"Namespace": namespace, "Dimensions": [[]], "Metrics": [{"Name": REGISTERED_CLIENTS, "Unit": "Count"}]}
+        ],
+    }
+    return json.dumps({"_aws": directive, REGISTERED_CLIENTS: used}, separators=(",", ":"))
 
 
 def _unavailable() -> str:

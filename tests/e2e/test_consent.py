@@ -119,7 +119,7 @@ class World:
             "redirect_uris": [f"http://127.0.0.1:{listener.port}/callback"],
             "token_endpoint_auth_method": "none",
         }
-        reply = httpx.post(f"{self.base}/oauth2/register", json=document)
+        reply = httpx.post(f"{self.base}/oauth2/register", json=document, timeout=30)
         assert reply.status_code == 201, reply.text
         return str(reply.json()["client_id"])
 
@@ -189,7 +189,7 @@ def click(browser: Any, element_id: str) -> None:
 
 def test_the_consent_page_is_served_with_strict_headers_and_a_strict_form_cookie(world: World) -> None:
     client_id = world.register("Header check", world.client_a)
-    reply = httpx.get(world.authorize_url(client_id, world.client_a, "s0"))
+    reply = httpx.get(world.authorize_url(client_id, world.client_a, "s0"), timeout=30)
     assert reply.status_code == 200
     assert reply.headers["content-type"] == "text/html; charset=utf-8"
     assert reply.headers["cache-control"] == "no-store"
@@ -256,7 +256,7 @@ def test_a_consent_form_posted_from_another_page_with_the_attackers_own_token_ap
     client_b = world.register("Attacker", world.client_b)
     link = world.authorize_url(client_b, world.client_b, "csrf")
     # The attacker fetches the consent page itself: a valid form, bound to the attacker's cookie.
-    page = httpx.get(link).text
+    page = httpx.get(link, timeout=30).text
     request = re.search(r'name="request" value="([^"]*)"', page)
     token = re.search(r'name="token" value="([^"]*)"', page)
     assert request is not None and token is not None
@@ -278,6 +278,7 @@ def test_a_consent_form_posted_from_another_page_with_the_attackers_own_token_ap
         f"{world.base}/oauth2/consent",
         data={"request": request.group(1), "token": token.group(1), "decision": "approve"},
         headers={"cookie": f"mcp-consent-csrf={secrets.token_urlsafe(24)}"},
+        timeout=30,
     )
     assert (forged.status_code, forged.json()["error"]) == (403, "access_denied")
     assert len(world.cognito.requests) == cognito_before

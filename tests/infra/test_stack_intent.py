@@ -501,6 +501,39 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         assert integrations[integration]["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [bridge, "Arn"]}
 
 
+def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_client_slots(
+    default_stack: Synthesized,
+) -> None:
+    bridge = default_stack.stack.bridge
+    assert bridge is not None
+    function = default_stack.logical_id(bridge.function.function)
+    default_stack.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "ScheduleExpression": "rate(15 minutes)",
+            "Targets": [Match.object_like({"Arn": _get_att(function), "Input": '{"action":"cleanup"}'})],
+        },
+    )
+    default_stack.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "serverless-mcp-tasks",
+            "MetricName": "RegisteredClients",
+            "Statistic": "Maximum",
+            "Period": 900,
+            "Threshold": 160,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "notBreaching",
+        },
+    )
+    variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_NAMESPACE"))} == {
+        "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
+        "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
+        "BRIDGE_METRICS_NAMESPACE": "serverless-mcp-tasks",
+    }
+
+
 def test_the_callback_route_invokes_its_own_function_which_touches_only_task_items_and_the_bucket(
     default_stack: Synthesized,
 ) -> None:
@@ -707,6 +740,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "ExecutionsTimedOut",
         "IteratorAge",  # starts, resumes or stops waiting in the stream
         "ReadThrottleEvents + WriteThrottleEvents",
+        "RegisteredClients",  # the OAuth bridge's client slots
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "Throttles",
     ]

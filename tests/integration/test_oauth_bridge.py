@@ -83,9 +83,9 @@ class BridgeUnderTest:
     def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         return dispatch(self.bridge, self.event(method, path, **kwargs))
 
-    def register(self, **metadata: Any) -> dict[str, Any]:
+    def register(self, ip: str = "203.0.113.9", **metadata: Any) -> dict[str, Any]:
         document = {"redirect_uris": [CALLBACK], "client_name": "t", "token_endpoint_auth_method": "none", **metadata}
-        return self.call("POST", "/oauth2/register", json=document)
+        return self.call("POST", "/oauth2/register", json=document, ip=ip)
 
     def authorize(self, client_id: str, **params: str) -> dict[str, Any]:
         query = {
@@ -187,8 +187,10 @@ def test_past_the_cap_of_registered_clients_a_registration_gets_429_and_creates_
     assert refused["statusCode"] == 429
     assert json.loads(refused["body"]) == {
         "error": "temporarily_unavailable",
-        "error_description": "the authorization server has as many clients as it accepts",
+        "error_description": "the authorization server has as many clients as it accepts (3); "
+        "clients that never sign in are removed within an hour: retry later",
     }
+    assert refused["headers"]["retry-after"] == "900"
     assert bridge.app_clients().keys() == clients.keys()
     assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
 
@@ -439,3 +441,108 @@ def authorize_query(client_id: str, redirect_uri: str) -> dict[str, str]:
         "code_challenge_method": "S256",
         "state": "s",
     }
+
+
+# ---- registration limits and the expiry of clients that never sign in -----------------------------
+def limited(bridge: BridgeUnderTest, **limits: int) -> None:
+    bridge.bridge.settings = bridge.bridge.settings.model_copy(update={"max_clients": 50, **limits})
+
+
+def first_use(bridge: BridgeUnderTest, path: str, ip: str) -> dict[str, Any]:
+    url = bridge.serve_document(path, [CALLBACK])
+    query = authorize_query(url, CALLBACK)
+    return bridge.call("GET", "/oauth2/authorize", query=query, ip=ip)
+
+
+def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_clients_still_register(
+    bridge: BridgeUnderTest,
+) -> None:
+    limited(bridge, registrations_per_host_per_hour=3)
+    for n in range(3):  # each from another address: only the host is the same
+        assert first_use(bridge, f"/flood-{n}.json", f"198.51.100.{n}")["statusCode"] == 200
+    clients, items = bridge.app_clients(), bridge.items()
+    refused = first_use(bridge, "/flood-3.json", "198.51.100.3")
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        429,
+        {
+            "error": "temporarily_unavailable",
+            "error_description": f"at most 3 new clients per hour from metadata documents on {HOST}",
+        },
+    )
+    assert 0 < int(refused["headers"]["retry-after"]) <= 3600 and "location" not in refused["headers"]
+    assert bridge.app_clients().keys() == clients.keys()
+    assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
+    # Known documents go on working, and a client registering from elsewhere still gets in.
+    assert first_use(bridge, "/flood-0.json", "198.51.100.3")["statusCode"] == 200
+    assert bridge.register(ip="192.0.2.50")["statusCode"] == 201
+
+
+def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while_another_address_registers(
+    bridge: BridgeUnderTest,
+) -> None:
+    limited(bridge, registrations_per_hour=2)
+    assert bridge.register(ip="203.0.113.77")["statusCode"] == 201
+    assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 200
+    by_document = first_use(bridge, "/one-address-2.json", "203.0.113.77")
+    by_registration = bridge.register(ip="203.0.113.77")
+    for refused in (by_document, by_registration):
+        assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
+            429,
+            "at most 2 registrations per hour from one address",
+        )
+        assert refused["headers"]["retry-after"].isdigit()
+    assert bridge.register(ip="203.0.113.78")["statusCode"] == 201
+
+
+def test_ipv6_sources_are_limited_per_64_prefix(bridge: BridgeUnderTest) -> None:
+    limited(bridge, registrations_per_hour=1)
+    assert bridge.register(ip="2001:db8:1:2::1")["statusCode"] == 201
+    assert bridge.register(ip="2001:db8:1:2:ffff::9")["statusCode"] == 429  # same /64, another address
+    assert bridge.register(ip="2001:db8:1:3::1")["statusCode"] == 201
+
+
+def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(
+    bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limited(bridge)
+    never = json.loads(bridge.register()["body"])["client_id"]
+    assert first_use(bridge, "/never-signed-in.json", "198.51.100.20")["statusCode"] == 200
+    signed_in = json.loads(bridge.register()["body"])["client_id"]
+    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": signed_in}
+    bridge.clock.advance(60)
+    assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
+    bridge.clock.advance(20 * 60)
+    recent = json.loads(bridge.register()["body"])["client_id"]
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0}  # 21 minutes: kept
+    bridge.clock.advance(10 * 60)  # the first two are 31 minutes old, never exchanged a token
+    capsys.readouterr()
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 2, "keptInUse": 0}
+    assert set(bridge.app_clients()) == {signed_in, recent}
+    assert bridge.items()["meta#clients"]["active"]["N"] == "2"
+    assert metadata_url_key(f"https://{HOST}:{bridge.port}/never-signed-in.json") not in bridge.items()
+    assert f"client#{never}" not in bridge.items()
+    (emf,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert emf["RegisteredClients"] == 2
+    assert emf["_aws"]["CloudWatchMetrics"] == [
+        {
+            "Namespace": "serverless-mcp-tasks",
+            "Dimensions": [[]],
+            "Metrics": [{"Name": "RegisteredClients", "Unit": "Count"}],
+        }
+    ]
+    # The one that signed in stays until it is unused for 30 days.
+    bridge.clock.advance(31 * 86_400)
+    assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 2
+
+
+def test_the_metadata_names_both_registration_methods_and_says_metadata_documents_are_preferred(
+    bridge: BridgeUnderTest,
+) -> None:
+    document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
+    assert document["client_id_metadata_document_supported"] is True
+    assert document["registration_endpoint"] == "http://127.0.0.1:3000/oauth2/register"
+    assert document["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert document["registration_note"] == (
+        "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
+        "registration, which stays available at registration_endpoint for clients that lack it"
+    )
