@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode
 
+from mcp_runtime.resource_uri import canonical_resource
+
 from .aws import (
     AppClient,
     BridgeUnavailable,
@@ -416,7 +418,7 @@ class Bridge:
         if not _PKCE_CHALLENGE.match(challenge):
             return back("invalid_request", "code_challenge must be 43 to 128 characters of [A-Za-z0-9._~-]")
         resources = q.get("resource") or []
-        if any(value != self._resource(request) for value in resources):
+        if any(canonical_resource(value) != canonical_resource(self._resource(request)) for value in resources):
             return back("invalid_target", f"this authorization server issues tokens for {self._resource(request)} only")
         requested = [s for s in (scope or "").split() if s != "offline_access"]
         unknown = sorted(set(requested) - set(self.settings.scopes))
@@ -456,7 +458,7 @@ class Bridge:
         except OAuthError:
             raise OAuthError(401, "invalid_client", "client authentication failed: unknown client_id") from None
         for value in form.get("resource") or []:
-            if value != self._resource(request):
+            if canonical_resource(value) != canonical_resource(self._resource(request)):
                 raise OAuthError(400, "invalid_target", f"tokens are issued for {self._resource(request)} only")
         if grant_type == "authorization_code":
             redirect_uri = request.single(form, "redirect_uri")

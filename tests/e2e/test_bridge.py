@@ -71,7 +71,9 @@ def registrations(stack: RunningStack) -> list[dict[str, Any]]:
 def register(stack: RunningStack, **metadata: Any) -> httpx.Response:
     document = {"redirect_uris": [CALLBACK], "client_name": "bridge test", "token_endpoint_auth_method": "none"}
     document.update(metadata)
-    return httpx.post(f"{base(stack)}/oauth2/register", json={k: v for k, v in document.items() if v is not None})
+    return httpx.post(
+        f"{base(stack)}/oauth2/register", json={k: v for k, v in document.items() if v is not None}, timeout=30
+    )
 
 
 def authorize(stack: RunningStack, **params: str) -> httpx.Response:
@@ -84,7 +86,7 @@ def authorize(stack: RunningStack, **params: str) -> httpx.Response:
         "resource": stack.url,
         **params,
     }
-    return httpx.get(f"{base(stack)}/oauth2/authorize", params={k: v for k, v in query.items() if v})
+    return httpx.get(f"{base(stack)}/oauth2/authorize", params={k: v for k, v in query.items() if v}, timeout=30)
 
 
 def nothing_stored(stack: RunningStack, clients_before: int, items_before: int) -> None:

@@ -546,3 +546,11 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
         "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
         "registration, which stays available at registration_endpoint for clients that lack it"
     )
+
+
+def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: BridgeUnderTest) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    for resource in ("HTTP://127.0.0.1:3000/mcp/", "http://127.0.0.1:3000/mcp"):
+        assert bridge.authorize(client_id, resource=resource)["statusCode"] == 200
+    refused = bridge.authorize(client_id, resource="https://127.0.0.1:3000/mcp")
+    assert parse_qs(urlsplit(refused["headers"]["location"]).query)["error"] == ["invalid_target"]
