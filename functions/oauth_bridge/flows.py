@@ -49,7 +49,7 @@ from .consent import (
     remembered_page,
     set_cookie,
 )
-from .registration import check_redirect_uri, cognito_client_name, parse_client_metadata
+from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
 from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
@@ -142,7 +142,7 @@ class Bridge:
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
-            "scopes_supported": list(self.settings.scopes),
+            "scopes_supported": [*self.settings.scopes, OFFLINE_ACCESS],
             "client_id_metadata_document_supported": True,
             # RFC 8414 §2 allows more parameters: which registration to use, for people reading this.
             "registration_note": REGISTRATION_NOTE,

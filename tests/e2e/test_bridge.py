@@ -25,7 +25,7 @@ import httpx
 import jwt
 import pytest
 
-from tests.support import RunningStack, local_stack_process, rpc, standard_headers
+from tests.support import RunningStack, api_event, local_stack_process, rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 
@@ -104,7 +104,7 @@ def test_registration_creates_a_cognito_app_client_for_the_code_grant_with_pkce(
         "redirect_uris": [CALLBACK, "cursor://anysphere/callback"],
         "client_name": "Claude Desktop",
         "token_endpoint_auth_method": "none",
-        "grant_types": ["authorization_code"],
+        "grant_types": ["authorization_code", "refresh_token"],  # Cognito lets every app client refresh
         "response_types": ["code"],
         "scope": "mcp/invoke openid",
     }
@@ -384,8 +384,12 @@ def test_a_token_the_pool_issued_without_the_endpoints_scope_is_403_insufficient
     assert call(stack, tokens["IdToken"]).status_code == 401  # an ID token is never an access token
 
 
-def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_server(stack: RunningStack) -> None:
-    document = httpx.get(f"{base(stack)}/.well-known/oauth-protected-resource/mcp").json()
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
+def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_server(
+    stack: RunningStack, path: str
+) -> None:
+    """Both documents a client probes (RFC 9728 path-suffixed, then the root) when no challenge reaches it."""
+    document = httpx.get(f"{base(stack)}{path}", timeout=30).json()
     assert document == {
         "resource": stack.url,
         "bearer_methods_supported": ["header"],
@@ -445,3 +449,21 @@ def test_cognito_is_created_from_the_template_and_managed_login_is_named_as_not_
     prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())
     domain = f"https://{prefix}-123456789012.auth.us-east-1.amazoncognito.com"
     assert stack.printed(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
+
+
+def test_the_http_api_front_passes_the_401_challenge_on_exactly_as_the_function_sends_it(stack: RunningStack) -> None:
+    """HTTP APIs (payload 2.0) pass a Lambda's WWW-Authenticate through; REST APIs and Function URLs rename
+    it x-amzn-Remapped-WWW-Authenticate (README, Security). The local front must not hide either."""
+    message = rpc("tools/list")
+    reply = httpx.post(stack.url, content=json.dumps(message), headers=standard_headers(message), timeout=30)
+    expected = f'Bearer scope="mcp/invoke", resource_metadata="{base(stack)}/.well-known/oauth-protected-resource/mcp"'
+    assert (reply.status_code, reply.headers["www-authenticate"]) == (401, expected)
+    assert "x-amzn-remapped-www-authenticate" not in reply.headers
+    function = stack.physical_id("FunctionsApi", "AWS::Lambda::Function")
+    event = api_event(message)
+    event["headers"]["host"] = base(stack).removeprefix("http://")
+    answer = json.loads(
+        stack.aws_client("lambda").invoke(FunctionName=function, Payload=json.dumps(event).encode())["Payload"].read()
+    )
+    assert answer["statusCode"] == 401
+    assert {k.lower(): v for k, v in answer["headers"].items()}["www-authenticate"] == expected

@@ -249,3 +249,38 @@ def test_the_provider_refuses_tokens_for_another_resource_with_invalid_target(oa
     assert person.redirect is None
     assert person.errors[0]["error"] == ["invalid_target"]
     assert person.errors[0]["state"] == ["s1"]
+
+
+@pytest.mark.parametrize(
+    ("redirect_uri", "description"),
+    [
+        ("http://evil.example.com/cb", "the redirect URI 'http://evil.example.com/cb' uses http on a host other than loopback"),  # noqa: E501
+        ("javascript:alert(1)", "the redirect URI scheme 'javascript' is not allowed"),
+    ],
+    ids=["http-remote", "javascript"],
+)  # fmt: skip
+def test_the_local_provider_refuses_redirect_uris_the_bridge_refuses(
+    oauth_stack: OAuthStack, redirect_uri: str, description: str
+) -> None:
+    registered = httpx.post(
+        f"{oauth_stack.issuer}/reg",
+        json={"redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none", "client_name": "lax"},
+        timeout=30,
+    )
+    assert (registered.status_code, registered.json()) == (
+        400,
+        {"error": "invalid_redirect_uri", "error_description": description},
+    )
+
+
+@pytest.mark.parametrize("redirect_uri", ["https://app.example.com/callback", "http://localhost:53682/callback"])
+def test_a_web_or_loopback_client_still_registers_at_the_local_provider_and_gets_a_refresh_grant(
+    oauth_stack: OAuthStack, redirect_uri: str
+) -> None:
+    registered = httpx.post(
+        f"{oauth_stack.issuer}/reg",
+        json={"redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none", "client_name": "web"},
+        timeout=30,
+    )
+    assert registered.status_code == 201, registered.text
+    assert registered.json()["grant_types"] == ["authorization_code", "refresh_token"]

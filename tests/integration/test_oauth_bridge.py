@@ -554,3 +554,30 @@ def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: Br
         assert bridge.authorize(client_id, resource=resource)["statusCode"] == 200
     refused = bridge.authorize(client_id, resource="https://127.0.0.1:3000/mcp")
     assert parse_qs(urlsplit(refused["headers"]["location"]).query)["error"] == ["invalid_target"]
+
+
+def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito_is_never_sent_that_scope(
+    bridge: BridgeUnderTest,
+) -> None:
+    registered = json.loads(
+        bridge.register(grant_types=["authorization_code"], scope="mcp/invoke offline_access")["body"]
+    )
+    assert registered["grant_types"] == ["authorization_code", "refresh_token"]
+    assert registered["scope"] == "mcp/invoke offline_access"
+    approved = bridge.approve(registered["client_id"], scope="mcp/invoke offline_access")
+    assert parse_qs(urlsplit(approved["headers"]["location"]).query)["scope"] == ["mcp/invoke"]
+    document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
+    assert document["scopes_supported"] == ["mcp/invoke", "openid", "offline_access"]
+
+
+def test_a_client_removed_by_cleanup_gets_401_invalid_client_and_registers_again(bridge: BridgeUnderTest) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    bridge.clock.advance(3600)  # never exchanged a token: removed by the next cleanup
+    assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 1
+    refresh = {"grant_type": "refresh_token", "refresh_token": "rt", "client_id": client_id}
+    answer = bridge.call("POST", "/oauth2/token", form=refresh)
+    # RFC 6749 §5.2: 401 invalid_client, which clients (the MCP SDKs) answer by registering again.
+    assert (answer["statusCode"], json.loads(answer["body"])["error"]) == (401, "invalid_client")
+    again = bridge.register()
+    assert again["statusCode"] == 201
+    assert bridge.authorize(json.loads(again["body"])["client_id"])["statusCode"] == 200

@@ -299,3 +299,18 @@ def test_a_state_sealed_for_one_jwt_subject_is_refused_for_another(configure_app
     assert stolen["error"]["code"] == wire.INVALID_PARAMS
     owned = json.loads(handlers.api_handler(with_jwt(api_event(retry), {"sub": "alice"}))["body"])
     assert owned["result"]["content"][0]["text"] == "Hello, A!"
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
+def test_both_protected_resource_documents_are_served_on_a_function_url(server: McpServer, path: str) -> None:
+    """A Function URL sends every path to the function: the path-suffixed and the root document a
+    client probes when no challenge reaches it (Function URLs rename WWW-Authenticate) are both there."""
+    event = function_url_event(rpc("tools/list"), iam={"userArn": "arn:aws:iam::1:user/a"})
+    event["rawPath"] = path
+    event["requestContext"]["http"].update(method="GET", path=path)
+    event["headers"]["x-forwarded-proto"] = "https"
+    event.pop("body")
+    event["isBase64Encoded"] = False
+    proxy = serve(server, event)
+    assert proxy["statusCode"] == 200, proxy["body"]
+    assert json.loads(proxy["body"])["resource"] == "https://abcdefghij.lambda-url.eu-west-1.on.aws/mcp"
