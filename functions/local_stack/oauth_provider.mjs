@@ -36,14 +36,19 @@ const issuer = `http://${host}:${server.address().port}`;
 // loopback host only, or a native app's private-use scheme; never http to another host.
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const FORBIDDEN = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'about:', 'blob:', 'ws:', 'wss:']);
+function refuseRedirectUri(description) {
+  const error = new errors.InvalidRedirectUri();
+  error.error_description = description; // its own description is about authorize requests
+  return error;
+}
 function checkRedirectUris(uris) {
   for (const uri of uris || []) {
     const parsed = URL.parse(uri);
     if (parsed && parsed.protocol === 'http:' && !LOOPBACK.has(parsed.hostname)) {
-      throw new errors.InvalidRedirectUri(`the redirect URI '${uri}' uses http on a host other than loopback`);
+      throw refuseRedirectUri(`the redirect URI '${uri}' uses http on a host other than loopback`);
     }
     if (parsed && FORBIDDEN.has(parsed.protocol)) {
-      throw new errors.InvalidRedirectUri(`the redirect URI scheme '${parsed.protocol.slice(0, -1)}' is not allowed`);
+      throw refuseRedirectUri(`the redirect URI scheme '${parsed.protocol.slice(0, -1)}' is not allowed`);
     }
   }
 }

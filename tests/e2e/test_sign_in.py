@@ -284,3 +284,22 @@ def test_a_web_or_loopback_client_still_registers_at_the_local_provider_and_gets
     )
     assert registered.status_code == 201, registered.text
     assert registered.json()["grant_types"] == ["authorization_code", "refresh_token"]
+
+
+def test_a_client_the_provider_forgot_gets_401_invalid_client_at_the_token_endpoint_so_it_registers_again(
+    oauth_stack: OAuthStack,
+) -> None:
+    """After a restart the local provider (in memory) knows no client: the SDKs answer invalid_client by
+    registering again (the TypeScript SDK drops its client information on it)."""
+    forgotten = httpx.post(
+        f"{oauth_stack.issuer}/token",
+        data={"grant_type": "refresh_token", "refresh_token": "rt", "client_id": "registered-before-the-restart"},
+        timeout=30,
+    )
+    assert (forgotten.status_code, forgotten.json()["error"]) == (401, "invalid_client")
+    again = httpx.post(
+        f"{oauth_stack.issuer}/reg",
+        json={"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none", "client_name": "after restart"},
+        timeout=30,
+    )
+    assert again.status_code == 201, again.text
