@@ -303,3 +303,52 @@ def test_a_client_the_provider_forgot_gets_401_invalid_client_at_the_token_endpo
         timeout=30,
     )
     assert again.status_code == 201, again.text
+
+
+class RemappingFront(httpx2.AsyncBaseTransport):
+    """What a REST API or a Function URL does to a Lambda's challenge: WWW-Authenticate is renamed
+    x-amzn-Remapped-WWW-Authenticate. Applied at the client's edge; everything else is the stack's."""
+
+    def __init__(self) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.renamed = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if "www-authenticate" in response.headers:
+            self.renamed += 1
+            response.headers["x-amzn-remapped-www-authenticate"] = response.headers.pop("www-authenticate")
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_without_the_challenge_a_real_client_discovers_the_metadata_at_the_well_known_path_and_signs_in(
+    oauth_stack: OAuthStack,
+) -> None:
+    bob = oauth_client(oauth_stack.url, "bob")
+    front = RemappingFront()
+    seen = len(oauth_stack.recorded())
+
+    async def call() -> Any:
+        async with (
+            httpx2.AsyncClient(auth=bob.provider, timeout=60, transport=front) as http,
+            Client(
+                streamable_http_client(oauth_stack.url, http_client=http), mode=wire.PROTOCOL_VERSION, cache=None
+            ) as client,
+        ):
+            return await client.call_tool("count_words", {"text": "found it anyway"})
+
+    result = anyio.run(call)
+    assert result.structured_content == {"words": 3, "characters": 15}
+    assert front.renamed >= 1 and bob.person.sign_ins == 1
+    first, probe = oauth_stack.recorded()[seen : seen + 2]
+    assert (first["method"], first["status"]) == ("POST", 401)
+    # No resource_metadata reached the client: it probed the RFC 9728 path-suffixed document itself.
+    assert (probe["method"], probe["path"], probe["status"]) == (
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        200,
+    )
+    assert claims_of(bob.token)["aud"] == oauth_stack.url
