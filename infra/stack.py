@@ -42,6 +42,11 @@ class McpTasksStack(Stack):
             throttle_burst_limit=config.throttle_burst_limit,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
+            custom_domain=(
+                (config.custom_domain_name, config.custom_domain_certificate_arn)
+                if config.custom_domain_name and config.custom_domain_certificate_arn
+                else None
+            ),
         )
         code = bundling.function_code()
         defaults = FunctionDefaults(
@@ -122,6 +127,13 @@ class McpTasksStack(Stack):
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        if self.front.domain is not None:
+            CfnOutput(
+                self,
+                "CustomDomainTarget",
+                value=self.front.domain.regional_domain_name,
+                description="Point the custom domain's DNS (CNAME or alias) here",
+            )
         if self.front.function_url is not None:
             CfnOutput(self, "FunctionUrl", value=f"{self.front.function_url.url}mcp", description="MCP endpoint (IAM)")
         if self.front.user_pool is not None:

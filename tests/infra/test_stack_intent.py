@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -760,3 +761,50 @@ def test_outputs(default_stack: Synthesized) -> None:
     assert outputs["TaskTableName"]["Value"] == {"Ref": default_stack.logical_id(default_stack.stack.tasks.table)}
     endpoint = json.dumps(outputs["EndpointUrl"]["Value"])
     assert "/mcp" in endpoint and "ApiEndpoint" in endpoint
+
+
+CUSTOM_DOMAIN = {
+    "customDomainName": "mcp.example.com",
+    "customDomainCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0f0e0d0c",
+}
+
+
+def test_a_custom_domain_is_mapped_at_its_root_and_becomes_the_endpoints_resource_uri(synth: Any) -> None:
+    stack = synth(**CUSTOM_DOMAIN)
+    stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::DomainName",
+        {
+            "DomainName": "mcp.example.com",
+            "DomainNameConfigurations": [
+                Match.object_like({"CertificateArn": CUSTOM_DOMAIN["customDomainCertificateArn"]})
+            ],
+        },
+    )
+    (mapping,) = stack.resources("AWS::ApiGatewayV2::ApiMapping").values()
+    assert "ApiMappingKey" not in mapping["Properties"]  # a base path would hide /.well-known/* from clients
+    functions = stack.resources("AWS::Lambda::Function").values()
+    variables = [f["Properties"]["Environment"]["Variables"] for f in functions]
+    assert {v.get("MCP_RESOURCE_URL") for v in variables if "MCP_JWT_ISSUER" in v} == {"https://mcp.example.com/mcp"}
+    assert {v.get("BRIDGE_RESOURCE_URL") for v in variables if "BRIDGE_TABLE_NAME" in v} == {
+        "https://mcp.example.com/mcp"
+    }
+    assert stack.json["Outputs"]["EndpointUrl"]["Value"] == "https://mcp.example.com/mcp"
+    assert "CustomDomainTarget" in stack.json["Outputs"]
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        (
+            {"customDomainName": "mcp.example.com"},
+            "'customDomainName' and 'customDomainCertificateArn' are set together",
+        ),
+        ({**CUSTOM_DOMAIN, "customDomainName": "https://mcp.example.com/"}, "'customDomainName' must be a host name"),
+        ({**CUSTOM_DOMAIN, "customDomainCertificateArn": "cert-1"}, "'customDomainCertificateArn' must be an ACM"),
+    ],
+)
+def test_a_custom_domain_that_cannot_work_is_refused_at_synth(
+    synth: Any, context: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        synth(**context)
