@@ -164,6 +164,8 @@ class AuthConfig:
     # The bridge: registrations per source address per hour, registered clients at most, and the
     # days after which a client that never exchanged a code again is deleted.
     registrations_per_hour: int = 10
+    # First uses of Client ID Metadata Documents served from one host, per hour.
+    registrations_per_host_per_hour: int = 10
     max_registered_clients: int = 200
     unused_client_days: int = 30
 
@@ -204,11 +206,15 @@ def _auth_from_context(get: Any) -> AuthConfig:
         jwt_jwks_url=str(get("jwtJwksUrl")) if get("jwtJwksUrl") else None,
         cognito_domain_prefix=str(prefix) if prefix else None,
         registrations_per_hour=_int(get("registrationsPerHour") or 10, "registrationsPerHour", 1, 10_000),
+        registrations_per_host_per_hour=_int(
+            get("registrationsPerHostPerHour") or 10, "registrationsPerHostPerHour", 1, 10_000
+        ),
         max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
         unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
     )
 
 
+_DOMAIN_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _LOOPBACK_ISSUER = re.compile(r"^http://(127\.0\.0\.1|localhost)(:\d+)?(/|$)")
 _DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -230,6 +236,10 @@ class DeploymentConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     # The endpoint's canonical URI when it is served under a custom domain (default: the request's host).
     resource_url: str | None = None
+    # A custom domain for the HTTP API, mapped at its root (no base path: clients look for the
+    # /.well-known documents at the domain's root) with an ACM certificate of this region.
+    custom_domain_name: str | None = None
+    custom_domain_certificate_arn: str | None = None
     # Optional Lambda Function URL with AWS_IAM auth, next to the HTTP API.
     function_url: bool = False
     # CORS is off unless origins are listed (browser clients only; MCP clients do not need it).
@@ -265,6 +275,16 @@ class DeploymentConfig:
         resource_url = str(get("resourceUrl")) if get("resourceUrl") else None
         if resource_url is not None and (not resource_url.startswith("https://") or "#" in resource_url):
             raise ValueError(f"'resourceUrl' must be an https URL without a fragment, got {resource_url!r}")
+        domain = str(get("customDomainName")).strip().lower() if get("customDomainName") else None
+        certificate = str(get("customDomainCertificateArn")) if get("customDomainCertificateArn") else None
+        if (domain is None) != (certificate is None):
+            raise ValueError("'customDomainName' and 'customDomainCertificateArn' are set together")
+        if domain is not None:
+            if not _DOMAIN_NAME.match(domain):
+                raise ValueError(f"'customDomainName' must be a host name such as mcp.example.com, got {domain!r}")
+            if not str(certificate).startswith("arn:aws") or ":acm:" not in str(certificate):
+                raise ValueError(f"'customDomainCertificateArn' must be an ACM certificate ARN, got {certificate!r}")
+            resource_url = resource_url or f"https://{domain}/mcp"
         rate = _int(get("throttleRateLimit") or 50, "throttleRateLimit", 1, 10_000)
         burst = _int(get("throttleBurstLimit") or 100, "throttleBurstLimit", 1, 5_000)
         return cls(
@@ -272,6 +292,8 @@ class DeploymentConfig:
             removal_policy=removal,
             auth=_auth_from_context(get),
             resource_url=resource_url,
+            custom_domain_name=domain,
+            custom_domain_certificate_arn=certificate,
             function_url=_bool(get("functionUrl") or False, "functionUrl"),
             cors_allow_origins=tuple(_list(get("corsAllowOrigins"))),
             throttle_rate_limit=rate,
