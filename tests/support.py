@@ -187,3 +187,50 @@ def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: floa
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout.splitlines()
+
+
+# The stack configurations that test modules share (tests/conftest.py starts each one once, when a
+# test first asks for it by its fixture name, and stops it after the last test that uses it), and the
+# modules that use each: they run one after another on one xdist worker. A module that needs another
+# configuration starts its own with `local_stack_process`.
+SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5}
+
+
+@dataclass(frozen=True)
+class SharedStack:
+    options: dict[str, Any]  # local_stack_process's arguments
+    users: tuple[str, ...]  # the test modules that use it, by path from the repository's root
+
+
+SHARED_STACKS: dict[str, SharedStack] = {
+    # cdk.json as it is, no fixtures, every request needs a token (`Bearer dev:<user>` here).
+    "template_stack": SharedStack(
+        {},
+        (
+            "tests/e2e/test_authorization_conformance.py",
+            "tests/e2e/test_isolation.py",
+            "tests/local_stack/test_sam_env.py",
+            "tests/test_events.py",
+        ),
+    ),
+    # As `make run` starts it: a request without a token is the development user's.
+    "developer_stack": SharedStack(
+        {"default_user": "developer"},
+        ("tests/e2e/test_legacy_clients.py", "tests/e2e/test_readme_snippets.py"),
+    ),
+    # The conformance fixtures (the suite calls them by name); the suite sends no token.
+    "conformance_stack": SharedStack(
+        {"fixtures": "conformance", "default_user": "conformance"},
+        (
+            "tests/e2e/test_conformance.py",
+            "tests/e2e/test_legacy_wire.py",
+            "tests/e2e/test_tasks_client.py",
+            "tests/e2e/test_tasks_conformance.py",
+        ),
+    ),
+    # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; both fixture sets.
+    "short_timeout_stack": SharedStack(
+        {"fixtures": "conformance,lifecycle", "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps(SHORT_TIMEOUT_CONTEXT)}},
+        ("tests/local_stack/test_task_lifecycle.py",),
+    ),
+}

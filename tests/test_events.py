@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.callbacks import REFUSED
-from tests.support import RunningStack, local_stack_process
+from tests.support import RunningStack
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = REPO / "events"
@@ -66,9 +65,8 @@ class DeployedLike:
 
 
 @pytest.fixture(scope="module")
-def deployed_like() -> Iterator[DeployedLike]:
-    with local_stack_process() as stack:
-        yield DeployedLike(stack)
+def deployed_like(template_stack: RunningStack) -> DeployedLike:
+    return DeployedLike(template_stack)
 
 
 def _load(relative: str) -> dict[str, Any]:

@@ -12,14 +12,13 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_runtime import wire
-from tests.support import EXAMPLE_TOOLS, REPO, RunningStack, local_stack_process
+from tests.support import EXAMPLE_TOOLS, REPO, RunningStack
 
 pytestmark = pytest.mark.e2e
 
@@ -53,9 +52,8 @@ ASKED = [
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[RunningStack]:
-    with local_stack_process(default_user="legacy-client") as running:
-        yield running
+def stack(developer_stack: RunningStack) -> RunningStack:
+    return developer_stack
 
 
 def node_env() -> dict[str, str]:

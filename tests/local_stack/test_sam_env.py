@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from local_stack.sam_env import deployed_template, function_environments
 from local_stack.synth import synthesize
-from tests.support import REPO, local_stack_process
+from tests.support import REPO, RunningStack
 
 pytestmark = pytest.mark.e2e
 
@@ -23,27 +23,29 @@ pytestmark = pytest.mark.e2e
 MOTO_CLOUDFORMATION_TYPES = {"AWS::DynamoDB::Table", "AWS::IAM::Role", "AWS::StepFunctions::StateMachine"}
 
 
-def test_the_local_env_vars_name_the_running_stacks_resources_and_how_to_reach_them(tmp_path: Path) -> None:
-    with local_stack_process() as running:
-        port = running.url.split(":")[2].split("/")[0]
-        done = subprocess.run(
-            [sys.executable, "-m", "local_stack.sam_env", "--port", port, "--out", str(tmp_path)],
-            cwd=REPO,
-            env={**os.environ, "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}"},
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stderr
-        environments = json.loads((tmp_path / "env.json").read_text())
-        table = running.physical_id("TaskTable", "AWS::DynamoDB::Table")
-        machine = running.physical_id("Workflow", "AWS::StepFunctions::StateMachine")
-        assert set(environments) == set(running.state["functions"])
-        for logical_id, function in running.state["functions"].items():
-            assert environments[logical_id] == function["environment"]
-            container = json.loads((tmp_path / f"container-env.{logical_id}.json").read_text())
-            assert container["AWS_ENDPOINT_URL"] == running.aws_endpoint.replace("127.0.0.1", "host.docker.internal")
-            assert container["AWS_SESSION_TOKEN"]
+def test_the_local_env_vars_name_the_running_stacks_resources_and_how_to_reach_them(
+    tmp_path: Path, template_stack: RunningStack
+) -> None:
+    running = template_stack
+    port = running.url.split(":")[2].split("/")[0]
+    done = subprocess.run(
+        [sys.executable, "-m", "local_stack.sam_env", "--port", port, "--out", str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    environments = json.loads((tmp_path / "env.json").read_text())
+    table = running.physical_id("TaskTable", "AWS::DynamoDB::Table")
+    machine = running.physical_id("Workflow", "AWS::StepFunctions::StateMachine")
+    assert set(environments) == set(running.state["functions"])
+    for logical_id, function in running.state["functions"].items():
+        assert environments[logical_id] == function["environment"]
+        container = json.loads((tmp_path / f"container-env.{logical_id}.json").read_text())
+        assert container["AWS_ENDPOINT_URL"] == running.aws_endpoint.replace("127.0.0.1", "host.docker.internal")
+        assert container["AWS_SESSION_TOKEN"]
     (api,) = [v for k, v in environments.items() if k.startswith("FunctionsApi")]
     assert (api["TASK_TABLE_NAME"], api["TASK_STATE_MACHINE_ARN"]) == (table, machine)
 
