@@ -17,7 +17,8 @@ from local_stack.processes import start_announced, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL_VERSION = "2026-07-28"
-# The tools the template ships (functions/tools), by name, sorted: what tools/list answers with.
+# The example tools the template ships (functions/tools), by name, sorted. A project adds its own
+# beside them: tests of what is served compare with `project_tools()`, and see these among them.
 EXAMPLE_TOOLS = [
     "archive_project",
     "cart_add",
@@ -27,6 +28,18 @@ EXAMPLE_TOOLS = [
     "deploy_release",
     "list_my_tasks",
 ]
+# Their modules (functions/tools/<name>.py).
+EXAMPLE_MODULES = ("archive_project", "cart", "count_words", "deploy_release", "my_tasks")
+
+
+def project_tools(*, table_backed: bool = True) -> list[str]:
+    """The tools functions/tools registers (the examples and whatever the project added), sorted."""
+    import tools
+    from mcp_runtime.tools import ToolRegistry
+
+    registry = ToolRegistry()
+    tools.register(registry, table_backed=table_backed)
+    return sorted(spec.name for spec in registry)
 
 
 def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
