@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from local_stack import sam_env
 from local_stack.sam_env import deployed_template, function_environments
 from local_stack.synth import synthesize
 from tests.support import REPO, RunningStack
@@ -82,3 +85,21 @@ def test_the_deployed_env_vars_use_the_physical_ids_cloudformation_gave_the_stac
     assert api["TASK_TABLE_NAME"] == physical[table_id]
     assert api["TASK_STATE_MACHINE_ARN"] == physical[machine_id]
     assert physical[machine_id].startswith("arn:aws:states:eu-west-1:123456789012:stateMachine:")
+
+
+def test_a_state_file_left_by_a_stopped_stack_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    run_dir, out = tmp_path / "run", tmp_path / "sam"
+    run_dir.mkdir()
+    with socket.socket() as closed:  # a port nothing listens on once this socket is closed
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    (run_dir / "3000.json").write_text(json.dumps({"awsEndpoint": f"http://127.0.0.1:{port}"}))
+    expected = (
+        "no local stack is running now (the state files in build/local-stack/run are of stacks that have "
+        "stopped): start `make run` first, or pass STACK=<name>"
+    )
+    with pytest.raises(SystemExit, match=re.escape(expected)):
+        sam_env.local_state(None, run_dir)
+    with pytest.raises(SystemExit, match=re.escape("no local stack is running on port 3000 now")):
+        sam_env.local_state(3000, run_dir)
+    assert not out.exists()
