@@ -28,6 +28,7 @@ CACHED_TIERS = ("tests/infra/",)
 # Groups sent first (by group name, then module path prefix), longest first: the rest fills in beside.
 FIRST = (
     "conformance_stack",
+    "tests/test_adding_tools.py",
     "tests/local_stack/test_persistence.py",
     "tests/local_stack/test_faults.py",
     "tests/infra",
