@@ -126,16 +126,47 @@ def _auth_mode(value: str | None) -> str:
     return mode
 
 
-class LogSink:
-    """Function log streams: all of it to build/local-stack/logs/<function>.log, the useful part to stdout."""
+# The asset's packages that are the project's source (functions/<package>), not installed dependencies.
+SOURCE_PACKAGES: Final = ("app", "mcp_runtime", "oauth_bridge", "tools")
 
-    def __init__(self, directory: Path, out: TextIO, *, everything: bool, short_names: Mapping[str, str]) -> None:
+
+def readable(line: str, sources: Mapping[str, str]) -> str:
+    """A log line as a person reads it: a structured record's traceback (Powertools' `exception`) printed
+    as the traceback it is after the record, and the built asset's paths as the source files'."""
+    start = line.find("{")
+    if start != -1:
+        try:
+            record = json.loads(line[start:])
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and isinstance(record.get("exception"), str):
+            rest = {key: value for key, value in record.items() if key != "exception"}
+            line = f"{line[:start]}{json.dumps(rest, ensure_ascii=False)}\n{record['exception'].rstrip()}"
+    for built, source in sources.items():
+        line = line.replace(built, source)
+    return line
+
+
+class LogSink:
+    """Function log streams: all of it to build/local-stack/logs/<function>.log, the useful part to stdout
+    (tracebacks readable, pointing at the source files: `readable`)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        out: TextIO,
+        *,
+        everything: bool,
+        short_names: Mapping[str, str],
+        sources: Mapping[str, str] | None = None,
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, TextIO] = {}
         self._directory = directory
         self._out = out
         self._everything = everything
         self._short = dict(short_names)
+        self._sources = dict(sources or {})
         self._lock = threading.Lock()
 
     def __call__(self, function_name: str, line: str) -> None:
@@ -148,7 +179,8 @@ class LogSink:
             target.write(line + "\n")
             target.flush()
             if self._everything or not line.startswith(LOG_NOISE):
-                self._out.write(f"[{self._short.get(function_name, function_name)}] {line}\n")
+                shown = readable(line, self._sources)
+                self._out.write(f"[{self._short.get(function_name, function_name)}] {shown}\n")
                 self._out.flush()
 
     def close(self) -> None:
@@ -330,6 +362,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         out,
         everything=options.all_logs,
         short_names={spec.name: _short_name(spec) for spec in provisioned.functions.values()},
+        sources={
+            f"{code.task_root / package}{os.sep}": f"{REPO / 'functions' / package}{os.sep}"
+            for package in SOURCE_PACKAGES
+        },
     )
     pools: dict[str, FunctionPool] = {}
     for spec in provisioned.functions.values():

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import fcntl
+import io
+import json
 import os
 import signal
 import socket
@@ -12,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from local_stack.stack import StartRefused, check_tools_import
+from local_stack.stack import LogSink, StartRefused, check_tools_import
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e
@@ -85,3 +87,33 @@ def test_ctrl_c_stops_the_stack_quietly() -> None:
         output = list(running.output)
     assert output[-2:] == ["stopping...", "stopped"]
     assert not [line for line in output if "Traceback" in line or "KeyboardInterrupt" in line]
+
+
+def test_a_logged_traceback_is_printed_as_one_pointing_at_the_source_files(tmp_path: Path) -> None:
+    built = tmp_path / "asset-0123"
+    traceback = (
+        "Traceback (most recent call last):\n"
+        f'  File "{built}/tools/export_dataset.py", line 38, in export_dataset\n'
+        "    rows = export_batch(args.dataset, batch)\n"
+        "ZeroDivisionError: division by zero"
+    )
+    record = {"level": "ERROR", "message": "the tool raised", "exception": traceback}
+    record["exception_name"] = "ZeroDivisionError"
+    out = io.StringIO()
+    sink = LogSink(
+        tmp_path / "logs",
+        out,
+        everything=False,
+        short_names={"mcp-worker": "worker"},
+        sources={f"{built / 'tools'}{os.sep}": f"{REPO / 'functions' / 'tools'}{os.sep}"},
+    )
+    sink("mcp-worker", json.dumps(record))
+    sink.close()
+    assert out.getvalue().splitlines() == [
+        '[worker] {"level": "ERROR", "message": "the tool raised", "exception_name": "ZeroDivisionError"}',
+        "Traceback (most recent call last):",
+        f'  File "{REPO}/functions/tools/export_dataset.py", line 38, in export_dataset',
+        "    rows = export_batch(args.dataset, batch)",
+        "ZeroDivisionError: division by zero",
+    ]
+    assert (tmp_path / "logs" / "mcp-worker.log").read_text() == json.dumps(record) + "\n"  # the file keeps it whole
