@@ -35,7 +35,7 @@ from .mrtr import Asker
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .handles import CallerHandles, HandleStore
     from .tasks.durable import Callback, DurableRun
-    from .tasks.history import CallerTaskHistory, DynamoTaskHistory
+    from .tasks.history import CallerTaskHistory, TaskHistory
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
@@ -112,7 +112,7 @@ class ToolContext(Asker):
         task_id: str | None = None,
         prepared: Any = None,
         handle_store: HandleStore | None = None,
-        history: DynamoTaskHistory | None = None,
+        history: TaskHistory | None = None,
         durable: DurableRun | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
