@@ -5,6 +5,7 @@ Values given with `-c` arrive as strings, so every reader accepts a string form 
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -44,7 +45,10 @@ def _list(value: Any) -> list[str]:
 
 
 def _int(value: Any, key: str, low: int, high: int) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"context {key!r} must be a whole number between {low} and {high}, got {value!r}") from None
     if not low <= number <= high:
         raise ValueError(f"context {key!r} must be between {low} and {high}, got {number}")
     return number
@@ -228,6 +232,23 @@ def check_domain_prefix(prefix: str) -> None:
         )
 
 
+# Context keys read outside DeploymentConfig.from_context (every key it reads is known by reading it).
+OTHER_CONTEXT_KEYS = ("stackName", "nagAcknowledge", "createUserPool")
+# Keys the CDK and its CLI keep in the context themselves, beside those with ':' or '@' in their names.
+CDK_CONTEXT_KEYS = ("acknowledged-issue-numbers",)
+
+
+def check_context_keys(context: Mapping[str, Any], known: set[str]) -> None:
+    """A key the app does not read is a mistake (a misspelt one would be silently ignored): name it."""
+    allowed = sorted(known | set(OTHER_CONTEXT_KEYS))
+    for key in sorted(context):
+        if key in allowed or key in CDK_CONTEXT_KEYS or ":" in key or key.startswith("@"):
+            continue
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown context key {key!r}{hint}: the keys are {', '.join(allowed)}")
+
+
 @dataclass(frozen=True)
 class DeploymentConfig:
     server_name: str = "serverless-mcp-tasks"
@@ -266,9 +287,18 @@ class DeploymentConfig:
 
     @classmethod
     def from_context(cls, scope: Construct) -> DeploymentConfig:
+        read: set[str] = set()
+
         def get(key: str) -> Any:
+            read.add(key)
             return scope.node.try_get_context(key)
 
+        config = cls._read(get)
+        check_context_keys(scope.node.get_all_context(), read)
+        return config
+
+    @classmethod
+    def _read(cls, get: Any) -> DeploymentConfig:
         removal = str(get("removalPolicy") or "retain").lower()
         if removal not in _REMOVAL_POLICIES:
             raise ValueError(f"context 'removalPolicy' must be one of {sorted(_REMOVAL_POLICIES)}, got {removal!r}")
@@ -298,7 +328,7 @@ class DeploymentConfig:
             cors_allow_origins=tuple(_list(get("corsAllowOrigins"))),
             throttle_rate_limit=rate,
             throttle_burst_limit=burst,
-            log_retention_days=int(get("logRetentionDays") or 30),
+            log_retention_days=_int(get("logRetentionDays") or 30, "logRetentionDays", 1, 3653),
             api_memory_mb=_int(get("apiMemoryMb") or 512, "apiMemoryMb", 128, 10_240),
             worker_memory_mb=_int(get("workerMemoryMb") or 1024, "workerMemoryMb", 128, 10_240),
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),

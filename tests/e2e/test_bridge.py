@@ -72,7 +72,7 @@ def register(stack: RunningStack, **metadata: Any) -> httpx.Response:
     document = {"redirect_uris": [CALLBACK], "client_name": "bridge test", "token_endpoint_auth_method": "none"}
     document.update(metadata)
     return httpx.post(
-        f"{base(stack)}/oauth2/register", json={k: v for k, v in document.items() if v is not None}, timeout=30
+        f"{base(stack)}/oauth2/register", json={k: v for k, v in document.items() if v is not None}, timeout=60
     )
 
 
@@ -86,7 +86,7 @@ def authorize(stack: RunningStack, **params: str) -> httpx.Response:
         "resource": stack.url,
         **params,
     }
-    return httpx.get(f"{base(stack)}/oauth2/authorize", params={k: v for k, v in query.items() if v}, timeout=30)
+    return httpx.get(f"{base(stack)}/oauth2/authorize", params={k: v for k, v in query.items() if v}, timeout=60)
 
 
 def nothing_stored(stack: RunningStack, clients_before: int, items_before: int) -> None:
@@ -173,7 +173,10 @@ def test_bad_client_metadata_is_invalid_client_metadata_and_nothing_is_stored(
 
 def test_a_registration_that_is_not_json_is_refused(stack: RunningStack) -> None:
     reply = httpx.post(
-        f"{base(stack)}/oauth2/register", content=b"redirect_uris=x", headers={"content-type": "text/plain"}
+        f"{base(stack)}/oauth2/register",
+        content=b"redirect_uris=x",
+        headers={"content-type": "text/plain"},
+        timeout=60,
     )
     assert reply.status_code == 400 and reply.json()["error"] == "invalid_client_metadata"
 
@@ -278,7 +281,7 @@ def test_a_metadata_document_url_on_a_private_address_is_refused_before_any_fetc
 
 # ---- token endpoint -----------------------------------------------------------------------------
 def token(stack: RunningStack, form: dict[str, str]) -> httpx.Response:
-    return httpx.post(f"{base(stack)}/oauth2/token", data=form)
+    return httpx.post(f"{base(stack)}/oauth2/token", data=form, timeout=60)
 
 
 def test_the_token_endpoint_refuses_what_it_can_judge_before_cognito(stack: RunningStack) -> None:
@@ -321,6 +324,7 @@ def call(stack: RunningStack, token: str) -> httpx.Response:
         stack.url,
         content=json.dumps(message),
         headers={**standard_headers(message), "authorization": f"Bearer {token}"},
+        timeout=60,
     )
 
 
@@ -389,7 +393,7 @@ def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_s
     stack: RunningStack, path: str
 ) -> None:
     """Both documents a client probes (RFC 9728 path-suffixed, then the root) when no challenge reaches it."""
-    document = httpx.get(f"{base(stack)}{path}", timeout=30).json()
+    document = httpx.get(f"{base(stack)}{path}", timeout=60).json()
     assert document == {
         "resource": stack.url,
         "bearer_methods_supported": ["header"],
