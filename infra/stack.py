@@ -42,7 +42,7 @@ class McpTasksStack(Stack):
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
         )
-        code = bundling.function_code()
+        code = bundling.function_code(scope=self)
         defaults = FunctionDefaults(
             code=code,
             environment=task_environment(config.server_name, self.tasks.table),

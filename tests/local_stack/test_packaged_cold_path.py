@@ -6,16 +6,25 @@ place), the issuer is local; nothing else is replaced (`tests/packaged_api.py`).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_runtime import wire
-from tests.packaged_api import SecretOnMoto, api_environment, bearer_event, packaged_asset, secret_on_moto
+from tests.packaged_api import (
+    SecretOnMoto,
+    api_environment,
+    asset_modules,
+    bearer_event,
+    packaged_asset,
+    secret_on_moto,
+)
 from tests.support import rpc
 from tests.token_issuer import serve_issuer
 
@@ -108,3 +117,18 @@ def test_the_first_call_that_seals_state_reads_the_key_from_the_secret_and_its_s
     (reopened,) = first_requests(deployed, rpc("tools/call", answered, 3, ELICITATION))
     assert reopened["body"]["result"]["resultType"] == wire.RESULT_COMPLETE, reopened["body"]
     assert reopened["boto3"] is True
+
+
+def test_the_local_stack_asset_ships_hash_based_bytecode_for_this_interpreter_beside_every_module() -> None:
+    """As the deployed asset does for CPython 3.13 (tests/infra/test_cdk_cli.py): the same build_package."""
+    modules = asset_modules(packaged_asset().task_root)
+    assert len(modules) > 100
+    unchecked_hash = (1).to_bytes(4, "little")
+    headers = {path: Path(importlib.util.cache_from_source(str(path))) for path in modules}
+    missing = [str(path) for path, cached in headers.items() if not cached.is_file()]
+    wrong = [
+        str(path)
+        for path, cached in headers.items()
+        if cached.is_file() and cached.read_bytes()[:8] != importlib.util.MAGIC_NUMBER + unchecked_hash
+    ]
+    assert (missing, wrong) == ([], [])
