@@ -23,12 +23,6 @@ from ._record import Record
 from .errors import InvalidParams
 from .limits import MAX_REQUEST_STATE_CHARS
 
-_keyed_mac: Callable[..., Any]
-try:  # the C HMAC itself: `hmac.new` wraps it in Python calls (bench/README.md, warm)
-    from _hashlib import hmac_new as _keyed_mac
-except ImportError:  # an interpreter without OpenSSL's HMAC
-    _keyed_mac = hmac.new
-
 TOKEN_VERSION: Final = "v1"
 _MIN_KEY_BYTES: Final = 32
 
@@ -125,7 +119,7 @@ class StateSealer:
     ) -> None:
         self._source: KeySource | None = keys if callable(keys) else None
         self._keys: list[SealingKey] = []
-        self._macs: dict[str, Any] = {}
+        self._secrets: dict[str, bytes] = {}
         self._lock = threading.Lock()
         if not callable(keys):
             self._load(keys)
@@ -135,17 +129,16 @@ class StateSealer:
     def _load(self, keys: Sequence[SealingKey]) -> None:
         if not keys:
             raise ValueError("at least one sealing key is required")
-        # Each key's HMAC with the key already absorbed: a tag copies it (bench/README.md, warm).
-        self._macs = {key.key_id: _keyed_mac(key.secret, digestmod="sha256") for key in keys}
+        self._secrets = {key.key_id: key.secret for key in keys}
         self._keys = list(keys)
 
-    def _keyring(self) -> dict[str, Any]:
-        """The keys' MACs, read from the source by the first caller (a failed read is tried again)."""
+    def _keyring(self) -> dict[str, bytes]:
+        """The keys' secrets by id, read from the source by the first caller (a failed read is tried again)."""
         if not self._keys and self._source is not None:
             with self._lock:
                 if not self._keys:
                     self._load(self._source())
-        return self._macs
+        return self._secrets
 
     def seal(self, binding: Binding, payload: dict[str, Any], *, lifetime_seconds: int | None = None) -> str:
         """A token for `payload`, valid for this sealer's lifetime or, where given, `lifetime_seconds`."""
@@ -203,7 +196,4 @@ class StateSealer:
         return payload
 
     def _tag(self, key_id: str, signed: str) -> bytes:
-        mac = self._macs[key_id].copy()
-        mac.update(signed.encode("ascii"))
-        tag: bytes = mac.digest()
-        return tag
+        return hmac.new(self._secrets[key_id], signed.encode("ascii"), "sha256").digest()
