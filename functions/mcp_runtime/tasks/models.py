@@ -40,7 +40,7 @@ def parse_timestamp(value: str) -> float:
 
 # `pollIntervalMs` grows with the task's age (now - createdAt): a tenth of it, in whole seconds, never
 # below the configured interval nor above a minute. A task polled from start to end is then polled
-# about 10 times per tenfold of its age, then once a minute: a day-long task about 1,500 times.
+# about 10 times per tenfold of its age, then once a minute: a day-long task 1,488 times.
 POLL_INTERVAL_AGE_DIVISOR: Final = 10
 MAX_POLL_INTERVAL_MS: Final = 60_000
 
