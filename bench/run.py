@@ -60,9 +60,11 @@ def markdown(results: dict[str, Any]) -> str:
             out.append(f"| {name} | {w['median']:.1f} | {w['p90']:.1f} | {w['min']:.1f} | {ins} |")
         out += ["", "| ratio | value | budget |", "|---|---:|---|"]
         budget_of = {
-            "api_discover/boto3": "<= 1.0",
+            "packaged_discover_token/boto3_runtime": "<= 1.0 (what deploys)",
+            "instructions packaged_discover_token/boto3_runtime": "<= 1.0 (what deploys)",
+            "api_discover/boto3": "<= 1.0 (dev tree)",
             "sdk_discover/api_discover": ">= 4",
-            "instructions api_discover/boto3": "<= 1.0",
+            "instructions api_discover/boto3": "<= 1.0 (dev tree)",
             "instructions sdk_discover/api_discover": ">= 4",
         }
         for name, value in cold["ratios"].items():

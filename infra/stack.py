@@ -48,7 +48,7 @@ class McpTasksStack(Stack):
                 else None
             ),
         )
-        code = bundling.function_code()
+        code = bundling.function_code(scope=self)
         defaults = FunctionDefaults(
             code=code,
             environment=task_environment(config.server_name, self.tasks.table),

@@ -181,28 +181,36 @@ class LazyTaskHistory(LazyService["DynamoTaskHistory"]):
 
 
 # ---- the API function ---------------------------------------------------------------------------
-def sealing_keys(settings: Settings) -> list[SealingKey]:
-    """Keys for requestState. AWS: a Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a
-    plain string), cached by Powertools parameters. Otherwise MCP_STATE_KEY, or, with DEV_AUTH only,
-    a fixed development key."""
+def sealing_keys(settings: Settings) -> Callable[[], list[SealingKey]]:
+    """Where requestState keys come from, checked now and read by the first seal or open. AWS: a
+    Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a plain string), read through
+    Powertools parameters (so boto3 loads then, not with the function). Otherwise MCP_STATE_KEY, or,
+    with DEV_AUTH only, a fixed development key."""
     if settings.state_secret_arn:
-        from aws_lambda_powertools.utilities import parameters
-
-        raw: Any = parameters.get_secret(settings.state_secret_arn, max_age=300)
-        text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
-        try:
-            document = json.loads(text_value)
-        except ValueError:
-            document = None
-        if isinstance(document, dict) and isinstance(document.get("keys"), list):
-            return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
-        return [SealingKey("k1", text_value.encode())]
+        arn = settings.state_secret_arn
+        return lambda: _keys_of_secret(arn)
     if settings.state_key:
-        return [SealingKey("k1", settings.state_key.encode())]
-    if settings.dev_auth:
-        return [SealingKey("dev", DEV_STATE_KEY.encode())]
-    # The development key is public: serving with it would let anyone forge requestState.
-    raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
+        keys = [SealingKey("k1", settings.state_key.encode())]
+    elif settings.dev_auth:
+        keys = [SealingKey("dev", DEV_STATE_KEY.encode())]
+    else:
+        # The development key is public: serving with it would let anyone forge requestState.
+        raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
+    return lambda: keys
+
+
+def _keys_of_secret(arn: str) -> list[SealingKey]:
+    from aws_lambda_powertools.utilities import parameters
+
+    raw: Any = parameters.get_secret(arn, max_age=300)
+    text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
+    try:
+        document = json.loads(text_value)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("keys"), list):
+        return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
+    return [SealingKey("k1", text_value.encode())]
 
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
