@@ -595,12 +595,15 @@ def main() -> None:
         sys.exit(2)
     except KeyboardInterrupt:  # Ctrl-C while starting
         sys.exit(130)
-    print(f"MCP endpoint: {stack.url}  (Ctrl-C stops)", flush=True)
     stop = threading.Event()
     # Ctrl-C and SIGTERM stop the stack the same quiet way (a second Ctrl-C while stopping changes nothing).
+    # Installed before the endpoint is announced: a Ctrl-C right after it must find them in place.
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
+    print(f"MCP endpoint: {stack.url}  (Ctrl-C stops)", flush=True)
+    # A signal may land on any thread; the main thread runs Python's handlers only between waits.
+    while not stop.wait(timeout=0.2):
+        pass
     print("stopping...", flush=True)
     stack.stop()
     print("stopped", flush=True)
