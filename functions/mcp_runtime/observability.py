@@ -28,6 +28,9 @@ MRTR_ROUNDS: Final = "MrtrRounds"
 # One per error answer, dimension `code`: the JSON-RPC error code, or the HTTP status for requests
 # refused before any JSON-RPC was read (401 without credentials, 403 Origin/Host, 405, 413).
 REJECTED_REQUESTS: Final = "RejectedRequests"
+# Tasks the sweeper repaired (their status event or their start was lost), dimension `repair`:
+# "settled" (failed with the lost-execution error) or "restarted" (a start that never happened).
+TASKS_REPAIRED: Final = "TasksRepaired"
 
 # Terminal task status -> its counter.
 TERMINAL_METRICS: Final[dict[str, str]] = {
@@ -45,6 +48,7 @@ METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     TIME_TO_TERMINAL: (("status", "tool"),),
     MRTR_ROUNDS: (("tool",), ("prompt",), ("resource",)),
     REJECTED_REQUESTS: (("code",),),
+    TASKS_REPAIRED: (("repair",),),
 }
 ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 
