@@ -154,6 +154,12 @@ class DeploymentConfig:
     task_ttl_hours: int = 24
     # Tool runs per execution before a new execution takes over (Step Functions' history limit).
     execution_round_limit: int = 1000
+    # The sweeper (tasks left active by a lost status event or start): how long a task may go without
+    # a write before its execution is looked at, how often the sweeper runs, and how many executions
+    # one run asks Step Functions about. A lost event is repaired within lease + interval (+ the run).
+    task_lease_seconds: int = 600
+    sweep_interval_minutes: int = 5
+    sweep_max_checks: int = 100
     alarm_email: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -189,5 +195,8 @@ class DeploymentConfig:
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),
             task_ttl_hours=_int(get("taskTtlHours") or 24, "taskTtlHours", 1, 24 * 365),
             execution_round_limit=_int(get("executionRoundLimit") or 1000, "executionRoundLimit", 1, 1200),
+            task_lease_seconds=_int(get("taskLeaseSeconds") or 600, "taskLeaseSeconds", 1, 86_400),
+            sweep_interval_minutes=_int(get("sweepIntervalMinutes") or 5, "sweepIntervalMinutes", 1, 1440),
+            sweep_max_checks=_int(get("sweepMaxChecks") or 100, "sweepMaxChecks", 1, 1000),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
         )

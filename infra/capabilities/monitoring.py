@@ -32,6 +32,7 @@ class Monitoring(Construct):
         api_function: lambda_.IFunction,
         worker_function: lambda_.IFunction,
         supervisor_function: lambda_.IFunction,
+        sweeper_function: lambda_.IFunction,
         state_machine: sfn.IStateMachine,
         table: dynamodb.ITable,
         http_api: apigwv2.IHttpApi,
@@ -82,6 +83,16 @@ class Monitoring(Construct):
                 "A task execution timed out",
             ),
             "TableThrottles": (table_throttles, "DynamoDB throttled the task table"),
+            "SweeperErrors": (
+                sweeper_function.metric_errors(period=PERIOD, statistic="Sum"),
+                "The task sweeper raised (its next scheduled run tries again)",
+            ),
+            # Each repair is a task a lost status event (or a lost start) left active for up to the
+            # sweep bound: worth a look even when the repair worked.
+            "TasksRepaired": (
+                self._repairs(),
+                "The sweeper settled or started tasks their lost status event or start left active",
+            ),
             # The transport turns an unexpected exception into -32603 on the wire, so the function
             # itself succeeds: Lambda's Errors never sees these.
             "InternalErrors": (
@@ -196,6 +207,23 @@ class Monitoring(Construct):
         )
         self._add_server_metrics()
 
+    def _repairs(self) -> cloudwatch.MathExpression:
+        return cloudwatch.MathExpression(
+            label="Tasks repaired by the sweeper (settled + restarted)",
+            expression="settled + restarted",
+            using_metrics={
+                repair: cloudwatch.Metric(
+                    namespace=self.metrics_namespace,
+                    metric_name=obs.TASKS_REPAIRED,
+                    dimensions_map={"repair": repair},
+                    period=PERIOD,
+                    statistic="Sum",
+                )
+                for repair in ("settled", "restarted")
+            },
+            period=PERIOD,
+        )
+
     # ---- the server's own metrics (EMF) ------------------------------------------------------------
     def _search(self, dimensions: str, metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
         """Every series of `metric` with exactly these dimensions (new tools show up by themselves)."""
@@ -280,6 +308,13 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Rejected requests by error code",
                 left=[self._search("code", obs.REJECTED_REQUESTS, "Sum", "${PROP('Dim.code')}")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Tasks repaired by the sweeper (lost status events and starts), by repair",
+                left=[self._search("repair", obs.TASKS_REPAIRED, "Sum", "${PROP('Dim.repair')}")],
                 width=12,
             ),
         )
