@@ -16,8 +16,13 @@ the local stack does it, from what the template declares (`local_stack.provision
   them from moto's interpreter) becomes the "Step Functions Execution Status Change" event AWS puts
   on the default bus; each `AWS::Events::Rule` whose pattern matches it sends it to its function
   targets as an asynchronous invocation, retried on a function error as often as the function's
-  `EventInvokeConfig` says (Lambda waits a minute, then two, between those retries; here 1 s, 2 s).
-  AWS delivers these events best effort; locally every one is delivered.
+  `EventInvokeConfig` says, after Lambda's waits: about a minute, then two (`ASYNC_RETRY_SECONDS`),
+  divided by the `LOCAL_TIME_SCALE` setting. AWS delivers these events best effort; locally every
+  one is delivered unless `LOCAL_DROP_STATUS_EVENTS` drops it (`StatusEventDrops`).
+- `ScheduledRules`: each `AWS::Events::Rule` with a rate expression sends EventBridge's "Scheduled
+  Event" (or its target's constant `Input`) to its function targets every period (divided by
+  `LOCAL_TIME_SCALE`), the first one period after the stack starts, as asynchronous invocations
+  retried like the status events.
 Pattern matching (filter criteria and rules alike) is moto's EventBridge pattern matcher.
 """
 
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import queue
+import random
 import threading
 import time
 import uuid
@@ -33,7 +39,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any, Final
 
-from local_stack.provision import EventRule, StreamMapping
+from local_stack.provision import EventRule, ScheduledRule, StreamMapping
 from local_stack.runtime import MAX_PAYLOAD_BYTES
 
 # (function logical id, event bytes) -> (payload bytes, function error or None)
@@ -42,7 +48,9 @@ Invoke = Callable[[str, bytes], tuple[bytes, str | None]]
 POLL_SECONDS: Final = 0.05
 FIRST_RETRY_SECONDS: Final = 0.1
 LAST_RETRY_SECONDS: Final = 2.0
-ASYNC_RETRY_SECONDS: Final = (1.0, 2.0)
+# Lambda's waits between the retries of a failed asynchronous invocation (about 1 and 2 minutes).
+ASYNC_RETRY_SECONDS: Final = (60.0, 120.0)
+EXECUTION_STATUS_CHANGE: Final = "Step Functions Execution Status Change"
 REGION: Final = "us-east-1"
 ACCOUNT_ID: Final = "123456789012"
 
@@ -222,7 +230,7 @@ def execution_status_event(execution: Any) -> dict[str, Any]:
     return {
         "version": "0",
         "id": str(uuid.uuid4()),
-        "detail-type": "Step Functions Execution Status Change",
+        "detail-type": EXECUTION_STATUS_CHANGE,
         "source": "aws.states",
         "account": ACCOUNT_ID,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -232,13 +240,60 @@ def execution_status_event(execution: Any) -> dict[str, Any]:
     }
 
 
+class StatusEventDrops:
+    """Which status events the local bus loses, as Step Functions' best-effort delivery may:
+    `LOCAL_DROP_STATUS_EVENTS` is unset or "0" (none), "all", or a probability "0.3", optionally
+    seeded "0.3@7" (the same seed drops the same events of the same run order)."""
+
+    def __init__(self, setting: str | None = None) -> None:
+        text = (setting or "").strip().lower()
+        self.setting = text
+        self._probability = 0.0
+        self._random = random.Random(0)
+        self._lock = threading.Lock()
+        if text in ("", "0", "off", "none"):
+            return
+        if text in ("all", "1"):
+            self._probability = 1.0
+            return
+        probability, _, seed = text.partition("@")
+        try:
+            self._probability = float(probability)
+            self._random = random.Random(int(seed or 0))
+        except ValueError:
+            raise ValueError(
+                f"LOCAL_DROP_STATUS_EVENTS must be all, a probability or probability@seed, got {setting!r}"
+            ) from None
+        if not 0.0 <= self._probability <= 1.0:
+            raise ValueError(f"LOCAL_DROP_STATUS_EVENTS: a probability is between 0 and 1, got {setting!r}")
+
+    def drops(self) -> bool:
+        if self._probability <= 0.0:
+            return False
+        if self._probability >= 1.0:
+            return True
+        with self._lock:
+            return self._random.random() < self._probability
+
+
 class ExecutionEvents:
     """The default bus for Step Functions' status changes, with the template's rules on it."""
 
-    def __init__(self, rules: list[EventRule], invoke: Invoke, async_retries: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        rules: list[EventRule],
+        invoke: Invoke,
+        async_retries: Mapping[str, int],
+        *,
+        time_scale: float = 1.0,
+        drops: StatusEventDrops | None = None,
+    ) -> None:
         self.rules = [(rule, _matcher((rule.pattern,))) for rule in rules if rule.enabled]
         self.invoke = invoke
         self.async_retries = dict(async_retries)
+        self.time_scale = time_scale
+        self.drops = drops or StatusEventDrops()
+        self.dropped = 0
         self._queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._deliver, name=f"events-{n}", daemon=True) for n in range(4)]
         self._busy = 0
@@ -253,12 +308,25 @@ class ExecutionEvents:
             self._queue.put(None)
 
     def publish(self, event: dict[str, Any]) -> None:
+        if event.get("detail-type") == EXECUTION_STATUS_CHANGE and self.drops.drops():
+            self.dropped += 1
+            detail = event.get("detail") or {}
+            log.info(
+                "dropped the status event of execution %s (%s; LOCAL_DROP_STATUS_EVENTS)",
+                detail.get("name"),
+                detail.get("status"),
+            )
+            return
         for rule, matches in self.rules:
             if matches(event):
                 for target in rule.targets:
-                    with self._lock:
-                        self._busy += 1
-                    self._queue.put((target.function_logical_id, json.dumps(event).encode()))
+                    self.send(target.function_logical_id, json.dumps(event).encode())
+
+    def send(self, function: str, payload: bytes) -> None:
+        """One asynchronous invocation of `function`, retried as its EventInvokeConfig says."""
+        with self._lock:
+            self._busy += 1
+        self._queue.put((function, payload))
 
     def _deliver(self) -> None:
         while (item := self._queue.get()) is not None:
@@ -269,7 +337,7 @@ class ExecutionEvents:
                     if error is None:
                         break
                     if attempt < len(ASYNC_RETRY_SECONDS):
-                        time.sleep(ASYNC_RETRY_SECONDS[attempt])
+                        time.sleep(ASYNC_RETRY_SECONDS[attempt] / self.time_scale)
             except Exception:
                 log.exception("event delivery to %s", function)
             finally:
@@ -282,26 +350,91 @@ class ExecutionEvents:
             return self._lock.wait_for(lambda: self._busy == 0, timeout)
 
 
-class EventDelivery:
-    """Every event source of a provisioned template, running: its stream pollers and its rules."""
+def scheduled_event(rule: ScheduledRule) -> dict[str, Any]:
+    """The event EventBridge sends a scheduled rule's targets."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT_ID,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": REGION,
+        "resources": [f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{rule.logical_id}"],
+        "detail": {},
+    }
 
-    def __init__(self, pollers: list[StreamPoller], events: ExecutionEvents) -> None:
+
+class ScheduledRules:
+    """EventBridge's scheduler for the template's rate-expression rules, on the same bus as `ExecutionEvents`."""
+
+    def __init__(self, rules: list[ScheduledRule], events: ExecutionEvents, *, time_scale: float = 1.0) -> None:
+        self.rules = [rule for rule in rules if rule.enabled and rule.targets]
+        self.events = events
+        self.time_scale = time_scale
+        self.fired: dict[str, int] = {rule.logical_id: 0 for rule in self.rules}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="schedules", daemon=True)
+
+    def start(self) -> None:
+        if self.rules:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        due = {rule.logical_id: started + rule.period_seconds / self.time_scale for rule in self.rules}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for rule in self.rules:
+                if due[rule.logical_id] > now:
+                    continue
+                due[rule.logical_id] += rule.period_seconds / self.time_scale
+                self.fired[rule.logical_id] += 1
+                event = json.dumps(scheduled_event(rule)).encode()
+                for target, constant in zip(rule.targets, rule.inputs or (None,) * len(rule.targets), strict=True):
+                    self.events.send(target.function_logical_id, constant.encode() if constant else event)
+            self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+
+class EventDelivery:
+    """Every event source of a provisioned template, running: its stream pollers, its rules and schedules."""
+
+    def __init__(self, pollers: list[StreamPoller], events: ExecutionEvents, schedules: ScheduledRules) -> None:
         self.pollers = pollers
         self.events = events
+        self.schedules = schedules
         self._unsubscribe: Callable[[], None] | None = None
 
     @classmethod
-    def start(cls, provisioned: Any, invoke: Invoke, streams_client: Callable[[str], Any]) -> EventDelivery:
-        """`streams_client(function logical id)`: a dynamodbstreams client with that function's credentials."""
+    def start(
+        cls,
+        provisioned: Any,
+        invoke: Invoke,
+        streams_client: Callable[[str], Any],
+        *,
+        time_scale: float = 1.0,
+        drops: StatusEventDrops | None = None,
+    ) -> EventDelivery:
+        """`streams_client(function logical id)`: a dynamodbstreams client with that function's credentials.
+        `time_scale`: AWS's delivery periods (async retry waits, schedules) divided by this."""
         from local_stack.aws import on_execution_status
 
         pollers = [
             StreamPoller(mapping, streams_client(mapping.function_logical_id), invoke)
             for mapping in provisioned.stream_mappings
         ]
-        events = ExecutionEvents(provisioned.event_rules, invoke, provisioned.async_retry_attempts)
-        delivery = cls(pollers, events)
+        events = ExecutionEvents(
+            provisioned.event_rules, invoke, provisioned.async_retry_attempts, time_scale=time_scale, drops=drops
+        )
+        schedules = ScheduledRules(provisioned.scheduled_rules, events, time_scale=time_scale)
+        delivery = cls(pollers, events, schedules)
         events.start()
+        schedules.start()
         for poller in pollers:
             poller.start()
         if events.rules:
@@ -313,6 +446,7 @@ class EventDelivery:
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        self.schedules.stop()
         for poller in self.pollers:
             poller.stop()
         self.events.stop()

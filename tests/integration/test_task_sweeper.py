@@ -5,6 +5,7 @@ lease, one whose start was lost is started, and each run asks Step Functions at 
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -274,3 +275,13 @@ def test_a_task_past_its_expiry_leaves_the_index_without_a_step_functions_call(
 def test_the_sweeper_refuses_an_event_that_is_not_its_schedule(sweeper: Callable[..., TaskSweeper]) -> None:
     with pytest.raises(ValueError, match="schedule"):
         sweeper().handle({"detail-type": "Step Functions Execution Status Change", "detail": {}})
+
+
+def test_the_template_schedules_the_sweeper_and_the_local_bus_reads_that_schedule(deployed: ProvisionedStack) -> None:
+    by_target = {rule.targets[0].function_logical_id: rule for rule in deployed.scheduled_rules}
+    (sweeper,) = [rule for target, rule in by_target.items() if target.startswith("Sweeper")]
+    (cleanup,) = [rule for target, rule in by_target.items() if target.startswith("OAuthBridge")]
+
+    assert (sweeper.period_seconds, sweeper.targets[0].maximum_retry_attempts, sweeper.inputs) == (300, 0, (None,))
+    assert (cleanup.period_seconds, json.loads(cleanup.inputs[0] or "")) == (86_400, {"action": "cleanup"})
+    assert not any("scheduled" in kind for kind in deployed.not_emulated.values())
