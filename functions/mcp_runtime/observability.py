@@ -31,6 +31,10 @@ REJECTED_REQUESTS: Final = "RejectedRequests"
 # Tasks the sweeper repaired (their status event or their start was lost), dimension `repair`:
 # "settled" (failed with the lost-execution error) or "restarted" (a start that never happened).
 TASKS_REPAIRED: Final = "TasksRepaired"
+# One per sweep that left stale leases for the next run, dimension `cause`: "cap" (more than the
+# run's checks) or "unavailable" (Step Functions or the table throttled it). Run after run, the
+# sweeper's bound no longer holds.
+SWEEP_BEHIND: Final = "SweepBehind"
 
 # Terminal task status -> its counter.
 TERMINAL_METRICS: Final[dict[str, str]] = {
@@ -49,6 +53,7 @@ METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     MRTR_ROUNDS: (("tool",), ("prompt",), ("resource",)),
     REJECTED_REQUESTS: (("code",),),
     TASKS_REPAIRED: (("repair",),),
+    SWEEP_BEHIND: (("cause",),),
 }
 ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 

@@ -705,7 +705,8 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "IteratorAge",  # starts, resumes or stops waiting in the stream
         "ReadThrottleEvents + WriteThrottleEvents",
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
-        "TasksRepaired",  # the sweeper's repairs (tests/infra/test_sweeper_intent.py)
+        "SweepBehind",  # the sweeper falls behind (tests/infra/test_sweeper_intent.py)
+        "TasksRepaired",  # the sweeper's repairs
         "Throttles",
     ]
     assert len(by_metric["Errors"]) == 4  # API, worker, supervisor and sweeper

@@ -120,10 +120,29 @@ def test_an_alarm_fires_on_any_task_the_sweeper_repaired(synth: Any) -> None:
             "AlarmActions": Match.any_value(),
         },
     )
-    by_id = {metric["Id"]: metric for metric in metrics.as_array()}
-    assert by_id["expr_1"]["Expression"] == "settled + restarted"
-    for repair in ("settled", "restarted"):
-        stat = by_id[repair]["MetricStat"]
-        assert stat["Metric"]["MetricName"] == obs.TASKS_REPAIRED
-        assert stat["Metric"]["Dimensions"] == [{"Name": "repair", "Value": repair}]
+    _assert_sum(metrics, obs.TASKS_REPAIRED, "repair", ("settled", "restarted"))
+
+
+def test_an_alarm_fires_when_sweeps_leave_stale_leases_behind_for_three_periods_in_a_row(synth: Any) -> None:
+    stack: Synthesized = synth(**FULL_OPTIONS)
+    metrics = Capture()
+    stack.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "AlarmDescription": Match.string_like_regexp("leaves stale leases behind"),
+            "Threshold": 1,
+            "EvaluationPeriods": 3,
+            "Metrics": metrics,
+        },
+    )
+    _assert_sum(metrics, obs.SWEEP_BEHIND, "cause", ("cap", "unavailable"))
+
+
+def _assert_sum(metrics: Capture, metric: str, dimension: str, values: tuple[str, ...]) -> None:
+    by_id = {entry["Id"]: entry for entry in metrics.as_array()}
+    assert by_id["expr_1"]["Expression"] == " + ".join(f"FILL({value}, 0)" for value in values)
+    for value in values:
+        stat = by_id[value]["MetricStat"]
+        assert stat["Metric"]["MetricName"] == metric
+        assert stat["Metric"]["Dimensions"] == [{"Name": dimension, "Value": value}]
         assert (stat["Stat"], stat["Period"]) == ("Sum", 300)

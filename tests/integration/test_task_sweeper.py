@@ -14,13 +14,20 @@ import pytest
 
 from local_stack.aws import EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
-from mcp_runtime.observability import TASKS_REPAIRED
+from mcp_runtime.observability import SWEEP_BEHIND, TASKS_REPAIRED
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import ExecutorUnavailable
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.models import EXECUTION_LOST_ERROR, FAILED, INPUT_REQUIRED, WORKING
 from mcp_runtime.tasks.store import DynamoTaskStore, task_key
-from mcp_runtime.tasks.sweeper import REPAIR_RESTARTED, REPAIR_SETTLED, SCHEDULED_EVENT, TaskSweeper
+from mcp_runtime.tasks.sweeper import (
+    BEHIND_CAP,
+    BEHIND_UNAVAILABLE,
+    REPAIR_RESTARTED,
+    REPAIR_SETTLED,
+    SCHEDULED_EVENT,
+    TaskSweeper,
+)
 from tests.integration.task_harness import Clock, TaskEnvironment, TaskResources, wait_until
 from tests.integration.test_task_store import await_input, create
 from tests.telemetry_support import RecordingTelemetry
@@ -215,6 +222,7 @@ def test_each_run_asks_step_functions_about_at_most_its_cap_oldest_lease_first(
     task_env: TaskEnvironment,
     worker: Worker,
     sweeper: Callable[..., TaskSweeper],
+    telemetry: RecordingTelemetry,
 ) -> None:
     tasks = []
     for _ in range(3):
@@ -227,8 +235,9 @@ def test_each_run_asks_step_functions_about_at_most_its_cap_oldest_lease_first(
     first = sweeper(max_checks=2).sweep()
     second = sweeper(max_checks=2).sweep()
 
-    assert (first.checked, first.settled, first.left) == (2, 2, True)
-    assert (second.checked, second.settled, second.left) == (1, 1, False)
+    assert (first.checked, first.settled, first.behind) == (2, 2, BEHIND_CAP)
+    assert (second.checked, second.settled, second.behind) == (1, 1, None)
+    assert [(s.value, s.dimensions) for s in telemetry.of(SWEEP_BEHIND)] == [(1, {"cause": BEHIND_CAP})]
     assert executor.described == tasks
     assert {store.get(task_id).status for task_id in tasks} == {FAILED}
 
@@ -251,8 +260,8 @@ def test_a_throttled_describe_ends_the_run_and_the_next_run_goes_on(
     executor.throttle_after = None
     after = sweeper().sweep()
 
-    assert (throttled.settled, throttled.left) == (1, True)
-    assert (after.settled, after.left) == (1, False)
+    assert (throttled.settled, throttled.behind) == (1, BEHIND_UNAVAILABLE)
+    assert (after.settled, after.behind) == (1, None)
 
 
 def test_a_task_past_its_expiry_leaves_the_index_without_a_step_functions_call(

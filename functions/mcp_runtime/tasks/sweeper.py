@@ -30,7 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ..observability import NO_TELEMETRY, TASKS_REPAIRED, Telemetry
+from ..observability import NO_TELEMETRY, SWEEP_BEHIND, TASKS_REPAIRED, Telemetry
 from .errors import ExecutorRefused, ExecutorUnavailable, TaskConflict, TaskNotFound, TaskStoreUnavailable
 from .models import EXECUTION_FAILED_ERROR, EXECUTION_LOST_ERROR, WORKING, TaskRecord
 from .store import Lease
@@ -44,6 +44,9 @@ DEFAULT_MAX_CHECKS: Final = 100
 # The `repair` dimension of TasksRepaired.
 REPAIR_SETTLED: Final = "settled"
 REPAIR_RESTARTED: Final = "restarted"
+# The `cause` dimension of SweepBehind.
+BEHIND_CAP: Final = "cap"
+BEHIND_UNAVAILABLE: Final = "unavailable"
 RESTART_REFUSED_ERROR: Final[dict[str, Any]] = {**EXECUTION_FAILED_ERROR, "message": "Task could not be started"}
 
 
@@ -74,8 +77,12 @@ class SweepReport:
     restarted: int = 0
     extended: int = 0
     dropped: int = 0
-    # Stale leases left for the next run: its cap was reached, or Step Functions throttled it.
-    left: bool = False
+    # Why stale leases were left for the next run (None: none were): BEHIND_CAP or BEHIND_UNAVAILABLE.
+    behind: str | None = None
+
+    @property
+    def left(self) -> bool:
+        return self.behind is not None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -114,19 +121,22 @@ class TaskSweeper:
         now = self._clock()
         # One more than the cap: tells whether the run leaves stale leases behind.
         stale = self.store.stale_leases(now, self.max_checks + 1)
-        report.left = len(stale) > self.max_checks
+        if len(stale) > self.max_checks:
+            report.behind = BEHIND_CAP
         for lease in stale[: self.max_checks]:
             self.telemetry.correlate(task_id=lease.task_id, execution_name=lease.execution)
             try:
                 self._repair(lease, now, report)
             except (ExecutorUnavailable, TaskStoreUnavailable) as exc:
                 log.warning("sweep stopped at task %s (%s); the next run goes on", lease.task_id, exc)
-                report.left = True
+                report.behind = BEHIND_UNAVAILABLE
                 break
         if report.settled:
             self.telemetry.count(TASKS_REPAIRED, report.settled, repair=REPAIR_SETTLED)
         if report.restarted:
             self.telemetry.count(TASKS_REPAIRED, report.restarted, repair=REPAIR_RESTARTED)
+        if report.behind is not None:
+            self.telemetry.count(SWEEP_BEHIND, cause=report.behind)
         level = logging.WARNING if report.settled or report.restarted or report.left else logging.INFO
         log.log(level, "sweep: %s", report.to_json())
         return report
