@@ -49,7 +49,7 @@ class TaskSweeper(Construct):
         workflow: TaskWorkflow,
         interval_minutes: int,
         max_checks: int,
-        memory_mb: int = 256,
+        memory_mb: int = 512,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = defaults.function(
