@@ -13,7 +13,7 @@ from local_stack.provision import ProvisionedStack
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import TaskConflict
 from mcp_runtime.tasks.models import COMPLETED, EXECUTION_LOST_ERROR, FAILED, INPUT_REQUIRED, WORKING
-from mcp_runtime.tasks.store import DynamoTaskStore, task_key
+from mcp_runtime.tasks.store import DynamoTaskStore, lease_until, task_key
 from tests.integration.task_harness import ALICE, Clock, TaskEnvironment, TaskResources
 from tests.integration.test_task_store import RESULT, accept, await_input, create
 
@@ -69,7 +69,8 @@ def test_a_created_task_holds_a_lease_of_now_plus_the_lease_period_on_its_stable
     record = create(store, clock)
 
     item = raw(task_env, record.task_id)
-    assert int(item[schema.LEASE_ATTRIBUTE]["N"]) == int(clock()) + LEASE
+    assert int(item[schema.LEASE_ATTRIBUTE]["N"]) == lease_until(clock(), LEASE)
+    assert int(clock()) + LEASE - LEASE // 10 < lease_until(clock(), LEASE) <= int(clock()) + LEASE
     assert item[schema.LEASE_SHARD_ATTRIBUTE] == {"S": schema.lease_shard(record.task_id)}
     assert indexed(task_env) == {record.task_id}
 
@@ -79,6 +80,7 @@ def test_every_write_that_leaves_a_task_active_renews_its_lease(
 ) -> None:
     task_id = create(store, clock, ttl_ms=None).task_id
     renewed: list[int | None] = []
+    expected: list[int] = []
     for write in (
         lambda: store.set_status_message(task_id, "half way"),
         lambda: store.record_operation(task_id, "step:a", {"state": "done", "v": 1}, {}),
@@ -86,12 +88,30 @@ def test_every_write_that_leaves_a_task_active_renews_its_lease(
         lambda: await_input(store, task_id, ["ok"]),
         lambda: store.answer(task_id, ALICE.id, {"ok": accept(ok=True)}),
     ):
-        clock.advance(30)
+        clock.advance(60)
         write()
         renewed.append(lease_of(task_env, task_id))
+        expected.append(lease_until(clock(), LEASE))
 
-    assert renewed == [int(clock()) + LEASE - 30 * n for n in (4, 3, 2, 1, 0)]
+    assert renewed == expected
+    assert len(set(renewed)) == 5  # each a minute later: each renewed it
     assert store.get(task_id).status == WORKING
+
+
+def test_writes_within_one_tenth_of_the_lease_leave_its_value_and_so_the_index_untouched(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    clock.now = 1_800_000_000.0  # on a whole minute
+    task_id = create(store, clock, ttl_ms=None).task_id
+    first = lease_of(task_env, task_id)
+    clock.advance(59)
+    store.set_status_message(task_id, "still going")
+    same = lease_of(task_env, task_id)
+    clock.advance(1)
+    store.set_status_message(task_id, "a minute on")
+
+    assert first == same == 1_800_000_000 + LEASE
+    assert lease_of(task_env, task_id) == 1_800_000_060 + LEASE
 
 
 @pytest.mark.parametrize("ending", ["completed", "failed", "cancelled", "lost"])
@@ -116,14 +136,14 @@ def test_stale_leases_are_the_tasks_whose_lease_ran_out_oldest_first_and_at_most
     store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
 ) -> None:
     first = create(store, clock).task_id
-    clock.advance(10)
+    clock.advance(100)
     second = create(store, clock).task_id
-    clock.advance(10)
+    clock.advance(100)
     create(store, clock)  # fresh: its lease has not run out yet at the time asked
     settled = create(store, clock).task_id
     store.finish(settled, COMPLETED, RESULT)
 
-    asked_at = clock() - 20 + LEASE + 15  # after the first two leases ran out, before the third
+    asked_at = clock() - 100 + LEASE + 30  # after the first two leases ran out, before the third
     stale = store.stale_leases(asked_at, limit=10)
     only_one = store.stale_leases(asked_at, limit=1)
 
@@ -141,7 +161,7 @@ def test_extending_a_lease_holds_only_against_the_lease_the_sweeper_saw(
     clock.advance(LEASE + 1)
 
     assert store.extend_lease(task_id, seen) is True
-    assert lease_of(task_env, task_id) == int(clock()) + LEASE
+    assert lease_of(task_env, task_id) == lease_until(clock(), LEASE)
     assert store.extend_lease(task_id, seen) is False  # someone (here: the first extension) renewed it since
     store.finish(task_id, COMPLETED, RESULT)
     assert store.extend_lease(task_id, seen) is False  # settled: no lease comes back

@@ -19,7 +19,7 @@ from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import ExecutorUnavailable
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.models import EXECUTION_LOST_ERROR, FAILED, INPUT_REQUIRED, WORKING
-from mcp_runtime.tasks.store import DynamoTaskStore, task_key
+from mcp_runtime.tasks.store import DynamoTaskStore, lease_until, task_key
 from mcp_runtime.tasks.sweeper import (
     BEHIND_CAP,
     BEHIND_UNAVAILABLE,
@@ -173,7 +173,7 @@ def test_a_task_whose_execution_still_runs_gets_a_new_lease_and_is_not_settled(
 
     assert (report.checked, report.extended, report.settled) == (1, 1, 0)
     assert store.get(task_id).status == INPUT_REQUIRED
-    assert lease_of(task_env, task_id) == int(clock()) + LEASE
+    assert lease_of(task_env, task_id) == lease_until(clock(), LEASE)
     assert task_env.execution_status(task_id) == "RUNNING"
     assert sweeper().sweep().checked == 0  # asked about again one lease later, not at every run
     assert repaired(telemetry) == []
@@ -200,7 +200,7 @@ def test_a_working_task_whose_start_was_lost_is_started_with_its_own_name_and_in
     )
     assert execution["input"] == f'{{"taskId":"{task_id}","round":0}}'
     assert store.get(task_id).status == WORKING
-    assert lease_of(task_env, task_id) == int(clock()) + LEASE
+    assert lease_of(task_env, task_id) == lease_until(clock(), LEASE)
     assert repaired(telemetry) == [(1, {"repair": REPAIR_RESTARTED})]
 
 
@@ -227,7 +227,7 @@ def test_each_run_asks_step_functions_about_at_most_its_cap_oldest_lease_first(
     tasks = []
     for _ in range(3):
         tasks.append(started(store, clock, executor, task_env))
-        clock.advance(1)
+        clock.advance(60)  # a lease step apart: oldest first is creation order
     for task_id in tasks:
         wait_until(lambda task_id=task_id: task_env.execution_status(task_id), lambda s: s != "RUNNING")
     clock.advance(LEASE)

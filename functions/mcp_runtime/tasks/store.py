@@ -813,9 +813,8 @@ class DynamoTaskStore:
         return True
 
     def _lease(self, task_id: str) -> Item:
-        until = math.floor(self._clock()) + self.lease_seconds
         return {
-            schema.LEASE_ATTRIBUTE: {"N": str(until)},
+            schema.LEASE_ATTRIBUTE: {"N": str(lease_until(self._clock(), self.lease_seconds))},
             schema.LEASE_SHARD_ATTRIBUTE: {"S": schema.lease_shard(task_id)},
         }
 
@@ -867,6 +866,15 @@ class DynamoTaskStore:
         if record is None or record.owner != owner or record.is_expired(self._clock()):
             raise TaskNotFound("Task not found")
         return record
+
+
+def lease_until(now: float, lease_seconds: int) -> int:
+    """Now plus the lease, rounded down to a tenth of the lease (a minute of the default ten): the writes
+    of one such step leave the index key as it was, and DynamoDB writes no index for them. Rounded
+    down, so a lease never outlasts the period it promises."""
+    step = max(1, lease_seconds // 10)
+    until = math.floor(now) + lease_seconds
+    return until - until % step
 
 
 def _lease_of(item: Item) -> Lease:
