@@ -9,8 +9,9 @@ has to carry out (start, resume, stop; see `models.EFFECTS`). Big or free-form v
 
 Rules every write follows:
 - a terminal status is written once: every transition requires an active status;
-- every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, in the
-  same request, so no write is added for it), and every terminal write removes it: the sparse
+- every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
+  down to a tenth of it, in the same request, so no write is added for it), and every terminal write
+  removes it: the sparse
   `ActiveTasks` index holds exactly the active tasks, and a stale lease means a task nothing wrote
   for a whole lease period (the sweeper then asks Step Functions about it, `tasks.sweeper`);
 - an item past `expiresAt` is treated as absent (DynamoDB deletes late), on reads and in conditions;
