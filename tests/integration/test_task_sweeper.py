@@ -294,3 +294,35 @@ def test_the_template_schedules_the_sweeper_and_the_local_bus_reads_that_schedul
     assert (sweeper.period_seconds, sweeper.targets[0].maximum_retry_attempts, sweeper.inputs) == (300, 0, (None,))
     assert (cleanup.period_seconds, json.loads(cleanup.inputs[0] or "")) == (86_400, {"action": "cleanup"})
     assert not any("scheduled" in kind for kind in deployed.not_emulated.values())
+
+
+@pytest.mark.parametrize("execution", ["ended", "running"])
+def test_a_settled_task_a_stray_write_left_a_lease_leaves_the_index_without_being_settled_again(
+    execution: str,
+    store: DynamoTaskStore,
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    sweeper: Callable[..., TaskSweeper],
+) -> None:
+    worker.hold = execution == "running"
+    task_id = started(store, clock, executor, task_env)
+    if execution == "ended":
+        wait_until(lambda: task_env.execution_status(task_id), lambda s: s != "RUNNING")
+    store.finish(task_id, FAILED, dict(EXECUTION_LOST_ERROR))
+    task_env.dynamodb.update_item(  # what a write without a status condition could leave behind
+        TableName=task_env.resources.table_name,
+        Key=task_key(task_id),
+        UpdateExpression="SET #lease = :lease",
+        ExpressionAttributeNames={"#lease": schema.LEASE_ATTRIBUTE},
+        ExpressionAttributeValues={":lease": {"N": str(int(clock()))}},
+    )
+    clock.advance(LEASE)
+
+    report = sweeper().sweep()
+
+    assert (report.checked, report.settled, report.extended, report.dropped) == (1, 0, 0, 1)
+    assert lease_of(task_env, task_id) is None
+    assert store.get(task_id).status == FAILED
+    assert sweeper().sweep().checked == 0

@@ -44,6 +44,7 @@ from .models import (
     EFFECT_STOP,
     FAILED,
     INPUT_REQUIRED,
+    TERMINAL_STATUSES,
     WORKING,
     ClientSnapshot,
     TaskRecord,
@@ -300,6 +301,9 @@ class _Expression:
         self.values: dict[str, dict[str, Any]] = {}
         # A terminal write (or one that takes an expired task out of the index): removes the lease.
         self.ends_lease = False
+        # A write that may land on a settled task (it does not require an active status): leaves the
+        # lease as it is, so a settled task never gets one back.
+        self.keeps_lease = False
 
     def name(self, attribute: str) -> str:
         for placeholder, existing in self.names.items():
@@ -793,6 +797,21 @@ class DynamoTaskStore:
         or removed it since."""
         expression = _Expression()
         expression.require_equals(schema.LEASE_ATTRIBUTE, {"N": str(seen)})
+        expression.require_status_in(ACTIVE_STATUSES)
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed:
+            return False
+        return True
+
+    @traced("TaskStore.clear_settled_lease")
+    def clear_settled_lease(self, task_id: str, seen: int) -> bool:
+        """Take a settled task out of the index should a write have left it a lease (no write that can
+        land on a settled task should; this keeps the sweeper from asking about it again and again)."""
+        expression = _Expression()
+        expression.ends_lease = True
+        expression.require_equals(schema.LEASE_ATTRIBUTE, {"N": str(seen)})
+        expression.require_status_in(TERMINAL_STATUSES)
         try:
             self._update(task_id, expression)
         except _ConditionFailed:
@@ -842,7 +861,7 @@ class DynamoTaskStore:
         applied here, so no write can forget it: a terminal write removes the lease, any other renews it."""
         if expression.ends_lease:
             expression.remove(schema.LEASE_ATTRIBUTE)
-        else:
+        elif not expression.keeps_lease:
             for attribute, value in self._lease(task_id).items():
                 expression.set(attribute, value)
         expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")

@@ -59,6 +59,8 @@ class LeaseStore(Protocol):
 
     def drop_lease(self, task_id: str, seen: int) -> bool: ...
 
+    def clear_settled_lease(self, task_id: str, seen: int) -> bool: ...
+
     def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord: ...
 
 
@@ -152,7 +154,10 @@ class TaskSweeper:
             log.error("task %s: its execution could not be described (%s)", lease.task_id, exc)
             return
         if status == RUNNING:
-            report.extended += self.store.extend_lease(lease.task_id, lease.lease_expires_at)
+            if self.store.extend_lease(lease.task_id, lease.lease_expires_at):
+                report.extended += 1
+            else:
+                report.dropped += self.store.clear_settled_lease(lease.task_id, lease.lease_expires_at)
         elif status is None and lease.status == WORKING:
             self._restart(lease, report)
         else:
@@ -163,7 +168,10 @@ class TaskSweeper:
                 lease.execution,
                 why,
             )
-            report.settled += self._settle(lease, EXECUTION_LOST_ERROR)
+            if self._settle(lease, EXECUTION_LOST_ERROR):
+                report.settled += 1
+            else:
+                report.dropped += self.store.clear_settled_lease(lease.task_id, lease.lease_expires_at)
 
     def _restart(self, lease: Lease, report: SweepReport) -> None:
         log.warning("task %s: execution %s never started; starting it", lease.task_id, lease.execution)
