@@ -11,7 +11,7 @@ export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast lint conformance synth bench clean rename sam-env
+.PHONY: install run test test-fast lint conformance synth bench clean rename sam-env redrive
 
 install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed
 
@@ -44,6 +44,11 @@ run: install
 # env-vars files for `sam local invoke`: against the running local stack, or STACK=<name> deployed.
 sam-env: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m local_stack.sam_env $(if $(STACK),--stack $(STACK))
+
+# Replay the stream records the supervisor gave up (its on-failure queue): the local stack on PORT,
+# or STACK=<name> deployed (boto3's default credentials). DRY_RUN=1 shows them and changes nothing.
+redrive: $(VENV)/.installed
+	$(PY) scripts/redrive.py $(if $(STACK),--stack $(STACK),--port $(PORT)) $(if $(DRY_RUN),--dry-run)
 
 LINT_PATHS := functions infra tests bench scripts events
 

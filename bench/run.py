@@ -1,6 +1,6 @@
 """`make bench`: every benchmark in one run, figures and ratios printed, results/latest.{json,md} written.
 
-    python -m bench.run [--quick] [--only coldstart,warm,awscalls,load,assets]
+    python -m bench.run [--quick] [--only coldstart,warm,awscalls,latency,load,assets]
 
 Benchmarks are measurements, not tests: a missed budget is reported, never an error exit.
 """
@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from bench import assets, awscalls, coldstart, load, warm
+from bench import assets, awscalls, coldstart, latency, load, warm
 from bench.common import RESULTS, machine
 
 MB = 1024 * 1024
@@ -103,6 +103,29 @@ def markdown(results: dict[str, Any]) -> str:
             )
             out.append(f"| {op} | {calls} | {cap} |")
         out.append("")
+    lt = results.get("latency", {})
+    if "figures" in lt:
+        delivery = lt["delivery"]
+        out += [
+            f"**Task start and resume latency** ({lt['samples']} tasks one at a time; the stream polled every"
+            f" {delivery['LOCAL_STREAM_POLL_MS']} ms, records held {delivery['LOCAL_STREAM_DELAY_MS']} ms;"
+            f" load average {lt['loadavg']['start'][0]:.2f} at start, {lt['loadavg']['end'][0]:.2f} at end)",
+            "",
+            "| measure | p50 ms | p90 ms |",
+            "|---|---:|---:|",
+        ]
+        for name, entry in lt["figures"].items():
+            out.append(f"| {name} | {entry['p50']:.1f} | {entry['p90']:.1f} |")
+        out += [
+            "",
+            "p50 over the local stack's own overhead (create: the request round trip + StartExecution to the"
+            " worker's first call; update: the request round trip): "
+            + "; ".join(
+                f"{name} {value:.1f} ms (overhead {lt['local_overhead_p50_ms'][name]:.1f} ms)"
+                for name, value in lt["p50_over_overhead_ms"].items()
+            ),
+            "",
+        ]
     ld = results.get("load", {})
     if "methods" in ld:
         out += [
@@ -140,7 +163,7 @@ def markdown(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer runs and iterations (a smoke run)")
-    parser.add_argument("--only", default="coldstart,warm,awscalls,load,assets")
+    parser.add_argument("--only", default="coldstart,warm,awscalls,latency,load,assets")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     q = args.quick
@@ -158,6 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             warm.report,
         ),
         ("awscalls", awscalls.run, awscalls.report),
+        ("latency", lambda: latency.run(samples=10 if q else 30), latency.report),
         ("load", lambda: load.run(tasks=100 if q else 120), load.report),
         ("assets", lambda: assets.run(with_sdk=not q), assets.report),
     ]

@@ -50,6 +50,96 @@ def _int(value: Any, key: str, low: int, high: int) -> int:
     return number
 
 
+def _optional_int(value: Any, key: str, low: int, high: int, default: int | None) -> int | None:
+    """An integer, or None when the value is "none" (a missing key takes `default`)."""
+    if value is None:
+        return default
+    if str(value).strip().lower() in ("none", "null", "off", ""):
+        return None
+    return _int(value, key, low, high)
+
+
+# Lambda keeps at least this many concurrent executions unreserved in an account and region
+# ("configuration-concurrency" in the Lambda developer guide).
+UNRESERVED_CONCURRENCY_MINIMUM = 100
+# A new account's default limit; a young account may have as few as 10 until it grows or asks.
+DEFAULT_ACCOUNT_CONCURRENCY = 1000
+
+
+@dataclass(frozen=True)
+class ConcurrencyConfig:
+    """Reserved concurrency per function (None: unreserved, it shares the account's pool).
+
+    The worker's reservation caps the task runs at once, so a task burst cannot take the
+    concurrency the API and the supervisor need; the supervisor's reservation keeps stream
+    processing going under an API burst. A capped worker is throttled, and the workflow waits the
+    throttle out (`ThrottleRetry`), so a burst delays tasks and fails none.
+    """
+
+    api: int | None = None
+    worker: int | None = 50
+    supervisor: int | None = 10
+    bridge: int | None = None
+    # The account's "Concurrent executions" quota in the deployment region, as Service Quotas shows it.
+    account: int = DEFAULT_ACCOUNT_CONCURRENCY
+
+    @property
+    def reserved(self) -> int:
+        return sum(value for value in (self.api, self.worker, self.supervisor, self.bridge) if value is not None)
+
+    def check(self) -> None:
+        left = self.account - self.reserved
+        if self.reserved and left < UNRESERVED_CONCURRENCY_MINIMUM:
+            raise ValueError(
+                f"reserved concurrency {self.reserved} leaves {left} of the account's {self.account} "
+                f"(lambdaAccountConcurrency) unreserved; Lambda keeps at least {UNRESERVED_CONCURRENCY_MINIMUM} "
+                "unreserved, so the deploy would fail. Ask for a higher 'Concurrent executions' quota "
+                "(Service Quotas, AWS Lambda) and set lambdaAccountConcurrency to it, or lower "
+                'workerReservedConcurrency and supervisorReservedConcurrency ("none" reserves nothing: '
+                "then a task burst can take the concurrency the API needs)"
+            )
+
+
+def _concurrency_from_context(get: Any) -> ConcurrencyConfig:
+    defaults = ConcurrencyConfig()
+    config = ConcurrencyConfig(
+        api=_optional_int(get("apiReservedConcurrency"), "apiReservedConcurrency", 1, 10_000, defaults.api),
+        worker=_optional_int(get("workerReservedConcurrency"), "workerReservedConcurrency", 1, 10_000, defaults.worker),
+        supervisor=_optional_int(
+            get("supervisorReservedConcurrency"), "supervisorReservedConcurrency", 1, 10_000, defaults.supervisor
+        ),
+        bridge=_optional_int(get("bridgeReservedConcurrency"), "bridgeReservedConcurrency", 1, 10_000, defaults.bridge),
+        account=_int(
+            get("lambdaAccountConcurrency") or DEFAULT_ACCOUNT_CONCURRENCY, "lambdaAccountConcurrency", 1, 1_000_000
+        ),
+    )
+    config.check()
+    return config
+
+
+@dataclass(frozen=True)
+class ThrottleRetry:
+    """How the workflow waits out a throttled worker (Lambda.TooManyRequestsException): full-jitter
+    exponential backoff, each wait a random time up to min(interval * 2^n, max delay), `attempts` times.
+    Deployed: up to 60 s, 2 min, 4 min, 8 min, then 15 min each; at most about 4 h 15 min in all."""
+
+    interval_seconds: int = 60
+    max_delay_seconds: int = 900
+    attempts: int = 20
+
+
+def _throttle_retry_from_context(get: Any) -> ThrottleRetry:
+    interval = _int(get("throttleRetryIntervalSeconds") or 60, "throttleRetryIntervalSeconds", 1, 3_600)
+    max_delay = _int(get("throttleRetryMaxDelaySeconds") or 900, "throttleRetryMaxDelaySeconds", 1, 86_400)
+    if max_delay < interval:
+        raise ValueError(
+            f"context 'throttleRetryMaxDelaySeconds' ({max_delay}) must be at least "
+            f"'throttleRetryIntervalSeconds' ({interval})"
+        )
+    attempts = _int(get("throttleRetryMaxAttempts") or 20, "throttleRetryMaxAttempts", 1, 100)
+    return ThrottleRetry(interval, max_delay, attempts)
+
+
 AUTH_MODES = ("cognito", "client-credentials", "issuer")
 
 
@@ -153,7 +243,10 @@ class DeploymentConfig:
     # How long a task stays retrievable (its ttlMs); the payload bucket keeps objects a day longer.
     task_ttl_hours: int = 24
     # Tool runs per execution before a new execution takes over (Step Functions' history limit).
-    execution_round_limit: int = 1000
+    # None: as many as the workflow's worst case (every retry taken) fits in 25,000 events.
+    execution_round_limit: int | None = None
+    concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
+    throttle_retry: ThrottleRetry = field(default_factory=ThrottleRetry)
     # The sweeper (tasks left active by a lost status event or start): how long a task may go without
     # a write before its execution is looked at, how often the sweeper runs, and how many executions
     # one run asks Step Functions about. A lost event is repaired within lease + interval (+ the run).
@@ -194,7 +287,9 @@ class DeploymentConfig:
             worker_memory_mb=_int(get("workerMemoryMb") or 1024, "workerMemoryMb", 128, 10_240),
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),
             task_ttl_hours=_int(get("taskTtlHours") or 24, "taskTtlHours", 1, 24 * 365),
-            execution_round_limit=_int(get("executionRoundLimit") or 1000, "executionRoundLimit", 1, 1200),
+            execution_round_limit=_optional_int(get("executionRoundLimit"), "executionRoundLimit", 1, 1200, None),
+            concurrency=_concurrency_from_context(get),
+            throttle_retry=_throttle_retry_from_context(get),
             task_lease_seconds=_int(get("taskLeaseSeconds") or 600, "taskLeaseSeconds", 1, 86_400),
             sweep_interval_minutes=_int(get("sweepIntervalMinutes") or 5, "sweepIntervalMinutes", 1, 1440),
             sweep_max_checks=_int(get("sweepMaxChecks") or 100, "sweepMaxChecks", 1, 1000),

@@ -17,7 +17,7 @@ from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.sweeper import TaskSweeper
 from infra.capabilities.task_table import TaskTable
-from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow
+from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow, round_limit
 from infra.config import DeploymentConfig
 
 
@@ -67,9 +67,11 @@ class McpTasksStack(Stack):
             front=self.front,
             secret=self.sealing,
             payloads=self.payloads,
-            state_machine_arn=state_machine.arn,
+            state_machine=state_machine,
             callback_url=self.callbacks.url,
-            rounds_per_execution=config.execution_round_limit,
+            rounds_per_execution=round_limit(config.execution_round_limit, config.throttle_retry),
+            api_reserved_concurrency=config.concurrency.api,
+            worker_reserved_concurrency=config.concurrency.worker,
             task_ttl_hours=config.task_ttl_hours,
             api_memory_mb=config.api_memory_mb,
             worker_memory_mb=config.worker_memory_mb,
@@ -85,9 +87,15 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
+            throttle_retry=config.throttle_retry,
         )
         self.supervisor = TaskSupervisor(
-            self, "Supervisor", defaults=defaults, table=self.tasks.table, workflow=self.workflow
+            self,
+            "Supervisor",
+            defaults=defaults,
+            table=self.tasks.table,
+            workflow=self.workflow,
+            reserved_concurrency=config.concurrency.supervisor,
         )
         self.sweeper = TaskSweeper(
             self,
@@ -110,6 +118,7 @@ class McpTasksStack(Stack):
                 resource_url=config.resource_url,
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
+                reserved_concurrency=config.concurrency.bridge,
             )
         self.monitoring = Monitoring(
             self,
@@ -123,12 +132,17 @@ class McpTasksStack(Stack):
             http_api=self.front.api,
             alarm_email=config.alarm_email,
             metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
+            stream_failures=self.supervisor.stream_failures,
+            status_event_failures=self.supervisor.status_event_failures,
         )
 
         CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, OAuth)")
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn)
         CfnOutput(self, "DashboardName", value=self.monitoring.dashboard.dashboard_name)
+        # What `make redrive STACK=...` reads and replays to.
+        CfnOutput(self, "StreamFailureQueueUrl", value=self.supervisor.stream_failures.queue_url)
+        CfnOutput(self, "SupervisorFunctionName", value=self.supervisor.function.function.function_name)
         if self.front.function_url is not None:
             CfnOutput(self, "FunctionUrl", value=f"{self.front.function_url.url}mcp", description="MCP endpoint (IAM)")
         if self.front.user_pool is not None:

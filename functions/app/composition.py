@@ -74,13 +74,18 @@ def build_task_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) ->
     )
 
 
-def build_task_executor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> StepFunctionsExecutor:
+def build_task_executor(
+    settings: Settings, telemetry: Telemetry = NO_TELEMETRY, *, max_attempts: int | None = None
+) -> StepFunctionsExecutor:
+    """The workflow's executor; `max_attempts` caps each call's attempts (default: the AWS caller's)."""
+    from mcp_runtime._aws import MAX_ATTEMPTS
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
 
     return StepFunctionsExecutor(
         settings.require("state_machine_arn", MACHINE_PURPOSE),
         endpoint_url=settings.aws_endpoint_url,
         telemetry=telemetry,
+        max_attempts=MAX_ATTEMPTS if max_attempts is None else max_attempts,
     )
 
 
@@ -94,11 +99,13 @@ def build_payload_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY)
 
 
 def build_task_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskService:
-    """The API side: reads and conditional writes on the table only (the supervisor calls Step Functions)."""
-    from mcp_runtime.tasks.service import TaskService
+    """The API side: reads and conditional writes on the table, each write's Step Functions call made
+    directly (briefly retried: the supervisor carries on from the stream)."""
+    from mcp_runtime.tasks.service import DIRECT_CALL_ATTEMPTS, TaskService
 
     return TaskService(
         build_task_store(settings, telemetry),
+        executor=build_task_executor(settings, telemetry, max_attempts=DIRECT_CALL_ATTEMPTS),
         ttl_ms=settings.task_default_ttl_ms,
         poll_interval_ms=settings.task_poll_interval_ms,
         payloads=build_payload_store(settings, telemetry),

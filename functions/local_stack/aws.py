@@ -13,13 +13,18 @@ Two behaviours are brought in line with AWS here, so the function code needs no 
   ABORTED at once.
 - The interpreter's own calls are signed with the state machine role's credentials when IAM is
   enforced (`local_stack.iam_enforcement`).
-A task token that was answered already answers TaskTimedOut ("the task associated with the
-token has already been closed"), as AWS does; moto accepted it again while the execution ran.
+A task token that was answered already answers HTTP 400 TaskTimedOut ("Task Timed Out: 'Provided
+task does not exist anymore'"), as AWS does, to SendTaskSuccess, SendTaskFailure and
+SendTaskHeartbeat: moto accepted it again while the execution ran, and once that was refused, its
+own answer failed while being raised (its TaskTimedOut takes a message it is not given) and came out
+as HTTP 500, which a caller takes for a temporary failure.
 DynamoDB requests are applied one at a time: moto's server handles requests on concurrent threads and
 evaluates a condition and applies its update without a lock, so two conditional writes to one item
 could both pass; DynamoDB applies each write to an item atomically.
 Each execution's status changes (started, then how it ended) are reported to the listeners
 registered with `on_execution_status`, as AWS reports them to EventBridge (`local_stack.event_delivery`).
+`$$.State.EnteredTime` is written as AWS writes it (`2026-07-28T10:30:00.123Z`, milliseconds, Z);
+moto wrote Python's `isoformat()` (microseconds, +00:00).
 Used stream shard iterators are forgotten (moto kept every one, a leak at one poll every 50 ms).
 These patch moto internals: moto is pinned exactly (5.2.5) for that reason.
 """
@@ -45,6 +50,17 @@ MOTO_CONFIG: Final[dict[str, Any]] = {
 LambdaHandler = Callable[[dict[str, Any], Any], Any]
 # (payload bytes, request headers) -> (payload bytes, function error or None)
 Invoker = Callable[[bytes, dict[str, str]], tuple[bytes, str | None]]
+
+
+class LambdaThrottled(Exception):
+    """An invocation over the function's concurrency limit: Lambda answers it HTTP 429
+    TooManyRequestsException, with `reason` saying which limit."""
+
+    def __init__(self, function_name: str, reason: str) -> None:
+        super().__init__(f"Rate Exceeded. ({reason}: {function_name})")
+        self.function_name = function_name
+        self.reason = reason
+
 
 _INVOKERS: dict[str, Invoker] = {}
 _STATUS_LISTENERS: list[Callable[[Any], None]] = []
@@ -157,7 +173,10 @@ def install_patches() -> None:
             if invoker is None:
                 return original_invoke(self, function_name, qualifier, body, headers, response_headers)
             raw = body if isinstance(body, bytes) else (body or "").encode()
-            payload, function_error = invoker(raw, {str(k).lower(): str(v) for k, v in dict(headers or {}).items()})
+            try:
+                payload, function_error = invoker(raw, {str(k).lower(): str(v) for k, v in dict(headers or {}).items()})
+            except LambdaThrottled as throttled:
+                raise _too_many_requests(throttled) from None
             if function_error:
                 response_headers["x-amz-function-error"] = function_error
             response_headers["Content-Length"] = str(len(payload))
@@ -206,6 +225,18 @@ def install_patches() -> None:
             return answered
 
         CallbackPoolManager.notify = notify  # type: ignore[method-assign]
+        _answer_closed_tokens_as_aws()
+
+        from moto.stepfunctions.parser.asl.component.state import state as state_module
+
+        original_state_data = state_module.StateData  # type: ignore[attr-defined]
+
+        def state_data(**fields: Any) -> Any:
+            if isinstance(fields.get("EnteredTime"), str):
+                fields["EnteredTime"] = _aws_timestamp(fields["EnteredTime"])
+            return original_state_data(**fields)
+
+        state_module.StateData = state_data  # type: ignore[attr-defined,assignment]
 
         from moto.dynamodb.models import DynamoDBBackend
 
@@ -223,6 +254,69 @@ def install_patches() -> None:
 
         DynamoDBStreamsBackend.get_records = get_records  # type: ignore[method-assign]
         _patched = True
+
+
+def _aws_timestamp(iso: str) -> str:
+    from datetime import UTC, datetime
+
+    moment = datetime.fromisoformat(iso).astimezone(UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+def _too_many_requests(throttled: LambdaThrottled) -> Exception:
+    """Lambda's answer to a throttled invoke: HTTP 429, TooManyRequestsException, its Reason."""
+    from moto.awslambda.exceptions import LambdaClientError
+
+    error = LambdaClientError("TooManyRequestsException", "Rate Exceeded.")
+    error.code = 429
+    error.description = json.dumps(
+        {"__type": "TooManyRequestsException", "message": "Rate Exceeded.", "Reason": throttled.reason}
+    )
+    return error
+
+
+TOKEN_CLOSED_MESSAGE: Final = "Task Timed Out: 'Provided task does not exist anymore'"
+
+
+def _answer_closed_tokens_as_aws() -> None:
+    """SendTaskSuccess/Failure/Heartbeat on a token nobody waits on: AWS's 400 answers, not moto's 500."""
+    from moto.core.exceptions import AWSError
+    from moto.stepfunctions.parser.api import ExecutionStatus, InvalidToken, SendTaskFailureOutput
+    from moto.stepfunctions.parser.asl.eval.callback.callback import (
+        CallbackConsumerTimeout,
+        CallbackNotifyConsumerError,
+        CallbackOutcomeFailure,
+        CallbackOutcomeSuccess,
+    )
+    from moto.stepfunctions.parser.models import StepFunctionsParserBackend
+
+    def answer(backend: Any, token: str, reach: Callable[[Any], bool], running_only: bool = True) -> None:
+        executions = backend._get_executions(ExecutionStatus.RUNNING if running_only else None)
+        for execution in executions:
+            try:
+                if reach(execution.exec_worker.env.callback_pool_manager):
+                    return
+            except CallbackNotifyConsumerError as closed:
+                if isinstance(closed.callback_consumer_error, CallbackConsumerTimeout):
+                    raise AWSError(TOKEN_CLOSED_MESSAGE, "TaskTimedOut", 400) from None
+                raise AWSError("Task Does Not Exist", "TaskDoesNotExist", 400) from None
+        raise InvalidToken()  # type: ignore[no-untyped-call]
+
+    def send_task_success(self: Any, task_token: str, outcome: str) -> None:
+        success = CallbackOutcomeSuccess(callback_id=task_token, output=outcome)
+        answer(self, task_token, lambda pool: bool(pool.notify(callback_id=task_token, outcome=success)))
+
+    def send_task_failure(self: Any, task_token: str, error: Any = None, cause: Any = None) -> Any:
+        failure = CallbackOutcomeFailure(callback_id=task_token, error=error, cause=cause)
+        answer(self, task_token, lambda pool: bool(pool.notify(callback_id=task_token, outcome=failure)), False)
+        return SendTaskFailureOutput()
+
+    def send_task_heartbeat(self: Any, task_token: str) -> None:
+        answer(self, task_token, lambda pool: bool(pool.heartbeat(callback_id=task_token)))
+
+    StepFunctionsParserBackend.send_task_success = send_task_success  # type: ignore[method-assign,assignment]
+    StepFunctionsParserBackend.send_task_failure = send_task_failure  # type: ignore[method-assign]
+    StepFunctionsParserBackend.send_task_heartbeat = send_task_heartbeat  # type: ignore[method-assign,assignment]
 
 
 def _fail_pending_callbacks(execution: Any) -> None:

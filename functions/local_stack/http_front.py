@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 from uuid import uuid4
 
+from local_stack.aws import LambdaThrottled
 from local_stack.provision import Route
 from local_stack.runtime import InvocationResult, PayloadTooLarge
 
@@ -203,6 +204,8 @@ class ApiGatewayFront:
             result = self.invoke(route.function_logical_id, json.dumps(event).encode())
         except PayloadTooLarge:
             return _json_answer(413, TOO_LARGE)
+        except LambdaThrottled:
+            return _json_answer(500, INTERNAL_ERROR)  # API Gateway does not pass Lambda's 429 on
         return proxy_answer(result)
 
 

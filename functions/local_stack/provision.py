@@ -1,7 +1,8 @@
 """Create in the embedded moto what the synthesized template declares, from the template's own properties.
 
 Created for real: DynamoDB tables (keys, indexes, TTL, streams), S3 buckets (encryption, lifecycle
-rules, public access block), Secrets Manager secrets (generated values), Cognito user pools with
+rules, public access block), SQS queues (retention, visibility timeout; the on-failure destinations
+and dead-letter queues of the event sources), Secrets Manager secrets (generated values), Cognito user pools with
 their resource servers, app clients and domains (moto's: the ids it assigns replace the template's
 placeholders, so every reference resolves to them; its JWKS signs and verifies like the pool's), IAM
 roles with exactly their inline policies and the template's `AWS::IAM::Policy` documents, Lambda
@@ -12,7 +13,7 @@ event source mappings on DynamoDB streams, EventBridge rules with Lambda targets
 schedules with a rate expression), and functions' asynchronous invocation settings
 (`local_stack.event_delivery` delivers those events as Lambda and EventBridge would). Listed as not
 emulated: everything else (alarms, dashboards, log groups, cron schedules, Lambda permissions,
-stages, bucket policies), which no code path calls locally (a bucket
+stages, bucket and queue policies), which no code path calls locally (a bucket
 policy's TLS-only rule has nothing to refuse on loopback); and Cognito's managed login (its sign-in
 pages and OAuth endpoints under the domain), which moto does not have.
 """
@@ -41,6 +42,7 @@ CREATED_TYPES: Final[tuple[str, ...]] = (
     *COGNITO_TYPES,
     "AWS::DynamoDB::Table",
     "AWS::S3::Bucket",
+    "AWS::SQS::Queue",
     "AWS::SecretsManager::Secret",
     "AWS::IAM::Role",
     "AWS::IAM::Policy",
@@ -100,12 +102,26 @@ class StreamMapping:
     maximum_record_age_seconds: int = -1
     maximum_batching_window_seconds: int = 0
     enabled: bool = True
+    parallelization_factor: int = 1
+    on_failure_arn: str | None = None  # DestinationConfig.OnFailure: an SQS queue of this template
 
 
 @dataclass(frozen=True, slots=True)
 class RuleTarget:
     function_logical_id: str
     maximum_retry_attempts: int = 185  # EventBridge's default delivery retries
+    maximum_event_age_seconds: int = 86_400  # EventBridge's default: 24 hours
+    dead_letter_arn: str | None = None  # DeadLetterConfig: an SQS queue of this template
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """An `AWS::SQS::Queue` as created in moto."""
+
+    logical_id: str
+    name: str
+    url: str
+    arn: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,12 +163,17 @@ class ProvisionedStack:
     event_rules: list[EventRule] = field(default_factory=list)
     scheduled_rules: list[ScheduledRule] = field(default_factory=list)
     async_retry_attempts: dict[str, int] = field(default_factory=dict)  # function logical id -> attempts
+    async_on_failure: dict[str, str] = field(default_factory=dict)  # function logical id -> destination ARN
+    queues: dict[str, Queue] = field(default_factory=dict)  # by logical id
     user_pools: dict[str, str] = field(default_factory=dict)  # logical id -> pool id
     managed_login_domains: dict[str, str] = field(default_factory=dict)  # logical id -> base URL (not emulated)
     not_emulated: dict[str, str] = field(default_factory=dict)  # logical id -> type
 
     def function(self, logical_id: str) -> FunctionSpec:
         return self.functions[logical_id]
+
+    def queue_by_arn(self, arn: str) -> Queue | None:
+        return next((queue for queue in self.queues.values() if queue.arn == arn), None)
 
 
 def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
@@ -163,6 +184,9 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
     for resource in template.resources("AWS::SecretsManager::Secret"):
         stack.secrets[resource.logical_id] = _create_secret(template, resource, client("secretsmanager"))
     _create_cognito(template, client("cognito-idp"), stack)
+    for resource in template.resources("AWS::SQS::Queue"):
+        queue = _create_queue(template, resource, client("sqs"))
+        stack.queues[resource.logical_id] = queue
     for resource in template.resources("AWS::DynamoDB::Table"):
         stack.tables[resource.logical_id] = _create_table(template, resource, client("dynamodb"))
     for resource in template.resources("AWS::S3::Bucket"):
@@ -183,6 +207,9 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
         props = template.resolve(resource.properties)
         function = _function_named(stack, str(props["FunctionName"]))
         stack.async_retry_attempts[function] = int(props.get("MaximumRetryAttempts", DEFAULT_ASYNC_RETRY_ATTEMPTS))
+        on_failure = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
+        if on_failure:
+            stack.async_on_failure[function] = _queue_arn(stack, str(on_failure), resource.logical_id)
     for resource in template.resources():
         if resource.type not in CREATED_TYPES + SERVED_TYPES:
             stack.not_emulated[resource.logical_id] = resource.type
@@ -216,6 +243,33 @@ def _create_table(template: DeployedTemplate, resource: Resource, dynamodb: Any)
             TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
         )
     return name
+
+
+# ---- SQS --------------------------------------------------------------------------------------
+_QUEUE_ATTRIBUTES: Final = ("MessageRetentionPeriod", "VisibilityTimeout", "DelaySeconds", "MaximumMessageSize")
+
+
+def _create_queue(template: DeployedTemplate, resource: Resource, sqs: Any) -> Queue:
+    """A standard queue with the template's timings (moto neither encrypts nor checks the queue policy;
+    every caller here is on loopback with a signed request)."""
+    props = template.resolve(resource.properties)
+    if props.get("FifoQueue"):
+        raise TemplateError(f"queue {resource.logical_id}: FIFO queues are not emulated")
+    name = str(props.get("QueueName") or template.physical_id(resource.logical_id))[:80]
+    attributes = {key: str(props[key]) for key in _QUEUE_ATTRIBUTES if key in props}
+    url = str(sqs.create_queue(QueueName=name, Attributes=attributes)["QueueUrl"])
+    arn = f"arn:aws:sqs:{template.region}:{template.account_id}:{name}"
+    template.physical_ids[resource.logical_id] = url  # Ref gives the URL
+    template.attributes[(resource.logical_id, "Arn")] = arn
+    template.attributes[(resource.logical_id, "QueueName")] = name
+    template.attributes[(resource.logical_id, "QueueUrl")] = url
+    return Queue(resource.logical_id, name, url, arn)
+
+
+def _queue_arn(stack: ProvisionedStack, arn: str, owner: str) -> str:
+    if stack.queue_by_arn(arn) is None:
+        raise TemplateError(f"{owner}: destination {arn!r} is not an SQS queue of this template")
+    return arn
 
 
 # ---- S3 ---------------------------------------------------------------------------------------
@@ -416,6 +470,11 @@ def _create_function(template: DeployedTemplate, resource: Resource, lambda_clie
         role_arn=str(props["Role"]),
         log_group_name=str(logging_config.get("LogGroup") or f"/aws/lambda/{name}"),
         tracing_active=(props.get("TracingConfig") or {}).get("Mode") == "Active",
+        reserved_concurrency=(
+            int(props["ReservedConcurrentExecutions"])
+            if props.get("ReservedConcurrentExecutions") is not None
+            else None
+        ),
     )
     lambda_client.create_function(
         FunctionName=name,
@@ -528,10 +587,9 @@ def _stream_mappings(template: DeployedTemplate, stack: ProvisionedStack) -> lis
         source = str(props["EventSourceArn"])
         if ":dynamodb:" not in source or "/stream/" not in source:
             raise TemplateError(f"event source mapping {resource.logical_id} reads {source!r}: only DynamoDB streams")
-        if props.get("DestinationConfig") or props.get("TumblingWindowInSeconds"):
-            raise TemplateError(
-                f"event source mapping {resource.logical_id}: destinations and windows are not emulated"
-            )
+        if props.get("TumblingWindowInSeconds"):
+            raise TemplateError(f"event source mapping {resource.logical_id}: tumbling windows are not emulated")
+        on_failure = ((props.get("DestinationConfig") or {}).get("OnFailure") or {}).get("Destination")
         filters = tuple(str(f["Pattern"]) for f in ((props.get("FilterCriteria") or {}).get("Filters") or ()))
         mappings.append(
             StreamMapping(
@@ -547,6 +605,8 @@ def _stream_mappings(template: DeployedTemplate, stack: ProvisionedStack) -> lis
                 maximum_record_age_seconds=int(props.get("MaximumRecordAgeInSeconds", -1)),
                 maximum_batching_window_seconds=int(props.get("MaximumBatchingWindowInSeconds", 0)),
                 enabled=bool(props.get("Enabled", True)),
+                parallelization_factor=int(props.get("ParallelizationFactor", 1)),
+                on_failure_arn=_queue_arn(stack, str(on_failure), resource.logical_id) if on_failure else None,
             )
         )
     return mappings
@@ -601,8 +661,16 @@ def _event_rules(template: DeployedTemplate, stack: ProvisionedStack) -> list[Ev
         for target in props.get("Targets") or ():
             if any(key in target for key in ("Input", "InputPath", "InputTransformer")):
                 raise TemplateError(f"rule {resource.logical_id}: target input transformations are not emulated")
-            retry = (target.get("RetryPolicy") or {}).get("MaximumRetryAttempts", 185)
-            targets.append(RuleTarget(_function_named(stack, str(target["Arn"])), int(retry)))
+            policy = target.get("RetryPolicy") or {}
+            dead_letter = (target.get("DeadLetterConfig") or {}).get("Arn")
+            targets.append(
+                RuleTarget(
+                    _function_named(stack, str(target["Arn"])),
+                    int(policy.get("MaximumRetryAttempts", 185)),
+                    int(policy.get("MaximumEventAgeInSeconds", 86_400)),
+                    _queue_arn(stack, str(dead_letter), resource.logical_id) if dead_letter else None,
+                )
+            )
         pattern = props["EventPattern"]
         rules.append(
             EventRule(

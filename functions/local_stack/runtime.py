@@ -7,6 +7,12 @@ environment plus what the Lambda runtime sets, the credentials of its own role, 
 killed and answered with the error Lambda reports for a timeout; an environment that exits mid-
 invocation is answered with Lambda's exit error; one that used more memory than the function has is
 answered as out of memory. Each environment serves one invocation at a time.
+
+Concurrency is Lambda's (`ConcurrencyLimits`): a function with reserved concurrency runs at most that
+many invocations at once, the others share what the account's limit leaves; one more is throttled
+(`LambdaThrottled`, which the callers answer as Lambda does: 429 TooManyRequestsException). Below
+that limit an invocation waits for one of the function's `max_environments` interpreters (a limit
+of this machine, not of Lambda).
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from local_stack.aws import LambdaThrottled
 from local_stack.code import FunctionCode
 
 BOOTSTRAP: Final = Path(__file__).resolve().parent / "_bootstrap.py"
@@ -33,6 +40,8 @@ INIT_TIMEOUT_SECONDS: Final = 10.0  # Lambda's init phase limit
 # Lambda's synchronous invocation limits (request and response payloads).
 MAX_PAYLOAD_BYTES: Final = 6_291_456
 DEFAULT_MAX_ENVIRONMENTS: Final = 8
+# An account's default concurrency limit (a young account's can be far lower: LOCAL_LAMBDA_ACCOUNT_CONCURRENCY).
+DEFAULT_ACCOUNT_CONCURRENCY: Final = 1000
 MEMORY_WATCH_SECONDS: Final = 0.05
 PYTHON_RUNTIME: Final = "python3.13"
 
@@ -56,6 +65,8 @@ class FunctionSpec:
     role_arn: str
     log_group_name: str
     tracing_active: bool = False
+    # ReservedConcurrentExecutions: at most this many at once (None: the account's unreserved pool).
+    reserved_concurrency: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +311,44 @@ def _stamp() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z"
 
 
+class ConcurrencyLimits:
+    """Lambda's concurrency accounting for one account and region: each function with reserved
+    concurrency has its own share, every other function shares what is left of the account's limit."""
+
+    def __init__(self, account_limit: int, reserved: Mapping[str, int | None]) -> None:
+        self.account_limit = account_limit
+        self._reserved = {name: value for name, value in reserved.items() if value is not None}
+        self.unreserved_limit = max(0, account_limit - sum(self._reserved.values()))
+        self._running: dict[str, int] = {}
+        self._unreserved_running = 0
+        self._lock = threading.Lock()
+        self.throttled: dict[str, int] = {}
+
+    def enter(self, function_name: str) -> None:
+        """Count one invocation in, or raise LambdaThrottled as Lambda throttles it."""
+        with self._lock:
+            reserved = self._reserved.get(function_name)
+            if reserved is not None:
+                if self._running.get(function_name, 0) >= reserved:
+                    self.throttled[function_name] = self.throttled.get(function_name, 0) + 1
+                    raise LambdaThrottled(function_name, "ReservedFunctionConcurrentInvocationLimitExceeded")
+            elif self._unreserved_running >= self.unreserved_limit:
+                self.throttled[function_name] = self.throttled.get(function_name, 0) + 1
+                raise LambdaThrottled(function_name, "ConcurrentInvocationLimitExceeded")
+            else:
+                self._unreserved_running += 1
+            self._running[function_name] = self._running.get(function_name, 0) + 1
+
+    def leave(self, function_name: str) -> None:
+        with self._lock:
+            self._running[function_name] -= 1
+            if function_name not in self._reserved:
+                self._unreserved_running -= 1
+
+
+UNLIMITED: Final = ConcurrencyLimits(10**9, {})
+
+
 @dataclass
 class FunctionPool:
     """Warm environments of one function; at most `max_environments` invocations run at once, more wait."""
@@ -310,6 +359,7 @@ class FunctionPool:
     layers: tuple[Path, ...] = ()
     sink: LogSink = lambda name, line: None
     max_environments: int = DEFAULT_MAX_ENVIRONMENTS
+    limits: ConcurrencyLimits = UNLIMITED
     _idle: list[_Environment] = field(default_factory=list)
     _running: int = 0
     _closed: bool = False
@@ -318,6 +368,13 @@ class FunctionPool:
     def invoke(self, payload: bytes) -> InvocationResult:
         if len(payload) > MAX_PAYLOAD_BYTES:
             raise PayloadTooLarge(f"{len(payload)} bytes is over the {MAX_PAYLOAD_BYTES}-byte request payload limit")
+        self.limits.enter(self.spec.name)
+        try:
+            return self._invoke(payload)
+        finally:
+            self.limits.leave(self.spec.name)
+
+    def _invoke(self, payload: bytes) -> InvocationResult:
         request_id = str(uuid.uuid4())
         environment = self._acquire()
         reusable = False

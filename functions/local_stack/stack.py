@@ -15,7 +15,10 @@ Settings (environment variables): PORT; FIXTURES=conformance (the suite's fixtur
 LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layers; a
 `sitecustomize.py` there runs at start); LOCAL_CDK_CONTEXT='{"key": "value"}' (like `-c`);
 LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not enforce);
-LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8); LOCAL_LOGS=all (also print
+LOCAL_LAMBDA_CONCURRENCY (environments per function, default 8);
+LOCAL_LAMBDA_ACCOUNT_CONCURRENCY (the account's concurrency limit, default 1000: a function past its
+reserved concurrency, or past what the account leaves unreserved, is throttled as Lambda throttles
+it); LOCAL_LOGS=all (also print
 START/END/REPORT and metric lines, and each request); LOCAL_RECORD=file (every request and answer as
 JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and restored at start,
 `local_stack.persistence`); LOCAL_TIME_SCALE=N (AWS's delivery periods divided by N: Lambda's async
@@ -51,14 +54,22 @@ from pathlib import Path
 from typing import Any, Final, TextIO
 
 from local_stack import iam_enforcement, persistence
-from local_stack.aws import EmbeddedAws, register_invoker, start_embedded_aws, unregister_function
+from local_stack.aws import (
+    EmbeddedAws,
+    LambdaThrottled,
+    register_invoker,
+    start_embedded_aws,
+    unregister_function,
+)
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.runtime import (
+    DEFAULT_ACCOUNT_CONCURRENCY,
     DEFAULT_MAX_ENVIRONMENTS,
+    ConcurrencyLimits,
     FunctionPool,
     FunctionSpec,
     InvocationResult,
@@ -73,6 +84,10 @@ FIXTURE_LAYER_ROOT: Final = STATE_ROOT / "layers"
 # where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user. Fixtures add
 # MCP_FIXTURES. Nothing else differs.
 LOG_NOISE: Final = ("START RequestId:", "END RequestId:", "REPORT RequestId:", '{"_aws":')
+# A throttled event source mapping batch or asynchronous event is retried as Lambda retries it:
+# backing off from 1 s to 5 minutes (for as long as the record or event lives).
+THROTTLE_RETRY_FIRST_SECONDS: Final = 1.0
+THROTTLE_RETRY_LAST_SECONDS: Final = 300.0
 
 log = logging.getLogger("local_stack")
 
@@ -86,6 +101,7 @@ class Options:
     cdk_out: Path | None = None
     enforce_iam: bool = True
     concurrency: int = DEFAULT_MAX_ENVIRONMENTS
+    account_concurrency: int = DEFAULT_ACCOUNT_CONCURRENCY
     all_logs: bool = False
     default_user: str | None = None
     record: Path | None = None
@@ -108,6 +124,7 @@ class Options:
             cdk_out=Path(env["LOCAL_CDK_OUT"]).resolve() if env.get("LOCAL_CDK_OUT") else None,
             enforce_iam=(env.get("LOCAL_IAM") or "enforce").lower() not in ("off", "0", "false"),
             concurrency=int(env.get("LOCAL_LAMBDA_CONCURRENCY") or DEFAULT_MAX_ENVIRONMENTS),
+            account_concurrency=int(env.get("LOCAL_LAMBDA_ACCOUNT_CONCURRENCY") or DEFAULT_ACCOUNT_CONCURRENCY),
             all_logs=(env.get("LOCAL_LOGS") or "").lower() == "all",
             default_user=env.get("LOCAL_DEFAULT_USER") or None,
             record=Path(env["LOCAL_RECORD"]) if env.get("LOCAL_RECORD") else None,
@@ -272,6 +289,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         short_names={spec.name: _short_name(spec) for spec in provisioned.functions.values()},
     )
     pools: dict[str, FunctionPool] = {}
+    limits = ConcurrencyLimits(
+        options.account_concurrency,
+        {spec.name: spec.reserved_concurrency for spec in provisioned.functions.values()},
+    )
     for spec in provisioned.functions.values():
         # AUTH=dev: the functions that authenticate callers also take development tokens.
         dev_auth = options.auth == "dev" and "MCP_REQUIRE_PRINCIPAL" in spec.environment
@@ -282,7 +303,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
             region=template.region,
             additions={**additions, "DEV_AUTH": "1"} if dev_auth else additions,
         )
-        pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency)
+        pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency, limits)
         pools[spec.logical_id] = pool
         register_invoker(spec.name, _invoker(pool))
     if options.enforce_iam:
@@ -298,8 +319,9 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     )
     delivery = EventDelivery.start(
         provisioned,
-        lambda logical_id, payload: _delivered(pools[logical_id].invoke(payload)),
+        lambda logical_id, payload: _delivered(_retrying_throttles(pools[logical_id], payload)),
         lambda logical_id: _streams_client(aws.endpoint, credentials[logical_id], template.region),
+        lambda logical_id: _role_client("sqs", aws.endpoint, credentials[logical_id], template.region),
         time_scale=options.time_scale,
         drops=StatusEventDrops(options.drop_status_events),
     )
@@ -350,12 +372,28 @@ def _stack_name_of(directory: Path) -> str:
     return templates[0].name.removesuffix(".template.json")
 
 
+def _retrying_throttles(pool: FunctionPool, payload: bytes) -> InvocationResult:
+    """An event source's invocation: a throttle is retried with backoff (never counted as a failure)."""
+    wait = THROTTLE_RETRY_FIRST_SECONDS
+    while True:
+        try:
+            return pool.invoke(payload)
+        except LambdaThrottled:
+            time.sleep(wait)
+            wait = min(THROTTLE_RETRY_LAST_SECONDS, wait * 2)
+
+
 def _delivered(result: InvocationResult) -> tuple[bytes, str | None]:
     return result.payload, result.function_error
 
 
 def _streams_client(endpoint: str, credentials: Mapping[str, str], region: str) -> Any:
     """A DynamoDB Streams client signed as a function's role: the event source mapping reads as that role."""
+    return _role_client("dynamodbstreams", endpoint, credentials, region)
+
+
+def _role_client(service: str, endpoint: str, credentials: Mapping[str, str], region: str) -> Any:
+    """A client signed as a function's role (Lambda reads its event sources and sends to its destinations so)."""
     import boto3
 
     return boto3.session.Session(
@@ -363,7 +401,7 @@ def _streams_client(endpoint: str, credentials: Mapping[str, str], region: str) 
         aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
         aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
         region_name=region,
-    ).client("dynamodbstreams", endpoint_url=endpoint)
+    ).client(service, endpoint_url=endpoint)
 
 
 def _invoker(pool: FunctionPool) -> Any:
@@ -387,7 +425,8 @@ def _describe(
         statements = sum(len(doc.get("Statement") or []) for doc in documents)
         lines.append(
             f"function {spec.logical_id} ({spec.name}): handler {spec.handler}, timeout {spec.timeout_seconds} s, "
-            f"memory {spec.memory_mb} MB, role {spec.role_arn} ({len(documents)} policies, {statements} statements)"
+            f"memory {spec.memory_mb} MB, role {spec.role_arn} ({len(documents)} policies, {statements} statements), "
+            f"reserved concurrency {spec.reserved_concurrency if spec.reserved_concurrency is not None else 'none'}"
         )
     for route in stack.provisioned.routes:
         auth = route.authorization_type + (f" scopes {','.join(route.scopes)}" if route.scopes else "")
@@ -395,7 +434,10 @@ def _describe(
     for mapping in stack.provisioned.stream_mappings:
         lines.append(
             f"event source {mapping.logical_id}: stream of {mapping.stream_arn.split('/')[1]} -> "
-            f"{mapping.function_logical_id} (batch {mapping.batch_size}, {len(mapping.filter_patterns)} filters)"
+            f"{mapping.function_logical_id} (batch {mapping.batch_size}, {len(mapping.filter_patterns)} filters, "
+            f"{mapping.parallelization_factor} at once, retries {mapping.maximum_retry_attempts}, "
+            f"record age {mapping.maximum_record_age_seconds} s, bisect {mapping.bisect_batch_on_function_error}, "
+            f"given up to {(mapping.on_failure_arn or 'nowhere').rsplit(':', 1)[-1]})"
         )
     for rule in stack.provisioned.event_rules:
         targets = ", ".join(target.function_logical_id for target in rule.targets)
@@ -410,6 +452,7 @@ def _describe(
         )
     if options.drop_status_events:
         lines.append(f"delivery: status events dropped: {options.drop_status_events} (LOCAL_DROP_STATUS_EVENTS)")
+    lines.append(f"Lambda concurrency: account limit {options.account_concurrency} (LOCAL_LAMBDA_ACCOUNT_CONCURRENCY)")
     lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")
     if stack.provider is not None:
         users = ", ".join(stack.provider.users)
@@ -449,6 +492,7 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         "credentials": dict(credentials),
         "authorizationServer": stack.provider.issuer if stack.provider is not None else None,
         "userPools": dict(stack.provisioned.user_pools),
+        "queues": {queue.logical_id: queue.url for queue in stack.provisioned.queues.values()},
     }
     directory = STATE_ROOT / "run"
     directory.mkdir(parents=True, exist_ok=True)

@@ -53,6 +53,11 @@ MAX_HANDLE_DATA_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB i
 MAX_TASK_ARGUMENTS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
 MAX_TASK_ANSWERS: Final = 64  # our choice: answers one `tasks/update` may bring
 MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
+# What a task keeps of its answers across every round (`kept_answer_bytes` of each): an update that
+# would take it past this is refused with -32602 and changes nothing. With the arguments (64 KB),
+# the inline records (128 KB), the scratch (32 KB) and the questions or the result (32 KB), the
+# item stays under DynamoDB's 400 KB with 48 KB for the rest of it.
+MAX_TASK_KEPT_ANSWERS_BYTES: Final = 96 * KB  # our choice: inside DynamoDB's 400 KB item
 # A task's ttlMs: at least 1 ms, at most a Standard execution's life.
 MAX_TASK_TTL_MS: Final = ONE_YEAR_SECONDS * 1000  # AWS quota: a Standard execution lasts a year at most
 
@@ -63,11 +68,15 @@ MAX_SCRATCH_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB 
 # must be retried); a larger one goes to S3, up to MAX_RESULT_BYTES, and `tasks/get` inlines it.
 MAX_INLINE_RESULT_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 256 KB payload
 MAX_RESULT_BYTES: Final = 5 * 1024 * KB  # our choice: under Lambda's 6 MB response, with the envelope
+# A result the payload bucket would not take in the run's own invocation travels to the Settle step,
+# which stores it; measured as JSON with every non-ASCII character escaped (its worst case on the way).
+MAX_SETTLE_RESULT_BYTES: Final = 192 * KB  # our choice: inside Step Functions' 256 KB payload, with the state
 # What a `tasks/get` answer may take at most: the response limit less the envelope and the proxy
 # response's own escaping of the body.
 MAX_ANSWER_BYTES: Final = 6_291_456 - 64 * KB  # AWS quota: Lambda's 6 MB synchronous response
 # ---- tasks: durable records (a step's value, a callback's result): inline when small, in S3
-# otherwise; the item keeps at most ITEM_RECORDS_BYTES of them inline.
+# otherwise; all of a task's records together (keys, values kept inline, pointers to S3) take at most
+# ITEM_RECORDS_BYTES of its item, and a record that would take more is a tool error.
 MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: many small steps stay on the item
 ITEM_RECORDS_BYTES: Final = 128 * KB  # our choice: inside DynamoDB's 400 KB item, with the rest of it
 MAX_RECORD_BYTES: Final = 5 * 1024 * KB  # our choice: like a result, it is read back inside one answer
@@ -86,6 +95,12 @@ MAX_KEPT_STREAM_EVENTS: Final = 32  # our choice: events kept for a resumed stre
 def encoded_size(value: Any) -> int:
     """Bytes of the compact UTF-8 JSON the store writes."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str).encode())
+
+
+def kept_answer_bytes(key: str, value: Any) -> int:
+    """What one answer adds to its task item: its JSON, and its key three times (the answers map, and
+    the wire key and the tool's key in the list of issued keys)."""
+    return encoded_size(value) + 3 * len(key.encode())
 
 
 def answer_size(result: Any) -> int:

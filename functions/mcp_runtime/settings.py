@@ -70,7 +70,8 @@ class Settings(BaseModel):
     # Where an external system completes a `ctx.wait_for_callback` (the template's callback route).
     task_callback_url: str = Field("", alias="TASK_CALLBACK_URL")
     # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
-    task_rounds_per_execution: int = Field(1_000, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
+    # The template sets it from the workflow's retry policy; the default is the deployed policy's.
+    task_rounds_per_execution: int = Field(138, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
     # How long an active task may go without a write before the sweeper asks Step Functions about its
     # execution (every write that leaves it active renews the lease), and how many it asks about per run.
     task_lease_seconds: int = Field(600, alias="TASK_LEASE_SECONDS", ge=1, le=86_400)

@@ -62,6 +62,7 @@ class FunctionDefaults:
         timeout: Duration,
         environment: Mapping[str, str] | None = None,
         wildcard_reason: str = "",
+        reserved_concurrency: int | None = None,
     ) -> McpFunction:
         """A task function built with these defaults; `environment` adds to the one every handler reads."""
         return McpFunction(
@@ -76,6 +77,7 @@ class FunctionDefaults:
             log_retention_days=self.log_retention_days,
             removal_policy=self.removal_policy,
             wildcard_reason=wildcard_reason,
+            reserved_concurrency=reserved_concurrency,
         )
 
 
@@ -136,7 +138,10 @@ class McpFunction(Construct):
         log_retention_days: int,
         removal_policy: RemovalPolicy,
         wildcard_reason: str = "",
+        reserved_concurrency: int | None = None,
     ) -> None:
+        """`reserved_concurrency`: this many concurrent executions kept for it, and never more (None: it
+        shares the account's unreserved pool)."""
         super().__init__(scope, construct_id)
         self.log_group = logs.LogGroup(
             self, "Logs", retention=retention(log_retention_days), removal_policy=removal_policy
@@ -161,6 +166,7 @@ class McpFunction(Construct):
             log_group=self.log_group,
             tracing=lambda_.Tracing.ACTIVE,
             environment=dict(environment),
+            reserved_concurrent_executions=reserved_concurrency,
         )
         # The log group exists before the function runs, so no logs:CreateLogGroup is needed.
         self.role.add_to_principal_policy(

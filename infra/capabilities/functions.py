@@ -23,12 +23,14 @@ from infra.capabilities._lambda import (
     grant,
     grant_table,
 )
+from infra.nag import acknowledge
 from mcp_runtime.tasks import schema
 
 if TYPE_CHECKING:
     from infra.capabilities.http_front import HttpFront
     from infra.capabilities.payloads import TaskPayloads
     from infra.capabilities.sealing_secret import SealingSecret
+    from infra.capabilities.workflow import StateMachineIdentity
 
 # The task store reads, creates and conditionally updates task items; handles are minted (put),
 # resolved (get), updated and deleted. A task item is deleted only to take back a create whose
@@ -45,8 +47,11 @@ WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), (schema.HANDLE_KEY_PREFIX,)),
 )
-# The API function calls no Step Functions API: what a task write asks of its execution is done by
-# the supervisor (`infra/capabilities/supervisor.py`), from the table's stream.
+# Right after the write that asks for it, the API starts a task's execution, resumes it with the
+# stored token once the answers are recorded, and stops it once a cancel is recorded (the supervisor,
+# `infra/capabilities/supervisor.py`, makes the same calls again from the table's stream).
+API_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:StartExecution", "states:SendTaskSuccess")
+API_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution",)
 # SendTaskSuccess: the authorization reference lists no resource type, yet IAM evaluates it against
 # the state machine that issued the token (AccessDenied names that ARN) and CDK's own
 # `grantTaskResponse` scopes it there: so do we, instead of "*".
@@ -72,7 +77,7 @@ class TaskFunctions(Construct):
         front: HttpFront,
         secret: SealingSecret,
         payloads: TaskPayloads,
-        state_machine_arn: str,
+        state_machine: StateMachineIdentity,
         callback_url: str,
         rounds_per_execution: int,
         task_ttl_hours: int,
@@ -81,9 +86,11 @@ class TaskFunctions(Construct):
         worker_timeout: Duration,
         allowed_origins: tuple[str, ...] = (),
         function_url: bool = False,
+        api_reserved_concurrency: int | None = None,
+        worker_reserved_concurrency: int | None = None,
     ) -> None:
-        """`state_machine_arn` is built from the state machine's fixed name (`StateMachineIdentity`), not
-        referenced: the state machine invokes the worker, so a reference back would be a cycle."""
+        """`state_machine` names the state machine by its fixed name (`StateMachineIdentity`), not by a
+        reference: the state machine invokes the worker, so a reference back would be a cycle."""
         super().__init__(scope, construct_id)
         self.api = defaults.function(
             self,
@@ -92,6 +99,7 @@ class TaskFunctions(Construct):
             handler=API_HANDLER,
             memory_mb=api_memory_mb,
             timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
+            reserved_concurrency=api_reserved_concurrency,
             environment={
                 # Behind the JWT authorizer or IAM auth: a request that reaches the function without an
                 # authenticated principal is refused rather than served anonymously.
@@ -99,7 +107,7 @@ class TaskFunctions(Construct):
                 # Browser origins allowed to call (the HTTP API's CORS origins); any other Origin gets 403.
                 **({"MCP_ALLOWED_ORIGINS": ",".join(allowed_origins)} if allowed_origins else {}),
                 # Tasks run on this workflow: the function serves the tasks extension.
-                "TASK_STATE_MACHINE_ARN": state_machine_arn,
+                "TASK_STATE_MACHINE_ARN": state_machine.arn,
                 "MCP_STATE_SECRET_ARN": secret.secret.secret_arn,
                 # Which tokens it accepts and what it publishes as Protected Resource Metadata (RFC 9728).
                 **front.function_environment,
@@ -115,6 +123,8 @@ class TaskFunctions(Construct):
             handler=WORKER_HANDLER,
             memory_mb=worker_memory_mb,
             timeout=worker_timeout,
+            # A cap on the tool runs at once: a task burst is throttled (and waits), the API is not starved.
+            reserved_concurrency=worker_reserved_concurrency,
             environment={
                 "TASK_PAYLOAD_BUCKET": payloads.bucket.bucket_name,
                 # Where it tells external systems to complete a callback; when it renews an execution.
@@ -124,11 +134,18 @@ class TaskFunctions(Construct):
         )
         grant_table(self.api.role, API_TABLE_GRANTS, table)
         grant(self.api.role, API_INDEX_ACTIONS, [f"{table.table_arn}/index/{schema.OWNER_INDEX}"])
+        grant(self.api.role, API_STATE_MACHINE_ACTIONS, [state_machine.arn])
+        grant(self.api.role, API_EXECUTION_ACTIONS, [state_machine.executions_arn])
+        acknowledge(
+            self.api.role,
+            f"AwsSolutions-IAM5[Resource::{state_machine.executions_arn_for_nag}]",
+            "Executions are named by task at run time; the grant covers executions of this one state machine.",
+        )
         secret.grant_read(self.api.role)
         payloads.grant(self.api.role, API_BUCKET_ACTIONS)
         grant_table(self.worker.role, WORKER_TABLE_GRANTS, table)
         # The worker answers its own callback.
-        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [state_machine_arn])
+        grant(self.worker.role, WORKER_STATE_MACHINE_ACTIONS, [state_machine.arn])
         payloads.grant(self.worker.role, WORKER_BUCKET_ACTIONS)
         front.serve_mcp(self.api.function, function_url=function_url)
 

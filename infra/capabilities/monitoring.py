@@ -1,5 +1,6 @@
 """Alarms on what needs a human (API errors and throttles, internal errors answered on the wire,
-failed task executions, DynamoDB throttling) and one dashboard of the whole request and task path,
+failed task executions, DynamoDB throttling, stream records and status events given up to their
+queues) and one dashboard of the whole request and task path,
 including the server's own metrics (EMF, `mcp_runtime.observability`)."""
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
@@ -39,6 +41,8 @@ class Monitoring(Construct):
         http_api: apigwv2.IHttpApi,
         alarm_email: str | None,
         metrics_namespace: str,
+        stream_failures: sqs.IQueue | None = None,
+        status_event_failures: sqs.IQueue | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.metrics_namespace = metrics_namespace
@@ -65,6 +69,16 @@ class Monitoring(Construct):
             "WorkerErrors": (
                 worker_function.metric_errors(period=PERIOD, statistic="Sum"),
                 "A task step raised (Step Functions may retry)",
+            ),
+            # At its reserved concurrency the worker is throttled: the workflow waits with jittered
+            # backoff (up to 15 minutes a wait), so tasks are late, not failed.
+            "WorkerThrottles": (
+                worker_function.metric_throttles(period=PERIOD, statistic="Sum"),
+                "Task runs were throttled at the worker's concurrency: tasks wait, none fails",
+            ),
+            "SupervisorThrottles": (
+                supervisor_function.metric_throttles(period=PERIOD, statistic="Sum"),
+                "The supervisor was throttled: task starts, resumes and stops wait in the stream",
             ),
             "SupervisorErrors": (
                 supervisor_function.metric_errors(period=PERIOD, statistic="Sum"),
@@ -113,6 +127,22 @@ class Monitoring(Construct):
                 "The server answered requests with -32603 (an unexpected exception)",
             ),
         }
+        # A message in either queue is work given up: the stream's must be replayed within a day
+        # (`make redrive`), before its records leave the stream.
+        given_up = {
+            "StreamRecordsGivenUp": (
+                stream_failures,
+                "Stream records the supervisor could not carry out were given up: run make redrive within 23 h",
+            ),
+            "StatusEventsUndelivered": (
+                status_event_failures,
+                "Execution status changes never reached the supervisor (the task sweep settles their tasks)",
+            ),
+        }
+        for name, (queue, description) in given_up.items():
+            if queue is not None:
+                metric = queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum")
+                self.alarms[name] = (metric, description)
         topic: sns.Topic | None = None
         if alarm_email:
             topic = sns.Topic(self, "AlarmTopic", display_name="MCP server alarms", enforce_ssl=True)

@@ -59,6 +59,7 @@ class OAuthBridge(Construct):
         resource_url: str | None,
         log_retention_days: int,
         removal_policy: RemovalPolicy,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.table = dynamodb.Table(
@@ -98,6 +99,7 @@ class OAuthBridge(Construct):
             environment=environment,
             log_retention_days=log_retention_days,
             removal_policy=removal_policy,
+            reserved_concurrency=reserved_concurrency,
         )
         self.function.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(BRIDGE_COGNITO_ACTIONS), resources=[pool.user_pool.user_pool_arn])

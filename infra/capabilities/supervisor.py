@@ -2,11 +2,14 @@
 tasks whose executions ended without a word.
 
 - The task table's stream, filtered to writes that leave an `effect` on the item, invokes it in
-  batches; it starts, resumes or stops the execution and reports the first call Step Functions did
-  not take, so Lambda retries the stream from that record, in order, until the record expires. A
-  burst of creates above Step Functions' start rate waits in the stream instead of failing.
+  batches; it starts, resumes or stops the execution and reports each record it could not carry out,
+  so Lambda retries from the lowest of them. The mapping bounds that: it bisects a failing batch,
+  retries `RETRY_ATTEMPTS` times within `MAX_RECORD_AGE`, then sends a pointer to the records it
+  gave up to the `stream_failures` queue (alarmed; `make redrive` replays them), and the shard goes
+  on. `PARALLELIZATION_FACTOR` batches of a shard run at once, each task's records in order.
 - An EventBridge rule on this state machine's execution status changes (ended ones) invokes it to
-  settle, in the background, a task its execution left active.
+  settle, in the background, a task its execution left active. What neither EventBridge nor Lambda's
+  asynchronous retries could deliver lands in the `status_event_failures` queue (alarmed).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.capabilities._lambda import (
@@ -44,6 +49,24 @@ TIMEOUT = Duration.seconds(60)
 BATCH_SIZE = 100
 # Delivered twice at most by Lambda's asynchronous retries (EventBridge's own retries cover delivery).
 ASYNC_RETRY_ATTEMPTS = 2
+# The stream mapping's bounds. A record lives 24 h in the stream; one the supervisor cannot carry out
+# is given up after an hour at most, so an operator has 23 h to replay it (the on-failure message only
+# points into the stream). Ten retries ride out a Step Functions outage of minutes (each attempt
+# already retries its calls with backoff inside the invocation); a poison record costs ten
+# invocations of its batch's tail, and bisection (which does not use retries) narrows it to itself.
+RETRY_ATTEMPTS = 10
+MAX_RECORD_AGE = Duration.hours(1)
+# Five batches of a shard at once, each task's records in order: a task whose record fails holds
+# back only the tasks hashed to its fifth of the shard, and a burst of creates starts five times as
+# fast as one batch at a time. Each batch is one supervisor invocation, so a shard takes five of the
+# supervisor's reserved concurrency (`supervisorReservedConcurrency` in cdk.json, 10): a second shard,
+# or the status events, still fit. Raise both together. No batching window: a start waits for no other.
+PARALLELIZATION_FACTOR = 5
+# What the queues keep: the stream pointers are useless after 24 h, but the record of what was given
+# up is evidence; 14 days is SQS's maximum.
+FAILURE_RETENTION = Duration.days(14)
+# EventBridge's own delivery to the function (throttled, not permitted) gives up after this age.
+STATUS_EVENT_MAX_AGE = Duration.hours(6)
 
 
 class TaskSupervisor(Construct):
@@ -56,6 +79,7 @@ class TaskSupervisor(Construct):
         table: dynamodb.ITable,
         workflow: TaskWorkflow,
         memory_mb: int = 512,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = defaults.function(
@@ -66,6 +90,7 @@ class TaskSupervisor(Construct):
             memory_mb=memory_mb,
             timeout=TIMEOUT,
             environment={"TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn},
+            reserved_concurrency=reserved_concurrency,
             wildcard_reason="dynamodb:ListStreams has no resource-level permission either (CDK's grantStreamRead "
             "adds it for the event source mapping).",
         )
@@ -79,13 +104,21 @@ class TaskSupervisor(Construct):
             "Executions are named by task at run time; the grant covers executions of this one state machine.",
         )
 
+        self.stream_failures = self._failure_queue(
+            "StreamFailures", "the table stream's records the supervisor gave up on (pointers into the stream)"
+        )
+        self.status_event_failures = self._failure_queue(
+            "StatusEventFailures", "execution status changes EventBridge or Lambda could not deliver to the supervisor"
+        )
         self.stream_source = sources.DynamoEventSource(
             table,
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
             batch_size=BATCH_SIZE,
-            # Retried until the record leaves the stream (24 hours): a start is never given up.
-            retry_attempts=-1,
-            bisect_batch_on_error=False,
+            retry_attempts=RETRY_ATTEMPTS,
+            max_record_age=MAX_RECORD_AGE,
+            bisect_batch_on_error=True,
+            parallelization_factor=PARALLELIZATION_FACTOR,
+            on_failure=sources.SqsDlq(self.stream_failures),
             report_batch_item_failures=True,
             filters=[
                 lambda_.FilterCriteria.filter(
@@ -104,6 +137,30 @@ class TaskSupervisor(Construct):
                 detail_type=[schema.EXECUTION_STATUS_CHANGE],
                 detail={"stateMachineArn": [workflow.identity.arn], "status": list(schema.ENDED_STATUSES)},
             ),
-            targets=[targets.LambdaFunction(fn, retry_attempts=ASYNC_RETRY_ATTEMPTS)],
+            targets=[
+                targets.LambdaFunction(
+                    fn,
+                    retry_attempts=ASYNC_RETRY_ATTEMPTS,
+                    max_event_age=STATUS_EVENT_MAX_AGE,
+                    dead_letter_queue=self.status_event_failures,
+                )
+            ],
         )
-        fn.configure_async_invoke(retry_attempts=ASYNC_RETRY_ATTEMPTS)
+        fn.configure_async_invoke(
+            retry_attempts=ASYNC_RETRY_ATTEMPTS, on_failure=destinations.SqsDestination(self.status_event_failures)
+        )
+
+    def _failure_queue(self, construct_id: str, what: str) -> sqs.Queue:
+        queue = sqs.Queue(
+            self,
+            construct_id,
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=FAILURE_RETENTION,
+        )
+        acknowledge(
+            queue,
+            "AwsSolutions-SQS3",
+            f"This queue is itself a dead-letter queue: it keeps {what}, read by an operator.",
+        )
+        return queue

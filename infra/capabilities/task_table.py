@@ -38,7 +38,8 @@ class TaskTable(Construct):
             index_name=schema.OWNER_INDEX,
             partition_key=dynamodb.Attribute(name=schema.OWNER_INDEX_PARTITION_KEY, type=dynamodb.AttributeType.STRING),
             sort_key=dynamodb.Attribute(name=schema.OWNER_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
-            projection_type=dynamodb.ProjectionType.ALL,
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(schema.OWNER_INDEX_ATTRIBUTES),
         )
         # Sparse: an item is in it only while it has a lease (active tasks). Sharded by task, so the
         # lease renewals of every task do not land on one partition. It projects what the sweeper reads.

@@ -28,12 +28,23 @@ from aws_cdk import aws_stepfunctions as sfn
 from constructs import Construct
 
 from infra.capabilities._lambda import retention
+from infra.config import ThrottleRetry
 from infra.nag import acknowledge
+from mcp_runtime.tasks.schema import TASK_KEY_PREFIX
 
 ASL_PATH = Path(__file__).resolve().parents[1] / "statemachine" / "task_workflow.asl.json"
 WORKER_PLACEHOLDER = "WorkerFunctionArn"
 TABLE_PLACEHOLDER = "TaskTableName"
+# Numbers in the definition (retry policy fields), written unquoted:
+# `"IntervalSeconds": ${ThrottleRetryIntervalSeconds}`.
+THROTTLE_INTERVAL_PLACEHOLDER = "ThrottleRetryIntervalSeconds"
+THROTTLE_MAX_DELAY_PLACEHOLDER = "ThrottleRetryMaxDelaySeconds"
+THROTTLE_ATTEMPTS_PLACEHOLDER = "ThrottleRetryMaxAttempts"
 _PLACEHOLDER = re.compile(r"\$\{([A-Za-z0-9_]+)\}")
+# Step Functions ends a Standard execution at this many history events.
+HISTORY_EVENT_LIMIT = 25_000
+# The worker's own bound on TASK_ROUNDS_PER_EXECUTION (functions/mcp_runtime/settings.py).
+MAX_ROUNDS_PER_EXECUTION = 1_200
 _LAMBDA_INVOKE = re.compile(r"^arn:aws:states:::lambda:invoke(\.waitForTaskToken)?$")
 _DYNAMODB = re.compile(r"^arn:aws:states:::dynamodb:(getItem|putItem|updateItem|deleteItem)$")
 # Step Functions' limit on a state machine's name.
@@ -86,6 +97,96 @@ class Integration:
 
 def placeholders(definition_text: str) -> set[str]:
     return set(_PLACEHOLDER.findall(definition_text))
+
+
+def throttle_substitutions(retry: ThrottleRetry) -> dict[str, str]:
+    return {
+        THROTTLE_INTERVAL_PLACEHOLDER: str(retry.interval_seconds),
+        THROTTLE_MAX_DELAY_PLACEHOLDER: str(retry.max_delay_seconds),
+        THROTTLE_ATTEMPTS_PLACEHOLDER: str(retry.attempts),
+    }
+
+
+def load_definition(definition_text: str, retry: ThrottleRetry) -> dict[str, Any]:
+    """The definition with its numbers filled in (resource placeholders, inside strings, stay)."""
+    text = definition_text
+    for key, value in throttle_substitutions(retry).items():
+        text = text.replace("${" + key + "}", value)
+    definition: dict[str, Any] = json.loads(text)
+    return definition
+
+
+# ---- the history-limit arithmetic -------------------------------------------------------------
+def state_events(state: Mapping[str, Any]) -> int:
+    """History events one entry into `state` adds at most: entered and exited, and for a Task each
+    attempt (its first and every retry any retrier allows) scheduled, started and ended, plus
+    submitted for a task-token wait."""
+    kind = state.get("Type")
+    if kind in ("Parallel", "Map"):
+        raise ValueError("the history arithmetic does not count Parallel or Map states: extend state_events")
+    if kind in ("Succeed", "Fail"):
+        return 1
+    if kind != "Task":
+        return 2
+    attempts = 1 + sum(int(retrier.get("MaxAttempts", 3)) for retrier in state.get("Retry") or ())
+    per_attempt = 4 if str(state.get("Resource", "")).endswith(".waitForTaskToken") else 3
+    return 2 + per_attempt * attempts
+
+
+def _successors(state: Mapping[str, Any]) -> list[str]:
+    found = [state["Next"]] if "Next" in state else []
+    found += [choice["Next"] for choice in state.get("Choices") or ()]
+    found += [state["Default"]] if "Default" in state else []
+    found += [catcher["Next"] for catcher in state.get("Catch") or ()]
+    return found
+
+
+def worst_case_events(definition: Mapping[str, Any]) -> tuple[int, int]:
+    """(events of the costliest round: a path from StartAt back to it, every retry taken; events of
+    the costliest way from StartAt to the end, counted once per execution)."""
+    states: Mapping[str, Mapping[str, Any]] = definition["States"]
+    start = str(definition["StartAt"])
+    round_events = end_events = 0
+
+    def walk(name: str, seen: tuple[str, ...], events: int) -> None:
+        nonlocal round_events, end_events
+        state = states[name]
+        events += state_events(state)
+        following = _successors(state)
+        if not following:
+            end_events = max(end_events, events)
+        for successor in dict.fromkeys(following):
+            if successor == start:
+                round_events = max(round_events, events)
+            elif successor in seen:
+                raise ValueError(
+                    f"{name} -> {successor} loops without passing {start}: the round count cannot bound it"
+                )
+            else:
+                walk(successor, (*seen, successor), events)
+
+    walk(start, (start,), 0)
+    return round_events, end_events
+
+
+def rounds_within_history_limit(definition: Mapping[str, Any]) -> int:
+    """Rounds an execution may run before it renews so that, even with every retry taken, its history
+    stays under 25,000 events (2 for the execution's start and end, the costliest ending once)."""
+    round_events, end_events = worst_case_events(definition)
+    return min(MAX_ROUNDS_PER_EXECUTION, (HISTORY_EVENT_LIMIT - 2 - end_events) // round_events)
+
+
+def round_limit(configured: int | None, retry: ThrottleRetry, definition_path: Path = ASL_PATH) -> int:
+    """The worker's TASK_ROUNDS_PER_EXECUTION: the configured limit, or the most the history allows."""
+    fits = rounds_within_history_limit(load_definition(definition_path.read_text(encoding="utf-8"), retry))
+    if configured is None:
+        return fits
+    if configured > fits:
+        raise ValueError(
+            f"context 'executionRoundLimit' is {configured}, but with this retry policy at most {fits} rounds fit in "
+            f"Step Functions' {HISTORY_EVENT_LIMIT:,}-event history: leave it unset or lower it"
+        )
+    return configured
 
 
 def task_states(definition: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
@@ -147,12 +248,17 @@ class TaskWorkflow(Construct):
         table: dynamodb.ITable,
         log_retention_days: int,
         removal_policy: RemovalPolicy,
+        throttle_retry: ThrottleRetry,
         definition_path: Path = ASL_PATH,
     ) -> None:
         super().__init__(scope, construct_id)
         text = definition_path.read_text(encoding="utf-8")
-        definition = json.loads(text)
-        values = {WORKER_PLACEHOLDER: worker.function_arn, TABLE_PLACEHOLDER: table.table_name}
+        definition = load_definition(text, throttle_retry)
+        values = {
+            WORKER_PLACEHOLDER: worker.function_arn,
+            TABLE_PLACEHOLDER: table.table_name,
+            **throttle_substitutions(throttle_retry),
+        }
         unknown = placeholders(text) - values.keys()
         if unknown:
             raise ValueError(f"{definition_path.name} uses placeholders with no value: {sorted(unknown)}")
@@ -186,8 +292,12 @@ class TaskWorkflow(Construct):
         by_target: dict[str, list[str]] = {}
         for integration in sorted(integrations(definition), key=lambda item: (item.target, item.action)):
             by_target.setdefault(integration.target, []).append(integration.action)
+        # Its table writes touch task items only (MarkFailedInTable).
+        conditions = {"table": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{TASK_KEY_PREFIX}*"]}}}
         for target, actions in by_target.items():
-            self.state_machine.add_to_role_policy(iam.PolicyStatement(actions=actions, resources=[targets[target]]))
+            self.state_machine.add_to_role_policy(
+                iam.PolicyStatement(actions=actions, resources=[targets[target]], conditions=conditions.get(target))
+            )
         self.integrations = by_target
         acknowledge(
             self.state_machine.role.node.find_child("DefaultPolicy"),

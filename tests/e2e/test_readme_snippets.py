@@ -1,4 +1,4 @@
-"""The README's client snippets, run as written against the local stack (only the URL is swapped)."""
+"""The client snippets of the README and docs/tasks.md, run as written against the local stack (URL swapped)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ def stack() -> Iterator[RunningStack]:
 
 
 def client_snippets() -> list[str]:
-    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(), re.DOTALL)
+    text = "".join((REPO / page).read_text() for page in ("README.md", "docs/tasks.md"))
+    blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
     return [block for block in blocks if README_URL in block and "anyio.run(main)" in block]
 
 

@@ -43,12 +43,16 @@ OPERATIONS = {
 _CALL = re.compile(r"""(?:\.(\w+)\(|["'](\w+)["'])""")
 # Granted to every function by the runtime itself, not by our code's calls.
 PLATFORM_ACTIONS = {"logs:CreateLogStream", "logs:PutLogEvents", "xray:PutTraceSegments", "xray:PutTelemetryRecords"}
-# Used by Lambda's event source mapping, which reads the table's stream with the supervisor's role.
+# Used by Lambda's event source mapping, which reads the table's stream with the supervisor's role,
+# and by Lambda itself sending what it gave up (stream pointers, status events) to the failure queues.
 EVENT_SOURCE_ACTIONS = {
     "dynamodb:DescribeStream",
     "dynamodb:GetRecords",
     "dynamodb:GetShardIterator",
     "dynamodb:ListStreams",
+    "sqs:GetQueueAttributes",
+    "sqs:GetQueueUrl",
+    "sqs:SendMessage",
 }
 
 

@@ -9,7 +9,8 @@ import pytest
 from aws_cdk import App, Stack
 from aws_cdk.assertions import Capture, Match
 from infra.capabilities._lambda import McpFunction
-from infra.capabilities.workflow import ASL_PATH, StateMachineIdentity
+from infra.capabilities.workflow import ASL_PATH, StateMachineIdentity, load_definition
+from infra.config import ThrottleRetry
 
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema, store
@@ -103,7 +104,7 @@ def test_table_ttl_attribute_is_the_codes(default_stack: Synthesized) -> None:
     )
 
 
-def test_table_owner_index_is_the_schemas(default_stack: Synthesized) -> None:
+def test_the_owner_index_keeps_the_keys_and_only_what_the_task_history_reads(default_stack: Synthesized) -> None:
     default_stack.template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
@@ -115,7 +116,17 @@ def test_table_owner_index_is_the_schemas(default_stack: Synthesized) -> None:
                             {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "KeyType": "HASH"},
                             {"AttributeName": schema.OWNER_INDEX_SORT_KEY, "KeyType": "RANGE"},
                         ],
-                        "Projection": {"ProjectionType": "ALL"},
+                        "Projection": {
+                            "ProjectionType": "INCLUDE",
+                            "NonKeyAttributes": [
+                                "taskId",
+                                "toolName",
+                                "status",
+                                "lastUpdatedAt",
+                                "statusMessage",
+                                "expiresAt",
+                            ],
+                        },
                     }
                 ]
             ),
@@ -254,7 +265,17 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Effect": "Allow",
             "Resource": {"Fn::Join": ["", [table, f"/index/{schema.OWNER_INDEX}"]]},
         },
-        # No Step Functions action at all: the supervisor makes those calls.
+        # The direct calls after its writes (the supervisor makes them again from the stream).
+        {
+            "Action": ["states:SendTaskSuccess", "states:StartExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("stateMachine", STATE_MACHINE_NAME),
+        },
+        {
+            "Action": ["states:StopExecution"],
+            "Effect": "Allow",
+            "Resource": _arn("execution", f"{STATE_MACHINE_NAME}:*"),
+        },
         {"Action": ["s3:GetObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
         {
             "Action": ["secretsmanager:GetSecretValue"],
@@ -303,6 +324,15 @@ def test_supervisor_policy_is_exactly_what_it_and_its_stream_mapping_call(defaul
             "Effect": "Allow",
             "Resource": {"Fn::GetAtt": [table, "StreamArn"]},
         },
+        # Lambda sends what it gave up as the function's role: the stream's pointers, the status events.
+        *(
+            {
+                "Action": ["sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage"],
+                "Effect": "Allow",
+                "Resource": _get_att(default_stack.logical_id(queue)),
+            }
+            for queue in (stack.supervisor.stream_failures, stack.supervisor.status_event_failures)
+        ),
     ]
     _assert_policy(default_stack, stack.supervisor.function, granted)
 
@@ -323,8 +353,6 @@ def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_
             "FunctionName": {"Ref": default_stack.logical_id(stack.supervisor.function.function)},
             "StartingPosition": "TRIM_HORIZON",
             "FunctionResponseTypes": ["ReportBatchItemFailures"],
-            "MaximumRetryAttempts": -1,
-            "BisectBatchOnFunctionError": False,
             "FilterCriteria": {"Filters": [{"Pattern": pattern}]},
         },
     )
@@ -333,9 +361,53 @@ def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_
     }
 
 
-def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor(default_stack: Synthesized) -> None:
+def test_a_stream_record_the_supervisor_cannot_carry_out_is_given_up_within_bounds_to_an_alarmed_queue(
+    default_stack: Synthesized,
+) -> None:
+    """Bisected, retried a bounded number of times within a bounded age (well inside the stream's 24 h,
+    so the redrive still finds the records), then pointed to from an encrypted, TLS-only queue."""
+    stack = default_stack.stack
+    queue = default_stack.logical_id(stack.supervisor.stream_failures)
+    retries, age, factor = Capture(), Capture(), Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {
+            "BisectBatchOnFunctionError": True,
+            "MaximumRetryAttempts": retries,
+            "MaximumRecordAgeInSeconds": age,
+            "ParallelizationFactor": factor,
+            "DestinationConfig": {"OnFailure": {"Destination": _get_att(queue)}},
+        },
+    )
+    assert 0 < retries.as_number() <= 20
+    assert 60 <= age.as_number() <= 6 * 3600  # at least 18 h of the stream's 24 h left to replay
+    assert factor.as_number() > 1  # a failing task holds back only its share of a shard
+    _assert_failure_queue(default_stack, queue)
+
+
+def _assert_failure_queue(stack: Synthesized, queue: str) -> None:
+    props = stack.resources("AWS::SQS::Queue")[queue]["Properties"]
+    assert props["SqsManagedSseEnabled"] is True
+    assert props["MessageRetentionPeriod"] == 14 * 24 * 3600
+    stack.template.has_resource_properties(
+        "AWS::SQS::QueuePolicy",
+        {
+            "Queues": [{"Ref": queue}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [Match.object_like({"Effect": "Deny", "Condition": {"Bool": {"aws:SecureTransport": "false"}}})]
+                )
+            },
+        },
+    )
+
+
+def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor_and_what_fails_to_a_dead_letter_queue(
+    default_stack: Synthesized,
+) -> None:
     stack = default_stack.stack
     supervisor = default_stack.logical_id(stack.supervisor.function.function)
+    dead_letters = default_stack.logical_id(stack.supervisor.status_event_failures)
     default_stack.template.has_resource_properties(
         "AWS::Events::Rule",
         {
@@ -347,12 +419,26 @@ def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor(default
                     "status": list(schema.ENDED_STATUSES),
                 },
             },
-            "Targets": [Match.object_like({"Arn": _get_att(supervisor), "RetryPolicy": {"MaximumRetryAttempts": 2}})],
+            "Targets": [
+                Match.object_like(
+                    {
+                        "Arn": _get_att(supervisor),
+                        "RetryPolicy": {"MaximumRetryAttempts": 2, "MaximumEventAgeInSeconds": 6 * 3600},
+                        "DeadLetterConfig": {"Arn": _get_att(dead_letters)},
+                    }
+                )
+            ],
         },
     )
     default_stack.template.has_resource_properties(
-        "AWS::Lambda::EventInvokeConfig", {"FunctionName": {"Ref": supervisor}, "MaximumRetryAttempts": 2}
+        "AWS::Lambda::EventInvokeConfig",
+        {
+            "FunctionName": {"Ref": supervisor},
+            "MaximumRetryAttempts": 2,
+            "DestinationConfig": {"OnFailure": {"Destination": _get_att(dead_letters)}},
+        },
     )
+    _assert_failure_queue(default_stack, dead_letters)
 
 
 def test_function_roles_have_no_managed_policies(default_stack: Synthesized) -> None:
@@ -393,17 +479,17 @@ def test_state_machine_runs_the_asl_file_against_the_worker(default_stack: Synth
         "AWS::StepFunctions::StateMachine",
         {
             "DefinitionS3Location": location,
-            "DefinitionSubstitutions": {"WorkerFunctionArn": _get_att(worker)},
+            "DefinitionSubstitutions": Match.object_like({"WorkerFunctionArn": _get_att(worker)}),
         },
     )
     # The deployed definition is the very file the local stack runs, byte for byte.
     staged = default_stack.outdir / f"asset.{location.as_object()['Key']}"
     assert staged.read_bytes() == ASL_PATH.read_bytes()
-    definition = json.loads(ASL_PATH.read_text())
+    definition = load_definition(ASL_PATH.read_text(), ThrottleRetry())
     function_names = [
         (state.get("Parameters") or {}).get("FunctionName")
         for state in definition["States"].values()
-        if state["Type"] == "Task"
+        if state["Type"] == "Task" and state["Resource"].startswith("arn:aws:states:::lambda:")
     ]
     assert function_names and set(function_names) == {"${WorkerFunctionArn}"}
 
@@ -420,9 +506,12 @@ def test_state_machine_role_invokes_only_the_worker(default_stack: Synthesized) 
             "Resource": _get_att(default_stack.logical_id(stack.functions.worker_function)),
         }
     ]
-    # Everything else on that role is what Step Functions needs for logging and X-Ray, on "*"
-    # because those actions have no resource-level permissions.
-    others = {action for s in statements if s not in invoke for action in s["Action"]}
+    # Besides its one table write (MarkFailedInTable, tests/infra/test_throttling.py), everything else
+    # on that role is what Step Functions needs for logging and X-Ray, on "*" because those actions
+    # have no resource-level permissions.
+    others = {
+        action for s in statements if s not in invoke and s["Action"] != "dynamodb:UpdateItem" for action in s["Action"]
+    }
     assert others <= {
         "logs:CreateLogDelivery", "logs:GetLogDelivery", "logs:UpdateLogDelivery", "logs:DeleteLogDelivery",
         "logs:ListLogDeliveries", "logs:PutResourcePolicy", "logs:DescribeResourcePolicies", "logs:DescribeLogGroups",
@@ -699,6 +788,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
             by_metric.setdefault(" + ".join(sorted(names)), []).append(props)
         assert props["AlarmActions"], "every alarm notifies the alarm topic when an email is configured"
     assert sorted(by_metric) == [
+        "ApproximateNumberOfMessagesVisible",  # stream records and status events given up to their queues
         "Errors",
         "ExecutionsFailed",
         "ExecutionsTimedOut",
@@ -711,6 +801,13 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
     ]
     assert len(by_metric["Errors"]) == 4  # API, worker, supervisor and sweeper
     assert by_metric["IteratorAge"][0]["Threshold"] == 60_000
+    queues = {
+        stack.logical_id(queue)
+        for queue in (stack.stack.supervisor.stream_failures, stack.stack.supervisor.status_event_failures)
+    }
+    given_up = by_metric["ApproximateNumberOfMessagesVisible"]
+    assert {alarm["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for alarm in given_up} == queues
+    assert all(alarm["Threshold"] == 1 and alarm["Statistic"] == "Maximum" for alarm in given_up)
     stack.template.resource_count_is("AWS::CloudWatch::Dashboard", 1)
     stack.template.has_resource_properties(
         "AWS::SNS::TopicPolicy", Match.object_like({"PolicyDocument": Match.any_value()})
@@ -723,5 +820,9 @@ def test_outputs(default_stack: Synthesized) -> None:
         outputs
     )
     assert outputs["TaskTableName"]["Value"] == {"Ref": default_stack.logical_id(default_stack.stack.tasks.table)}
+    # What `make redrive STACK=...` reads: the on-failure queue and the supervisor it replays to.
+    supervisor = default_stack.stack.supervisor
+    assert outputs["StreamFailureQueueUrl"]["Value"] == {"Ref": default_stack.logical_id(supervisor.stream_failures)}
+    assert outputs["SupervisorFunctionName"]["Value"] == {"Ref": default_stack.logical_id(supervisor.function.function)}
     endpoint = json.dumps(outputs["EndpointUrl"]["Value"])
     assert "/mcp" in endpoint and "ApiEndpoint" in endpoint

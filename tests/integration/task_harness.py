@@ -144,7 +144,10 @@ def delivered_events(
     """The template's stream mappings and rules, delivering to `supervisor` (a handler) in-process."""
     invoker = in_process(TaskResources.of(deployed).supervisor_logical_id, supervisor)
     delivery = EventDelivery.start(
-        deployed, lambda logical_id, payload: invoker(payload, {}), lambda logical_id: aws.client("dynamodbstreams")
+        deployed,
+        lambda logical_id, payload: invoker(payload, {}),
+        lambda logical_id: aws.client("dynamodbstreams"),
+        lambda logical_id: aws.client("sqs"),
     )
     try:
         yield delivery

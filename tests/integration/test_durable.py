@@ -3,19 +3,26 @@
 from __future__ import annotations
 
 import json
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
 from fixtures import lifecycle
-from local_stack.aws import register_function
-from mcp_runtime import wire
-from mcp_runtime._aws import invocation_deadline
-from mcp_runtime.limits import MAX_RESULT_BYTES
+from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
+from mcp_runtime import ToolContext, ToolMode, tool, wire
+from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
+from mcp_runtime.limits import ITEM_RECORDS_BYTES, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
+from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark, record_cost
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
+from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
+from mcp_runtime.tasks.worker import RESULT_NOT_STORED_MESSAGE, RESULT_PUT_BACKOFF_SECONDS, TaskWorker
+from mcp_runtime.tools import SPEC_ATTRIBUTE
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
@@ -185,3 +192,206 @@ def test_a_two_megabyte_result_comes_back_whole_and_a_six_megabyte_one_fails_nam
     assert refused["error"]["code"] == wire.INTERNAL_ERROR
     assert refused["error"]["message"].endswith(f"over the limit of {MAX_RESULT_BYTES} bytes")
     assert refused["error"]["data"]["limitBytes"] == MAX_RESULT_BYTES
+
+
+# ---- a result the payload bucket will not take ----------------------------------------------------------
+class FailingPuts:
+    """S3 answers the first `times` PutObject requests of the harness's client with a 500 (every one if None)."""
+
+    def __init__(self, s3: Any, times: int | None) -> None:
+        self.s3, self.left, self.failed = s3, times, 0
+
+    def __call__(self, request: Any, **_: Any) -> Any:
+        from botocore.awsrequest import AWSResponse
+
+        if self.left is not None and self.left <= 0:
+            return None
+        if self.left is not None:
+            self.left -= 1
+        self.failed += 1
+        body = b"<Error><Code>InternalError</Code><Message>We encountered an internal error.</Message></Error>"
+        response = AWSResponse(request.url, 500, {"content-type": "application/xml"}, None)
+        response._content = body
+        return response
+
+
+@pytest.fixture
+def s3(env: TaskEnvironment) -> Any:
+    """An S3 client as the functions build theirs: botocore's own retries off, so every attempt is the runtime's."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=env.aws.endpoint,
+        region_name=REGION,
+        config=Config(retries={"mode": "standard", "total_max_attempts": 1}),
+        **{name.lower(): value for name, value in DUMMY_CREDENTIALS.items() if name != "AWS_SESSION_TOKEN"},
+    )
+
+
+@pytest.fixture
+def failing_puts(s3: Any) -> Callable[[int | None], FailingPuts]:
+    def install(times: int | None) -> FailingPuts:
+        fault = FailingPuts(s3, times)
+        s3.meta.events.register("before-send.s3.PutObject", fault)
+        return fault
+
+    return install
+
+
+def patient_worker(env: TaskEnvironment, s3: Any, slept: list[float]) -> None:
+    """The worker with its backoff recorded, not slept (a real invocation would sleep it)."""
+
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        payloads = S3PayloadStore(env.resources.bucket_name, s3)
+        worker = TaskWorker(env.store(), env.executor(), env.tools, payloads=payloads, sleep=slept.append)
+        return worker.handle(event)
+
+    register_function(env.resources.worker_function_name, handler)
+
+
+LARGER_THAN_SETTLE_CARRIES_KB = MAX_SETTLE_RESULT_BYTES // 1024 + 64
+
+
+def test_a_result_too_large_for_settle_is_put_again_with_backoff_in_the_invocation_and_the_tool_runs_once(
+    service: TaskService,
+    env: TaskEnvironment,
+    tmp_path: Path,
+    s3: Any,
+    failing_puts: Callable[[int | None], FailingPuts],
+) -> None:
+    slept: list[float] = []
+    patient_worker(env, s3, slept)
+    fault = failing_puts(MAX_ATTEMPTS + 2)  # the first put's attempts, then two of the second's
+    ledger = tmp_path / "ledger.txt"
+
+    task_id = start(service, env, "counted_job", {"ledger": str(ledger), "result_kb": LARGER_THAN_SETTLE_CARRIES_KB})
+
+    done = settled(service, task_id)
+    assert done["status"] == COMPLETED
+    assert len(done["result"]["content"][0]["text"]) == len(f"ran {task_id}") + LARGER_THAN_SETTLE_CARRIES_KB * 1024
+    assert ledger.read_text().splitlines() == [task_id]
+    assert fault.failed == MAX_ATTEMPTS + 2
+    assert slept == [RESULT_PUT_BACKOFF_SECONDS[0]]
+
+
+def test_a_result_too_large_for_settle_that_s3_never_takes_fails_the_task_saying_so_and_the_tool_runs_once(
+    service: TaskService,
+    env: TaskEnvironment,
+    tmp_path: Path,
+    s3: Any,
+    failing_puts: Callable[[int | None], FailingPuts],
+) -> None:
+    slept: list[float] = []
+    patient_worker(env, s3, slept)
+    failing_puts(None)
+    ledger = tmp_path / "ledger.txt"
+
+    task_id = start(service, env, "counted_job", {"ledger": str(ledger), "result_kb": LARGER_THAN_SETTLE_CARRIES_KB})
+
+    done = settled(service, task_id)
+    assert (done["status"], done["error"]) == (
+        FAILED,
+        {"code": wire.INTERNAL_ERROR, "message": RESULT_NOT_STORED_MESSAGE},
+    )
+    assert RESULT_NOT_STORED_MESSAGE == "Task result could not be stored"
+    assert ledger.read_text().splitlines() == [task_id]
+    assert slept == list(RESULT_PUT_BACKOFF_SECONDS)
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") == "SUCCEEDED"
+
+
+# ---- two runs of one task at once -------------------------------------------------------------------
+def test_a_second_run_that_meets_a_step_another_run_is_in_waits_and_the_side_effect_runs_once(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    ledger, gate = tmp_path / "ledger.txt", tmp_path / "gate"
+    ledger.touch()
+    task_id = start(service, env, "gated_job", {"ledger": str(ledger), "gate": str(gate)})
+    assert wait_until(lambda: ledger.read_text().splitlines(), lambda lines: lines == ["charged"]) == ["charged"]
+
+    # What Step Functions does when it retries RunTool while the first invocation still runs.
+    second: dict[str, Any] = {}
+    retry = threading.Thread(
+        target=lambda: second.update(
+            env.worker().handle({"action": "run", "taskId": task_id, "round": 0, "executionName": task_id})
+        )
+    )
+    retry.start()
+    wait_until(lambda: retry.is_alive() and len(ledger.read_text().splitlines()) < 2, lambda alive: not alive, 10)
+    gate.touch()
+    retry.join(70)
+
+    done = settled(service, task_id)
+    assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "step: charged once")
+    assert ledger.read_text().splitlines() == ["charged"]
+    assert second["outcome"] == "wait"
+    assert 1 <= second["wait"]["seconds"] <= STEP_BUSY_RECHECK_SECONDS
+    (step,) = env.store().get(task_id).steps.values()
+    assert (sorted(step), step["v"]) == (["ms", "v"], "charged once")
+
+
+class FlakyArgs(BaseModel):
+    ledger: str
+
+
+@tool(description="A step that fails its first run; the tool waits a second and tries again.", mode=ToolMode.TASK)
+def flaky_step_job(args: FlakyArgs, ctx: ToolContext) -> str:
+    def attempt() -> str:
+        with open(args.ledger, "a", encoding="utf-8") as ledger:
+            ledger.write("attempt\n")
+        if len(Path(args.ledger).read_text().splitlines()) == 1:
+            raise RuntimeError("the external system said no")
+        return "took"
+
+    try:
+        return f"step {ctx.step('flaky', attempt)}"
+    except RuntimeError:
+        ctx.wait(1)
+        raise
+
+
+def test_a_step_that_raised_leaves_no_mark_so_the_next_run_runs_it_at_once(
+    service: TaskService, env: TaskEnvironment, tmp_path: Path
+) -> None:
+    env.tools.add(getattr(flaky_step_job, SPEC_ATTRIBUTE))
+    ledger = tmp_path / "ledger.txt"
+    task_id = start(service, env, "flaky_step_job", {"ledger": str(ledger)})
+
+    done = settled(service, task_id)
+
+    assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "step took")
+    assert ledger.read_text().splitlines() == ["attempt", "attempt"]
+    steps = env.store().get(task_id).steps
+    assert not any(is_step_mark(record) for record in steps.values())
+    assert steps["step:flaky"]["v"] == "took"
+
+
+class ManyStepsArgs(BaseModel):
+    steps: int
+    name_chars: int
+
+
+@tool(description="Many small steps with long names.", mode=ToolMode.TASK)
+def long_named_steps_job(args: ManyStepsArgs, ctx: ToolContext) -> str:
+    for n in range(args.steps):
+        ctx.step(f"{n:04d}" + "x" * args.name_chars, lambda n=n: n)
+    return f"{args.steps} steps"
+
+
+def test_durable_records_past_their_share_of_the_item_are_a_tool_error_naming_the_limit_not_a_store_failure(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    env.tools.add(getattr(long_named_steps_job, SPEC_ATTRIBUTE))
+    # 400 records of 1 KB names: each value is tiny, their keys alone would take the whole 400 KB item.
+    task_id = start(service, env, "long_named_steps_job", {"steps": 400, "name_chars": 1000})
+
+    done = settled(service, task_id, timeout=120)
+
+    assert (done["status"], done["result"]["isError"]) == (COMPLETED, True)
+    assert done["result"]["content"][0]["text"] == (
+        f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item"
+    )
+    kept = env.store().get(task_id).steps
+    assert sum(record_cost(key, record) for key, record in kept.items()) <= ITEM_RECORDS_BYTES
+    assert 100 < len(kept) < 400

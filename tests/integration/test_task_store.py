@@ -17,9 +17,11 @@ from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
 from mcp_runtime import wire
 from mcp_runtime._aws import AwsRejected
+from mcp_runtime.limits import MAX_TASK_KEPT_ANSWERS_BYTES, encoded_size, kept_answer_bytes
 from mcp_runtime.mrtr import elicitation_request
 from mcp_runtime.tasks import schema
-from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreRefused
+from mcp_runtime.tasks.errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused
+from mcp_runtime.tasks.history import DynamoTaskHistory, TaskSummary
 from mcp_runtime.tasks.models import (
     CANCELLED,
     COMPLETED,
@@ -351,7 +353,7 @@ def test_answering_every_outstanding_key_resumes_and_keeps_the_token_until_the_r
     outcome = store.answer(record.task_id, ALICE.id, {"name": accept(name="A"), "confirm": accept(ok=True)})
 
     after = store.get(record.task_id, ALICE.id)
-    assert outcome == AnswerOutcome(("name", "confirm"), True)
+    assert (outcome, outcome.task_token) == (AnswerOutcome(("name", "confirm"), True), "token-7")  # sent next
     assert (after.status, after.input_requests, after.task_token, after.effect) == (
         WORKING,
         {},
@@ -376,7 +378,7 @@ def test_an_update_sent_again_after_its_answer_was_lost_asks_for_the_resume_agai
     again = store.answer(record.task_id, ALICE.id, answer)
 
     after = store.get(record.task_id, ALICE.id)
-    assert again == AnswerOutcome(("confirm",), True)
+    assert (again, again.task_token) == (AnswerOutcome(("confirm",), True), "token-8")  # the API sends it again
     assert (after.status, after.task_token, after.effect, after.answers) == (WORKING, "token-8", EFFECT_RESUME, answer)
     assert after.write_id != first.write_id  # a new stream record: the supervisor sends the token again
     assert store.answer(record.task_id, ALICE.id, {"confirm": accept(ok=False)}) == AnswerOutcome((), False)
@@ -623,3 +625,117 @@ def test_a_terminal_task_item_without_its_payload_is_an_internal_error_not_an_in
     with pytest.raises(InternalError) as refused:
         service.get(record.task_id, request_context())
     assert refused.value.to_error_object() == {"code": wire.INTERNAL_ERROR, "message": "Failed to retrieve task"}
+
+
+# ---- what a task keeps of its answers -----------------------------------------------------------------
+def test_answers_past_what_a_task_keeps_across_rounds_are_refused_and_write_nothing(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    await_input(store, record.task_id, ["a"])
+    big = accept(ok=True, note="x" * (60 * 1024))
+    store.answer(record.task_id, ALICE.id, {"a": big})
+    kept = store.get(record.task_id).answers_bytes
+    assert kept == kept_answer_bytes("a", big) == encoded_size(big) + 3
+    await_input(store, record.task_id, ["b"], token="token-2")
+    before = store.get(record.task_id)
+
+    with pytest.raises(TaskAnswersFull) as refused:
+        store.answer(record.task_id, ALICE.id, {"b": big})
+
+    assert (refused.value.kept_bytes, refused.value.adding_bytes) == (kept, kept_answer_bytes("b", big))
+    assert refused.value.limit_bytes == MAX_TASK_KEPT_ANSWERS_BYTES
+    assert store.get(record.task_id) == before
+    small = accept(ok=True)
+    assert store.answer(record.task_id, ALICE.id, {"b": small}) == AnswerOutcome(("b",), True)
+    assert store.get(record.task_id).answers_bytes == kept + kept_answer_bytes("b", small)
+
+
+# ---- the owner index, as the template declares it ----------------------------------------------------------
+def test_the_owner_index_holds_only_what_the_history_reads_and_the_history_pages_from_it(
+    task_env: TaskEnvironment, store: DynamoTaskStore, clock: Clock
+) -> None:
+    table = task_env.resources.table_name
+    (index,) = task_env.dynamodb.describe_table(TableName=table)["Table"]["GlobalSecondaryIndexes"]
+    assert (index["IndexName"], index["Projection"]) == (
+        schema.OWNER_INDEX,
+        {"ProjectionType": "INCLUDE", "NonKeyAttributes": list(schema.OWNER_INDEX_ATTRIBUTES)},
+    )
+    first = create(store, clock)
+    clock.advance(1)
+    second = create(store, clock)
+    clock.advance(1)
+    store.set_status_message(second.task_id, "half way")
+    create(store, clock, owner=MALLORY.id)
+
+    indexed = task_env.dynamodb.query(
+        TableName=table,
+        IndexName=schema.OWNER_INDEX,
+        KeyConditionExpression="#owner = :owner",
+        ExpressionAttributeNames={"#owner": schema.OWNER_INDEX_PARTITION_KEY},
+        ExpressionAttributeValues={":owner": {"S": ALICE.id}},
+    )["Items"]
+    keys = {schema.PARTITION_KEY, schema.OWNER_INDEX_PARTITION_KEY, schema.OWNER_INDEX_SORT_KEY}
+    assert sorted(sorted(item) for item in indexed) == sorted(
+        [
+            sorted(keys | set(schema.OWNER_INDEX_ATTRIBUTES) - {"statusMessage"}),
+            sorted(keys | set(schema.OWNER_INDEX_ATTRIBUTES)),
+        ]
+    )
+
+    history = DynamoTaskHistory(table, task_env.dynamodb, clock=clock)
+    newest = history.page(ALICE.id, limit=1)
+    assert newest.tasks == [
+        TaskSummary(second.task_id, "some_tool", WORKING, second.created_at, iso_timestamp(clock()), "half way")
+    ]
+    assert newest.next_cursor is not None
+    older = history.page(ALICE.id, limit=1, cursor=newest.next_cursor)
+    assert older.tasks == [TaskSummary(first.task_id, "some_tool", WORKING, first.created_at, first.created_at, None)]
+
+
+# ---- a step's running mark ------------------------------------------------------------------------------
+def mark(run: str, expires: float) -> dict[str, Any]:
+    return {"state": "running", "run": run, "expires": expires}
+
+
+def test_a_step_is_marked_once_until_its_mark_expires_and_then_another_run_takes_it_over(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    now = clock()
+    first = mark("run-1", now + 60)
+
+    assert store.mark_step(record.task_id, "step:charge", first, now) == first
+    assert store.mark_step(record.task_id, "step:charge", mark("run-2", now + 90), now + 59) == first
+    later = mark("run-3", now + 200)
+    assert store.mark_step(record.task_id, "step:charge", later, now + 61) == later  # run-1 died in the step
+
+
+def test_a_recorded_value_replaces_any_runs_mark_and_the_first_value_wins(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
+
+    kept = store.record_operation(record.task_id, "step:charge", {"v": "from run 2", "ms": 5}, {})
+    again = store.record_operation(record.task_id, "step:charge", {"v": "from run 1", "ms": 9}, {})
+    marked = store.mark_step(record.task_id, "step:charge", mark("run-3", clock() + 60), clock())
+
+    assert kept == again == marked == {"v": "from run 2", "ms": 5}
+
+
+def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    theirs = mark("run-1", clock() + 60)
+    store.mark_step(record.task_id, "step:charge", theirs, clock())
+
+    store.unmark_step(record.task_id, "step:charge", "run-2")
+    assert store.get(record.task_id).steps == {"step:charge": theirs}
+    store.unmark_step(record.task_id, "step:charge", "run-1")
+    assert store.get(record.task_id).steps == {}
+
+
+def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore, clock: Clock) -> None:
+    record = create(store, clock)
+    store.cancel(record.task_id, ALICE.id)
+
+    with pytest.raises(TaskConflict):
+        store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())

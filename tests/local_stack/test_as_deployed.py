@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -250,11 +250,38 @@ def _remove_action(template: dict[str, Any], policy_prefix: str, action: str) ->
     raise AssertionError(f"{action} is not granted by {policy_prefix}")
 
 
-def test_without_the_send_task_success_grant_the_supervisor_cannot_resume_and_the_task_fails_saying_so(
+def _without_send_task_success(*policy_prefixes: str) -> Callable[[dict[str, Any]], None]:
+    def edit(template: dict[str, Any]) -> None:
+        for prefix in policy_prefixes:
+            _remove_action(template, prefix, "states:SendTaskSuccess")
+
+    return edit
+
+
+def test_without_its_send_task_success_grant_the_api_leaves_the_resume_to_the_supervisor_and_the_task_completes(
+    tmp_path: Path,
+) -> None:
+    assembly = edited_assembly(tmp_path, _without_send_task_success("FunctionsApiRoleDefaultPolicy"))
+    with local_stack_process(fixtures="conformance", extra_env={"LOCAL_CDK_OUT": str(assembly)}) as running:
+        client = StackClient(running)
+        task_id = client.start("confirm_delete", {"filename": "backstop.txt"})
+        awaiting = client.wait_for(task_id, lambda task: task["status"] == "input_required")
+        (key,) = awaiting["inputRequests"]
+        answer = {key: {"action": "accept", "content": {"confirm": True}}}
+
+        updated = client.result("tasks/update", {"taskId": task_id, "inputResponses": answer})
+        assert {key: value for key, value in updated.items() if key != "_meta"} == {"resultType": "complete"}
+
+        done = client.settled(task_id)
+        assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "Deleted backstop.txt")
+        assert client.wait_for_output("direct resume not done")
+
+
+def test_without_the_send_task_success_grant_neither_the_api_nor_the_supervisor_can_resume_and_the_task_fails_saying_so(
     tmp_path: Path,
 ) -> None:
     assembly = edited_assembly(
-        tmp_path, lambda template: _remove_action(template, "SupervisorRoleDefaultPolicy", "states:SendTaskSuccess")
+        tmp_path, _without_send_task_success("FunctionsApiRoleDefaultPolicy", "SupervisorRoleDefaultPolicy")
     )
     with local_stack_process(fixtures="conformance", extra_env={"LOCAL_CDK_OUT": str(assembly)}) as running:
         client = StackClient(running)

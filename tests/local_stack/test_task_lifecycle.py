@@ -11,7 +11,9 @@ from __future__ import annotations
 import pytest
 
 from mcp_runtime import wire
+from mcp_runtime.limits import MAX_TASK_KEPT_ANSWERS_BYTES
 from mcp_runtime.tasks.models import EXECUTION_FAILED_ERROR
+from mcp_runtime.tasks.service import answers_full_message
 from tests.local_stack.conftest import StackClient
 
 pytestmark = pytest.mark.e2e
@@ -102,3 +104,39 @@ def test_a_worker_past_its_template_timeout_is_killed_and_fails_the_task(lifecyc
 
 def task_id_of(task: dict[str, object]) -> str:
     return str(task["taskId"])
+
+
+def test_an_interview_whose_answers_would_outgrow_the_task_is_refused_cleanly_and_can_go_on_smaller(
+    lifecycle_stack: StackClient,
+) -> None:
+    task_id = lifecycle_stack.start("interview", {"questions": 3})
+
+    def asked(key: str) -> dict[str, object]:
+        task = lifecycle_stack.wait_for(task_id, lambda t: key in (t.get("inputRequests") or {}))
+        assert (task["status"], list(task["inputRequests"])) == ("input_required", [key]), task
+        return task
+
+    def answer(key: str, chars: int) -> dict[str, object]:
+        update = {"taskId": task_id, "inputResponses": {key: accept(text="x" * chars)}}
+        return lifecycle_stack.call("tasks/update", update)
+
+    asked("q0")
+    assert "result" in answer("q0", 60 * 1024)
+    before = asked("q1")
+
+    refused = answer("q1", 60 * 1024)  # 120 KB kept: over the cap, and on its way to DynamoDB's 400 KB item
+
+    assert refused["error"] == {
+        "code": wire.INVALID_PARAMS,
+        "message": answers_full_message(MAX_TASK_KEPT_ANSWERS_BYTES),
+    }
+    assert MAX_TASK_KEPT_ANSWERS_BYTES == 96 * 1024
+    assert lifecycle_stack.task(task_id) == before  # nothing changed
+    assert "result" in answer("q1", 30 * 1024)
+    asked("q2")
+    assert "result" in answer("q2", 1)
+    done = lifecycle_stack.settled(task_id)
+    assert (done["status"], done["result"]["content"][0]["text"]) == (
+        "completed",
+        f"3 answers, {90 * 1024 + 1} characters",
+    )

@@ -37,7 +37,9 @@ def _install() -> None:
         try:
             response = original(self, operation_name, params)
         except Exception as exc:
-            entry["outcome"] = str(getattr(exc, "response", {}).get("Error", {}).get("Code") or type(exc).__name__)
+            # A timeout or connection error carries no response (None): it is named by its type.
+            response = getattr(exc, "response", None) or {}
+            entry["outcome"] = str(response.get("Error", {}).get("Code") or type(exc).__name__)
             _record(entry)
             raise
         consumed = response.get("ConsumedCapacity") if isinstance(response, dict) else None

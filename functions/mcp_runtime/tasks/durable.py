@@ -5,8 +5,12 @@ the worker; each durable operation is recorded on the task item (or in S3 when l
 time it completes, and returns its record at once on every later run:
 
 - `step(name, fn)` runs `fn()` once for the task and records its JSON value before the tool goes
-  on. Only a step that was running when an invocation died runs again (so pass
-  `idempotency_key(name)` to external systems it calls).
+  on. Before `fn()` starts, a conditional write marks the step running, until this invocation's
+  deadline (and a margin): a second run of the same task that meets the mark (Step Functions retried
+  while this invocation still runs) does not run `fn()`; it ends its round with a short wait, and the
+  state machine runs the tool again later, when the step is recorded or the mark has expired. So a
+  step's `fn()` runs again only after the invocation running it died (timed out, crashed) or could
+  not record it; pass `idempotency_key(name)` to external systems it calls.
 - `wait(seconds)` records when the wait ends and ends the invocation: the execution sits in a
   Step Functions Wait state with no Lambda running, then the tool runs again and the wait returns.
 - `wait_for_callback(name, submit)` records a single-use callback (the hash of an unguessable
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import secrets
 import time
@@ -48,9 +53,19 @@ from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
 from .payloads import PayloadStore, is_pointer
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 # Kept free at a step boundary beyond the longest step: the step's record and the worker's answer.
 STEP_RESERVE_SECONDS: Final = 2.0
+# A step's running mark lasts until the invocation's deadline plus this margin (the deadline's own
+# reserve, and clocks that differ between invocations); outside any deadline, Lambda's longest invocation.
+STEP_MARK_MARGIN_SECONDS: Final = 10.0
+STEP_MARK_UNBOUNDED_SECONDS: Final = 900.0
+# A run that meets another run's mark waits at most this long before it looks again.
+STEP_BUSY_RECHECK_SECONDS: Final = 30
+STEP_RUNNING: Final = "running"
+# Counted for every record beyond its key and JSON: its `ms` and DynamoDB's own framing of the entry.
+RECORD_FRAMING_BYTES: Final = 24
 CALLBACK_WAITING: Final = "waiting"
 CALLBACK_DONE: Final = "done"
 
@@ -97,8 +112,28 @@ class Callback:
     url: str
 
 
+def record_cost(key: str, record: Mapping[str, Any]) -> int:
+    """What a durable record takes of the task item: its key, its JSON, and room for its `ms`."""
+    return len(key.encode()) + encoded_size(record) + RECORD_FRAMING_BYTES
+
+
+def is_step_mark(record: Mapping[str, Any]) -> bool:
+    """A step some run has started and not recorded: `{"state": "running", "run": ..., "expires": ...}`."""
+    return record.get("state") == STEP_RUNNING
+
+
 class OperationStore(Protocol):
     """What a durable run needs of the task store (`DynamoTaskStore` implements it)."""
+
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
+        """Mark the step running unless another run's mark is live there (or its value is recorded);
+        returns what the step's entry holds after the write: this mark, another's, or the value.
+        Raises TaskNoLongerRunning once the task stopped working."""
+        ...
+
+    def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
+        """Remove this run's mark (its `fn()` raised); another run's mark or a value stays."""
+        ...
 
     def record_operation(
         self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
@@ -155,7 +190,6 @@ class DurableRun:
         *,
         scratch: Callable[[], Mapping[str, Any]],
         callback_url: str,
-        inline_records_bytes: int = 0,
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         time_left: Callable[[], float | None] = seconds_left,
@@ -166,7 +200,8 @@ class DurableRun:
         self.payloads = payloads
         self.callback_url = callback_url
         self._scratch = scratch
-        self._inline_bytes = inline_records_bytes
+        # What the records take of the item (keys, values, pointers), held within ITEM_RECORDS_BYTES.
+        self._item_bytes = sum(record_cost(key, record) for key, record in self.records.items())
         self._clock = clock
         self._monotonic = monotonic
         self._time_left = time_left
@@ -174,6 +209,7 @@ class DurableRun:
         self._in_step = False
         # Steps recorded in this invocation: a run that recorded none never ends early (it must progress).
         self.recorded_here = 0
+        self.run_id = secrets.token_urlsafe(12)
 
     # ---- keys and time ----------------------------------------------------------------------------
     def _key(self, kind: str, name: str) -> str:
@@ -207,21 +243,49 @@ class DurableRun:
     def step(self, name: str, fn: Callable[[], T]) -> Any:
         key = self._key("step", name)
         found = self.records.get(key)
-        if found is not None:
+        if found is not None and not is_step_mark(found):
             return self._value_of(found)
         if self.time_is_short():
             raise ContinueLater(key)
+        self._check_room(key)
+        found = self._mark(key)
+        if not is_step_mark(found):
+            self.records[key] = found
+            return self._value_of(found)  # recorded by another run meanwhile
+        if found.get("run") != self.run_id:
+            # Another run is in this step now: look again once it has had time to record it.
+            raise WaitFor(max(1, min(STEP_BUSY_RECHECK_SECONDS, math.ceil(float(found["expires"]) - self._clock()))))
         started = self._monotonic()
         self._in_step = True
         try:
             value = _json_value(fn())
+            record = self._stored_record(key, value)
+            record["ms"] = round((self._monotonic() - started) * 1000)
+            self._check_room(key, record)
+        except BaseException:
+            self._unmark(key)
+            raise
         finally:
             self._in_step = False
-        record = self._stored_record(key, value)
-        record["ms"] = round((self._monotonic() - started) * 1000)
         kept = self._record(key, record)
         self.recorded_here += 1
         return self._value_of(kept)
+
+    def _mark(self, key: str) -> dict[str, Any]:
+        left = self._time_left()
+        now = self._clock()
+        lasts = (STEP_MARK_UNBOUNDED_SECONDS if left is None else max(0.0, left)) + STEP_MARK_MARGIN_SECONDS
+        mark = {"state": STEP_RUNNING, "run": self.run_id, "expires": round(now + lasts, 3)}
+        try:
+            return self.store.mark_step(self.task_id, key, mark, now)
+        except (TaskConflict, TaskNotFound):
+            raise TaskNoLongerRunning(self.task_id) from None
+
+    def _unmark(self, key: str) -> None:
+        try:
+            self.store.unmark_step(self.task_id, key, self.run_id)
+        except Exception as exc:  # the mark then lasts until it expires: a later run waits that long
+            log.warning("task %s: running mark of %s not removed (%s)", self.task_id, key, exc)
 
     # ---- wait ------------------------------------------------------------------------------------
     def wait(self, seconds: float) -> None:
@@ -280,21 +344,33 @@ class DurableRun:
             raise ToolError(
                 f"Step {key!r} returned {size} bytes; a step's value may be at most {MAX_RECORD_BYTES} bytes"
             )
-        if size <= MAX_INLINE_RECORD_BYTES and self._inline_bytes + size <= ITEM_RECORDS_BYTES:
-            self._inline_bytes += size
-            return {"v": value}
+        inline = {"v": value}
+        if size <= MAX_INLINE_RECORD_BYTES and self._item_bytes + record_cost(key, inline) <= ITEM_RECORDS_BYTES:
+            return inline
         if self.payloads is None:
             raise ToolError(f"Step {key!r} returned {size} bytes, more than the task item can hold")
         return {"ref": self.payloads.put(self.task_id, key, value)}
 
-    def _record(self, key: str, record: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+    def _check_room(self, key: str, record: Mapping[str, Any] | None = None) -> int:
+        """What writing `record` under `key` adds to the item; ToolError past MAX_OPERATIONS or ITEM_RECORDS_BYTES."""
         if len(self.records) >= MAX_OPERATIONS and key not in self.records:
             raise ToolError(f"A task may record at most {MAX_OPERATIONS} steps, waits and callbacks")
+        if record is None:
+            return 0
+        previous = self.records.get(key)
+        adding = record_cost(key, record) - (record_cost(key, previous) if previous is not None else 0)
+        if self._item_bytes + adding > ITEM_RECORDS_BYTES:
+            raise ToolError(f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item")
+        return adding
+
+    def _record(self, key: str, record: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+        adding = self._check_room(key, record)
         try:
             kept = self.store.record_operation(self.task_id, key, record, self._scratch(), replace=replace)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
         self.records[key] = kept
+        self._item_bytes += adding
         return kept
 
     def _value_of(self, record: Mapping[str, Any]) -> Any:
@@ -315,4 +391,5 @@ __all__ = [
     "OperationStore",
     "Suspend",
     "WaitFor",
+    "is_step_mark",
 ]

@@ -32,6 +32,17 @@ class TaskStoreRefused(TaskError):
         self.code = code
 
 
+class TaskAnswersFull(TaskError):
+    """These answers would take what the task keeps of its answers past `MAX_TASK_KEPT_ANSWERS_BYTES`;
+    nothing was written."""
+
+    def __init__(self, kept_bytes: int, adding_bytes: int, limit_bytes: int) -> None:
+        super().__init__(f"task answers: {kept_bytes} kept + {adding_bytes} new > {limit_bytes} bytes")
+        self.kept_bytes = kept_bytes
+        self.adding_bytes = adding_bytes
+        self.limit_bytes = limit_bytes
+
+
 class ExecutorUnavailable(TaskError):
     """Step Functions throttled, failed or was unreachable for the whole budget; safe to retry."""
 

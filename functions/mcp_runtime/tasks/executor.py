@@ -1,9 +1,10 @@
 """Running a task's work: Step Functions Standard executions, named by the task (`executionName`).
 
-The supervisor starts, resumes and stops executions as the task item's `effect` asks
-(`mcp_runtime.tasks.supervisor`); the worker only answers its own task token. Every call is
-safe to repeat: a start of an execution that exists, a stop of one that ended, and a token nobody
-waits on any more are all "already done".
+The API starts, resumes and stops executions right after the write that asks for it
+(`mcp_runtime.tasks.service`), and the supervisor makes the same calls again from the table's stream
+as the task item's `effect` asks (`mcp_runtime.tasks.supervisor`); the worker only answers its own
+task token. Every call is safe to repeat: a start of an execution that exists (the same name and
+input), a stop of one that ended, and a token nobody waits on any more are all "already done".
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final, Protocol
 
-from .._aws import AwsCaller, AwsCallError, AwsRejected
+from .._aws import MAX_ATTEMPTS, AwsCaller, AwsCallError, AwsRejected
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from .errors import ExecutorRefused, ExecutorUnavailable
 
@@ -55,9 +56,12 @@ class StepFunctionsExecutor:
         region_name: str | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
         caller: AwsCaller | None = None,
+        max_attempts: int = MAX_ATTEMPTS,
     ) -> None:
         self.state_machine_arn = state_machine_arn
-        self._aws = caller or AwsCaller("stepfunctions", client, endpoint_url=endpoint_url, region_name=region_name)
+        self._aws = caller or AwsCaller(
+            "stepfunctions", client, endpoint_url=endpoint_url, region_name=region_name, max_attempts=max_attempts
+        )
         self.telemetry = telemetry
 
     @traced("TaskExecutor.start")

@@ -17,7 +17,6 @@ from ..limits import MAX_HISTORY_PAGE_SIZE
 from ..observability import traced
 from . import schema
 from .errors import TaskStoreUnavailable
-from .store import from_item
 
 _ISO: Final = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$")
 _TASK_ID: Final = re.compile(r"^[A-Za-z0-9_-]{16,128}$")
@@ -72,19 +71,12 @@ class DynamoTaskHistory(DynamoStore):
         now = self._clock()
         tasks = []
         for item in response.get("Items", []):
-            record = from_item(item)
-            if record.owner != owner or record.is_expired(now):
+            expires_at = item.get(schema.TTL_ATTRIBUTE, {}).get("N")
+            if item[schema.OWNER_INDEX_PARTITION_KEY]["S"] != owner or (
+                expires_at is not None and now >= int(expires_at)
+            ):
                 continue  # DynamoDB deletes expired items late; they are gone for the caller
-            tasks.append(
-                TaskSummary(
-                    record.task_id,
-                    record.tool_name,
-                    record.status,
-                    record.created_at,
-                    record.last_updated_at,
-                    record.status_message,
-                )
-            )
+            tasks.append(_summary(item))
         last = response.get("LastEvaluatedKey")
         next_cursor = None
         if last:
@@ -93,6 +85,19 @@ class DynamoTaskHistory(DynamoStore):
                 last[schema.PARTITION_KEY]["S"].removeprefix(schema.TASK_KEY_PREFIX),
             )
         return TaskPage(tasks, next_cursor)
+
+
+def _summary(item: dict[str, Any]) -> TaskSummary:
+    """A task as the owner index holds it: its keys and `schema.OWNER_INDEX_ATTRIBUTES`, nothing else."""
+    message = item.get("statusMessage", {}).get("S")
+    return TaskSummary(
+        item["taskId"]["S"],
+        item["toolName"]["S"],
+        item["status"]["S"],
+        item[schema.OWNER_INDEX_SORT_KEY]["S"],
+        item["lastUpdatedAt"]["S"],
+        message,
+    )
 
 
 @dataclass(frozen=True, slots=True)

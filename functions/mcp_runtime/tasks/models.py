@@ -88,6 +88,8 @@ class TaskRecord:
     input_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Every answer received, wire key -> the raw `inputResponses` value.
     answers: dict[str, Any] = field(default_factory=dict)
+    # What the answers take on the item (`limits.kept_answer_bytes`), held under MAX_TASK_KEPT_ANSWERS_BYTES.
+    answers_bytes: int = 0
     # Every wire key ever issued, in order, with the tool's own key it stands for.
     issued_keys: tuple[tuple[str, str], ...] = ()
     # The tool's scratch state, carried from one run to the next like MRTR's sealed state.

@@ -9,6 +9,17 @@ TTL_ATTRIBUTE: Final = "expiresAt"  # epoch seconds; DynamoDB TTL deletes late, 
 OWNER_INDEX: Final = "by-owner"  # GSI: the caller's own items, newest first
 OWNER_INDEX_PARTITION_KEY: Final = "owner"
 OWNER_INDEX_SORT_KEY: Final = "createdAt"
+# What the owner index keeps of each item besides the keys (an INCLUDE projection): exactly what the
+# task history reads. A write that changes none of these leaves the index alone, and one that does
+# writes a few hundred bytes there, not the whole item.
+OWNER_INDEX_ATTRIBUTES: Final[tuple[str, ...]] = (
+    "taskId",
+    "toolName",
+    "status",
+    "lastUpdatedAt",
+    "statusMessage",
+    TTL_ATTRIBUTE,
+)
 TASK_KEY_PREFIX: Final = "task#"
 
 # The sparse index of active tasks the sweeper reads (`mcp_runtime.tasks.sweeper`). Every write that

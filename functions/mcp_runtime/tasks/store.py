@@ -32,9 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
+from ..limits import MAX_TASK_KEPT_ANSWERS_BYTES, kept_answer_bytes
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .errors import TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
+from .errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -53,6 +54,9 @@ from .models import (
 )
 
 Item = dict[str, dict[str, Any]]
+# What the answers take on the item (`limits.kept_answer_bytes`): every answer write adds to it,
+# conditioned on staying within MAX_TASK_KEPT_ANSWERS_BYTES.
+ANSWERS_BYTES = "answersBytes"
 
 # How long an active task may go without a write before the sweeper looks at its execution.
 DEFAULT_LEASE_SECONDS: Final = 600
@@ -60,10 +64,12 @@ DEFAULT_LEASE_SECONDS: Final = 600
 
 @dataclass(frozen=True, slots=True)
 class AnswerOutcome:
-    """What `answer` did: the keys it accepted, and whether the task is now due to resume."""
+    """What `answer` did: the keys it accepted, and whether the task is now due to resume. `task_token`
+    is the token the execution waits on when it is (what resumes it); not part of equality."""
 
     accepted_keys: tuple[str, ...]
     resumed: bool
+    task_token: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +145,10 @@ class TaskStore(Protocol):
         self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
     ) -> dict[str, Any]: ...
 
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]: ...
+
+    def unmark_step(self, task_id: str, key: str, run_id: str) -> None: ...
+
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None: ...
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
@@ -210,6 +220,8 @@ def to_item(record: TaskRecord) -> Item:
     item["steps"] = {"M": {key: record_to_attribute(value) for key, value in record.steps.items()}}
     if record.result_ref is not None:
         item["resultRef"] = _json(record.result_ref)
+    if record.answers_bytes:
+        item[ANSWERS_BYTES] = {"N": str(record.answers_bytes)}
     return item
 
 
@@ -275,6 +287,7 @@ def from_item(item: Item) -> TaskRecord:
         status_message=text("statusMessage"),
         input_requests={k: json.loads(v["S"]) for k, v in (item.get("inputRequests") or {}).get("M", {}).items()},
         answers={k: json.loads(v["S"]) for k, v in (item.get("answers") or {}).get("M", {}).items()},
+        answers_bytes=number(ANSWERS_BYTES) or 0,
         issued_keys=tuple((str(a), str(b)) for a, b in _loads(item.get("issuedKeys"), [])),
         scratch=_loads(item.get("scratch"), {}) or {},
         task_token=text("taskToken"),
@@ -450,7 +463,9 @@ class DynamoTaskStore:
         that condition fails, the item comes back with the failure: if it already shows these answers
         (this write, or the same answers sent before, applied with the answer lost), that is the
         answer's success; otherwise the exact subset is written, conditioned on the version just seen.
-        The task token stays on the item until the resumed run's first write consumes it.
+        The task token stays on the item until the resumed run's first write consumes it. Answers
+        that would take what the task keeps past MAX_TASK_KEPT_ANSWERS_BYTES raise TaskAnswersFull,
+        with nothing written.
         """
         if not responses:
             self.get(task_id, owner)  # an empty update still answers "not found" for unknown ids
@@ -459,7 +474,7 @@ class DynamoTaskStore:
         write_id = new_write_id()
         try:
             new = self._apply_answers(task_id, owner, responses, keys, True, None, write_id)
-            return AnswerOutcome(keys, new.status == WORKING)
+            return AnswerOutcome(keys, new.status == WORKING, new.task_token)
         except _ConditionFailed as failure:
             current = failure.record
         for _ in range(3):
@@ -473,12 +488,15 @@ class DynamoTaskStore:
             if not outstanding:
                 return AnswerOutcome((), False)
             covers_all = set(outstanding) == set(record.input_requests)
+            adding = _answers_bytes(responses, outstanding)
+            if record.answers_bytes + adding > MAX_TASK_KEPT_ANSWERS_BYTES:
+                raise TaskAnswersFull(record.answers_bytes, adding, MAX_TASK_KEPT_ANSWERS_BYTES)
             try:
-                self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
+                new = self._apply_answers(task_id, owner, responses, outstanding, covers_all, record.version, write_id)
             except _ConditionFailed as failure:
                 current = failure.record
                 continue
-            return AnswerOutcome(outstanding, covers_all)
+            return AnswerOutcome(outstanding, covers_all, new.task_token if covers_all else None)
         raise TaskConflict(f"task {task_id} kept changing while answers were recorded")
 
     def _resume_again(self, record: TaskRecord, keys: tuple[str, ...]) -> AnswerOutcome:
@@ -491,9 +509,11 @@ class DynamoTaskStore:
         expression.set("effect", {"S": EFFECT_RESUME})
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("taskToken", {"S": record.task_token})
-        with contextlib.suppress(_ConditionFailed):  # failed: the run consumed it meanwhile, so it resumed
+        try:
             self._update(record.task_id, expression)
-        return AnswerOutcome(keys, True)
+        except _ConditionFailed:  # the run consumed it meanwhile, so it resumed
+            return AnswerOutcome(keys, True)
+        return AnswerOutcome(keys, True, record.task_token)
 
     def _apply_answers(
         self,
@@ -506,7 +526,14 @@ class DynamoTaskStore:
         write_id: str,
     ) -> TaskRecord:
         now = self._clock()
+        adding = _answers_bytes(responses, keys)
+        if adding > MAX_TASK_KEPT_ANSWERS_BYTES:
+            raise TaskAnswersFull(0, adding, MAX_TASK_KEPT_ANSWERS_BYTES)
         expression = _Expression()
+        counter, zero = expression.name(ANSWERS_BYTES), expression.value({"N": "0"})
+        expression.sets.append(f"{counter} = if_not_exists({counter}, {zero}) + {expression.value({'N': str(adding)})}")
+        room = expression.value({"N": str(MAX_TASK_KEPT_ANSWERS_BYTES - adding)})
+        expression.require(f"(attribute_not_exists({counter}) OR {counter} <= {room})")
         for key in keys:
             expression.set_entry("answers", key, _json(responses[key]))
             expression.remove_entry("inputRequests", key)
@@ -637,8 +664,30 @@ class DynamoTaskStore:
         path = f"{expression.name('steps')}.{expression.name(key)}"
         if replace:
             expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
-        else:
-            expression.require(f"attribute_not_exists({path})")
+        else:  # a value takes the place of a running mark, any run's: the first value wins
+            running = expression.value({"S": "running"})
+            expression.require(f"(attribute_not_exists({path}) OR {path}.{expression.name('state')} = {running})")
+        try:
+            return self._update(task_id, expression).steps[key]
+        except _ConditionFailed as failure:
+            current = failure.record
+        if current is None or current.status != WORKING:
+            raise TaskConflict(f"task {task_id} is no longer working")
+        if key in current.steps and current.steps[key].get("state") != "running":
+            return current.steps[key]  # recorded first by another run (or by this write, its answer lost)
+        raise TaskConflict(f"task {task_id}: {key} could not be recorded")
+
+    @traced("TaskStore.mark_step")
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
+        """Mark a step running (`durable.is_step_mark`) where nothing is, or only an expired mark; returns
+        the step's entry as it is after the write. Raises TaskConflict once the task stopped working."""
+        expression = _Expression()
+        expression.set_entry("steps", key, record_to_attribute(mark))
+        self._running_tool_write(expression)
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        running = expression.value({"S": mark["state"]})
+        expired = f"({path}.{expression.name('state')} = {running} AND {path}.{expression.name('expires')} < "
+        expression.require(f"(attribute_not_exists({path}) OR {expired}{expression.value({'N': repr(float(now))})}))")
         try:
             return self._update(task_id, expression).steps[key]
         except _ConditionFailed as failure:
@@ -646,8 +695,20 @@ class DynamoTaskStore:
         if current is None or current.status != WORKING:
             raise TaskConflict(f"task {task_id} is no longer working")
         if key in current.steps:
-            return current.steps[key]  # recorded first by another run (or by this write, its answer lost)
-        raise TaskConflict(f"task {task_id}: {key} could not be recorded")
+            return current.steps[key]  # another run's live mark, or the value it recorded
+        raise TaskConflict(f"task {task_id}: {key} could not be marked")
+
+    @traced("TaskStore.unmark_step")
+    def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
+        """Remove this run's running mark of a step; anything else there stays."""
+        expression = _Expression()
+        expression.keeps_lease = True  # no status condition: it may land on a settled task
+        expression.remove_entry("steps", key)
+        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
+        path = f"{expression.name('steps')}.{expression.name(key)}"
+        expression.require(f"{path}.{expression.name('run')} = {expression.value({'S': run_id})}")
+        with contextlib.suppress(_ConditionFailed):
+            self._update(task_id, expression)
 
     @traced("TaskStore.checkpoint")
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
@@ -907,6 +968,10 @@ def _lease_of(item: Item) -> Lease:
         lease_expires_at=int(item[schema.LEASE_ATTRIBUTE]["N"]),
         expires_at=int(expires["N"]) if expires and "N" in expires else None,
     )
+
+
+def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:
+    return sum(kept_answer_bytes(key, responses[key]) for key in keys)
 
 
 def _translate(exc: AwsCallError) -> Exception:

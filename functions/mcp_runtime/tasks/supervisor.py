@@ -3,10 +3,14 @@
 Two event sources, both declared in the template (`infra/capabilities/supervisor.py`):
 - The task table's stream, filtered to writes that left an `effect` on the item (`models.EFFECTS`):
   start the execution, resume it with the stored task token, stop it. Each call is safe to repeat, so a
-  record delivered twice does no harm; a call Step Functions did not take (throttled, failing) is
-  reported as the batch's first failure, and Lambda retries the stream from that record on, in
-  order. That is how a throttled start, resume or stop is never lost: it is retried until it is
-  done, and a burst of creates above Step Functions' start rate waits in the stream.
+  record delivered twice does no harm. Every record is taken on its own (Powertools' `BatchProcessor`):
+  whatever one record raises (a call Step Functions did not take, an item that does not parse, a
+  refused write, AccessDenied) is logged with its task and reported as that record's failure, and
+  the records of other tasks go on. The records of different tasks run concurrently, each task's in
+  stream order; once a record of a task fails, that task's later records in the batch wait with it
+  (reported failed too), so a task's effects never run out of order. Lambda retries from the lowest
+  failed record (bisecting, a bounded number of times, within a bounded record age) and then sends a
+  pointer to what it gave up to the mapping's on-failure queue (`scripts/redrive.py` replays it).
 - EventBridge's "Step Functions Execution Status Change" events for executions that ended: a task
   still active whose current execution ended (killed, aborted from outside, failed before its Catch
   could write) is settled `failed`, in the background. The read path never asks Step Functions.
@@ -14,10 +18,14 @@ Two event sources, both declared in the template (`infra/capabilities/supervisor
 
 from __future__ import annotations
 
+import contextvars
 import json
 import logging
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
+
+from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 
 from ..observability import NO_TELEMETRY, Telemetry
 from . import schema
@@ -42,13 +50,23 @@ EXECUTION_STATUS_CHANGE: Final = schema.EXECUTION_STATUS_CHANGE
 ENDED_STATUSES: Final[frozenset[str]] = frozenset(schema.ENDED_STATUSES)
 START_REFUSED_ERROR: Final[dict[str, Any]] = {**EXECUTION_FAILED_ERROR, "message": "Task could not be started"}
 RESUME_REFUSED_ERROR: Final[dict[str, Any]] = {**EXECUTION_FAILED_ERROR, "message": "Task could not be resumed"}
+# Tasks of one batch carried out at once (each a few Step Functions calls of a few hundred ms at most).
+STREAM_WORKERS: Final = 8
 
 
 class TaskSupervisor:
-    def __init__(self, store: TaskStore, executor: TaskExecutor, *, telemetry: Telemetry = NO_TELEMETRY) -> None:
+    def __init__(
+        self,
+        store: TaskStore,
+        executor: TaskExecutor,
+        *,
+        telemetry: Telemetry = NO_TELEMETRY,
+        workers: int = STREAM_WORKERS,
+    ) -> None:
         self.store = store
         self.executor = executor
         self.telemetry = telemetry
+        self.workers = workers
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(event.get("Records"), list):
@@ -60,19 +78,29 @@ class TaskSupervisor:
 
     # ---- the table's stream -------------------------------------------------------------------------
     def carry_out(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-        """Each record's effect, in order; the first one Step Functions did not take is reported, and
-        Lambda delivers it and every later record again."""
-        tasks = [_task_of(record) for record in records]
-        for index, (record, task) in enumerate(zip(records, tasks, strict=True)):
-            if task is None or _superseded(task, tasks[index + 1 :]):
-                continue
-            self.telemetry.correlate(task_id=task.task_id, execution_name=task.execution)
-            try:
-                self._carry_out(task)
-            except (ExecutorUnavailable, TaskStoreUnavailable) as exc:
-                log.warning("task %s: %s not done yet (%s); retried from this record", task.task_id, task.effect, exc)
-                return {"batchItemFailures": [{"itemIdentifier": str(record["dynamodb"]["SequenceNumber"])}]}
-        return {"batchItemFailures": []}
+        """Each record's effect, each record on its own: the ones that failed are reported (Lambda
+        retries from the lowest of them, and the effects before it are not repeated)."""
+        processor = TaskOrderedProcessor(EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
+        processor.workers = self.workers
+        batch = [dict(record) for record in records]
+        with processor(records=batch, handler=lambda record: self._take(record.raw_event, batch)):
+            processor.process()
+        return dict(processor.response())
+
+    def _take(self, record: Mapping[str, Any], batch: Sequence[Mapping[str, Any]]) -> None:
+        """One record's effect; any exception is this record's failure (logged with its task)."""
+        task_id = _task_id_in(record)
+        try:
+            task = _task_of(record)
+            if task is None or _superseded(record, batch):
+                return
+            self._carry_out(task)
+        except (ExecutorUnavailable, TaskStoreUnavailable) as exc:
+            log.warning("task %s: %s not done yet (%s); retried from this record", task_id, _effect_of(record), exc)
+            raise
+        except Exception:
+            log.exception("task %s: its stream record %s could not be processed", task_id, _sequence_of(record))
+            raise
 
     def _carry_out(self, task: TaskRecord) -> None:
         if task.effect == EFFECT_STOP:
@@ -125,11 +153,92 @@ def _task_of(record: Mapping[str, Any]) -> TaskRecord | None:
     return from_item(image)
 
 
-def _superseded(task: TaskRecord, later: Sequence[TaskRecord | None]) -> bool:
-    """A start or resume the same batch already cancels (its stop comes later in order)."""
-    return task.effect != EFFECT_STOP and any(
-        other is not None and other.task_id == task.task_id and other.effect == EFFECT_STOP for other in later
-    )
+def _task_key(record: Mapping[str, Any]) -> str:
+    """The item the record is of (its table key): records of one item keep their order."""
+    return json.dumps((record.get("dynamodb") or {}).get("Keys") or {}, sort_keys=True)
+
+
+def _task_id_in(record: Mapping[str, Any]) -> str:
+    """The task id, read without parsing the item (for logs, even of a record that does not parse)."""
+    dynamodb = record.get("dynamodb") or {}
+    for image in (dynamodb.get("NewImage") or {}, dynamodb.get("Keys") or {}):
+        for name in ("taskId", schema.PARTITION_KEY):
+            value = image.get(name)
+            if isinstance(value, Mapping) and isinstance(value.get("S"), str):
+                return str(value["S"]).removeprefix(schema.TASK_KEY_PREFIX)
+    return "?"
+
+
+def _effect_of(record: Mapping[str, Any]) -> str:
+    value = ((record.get("dynamodb") or {}).get("NewImage") or {}).get(schema.EFFECT_ATTRIBUTE)
+    return str(value.get("S") or "") if isinstance(value, Mapping) else ""
+
+
+def _sequence_of(record: Mapping[str, Any]) -> str:
+    return str((record.get("dynamodb") or {}).get("SequenceNumber") or "")
+
+
+def _superseded(record: Mapping[str, Any], batch: Sequence[Mapping[str, Any]]) -> bool:
+    """A start or resume the same batch already cancels (a stop of the same task comes later in order)."""
+    if _effect_of(record) == EFFECT_STOP:
+        return False
+    key, later = _task_key(record), False
+    for other in batch:
+        if other is record:
+            later = True
+        elif later and _task_key(other) == key and _effect_of(other) == EFFECT_STOP:
+            return True
+    return False
+
+
+class TaskOrderBroken(Exception):
+    """A record not taken because an earlier record of its task in the batch failed."""
+
+
+class TaskOrderedProcessor(BatchProcessor):
+    """Powertools' `BatchProcessor`, with the records of different tasks processed concurrently
+    (each task's in order, stopping at its first failure) and the outcome kept in stream order."""
+
+    workers: int = STREAM_WORKERS
+
+    def process(self) -> list[tuple[Any, ...]]:
+        groups: dict[str, list[int]] = {}
+        for index, record in enumerate(self.records):
+            groups.setdefault(_task_key(record), []).append(index)
+        outcomes: dict[int, tuple[Any, ...]] = {}
+
+        def run(indexes: list[int]) -> None:
+            for position, index in enumerate(indexes):
+                outcome = self._process_record(self.records[index])
+                outcomes[index] = outcome
+                if outcome[0] == "fail":
+                    for skipped in indexes[position + 1 :]:
+                        outcomes[skipped] = self._skip(self.records[skipped])
+                    return
+
+        if len(groups) == 1 or self.workers <= 1:
+            for indexes in groups.values():
+                run(indexes)
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.workers, len(groups))) as pool:
+                # Each worker runs in a copy of this context: the invocation's deadline goes with it.
+                futures = [pool.submit(contextvars.copy_context().run, run, g) for g in groups.values()]
+                for future in futures:
+                    future.result()
+        # Reported (and counted) in stream order, whatever order the tasks finished in.
+        order = {id(record): n for n, record in enumerate(self.records)}
+        self.fail_messages.sort(key=lambda message: order.get(id(getattr(message, "raw_event", message)), 0))
+        self.success_messages.sort(key=lambda message: order.get(id(message), 0))
+        return [outcomes[index] for index in range(len(self.records))]
+
+    def _skip(self, record: dict[str, Any]) -> tuple[Any, ...]:
+        log.warning(
+            "task %s: stream record %s waits for an earlier record of its task",
+            _task_id_in(record),
+            _sequence_of(record),
+        )
+        error = TaskOrderBroken("an earlier record of this task in the batch failed")
+        return tuple(self.failure_handler(self._to_batch_type(record, self.event_type), (TaskOrderBroken, error, None)))
 
 
 def _task_id_of(detail: Mapping[str, Any]) -> str:

@@ -10,11 +10,15 @@ Four actions, one per step of `infra/statemachine/task_workflow.asl.json`:
   stores, and how long it waits); `wait` (a Wait state, no Lambda running), `continue` (the
   invocation ran short of time: the tool goes on in a fresh one) or `renew` (the execution nears
   Step Functions' history limit: a new execution takes over, same task). A terminal write that AWS
-  would not take in the invocation's time goes back as `settle`, with the result in hand.
+  would not take in the invocation's time goes back as `settle`, with the result in hand; so does a
+  result for the payload bucket that S3 would not take, up to `MAX_SETTLE_RESULT_BYTES` (what the
+  state machine can carry). A larger one is put again with backoff while the invocation has time,
+  then the task fails with "Task result could not be stored". The tool never runs again for either.
 - `store_token`: runs inside the WaitForToken step (`.waitForTaskToken`); stores the task token
   the execution waits on, with the questions (or the callback's `awaited` mark), in one
   conditional write (so a client never sees input_required without a token to resume).
-- `settle`: writes a terminal status the run could not (the state machine retries it, never the tool).
+- `settle`: writes a terminal status the run could not, storing the result in the payload bucket
+  first when the run could not (the state machine retries it, never the tool).
 - `fail`: the state machine's Catch; settles `failed` with -32603 unless already terminal.
 Storage that refuses a write for good (validation, access) fails the task at once, naming why;
 only `TaskStoreUnavailable` (nothing irreversible done yet) is retried by the state machine.
@@ -28,6 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
+from .._aws import seconds_left
 from ..context import Principal, RequestMeta
 from ..errors import McpError
 from ..limits import (
@@ -36,6 +41,7 @@ from ..limits import (
     MAX_INPUT_REQUESTS_BYTES,
     MAX_RESULT_BYTES,
     MAX_SCRATCH_BYTES,
+    MAX_SETTLE_RESULT_BYTES,
     MAX_TOKEN_WAIT_SECONDS,
     answer_size,
     encoded_size,
@@ -83,11 +89,19 @@ OUTCOME_CALLBACK: Final = "callback"
 OUTCOME_WAIT: Final = "wait"
 OUTCOME_CONTINUE: Final = "continue"
 OUTCOME_RENEW: Final = "renew"
-# Rounds (tool runs) per execution before a new one takes over: each round adds 9 to 20 history
-# events, and Step Functions ends an execution at 25,000.
-DEFAULT_ROUNDS_PER_EXECUTION: Final = 1000
+# Rounds (tool runs) per execution before a new one takes over: Step Functions ends an execution at
+# 25,000 history events, and a round adds 9 to 20 without retries, up to 179 with every retry the
+# workflow allows. The deployed value (TASK_ROUNDS_PER_EXECUTION) is computed from the ASL's retry
+# policy (infra.capabilities.workflow.rounds_within_history_limit); this default is that value for
+# the deployed policy (tests/infra/test_throttling.py holds them equal).
+DEFAULT_ROUNDS_PER_EXECUTION: Final = 138
 # A token wait outlives the task's TTL by this much, so the task's own expiry, not the timeout, ends it.
 TOKEN_WAIT_MARGIN_SECONDS: Final = 60
+# A result too large for Settle to carry: its puts go on with backoff (each one already makes its own
+# attempts), while this much of the invocation is left for the terminal write that follows.
+RESULT_PUT_BACKOFF_SECONDS: Final = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0, 30.0)
+RESULT_PUT_RESERVE_SECONDS: Final = 5.0
+RESULT_NOT_STORED_MESSAGE: Final = "Task result could not be stored"
 
 
 def allocate_wire_keys(
@@ -163,6 +177,8 @@ class TaskWorker:
         progress_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        time_left: Callable[[], float | None] = seconds_left,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.store = store
@@ -177,6 +193,8 @@ class TaskWorker:
         self.progress_interval_seconds = progress_interval_seconds
         self._clock = clock
         self._wall_clock = wall_clock
+        self._sleep = sleep
+        self._time_left = time_left
         self.telemetry = telemetry
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -219,7 +237,6 @@ class TaskWorker:
             self.payloads,
             scratch=lambda: holder["ctx"].scratch,
             callback_url=self.callback_url,
-            inline_records_bytes=sum(encoded_size(r["v"]) for r in record.steps.values() if "v" in r),
         )
         ctx = holder["ctx"] = self._tool_context(record, durable)
         try:
@@ -261,7 +278,33 @@ class TaskWorker:
             pointer = self.payloads.put(record.task_id, "result", payload)
         except TaskStoreRefused as exc:
             return self._refused(record.task_id, exc)
+        except TaskStoreUnavailable as exc:
+            if len(json.dumps(payload).encode()) <= MAX_SETTLE_RESULT_BYTES:
+                log.warning("task %s: result not stored in time (%s); handing it to Settle", record.task_id, exc)
+                settle = {"status": COMPLETED, "version": record.version, "payload": payload, "store": True}
+                return {**_outcome(OUTCOME_SETTLE), "settle": settle}
+            found = self._put_result_patiently(record.task_id, payload, exc)
+            if found is None:
+                return self._settle(record, FAILED, {**EXECUTION_FAILED_ERROR, "message": RESULT_NOT_STORED_MESSAGE})
+            pointer = found
         return self._settle(record, COMPLETED, payload, pointer)
+
+    def _put_result_patiently(self, task_id: str, payload: dict[str, Any], failure: TaskError) -> dict[str, Any] | None:
+        """Put a result too large for Settle to carry again, with backoff, while the invocation has time."""
+        assert self.payloads is not None
+        for delay in RESULT_PUT_BACKOFF_SECONDS:
+            left = self._time_left()
+            if left is not None and left < delay + RESULT_PUT_RESERVE_SECONDS:
+                break
+            self._sleep(delay)
+            try:
+                return self.payloads.put(task_id, "result", payload)
+            except (TaskStoreUnavailable, TaskStoreRefused) as exc:
+                failure = exc
+                if isinstance(exc, TaskStoreRefused):
+                    break
+        log.error("task %s: result of %d bytes could not be stored (%s)", task_id, encoded_size(payload), failure)
+        return None
 
     def _ask(self, record: TaskRecord, needed: InputNeeded, ctx: ToolContext) -> dict[str, Any]:
         requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
@@ -372,6 +415,13 @@ class TaskWorker:
         status = str(settle["status"])
         pointer = settle.get("ref")
         payload = dict(settle.get("payload") or {})
+        if settle.get("store"):  # the run's puts of this result failed: store it first (retried here)
+            if self.payloads is None:
+                raise RuntimeError("a result to store, with no payload bucket configured")
+            try:
+                pointer = self.payloads.put(task_id, "result", payload)
+            except TaskStoreRefused as exc:
+                return self._refused(task_id, exc)
         try:
             settled = self.store.finish(task_id, status, payload, int(settle["version"]), result_ref=pointer)
         except TaskConflict:

@@ -1,0 +1,285 @@
+"""Throttling delays tasks, never fails them (issue 21 items 3 and 7): the retry policy the template
+deploys, the concurrency split, the state machine's own terminal write, and the renewal arithmetic."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from aws_cdk.assertions import Capture, Match
+from infra.capabilities.workflow import (
+    ASL_PATH,
+    HISTORY_EVENT_LIMIT,
+    load_definition,
+    rounds_within_history_limit,
+    state_events,
+    worst_case_events,
+)
+from infra.config import ThrottleRetry
+
+from mcp_runtime.settings import Settings
+from mcp_runtime.tasks import schema
+from mcp_runtime.tasks.models import ACTIVE_STATUSES, EXECUTION_FAILED_ERROR, FAILED
+from mcp_runtime.tasks.store import DynamoTaskStore
+from mcp_runtime.tasks.worker import DEFAULT_ROUNDS_PER_EXECUTION
+from tests.infra.conftest import Synthesized
+
+pytestmark = pytest.mark.infra
+
+THROTTLE = "Lambda.TooManyRequestsException"
+LAMBDA_STATES = ("RunTool", "WaitForToken", "Settle")
+DEPLOYED = ThrottleRetry()
+
+
+def _definition(retry: ThrottleRetry = DEPLOYED) -> dict[str, Any]:
+    return load_definition(ASL_PATH.read_text(encoding="utf-8"), retry)
+
+
+def _raw_states() -> dict[str, Any]:
+    """The file as written: numeric placeholders quoted so it parses, to read which placeholder sits where."""
+    text = ASL_PATH.read_text(encoding="utf-8")
+    for name in ("ThrottleRetryIntervalSeconds", "ThrottleRetryMaxDelaySeconds", "ThrottleRetryMaxAttempts"):
+        text = text.replace("${" + name + "}", f'"${{{name}}}"')
+    states: dict[str, Any] = json.loads(text)["States"]
+    return states
+
+
+def _worker(stack: Synthesized) -> dict[str, Any]:
+    return stack.json["Resources"][stack.logical_id(stack.stack.functions.worker_function)]["Properties"]
+
+
+# ---- the retry policy ---------------------------------------------------------------------------
+@pytest.mark.parametrize("state", LAMBDA_STATES)
+def test_every_worker_step_waits_out_throttling_with_full_jitter_backoff_from_substituted_intervals(state: str) -> None:
+    retriers = _raw_states()[state]["Retry"]
+    assert retriers[0] == {
+        "ErrorEquals": [THROTTLE],
+        "IntervalSeconds": "${ThrottleRetryIntervalSeconds}",
+        "MaxDelaySeconds": "${ThrottleRetryMaxDelaySeconds}",
+        "BackoffRate": 2,
+        "JitterStrategy": "FULL",
+        "MaxAttempts": "${ThrottleRetryMaxAttempts}",
+    }
+    # No later retrier catches the throttle with a short policy first (Step Functions takes the first match).
+    assert all(THROTTLE not in retrier["ErrorEquals"] for retrier in retriers[1:])
+    assert all("States.ALL" not in retrier["ErrorEquals"] for retrier in retriers)
+
+
+def test_the_deployed_throttle_backoff_is_minutes_and_cdk_fills_it_in(default_stack: Synthesized) -> None:
+    substitutions = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine", {"DefinitionSubstitutions": substitutions}
+    )
+    values = substitutions.as_object()
+    assert {key: values[key] for key in values if key.startswith("Throttle")} == {
+        "ThrottleRetryIntervalSeconds": "60",
+        "ThrottleRetryMaxDelaySeconds": "900",
+        "ThrottleRetryMaxAttempts": "20",
+    }
+    # Each wait is random in [0, min(60 * 2^n, 900)] s: the bound on all the waits of one step.
+    caps = [min(60 * 2**attempt, 900) for attempt in range(20)]
+    assert sum(caps) == 15_300  # 4 h 15 min
+
+
+def test_the_throttle_intervals_come_from_context_so_tests_can_scale_them_down(synth: Any) -> None:
+    stack = synth(throttleRetryIntervalSeconds="1", throttleRetryMaxDelaySeconds="2", throttleRetryMaxAttempts="4")
+    stack.template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "DefinitionSubstitutions": Match.object_like(
+                {
+                    "ThrottleRetryIntervalSeconds": "1",
+                    "ThrottleRetryMaxDelaySeconds": "2",
+                    "ThrottleRetryMaxAttempts": "4",
+                }
+            )
+        },
+    )
+
+
+# ---- the terminal path that needs no worker ------------------------------------------------------
+def test_mark_failed_falls_back_to_its_own_table_write_when_the_worker_cannot_be_invoked() -> None:
+    states = _definition()["States"]
+    assert states["MarkFailed"]["Catch"] == [
+        {"ErrorEquals": ["States.ALL"], "ResultPath": "$.markFailed", "Next": "MarkFailedInTable"}
+    ]
+    direct = states["MarkFailedInTable"]
+    assert direct["Resource"] == "arn:aws:states:::dynamodb:updateItem"
+    assert direct["Next"] == "ExecutionFailed"
+    assert [catcher["Next"] for catcher in direct["Catch"]] == ["ExecutionFailed"]
+    params = direct["Parameters"]
+    assert params["TableName"] == "${TaskTableName}"
+    assert params["Key"] == {schema.PARTITION_KEY: {"S.$": f"States.Format('{schema.TASK_KEY_PREFIX}{{}}', $.taskId)"}}
+
+
+def test_the_state_machines_fail_write_is_the_workers_fail_write() -> None:
+    """What TaskStore.finish(failed) sets and removes (tests/integration/test_throttling.py runs both)."""
+    params = _definition()["States"]["MarkFailedInTable"]["Parameters"]
+    names, values = params["ExpressionAttributeNames"], params["ExpressionAttributeValues"]
+    update = params["UpdateExpression"]
+    sets, removes = update.removeprefix("SET ").split(" REMOVE ")
+    assigned = {names[part.split(" = ")[0].strip()]: part.split(" = ", 1)[1].strip() for part in sets.split(", ")}
+    assert set(assigned) == {"status", "error", "lastUpdatedAt", "writeId", "version", "inputRequests"}
+    assert values[assigned["status"]] == {"S": FAILED}
+    assert json.loads(values[assigned["error"]]["S"]) == EXECUTION_FAILED_ERROR
+    assert values[assigned["error"]]["S"] == json.dumps(EXECUTION_FAILED_ERROR, separators=(",", ":"))
+    assert values[assigned["lastUpdatedAt"]] == {"S.$": "$$.State.EnteredTime"}
+    assert values[assigned["inputRequests"]] == {"M": {}}
+    assert assigned["version"] == "#version + :one" and values[":one"] == {"N": "1"}
+    removed = {names[name.strip()] for name in removes.split(",")}
+    # What every terminal write removes, and the active-task index attribute (its sparse index).
+    assert removed == {"taskToken", "statusMessage", "effect", "leaseExpiresAt"}
+    # The store's own terminal write, attribute for attribute: change one, change the other.
+    terminal, _ = DynamoTaskStore("tasks")._terminal(FAILED, dict(EXECUTION_FAILED_ERROR))
+    assert {terminal.names[part.split(" = ")[0]] for part in terminal.sets} == set(assigned)
+    assert {terminal.names[name] for name in terminal.removes} | {"leaseExpiresAt"} == removed
+    condition = params["ConditionExpression"]
+    assert condition == "attribute_exists(#pk) AND #status IN (:working, :inputRequired)"
+    assert {values[":working"]["S"], values[":inputRequired"]["S"]} == set(ACTIVE_STATUSES)
+
+
+def test_the_state_machine_role_invokes_the_worker_and_updates_task_items_only(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    role = stack.get_logical_id(stack.workflow.state_machine.role.node.default_child)
+    table = default_stack.logical_id(stack.tasks.table)
+    worker = default_stack.logical_id(stack.functions.worker_function)
+    default_stack.template.has_resource_properties(
+        "AWS::IAM::Policy",
+        {
+            "Roles": [{"Ref": role}],
+            "PolicyDocument": {
+                "Statement": Match.array_with(
+                    [
+                        {
+                            "Action": "dynamodb:UpdateItem",
+                            "Effect": "Allow",
+                            "Resource": {"Fn::GetAtt": [table, "Arn"]},
+                            "Condition": {
+                                "ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.TASK_KEY_PREFIX}*"]}
+                            },
+                        },
+                        {
+                            "Action": "lambda:InvokeFunction",
+                            "Effect": "Allow",
+                            "Resource": {"Fn::GetAtt": [worker, "Arn"]},
+                        },
+                    ]
+                )
+            },
+        },
+    )
+    assert stack.workflow.integrations == {"table": ["dynamodb:UpdateItem"], "worker": ["lambda:InvokeFunction"]}
+
+
+# ---- the concurrency split -----------------------------------------------------------------------
+def _reserved(stack: Synthesized) -> dict[str, Any]:
+    functions = {
+        "api": stack.stack.functions.api_function,
+        "worker": stack.stack.functions.worker_function,
+        "supervisor": stack.stack.supervisor.function.function,
+    }
+    if stack.stack.bridge is not None:
+        functions["bridge"] = stack.stack.bridge.function.function
+    resources = stack.json["Resources"]
+    return {
+        name: resources[stack.logical_id(fn)]["Properties"].get("ReservedConcurrentExecutions")
+        for name, fn in functions.items()
+    }
+
+
+def test_the_worker_and_supervisor_reserve_concurrency_and_the_api_keeps_the_unreserved_pool(
+    default_stack: Synthesized,
+) -> None:
+    assert _reserved(default_stack) == {"api": None, "worker": 50, "supervisor": 10, "bridge": None}
+
+
+def test_cdk_json_sets_the_concurrency_split() -> None:
+    context = json.loads((ASL_PATH.parents[2] / "cdk.json").read_text())["context"]
+    assert {key: context[key] for key in context if "Concurrency" in key} == {
+        "lambdaAccountConcurrency": 1000,
+        "workerReservedConcurrency": 50,
+        "supervisorReservedConcurrency": 10,
+        "apiReservedConcurrency": "none",
+        "bridgeReservedConcurrency": "none",
+    }
+
+
+def test_each_reservation_comes_from_context_and_none_leaves_a_function_unreserved(synth: Any) -> None:
+    stack = synth(
+        apiReservedConcurrency="20",
+        workerReservedConcurrency="none",
+        supervisorReservedConcurrency="3",
+        bridgeReservedConcurrency="2",
+    )
+    assert _reserved(stack) == {"api": 20, "worker": None, "supervisor": 3, "bridge": 2}
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        # A young account (10 concurrent executions) cannot reserve anything: said before the deploy.
+        ({"lambdaAccountConcurrency": "10"}, r"reserved concurrency 60 leaves -50 of the account's 10"),
+        ({"lambdaAccountConcurrency": "150"}, r"Lambda keeps at least 100 unreserved"),
+        ({"workerReservedConcurrency": "0"}, "'workerReservedConcurrency' must be between 1 and"),
+        ({"throttleRetryIntervalSeconds": "120", "throttleRetryMaxDelaySeconds": "60"}, "must be at least"),
+        ({"executionRoundLimit": "1000"}, "at most 138 rounds fit in Step Functions' 25,000-event history"),
+    ],
+)
+def test_a_split_or_policy_that_cannot_deploy_stops_the_synth_with_a_clear_message(
+    synth: Any, context: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=message):
+        synth(**context)
+
+
+def test_a_young_account_deploys_with_nothing_reserved(synth: Any) -> None:
+    stack = synth(lambdaAccountConcurrency="10", workerReservedConcurrency="none", supervisorReservedConcurrency="none")
+    assert _reserved(stack) == {"api": None, "worker": None, "supervisor": None, "bridge": None}
+
+
+def test_throttling_of_the_api_worker_and_supervisor_each_raise_an_alarm(default_stack: Synthesized) -> None:
+    stack = default_stack.stack
+    throttled = {
+        props["Dimensions"][0]["Value"]["Ref"]
+        for props in (alarm["Properties"] for alarm in default_stack.resources("AWS::CloudWatch::Alarm").values())
+        if props.get("MetricName") == "Throttles"
+    }
+    assert throttled == {
+        default_stack.logical_id(stack.functions.api_function),
+        default_stack.logical_id(stack.functions.worker_function),
+        default_stack.logical_id(stack.supervisor.function.function),
+    }
+
+
+# ---- the history-limit arithmetic (item 7) -------------------------------------------------------
+def test_a_task_state_counts_every_attempt_its_retriers_allow() -> None:
+    states = _definition()["States"]
+    # RunTool: 1 attempt + 20 throttle retries + 3 service retries + 1 rerun, 3 events each, plus entered/exited.
+    assert state_events(states["RunTool"]) == 2 + 3 * (1 + 20 + 3 + 1)
+    # A task-token wait also logs TaskSubmitted.
+    assert state_events(states["WaitForToken"]) == 2 + 4 * (1 + 20 + 3)
+    assert state_events(states["NextStep"]) == 2
+
+
+def test_renewal_comes_before_the_history_limit_even_when_every_retry_is_taken(default_stack: Synthesized) -> None:
+    round_events, end_events = worst_case_events(_definition())
+    assert round_events == 77 + 2 + 98 + 2  # RunTool, NextStep, WaitForToken, NextRound
+    rounds = rounds_within_history_limit(_definition())
+    assert rounds == 138
+    assert 2 + rounds * round_events + end_events <= HISTORY_EVENT_LIMIT
+    assert 2 + (rounds + 1) * round_events + end_events > HISTORY_EVENT_LIMIT
+    # The old fixed 1,000 rounds would have reached 179,000 events with every retry taken.
+    assert 1000 * round_events > HISTORY_EVENT_LIMIT
+    assert _worker(default_stack)["Environment"]["Variables"]["TASK_ROUNDS_PER_EXECUTION"] == str(rounds)
+    # What the worker and its settings assume when the variable is missing is the same bound.
+    assert rounds == DEFAULT_ROUNDS_PER_EXECUTION
+    assert Settings.model_fields["task_rounds_per_execution"].default == rounds
+
+
+def test_fewer_throttle_retries_let_more_rounds_fit(synth: Any) -> None:
+    scaled = ThrottleRetry(1, 1, 3)
+    rounds = rounds_within_history_limit(_definition(scaled))
+    assert rounds > 138
+    stack = synth(throttleRetryIntervalSeconds="1", throttleRetryMaxDelaySeconds="1", throttleRetryMaxAttempts="3")
+    assert _worker(stack)["Environment"]["Variables"]["TASK_ROUNDS_PER_EXECUTION"] == str(rounds)
