@@ -17,8 +17,10 @@ the local stack does it, from what the template declares (`local_stack.provision
   on the default bus; each `AWS::Events::Rule` whose pattern matches it sends it to its function
   targets as an asynchronous invocation, retried on a function error as often as the function's
   `EventInvokeConfig` says, after Lambda's waits: about a minute, then two (`ASYNC_RETRY_SECONDS`),
-  divided by the `LOCAL_TIME_SCALE` setting. AWS delivers these events best effort; locally every
-  one is delivered unless `LOCAL_DROP_STATUS_EVENTS` drops it (`StatusEventDrops`).
+  divided by the `LOCAL_TIME_SCALE` setting; an event that failed every attempt goes, as Lambda's
+  invocation record, to the function's on-failure destination (`FailureDestinations`). AWS delivers
+  these events best effort; locally every one is delivered unless `LOCAL_DROP_STATUS_EVENTS` drops
+  it (`StatusEventDrops`).
 - `ScheduledRules`: each `AWS::Events::Rule` with a rate expression sends EventBridge's "Scheduled
   Event" (or its target's constant `Input`) to its function targets every period (divided by
   `LOCAL_TIME_SCALE`), the first one period after the stack starts, as asynchronous invocations
@@ -501,6 +503,9 @@ class ExecutionEvents:
         *,
         time_scale: float = 1.0,
         drops: StatusEventDrops | None = None,
+        on_failure: Mapping[str, str] | None = None,
+        destinations: FailureDestinations | None = None,
+        function_arns: Mapping[str, str] | None = None,
     ) -> None:
         self.rules = [(rule, _matcher((rule.pattern,))) for rule in rules if rule.enabled]
         self.invoke = invoke
@@ -508,6 +513,9 @@ class ExecutionEvents:
         self.time_scale = time_scale
         self.drops = drops or StatusEventDrops()
         self.dropped = 0
+        self.on_failure = dict(on_failure or {})  # function logical id -> its on-failure queue's ARN
+        self.destinations = destinations
+        self.function_arns = dict(function_arns or {})
         self._queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._deliver, name=f"events-{n}", daemon=True) for n in range(4)]
         self._busy = 0
@@ -546,12 +554,15 @@ class ExecutionEvents:
         while (item := self._queue.get()) is not None:
             function, payload = item
             try:
-                for attempt in range(self.async_retries.get(function, 2) + 1):
-                    _, error = self.invoke(function, payload)
+                attempts = self.async_retries.get(function, 2) + 1
+                for attempt in range(attempts):
+                    answer, error = self.invoke(function, payload)
                     if error is None:
                         break
-                    if attempt < len(ASYNC_RETRY_SECONDS):
+                    if attempt + 1 < attempts and attempt < len(ASYNC_RETRY_SECONDS):
                         time.sleep(ASYNC_RETRY_SECONDS[attempt] / self.time_scale)
+                else:
+                    self._give_up(function, payload, answer, error, attempts)
             except Exception:
                 log.exception("event delivery to %s", function)
             finally:
@@ -559,9 +570,44 @@ class ExecutionEvents:
                     self._busy -= 1
                     self._lock.notify_all()
 
+    def _give_up(self, function: str, payload: bytes, answer: bytes, error: str | None, invocations: int) -> None:
+        """Lambda's invocation record of an event that failed every attempt, to the function's
+        on-failure destination (Lambda discards the event either way)."""
+        log.warning("asynchronous invocation of %s given up after %d attempts: %s", function, invocations, error)
+        destination = self.on_failure.get(function)
+        if destination is None or self.destinations is None:
+            return
+        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+        if error is not None:
+            response["functionError"] = error
+        record = {
+            "version": "1.0",
+            "timestamp": _iso(time.time(), millis=True),
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": self.function_arns.get(function, function),
+                "condition": "RetriesExhausted",
+                "approximateInvokeCount": invocations,
+            },
+            "requestPayload": json.loads(payload),
+            "responseContext": response,
+            "responsePayload": _json_or_text(answer),
+        }
+        try:
+            self.destinations.send(destination, function, record)
+        except Exception:
+            log.exception("the on-failure destination of %s refused", function)
+
     def wait_idle(self, timeout: float) -> bool:
         with self._lock:
             return self._lock.wait_for(lambda: self._busy == 0, timeout)
+
+
+def _json_or_text(payload: bytes) -> Any:
+    try:
+        return json.loads(payload or b"null")
+    except ValueError:
+        return payload.decode(errors="replace")
 
 
 def scheduled_event(rule: ScheduledRule) -> dict[str, Any]:
@@ -667,6 +713,9 @@ class EventDelivery:
             provisioned.async_retry_attempts,
             time_scale=time_scale,
             drops=drops,
+            on_failure=provisioned.async_on_failure,
+            destinations=destinations,
+            function_arns={logical_id: spec.arn for logical_id, spec in provisioned.functions.items()},
         )
         schedules = ScheduledRules(provisioned.scheduled_rules, events, time_scale=time_scale)
         delivery = cls(pollers, events, schedules, destinations)
