@@ -83,6 +83,7 @@ def test_every_write_that_leaves_a_task_active_renews_its_lease(
     expected: list[int] = []
     for write in (
         lambda: store.set_status_message(task_id, "half way"),
+        lambda: store.mark_step(task_id, "step:a", {"state": "running", "run": "r1", "expires": clock() + 60}, clock()),
         lambda: store.record_operation(task_id, "step:a", {"state": "done", "v": 1}, {}),
         lambda: store.checkpoint(task_id, {"n": 1}),
         lambda: await_input(store, task_id, ["ok"]),
@@ -94,7 +95,7 @@ def test_every_write_that_leaves_a_task_active_renews_its_lease(
         expected.append(lease_until(clock(), LEASE))
 
     assert renewed == expected
-    assert len(set(renewed)) == 5  # each a minute later: each renewed it
+    assert len(set(renewed)) == 6  # each a minute later: each renewed it
     assert store.get(task_id).status == WORKING
 
 
@@ -112,6 +113,21 @@ def test_writes_within_one_tenth_of_the_lease_leave_its_value_and_so_the_index_u
 
     assert first == same == 1_800_000_000 + LEASE
     assert lease_of(task_env, task_id) == 1_800_000_060 + LEASE
+
+
+def test_a_runs_mark_removed_after_its_task_settled_gives_the_task_no_lease_back(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    task_id = create(store, clock).task_id
+    store.mark_step(task_id, "step:charge", {"state": "running", "run": "run-1", "expires": clock() + 60}, clock())
+    store.cancel(task_id, ALICE.id)
+    clock.advance(60)
+
+    store.unmark_step(task_id, "step:charge", "run-1")  # the step raised after the cancel
+
+    assert store.get(task_id).steps == {}
+    assert schema.LEASE_ATTRIBUTE not in raw(task_env, task_id)
+    assert indexed(task_env) == set()
 
 
 @pytest.mark.parametrize("ending", ["completed", "failed", "cancelled", "lost"])
