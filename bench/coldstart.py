@@ -13,7 +13,19 @@ Variants:
   sdk_discover  MCP Python SDK 2.3.0 low-level server + stateless streamable HTTP manager + Mangum,
                 answering the same `server/discover`
   sdk_call      the SDK stack answering the same `tools/call` (context only, no budget)
-Budgets (DESIGN.md): api_discover / boto3 <= 1.0 and sdk_discover / api_discover >= 4.
+What deploys (`tests/packaged_api.py`): the asset `build_package` makes (the local stack's host
+build, bytecode as shipped), `python -S` on the asset and the runtime-provided libraries only, no
+bytecode written, the API function's template environment with the secret's ARN (a real secret on
+moto) and the issuer on loopback:
+  boto3_runtime           python -S -c "import boto3" from the runtime-provided libraries (its baseline)
+  packaged_discover_token first `server/discover` with a bearer token
+  packaged_call_sealing   first `tools/call` of archive_project: elicits, so it reads the secret
+                          (boto3, Powertools parameters, one Secrets Manager call) and seals a requestState
+  packaged_no_bytecode    packaged_discover_token on a copy of the asset without its __pycache__
+The api_* variants above run the development tree (functions/ on PYTHONPATH, the venv's site,
+MCP_STATE_KEY instead of the secret): kept beside, labelled "dev tree".
+Budgets (DESIGN.md): packaged_discover_token / boto3_runtime <= 1.0 (wall and instructions),
+api_discover / boto3 <= 1.0 (dev tree) and sdk_discover / api_discover >= 4.
 """
 
 from __future__ import annotations
@@ -29,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.packaged_api import SecretOnMoto, api_environment, bearer_event, packaged_asset, secret_on_moto
 from tests.token_issuer import serve_issuer
 
 from bench.common import api_event, issuer_environment, lambda_env, rpc, summary, verdict, with_bearer
@@ -39,7 +52,12 @@ CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
 def _commands(event_dir: Path, fast_exit: bool = False) -> dict[str, list[str]]:
     py = sys.executable
     tail = "; import os; os._exit(0)" if fast_exit else ""
+    packaged = [py, "-S", str(CHILD), "api"]
     return {
+        "boto3_runtime": [py, "-S", "-c", "import boto3; print('ready', flush=True)" + tail],
+        "packaged_discover_token": [*packaged, str(event_dir / "packaged-discover.json")],
+        "packaged_call_sealing": [*packaged, str(event_dir / "packaged-call-sealing.json")],
+        "packaged_no_bytecode": [*packaged, str(event_dir / "packaged-discover.json")],
         "python_pass": [py, "-c", "print('ready', flush=True)" + tail],
         "boto3": [py, "-c", "import boto3; print('ready', flush=True)" + tail],
         "api_discover": [py, str(CHILD), "api", str(event_dir / "discover.json")],
@@ -60,6 +78,8 @@ def _run_once(command: list[str], env: dict[str, str]) -> tuple[float, float, di
     process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
+    while line and line.strip() != "ready" and '"import_ms"' not in line:  # the function's EMF and log lines
+        line = process.stdout.readline()
     ready = (time.perf_counter() - start) * 1000
     _, stderr = process.communicate()
     exited = (time.perf_counter() - start) * 1000
@@ -97,11 +117,38 @@ def _instructions(command: list[str], env: dict[str, str], tmp: Path) -> int | N
 
 
 def run(runs: int = 21, seed: int = 7, instructions: bool = True) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp, serve_issuer() as issuer:
-        return _run(Path(tmp), issuer, runs, seed, instructions)
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-cold-") as tmp,
+        serve_issuer() as issuer,
+        secret_on_moto() as secret,
+    ):
+        return _run(Path(tmp), issuer, secret, runs, seed, instructions)
 
 
-def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool) -> dict[str, Any]:
+def _packaged_envs(event_dir: Path, issuer: Any, secret: SecretOnMoto) -> dict[str, dict[str, str]]:
+    """The packaged variants' environments; the one without bytecode runs a copy stripped of it."""
+    code = packaged_asset()
+    stripped = event_dir / "asset-without-bytecode"
+    shutil.copytree(code.task_root, stripped, ignore=shutil.ignore_patterns("__pycache__"))
+    deployed = api_environment(code, secret, issuer)
+    elicit = rpc("tools/call", {"name": "archive_project", "arguments": {"project": "apollo"}}, 1, {"elicitation": {}})
+    (event_dir / "packaged-discover.json").write_text(json.dumps(bearer_event(rpc("server/discover"), issuer)))
+    (event_dir / "packaged-call-sealing.json").write_text(json.dumps(bearer_event(elicit, issuer)))
+    return {
+        "boto3_runtime": {**deployed, "PYTHONPATH": str(code.runtime_dir)},
+        "packaged_discover_token": deployed,
+        "packaged_call_sealing": deployed,
+        "packaged_no_bytecode": {
+            **deployed,
+            "LAMBDA_TASK_ROOT": str(stripped),
+            "PYTHONPATH": f"{stripped}:{code.runtime_dir}",
+        },
+    }
+
+
+def _run(
+    event_dir: Path, issuer: Any, secret: SecretOnMoto, runs: int, seed: int, instructions: bool
+) -> dict[str, Any]:
     base = lambda_env()
     # Our functions as deployed: the Lambda asset has no `cryptography` (PyJWT would import the dev venv's).
     api = lambda_env({"BENCH_WITHOUT": "cryptography"})
@@ -113,8 +160,15 @@ def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool)
     )
     (event_dir / "call.json").write_text(json.dumps(api_event(call)))
     commands = _commands(event_dir)
+    packaged = _packaged_envs(event_dir, issuer, secret)
     envs = {
-        name: token_env if name == "api_discover_token" else api if name.startswith("api_") else base
+        name: packaged[name]
+        if name in packaged
+        else token_env
+        if name == "api_discover_token"
+        else api
+        if name.startswith("api_")
+        else base
         for name in commands
     }
     # Warm-up: compile bytecode caches and warm the page cache; not counted.
@@ -155,6 +209,10 @@ def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool)
     med = {name: variants[name]["wall_ms"]["median"] for name in variants}
     p90 = {name: variants[name]["wall_ms"]["p90"] for name in variants}
     ratios = {
+        "packaged_discover_token/boto3_runtime": med["packaged_discover_token"] / med["boto3_runtime"],
+        "packaged_call_sealing/boto3_runtime": med["packaged_call_sealing"] / med["boto3_runtime"],
+        "packaged_no_bytecode/packaged_discover_token": med["packaged_no_bytecode"] / med["packaged_discover_token"],
+        "p90 packaged_discover_token/boto3_runtime": p90["packaged_discover_token"] / p90["boto3_runtime"],
         "api_discover/boto3": med["api_discover"] / med["boto3"],
         "api_call/boto3": med["api_call"] / med["boto3"],
         "api_discover_token/boto3": med["api_discover_token"] / med["boto3"],
@@ -171,13 +229,42 @@ def _run(event_dir: Path, issuer: Any, runs: int, seed: int, instructions: bool)
         if ins.get("api_discover_token"):
             ratios["instructions api_discover_token/boto3"] = ins["api_discover_token"] / ins["boto3"]
         ratios["instructions sdk_discover/api_discover"] = ins["sdk_discover"] / ins["api_discover"]
+    if all(counts.get(name) for name in ("boto3_runtime", "packaged_discover_token", "packaged_call_sealing")):
+        ins = {name: float(counts[name] or 0) for name in counts}
+        for name in ("packaged_discover_token", "packaged_call_sealing"):
+            ratios[f"instructions {name}/boto3_runtime"] = ins[name] / ins["boto3_runtime"]
+        if ins.get("packaged_no_bytecode"):
+            ratios["instructions packaged_no_bytecode/packaged_discover_token"] = (
+                ins["packaged_no_bytecode"] / ins["packaged_discover_token"]
+            )
+    # What the first call that seals pays over a first discover: reading the secret (boto3 and
+    # Powertools parameters imported, a client built, one GetSecretValue) and one seal.
+    sealing_extra = {
+        "wall_ms": med["packaged_call_sealing"] - med["packaged_discover_token"],
+        "instructions": (counts["packaged_call_sealing"] or 0) - (counts["packaged_discover_token"] or 0)
+        if counts.get("packaged_call_sealing") and counts.get("packaged_discover_token")
+        else None,
+    }
     budgets = {
+        "cold start packaged_discover_token/boto3_runtime <= 1.0": ratios["packaged_discover_token/boto3_runtime"]
+        <= 1.0,
         "cold start api_discover/boto3 <= 1.0": ratios["api_discover/boto3"] <= 1.0,
         # What a deployment's first request costs now that the function validates the token.
         "cold start api_discover_token/boto3 <= 1.0": ratios["api_discover_token/boto3"] <= 1.0,
         "cold start sdk_discover/api_discover >= 4": ratios["sdk_discover/api_discover"] >= 4.0,
     }
-    return {"runs": runs, "variants": variants, "ratios": ratios, "budgets": budgets}
+    if "instructions packaged_discover_token/boto3_runtime" in ratios:
+        budgets["cold start instructions packaged_discover_token/boto3_runtime <= 1.0"] = (
+            ratios["instructions packaged_discover_token/boto3_runtime"] <= 1.0
+        )
+    return {
+        "runs": runs,
+        "variants": variants,
+        "ratios": ratios,
+        "budgets": budgets,
+        "sealing_extra": sealing_extra,
+        "modules_loaded": {name: variants[name].get("modules") for name in variants if "modules" in variants[name]},
+    }
 
 
 def report(result: dict[str, Any]) -> list[str]:
@@ -185,7 +272,7 @@ def report(result: dict[str, Any]) -> list[str]:
         f"Cold start ({result['runs']} fresh interpreters per variant, interleaved; ms from spawn to answer written)"
     ]
     lines.append(
-        f"  {'variant':<14} {'median':>8} {'p90':>8} {'min':>8} {'to exit':>8}"
+        f"  {'variant':<24} {'median':>8} {'p90':>8} {'min':>8} {'to exit':>8}"
         "   in-process import / first call (median)"
     )
     for name, entry in result["variants"].items():
@@ -199,11 +286,18 @@ def report(result: dict[str, Any]) -> list[str]:
         if "instructions" in entry:
             extra += f"   [{entry['instructions'] / 1e6:,.0f} M instructions]"
         lines.append(
-            f"  {name:<14} {wall['median']:8.1f} {wall['p90']:8.1f} {wall['min']:8.1f}"
+            f"  {name:<24} {wall['median']:8.1f} {wall['p90']:8.1f} {wall['min']:8.1f}"
             f" {entry['exit_ms']['median']:8.1f}{extra}"
         )
     for name, value in result["ratios"].items():
         lines.append(f"  ratio {name:<32} {value:6.2f}")
+    extra = result.get("sealing_extra") or {}
+    if extra:
+        counted = f", {extra['instructions'] / 1e6:+,.0f} M instructions" if extra.get("instructions") else ""
+        lines.append(
+            f"  first call that seals, over a first discover: {extra['wall_ms']:+.1f} ms{counted}"
+            " (secret read: boto3 + Powertools parameters + GetSecretValue on moto, one seal)"
+        )
     for name, ok in result["budgets"].items():
         lines.append(f"  budget {name}: {verdict(ok)}")
     return lines

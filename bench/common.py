@@ -19,6 +19,8 @@ from tests.support import standard_headers
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = REPO / "functions"
 RESULTS = Path(__file__).resolve().parent / "results"
+# Where a smoke run (--quick) writes: never over the committed results above.
+QUICK_RESULTS = REPO / "build" / "bench" / "quick"
 PROTOCOL_VERSION = "2026-07-28"
 TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
 

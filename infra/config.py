@@ -5,6 +5,7 @@ Values given with `-c` arrive as strings, so every reader accepts a string form 
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections.abc import Mapping
@@ -44,7 +45,10 @@ def _list(value: Any) -> list[str]:
 
 
 def _int(value: Any, key: str, low: int, high: int) -> int:
-    number = int(value)
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"context {key!r} must be a whole number between {low} and {high}, got {value!r}") from None
     if not low <= number <= high:
         raise ValueError(f"context {key!r} must be between {low} and {high}, got {number}")
     return number
@@ -164,6 +168,8 @@ class AuthConfig:
     # The bridge: registrations per source address per hour, registered clients at most, and the
     # days after which a client that never exchanged a code again is deleted.
     registrations_per_hour: int = 10
+    # First uses of Client ID Metadata Documents served from one host, per hour.
+    registrations_per_host_per_hour: int = 10
     max_registered_clients: int = 200
     unused_client_days: int = 30
 
@@ -204,11 +210,15 @@ def _auth_from_context(get: Any) -> AuthConfig:
         jwt_jwks_url=str(get("jwtJwksUrl")) if get("jwtJwksUrl") else None,
         cognito_domain_prefix=str(prefix) if prefix else None,
         registrations_per_hour=_int(get("registrationsPerHour") or 10, "registrationsPerHour", 1, 10_000),
+        registrations_per_host_per_hour=_int(
+            get("registrationsPerHostPerHour") or 10, "registrationsPerHostPerHour", 1, 10_000
+        ),
         max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
         unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
     )
 
 
+_DOMAIN_NAME = re.compile(r"^(?=.{1,253}$)([a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$")
 _LOOPBACK_ISSUER = re.compile(r"^http://(127\.0\.0\.1|localhost)(:\d+)?(/|$)")
 _DOMAIN_PREFIX = re.compile(r"^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$")
 
@@ -222,6 +232,23 @@ def check_domain_prefix(prefix: str) -> None:
         )
 
 
+# Context keys read outside DeploymentConfig.from_context (every key it reads is known by reading it).
+OTHER_CONTEXT_KEYS = ("stackName", "nagAcknowledge", "createUserPool")
+# Keys the CDK and its CLI keep in the context themselves, beside those with ':' or '@' in their names.
+CDK_CONTEXT_KEYS = ("acknowledged-issue-numbers",)
+
+
+def check_context_keys(context: Mapping[str, Any], known: set[str]) -> None:
+    """A key the app does not read is a mistake (a misspelt one would be silently ignored): name it."""
+    allowed = sorted(known | set(OTHER_CONTEXT_KEYS))
+    for key in sorted(context):
+        if key in allowed or key in CDK_CONTEXT_KEYS or ":" in key or key.startswith("@"):
+            continue
+        close = difflib.get_close_matches(key, allowed, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown context key {key!r}{hint}: the keys are {', '.join(allowed)}")
+
+
 @dataclass(frozen=True)
 class DeploymentConfig:
     server_name: str = "serverless-mcp-tasks"
@@ -230,6 +257,10 @@ class DeploymentConfig:
     auth: AuthConfig = field(default_factory=AuthConfig)
     # The endpoint's canonical URI when it is served under a custom domain (default: the request's host).
     resource_url: str | None = None
+    # A custom domain for the HTTP API, mapped at its root (no base path: clients look for the
+    # /.well-known documents at the domain's root) with an ACM certificate of this region.
+    custom_domain_name: str | None = None
+    custom_domain_certificate_arn: str | None = None
     # Optional Lambda Function URL with AWS_IAM auth, next to the HTTP API.
     function_url: bool = False
     # CORS is off unless origins are listed (browser clients only; MCP clients do not need it).
@@ -262,15 +293,34 @@ class DeploymentConfig:
 
     @classmethod
     def from_context(cls, scope: Construct) -> DeploymentConfig:
+        read: set[str] = set()
+
         def get(key: str) -> Any:
+            read.add(key)
             return scope.node.try_get_context(key)
 
+        config = cls._read(get)
+        check_context_keys(scope.node.get_all_context(), read)
+        return config
+
+    @classmethod
+    def _read(cls, get: Any) -> DeploymentConfig:
         removal = str(get("removalPolicy") or "retain").lower()
         if removal not in _REMOVAL_POLICIES:
             raise ValueError(f"context 'removalPolicy' must be one of {sorted(_REMOVAL_POLICIES)}, got {removal!r}")
         resource_url = str(get("resourceUrl")) if get("resourceUrl") else None
         if resource_url is not None and (not resource_url.startswith("https://") or "#" in resource_url):
             raise ValueError(f"'resourceUrl' must be an https URL without a fragment, got {resource_url!r}")
+        domain = str(get("customDomainName")).strip().lower() if get("customDomainName") else None
+        certificate = str(get("customDomainCertificateArn")) if get("customDomainCertificateArn") else None
+        if (domain is None) != (certificate is None):
+            raise ValueError("'customDomainName' and 'customDomainCertificateArn' are set together")
+        if domain is not None:
+            if not _DOMAIN_NAME.match(domain):
+                raise ValueError(f"'customDomainName' must be a host name such as mcp.example.com, got {domain!r}")
+            if not str(certificate).startswith("arn:aws") or ":acm:" not in str(certificate):
+                raise ValueError(f"'customDomainCertificateArn' must be an ACM certificate ARN, got {certificate!r}")
+            resource_url = resource_url or f"https://{domain}/mcp"
         rate = _int(get("throttleRateLimit") or 50, "throttleRateLimit", 1, 10_000)
         burst = _int(get("throttleBurstLimit") or 100, "throttleBurstLimit", 1, 5_000)
         return cls(
@@ -278,11 +328,13 @@ class DeploymentConfig:
             removal_policy=removal,
             auth=_auth_from_context(get),
             resource_url=resource_url,
+            custom_domain_name=domain,
+            custom_domain_certificate_arn=certificate,
             function_url=_bool(get("functionUrl") or False, "functionUrl"),
             cors_allow_origins=tuple(_list(get("corsAllowOrigins"))),
             throttle_rate_limit=rate,
             throttle_burst_limit=burst,
-            log_retention_days=int(get("logRetentionDays") or 30),
+            log_retention_days=_int(get("logRetentionDays") or 30, "logRetentionDays", 1, 3653),
             api_memory_mb=_int(get("apiMemoryMb") or 512, "apiMemoryMb", 128, 10_240),
             worker_memory_mb=_int(get("workerMemoryMb") or 1024, "workerMemoryMb", 128, 10_240),
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),

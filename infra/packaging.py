@@ -5,11 +5,20 @@ stack builds the same layout for the host interpreter (`functions/local_stack`),
 
 Offline use: wheels are downloaded once into a wheelhouse under `build/` (git-ignored) and every
 install reads only from there, so a second build needs no network.
+
+Bytecode: `/var/task` is read-only, so an asset without `__pycache__` compiles every module it
+imports on every cold start. The asset ships bytecode written by an interpreter of the target's
+version (`find_compiler`: this one, a native CPython of that version, or Pyodide's CPython from npm
+running on Node.js), hash-based and unchecked so that it is valid whatever the files' mtimes and
+the same bytes for the same sources and compiler.
 """
 
 from __future__ import annotations
 
+import functools
+import glob
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -42,8 +51,14 @@ PRUNED_DATA_GLOBS: tuple[str, ...] = (
     "aws_lambda_powertools/event_handler/openapi/swagger_ui/*.css",
 )
 # Bump when the layout of a built asset changes, so cached assets are rebuilt.
-BUILD_FORMAT = "2"
+BUILD_FORMAT = "3"
 _IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache")
+# Every file of an asset gets this mtime (1980-01-01, the earliest a zip can hold): the same bytes
+# and metadata for the same inputs, whenever and wherever built.
+STABLE_MTIME = 315532800
+# Where Lambda puts the asset: the path compiled into the bytecode (tracebacks), whatever the build dir.
+LAMBDA_TASK_ROOT = "/var/task"
+PYODIDE_COMPILEALL = REPO_ROOT / "infra" / "pyodide_compileall.mjs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,14 +231,118 @@ def prune_unreached(output_dir: Path) -> list[str]:
     return removed
 
 
+@dataclass(frozen=True, slots=True)
+class BytecodeCompiler:
+    """An interpreter that writes bytecode for one CPython version, and how to run its compileall."""
+
+    python_version: str
+    description: str  # which interpreter, exactly: it is part of the asset's fingerprint
+    command: tuple[str, ...]  # runs `compile_tree`'s arguments: DIRECTORY DESTDIR
+
+    def compile_tree(self, directory: Path) -> None:
+        done = subprocess.run([*self.command, str(directory), LAMBDA_TASK_ROOT], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise RuntimeError(f"compiling {directory} with {self.description} failed\n{done.stderr[-4000:]}")
+
+
+# Run by a native interpreter: compile every .py under DIRECTORY, in sorted order, as DESTDIR/... paths.
+_COMPILEALL = (
+    "import compileall, py_compile, sys; "
+    "ok = compileall.compile_dir(sys.argv[1], ddir=sys.argv[2], quiet=2, workers=1, "
+    "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH); sys.exit(0 if ok else 1)"
+)
+_VERSION_PROBE = "import sys; print('%d.%d' % sys.version_info[:2], sys.version.split()[0], sys.implementation.name)"
+
+
+def _native_compiler(executable: str, version: str) -> BytecodeCompiler | None:
+    try:
+        probe = subprocess.run([executable, "-I", "-c", _VERSION_PROBE], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = probe.stdout.split()
+    if probe.returncode != 0 or len(fields) != 3 or fields[0] != version or fields[2] != "cpython":
+        return None
+    return BytecodeCompiler(version, f"CPython {fields[1]}", (executable, "-I", "-c", _COMPILEALL))
+
+
+def _pyodide_compiler(version: str) -> BytecodeCompiler | None:
+    """Pyodide (npm `pyodide`, a CPython build for WebAssembly) on Node.js: CPython's own compiler,
+    for its Python version, from a registry package, on any machine that runs the CDK CLI."""
+    node = shutil.which("node")
+    roots = [REPO_ROOT / "node_modules", *(Path(p) for p in os.environ.get("NODE_PATH", "").split(os.pathsep) if p)]
+    package = next((root / "pyodide" for root in roots if (root / "pyodide" / "package.json").is_file()), None)
+    if node is None or package is None:
+        return None
+    command = (node, str(PYODIDE_COMPILEALL), str(package))
+    try:
+        probe = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = probe.stdout.split()
+    if probe.returncode != 0 or len(fields) != 2 or fields[0] != version:
+        return None
+    pyodide = json.loads((package / "package.json").read_text(encoding="utf-8"))["version"]
+    return BytecodeCompiler(version, f"CPython {fields[1]} (Pyodide {pyodide} on Node.js)", command)
+
+
+def _native_candidates(version: str) -> list[str]:
+    found = [os.environ.get("MCP_BYTECODE_PYTHON", "")]
+    found.append(shutil.which(f"python{version}") or "")
+    import pwd
+
+    homes = [Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)]  # HOME may be a scratch one (tests)
+    pyenv_roots = [os.environ.get("PYENV_ROOT", ""), *(str(home / ".pyenv") for home in homes)]
+    for root in dict.fromkeys(filter(None, pyenv_roots)):
+        found += sorted(glob.glob(os.path.join(root, "versions", f"{version}*", "bin", f"python{version}")))
+    found += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
+    return [path for path in dict.fromkeys(found) if path and os.access(path, os.X_OK)]
+
+
+@functools.cache
+def find_compiler(version: str) -> BytecodeCompiler | None:
+    """An interpreter of CPython `version` that can compile the asset, or None (the asset then ships
+    without bytecode: `infra/bundling.py` warns). In order: this interpreter, MCP_BYTECODE_PYTHON,
+    `python<version>` on PATH, pyenv's, the system's; then Pyodide from node_modules."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version and sys.implementation.name == "cpython":
+        return BytecodeCompiler(version, f"CPython {sys.version.split()[0]}", (sys.executable, "-I", "-c", _COMPILEALL))
+    for executable in _native_candidates(version):
+        compiler = _native_compiler(executable, version)
+        if compiler is not None:
+            return compiler
+    return _pyodide_compiler(version)
+
+
+def bytecode_tag(target: Target) -> str:
+    """What the asset's bytecode is, for its fingerprint: the compiler, or that there is none."""
+    compiler = find_compiler(target.python_version)
+    return f"bytecode {compiler.description}" if compiler else "no bytecode"
+
+
+def compile_bytecode(output_dir: Path, target: Target) -> BytecodeCompiler | None:
+    """Hash-based bytecode for the target's interpreter beside every .py of the asset; then every file
+    gets the same mtime. Returns the compiler used, or None when no interpreter of that version is at hand."""
+    compiler = find_compiler(target.python_version)
+    if compiler is not None:
+        compiler.compile_tree(output_dir)
+    stabilize_mtimes(output_dir)
+    return compiler
+
+
+def stabilize_mtimes(root: Path) -> None:
+    for path in sorted(root.rglob("*"), reverse=True):
+        os.utime(path, (STABLE_MTIME, STABLE_MTIME), follow_symlinks=False)
+
+
 def build_package(
     output_dir: Path | str,
     target: Target = LAMBDA_TARGET,
     *,
     wheelhouse_root: Path = WHEELHOUSE_ROOT,
     installed: Path | None = None,
+    bytecode: bool = True,
 ) -> Path:
-    """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.handlers.*`).
+    """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.handlers.*`),
+    with bytecode for the target's interpreter where one is at hand (`compile_bytecode`).
 
     `installed`: a directory `installed_dependencies` filled before, linked instead of installing again.
     """
@@ -241,6 +360,8 @@ def build_package(
     for pattern in PRUNED_DATA_GLOBS:
         for path in output.glob(pattern):
             path.unlink()
+    if bytecode:
+        compile_bytecode(output, target)
     return output
 
 
@@ -270,10 +391,11 @@ def installed_dependencies(target: Target, cache_root: Path, *, wheelhouse_root:
     return directory
 
 
-def source_fingerprint(target: Target = LAMBDA_TARGET) -> str:
-    """Changes whenever a shipped file, a pin or the target changes: the asset's custom hash."""
+def source_fingerprint(target: Target = LAMBDA_TARGET, bytecode: str | None = None) -> str:
+    """Changes whenever a shipped file, a pin, the target or the bytecode compiler (`bytecode`; by
+    default `bytecode_tag`) changes: the asset's custom hash."""
     digest = hashlib.sha256()
-    for part in (BUILD_FORMAT, target.slug, *runtime_requirements()):
+    for part in (BUILD_FORMAT, target.slug, bytecode or bytecode_tag(target), *runtime_requirements()):
         digest.update(part.encode() + b"\0")
     if LOCK_FILE.exists():
         digest.update(LOCK_FILE.read_bytes())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from constructs import Construct
 
 from infra import bundling
@@ -42,8 +43,13 @@ class McpTasksStack(Stack):
             throttle_burst_limit=config.throttle_burst_limit,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
+            custom_domain=(
+                (config.custom_domain_name, config.custom_domain_certificate_arn)
+                if config.custom_domain_name and config.custom_domain_certificate_arn
+                else None
+            ),
         )
-        code = bundling.function_code()
+        code = bundling.function_code(scope=self)
         defaults = FunctionDefaults(
             code=code,
             environment=task_environment(config.server_name, self.tasks.table, lease_seconds=config.task_lease_seconds),
@@ -118,6 +124,7 @@ class McpTasksStack(Stack):
                 resource_url=config.resource_url,
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
+                metrics_namespace=config.server_name,
                 reserved_concurrency=config.concurrency.bridge,
             )
         self.monitoring = Monitoring(
@@ -135,6 +142,8 @@ class McpTasksStack(Stack):
             stream_failures=self.supervisor.stream_failures,
             status_event_failures=self.supervisor.status_event_failures,
         )
+        if self.bridge is not None and self.monitoring.topic is not None:
+            self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.monitoring.topic))
 
         CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, OAuth)")
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)
@@ -143,6 +152,13 @@ class McpTasksStack(Stack):
         # What `make redrive STACK=...` reads and replays to.
         CfnOutput(self, "StreamFailureQueueUrl", value=self.supervisor.stream_failures.queue_url)
         CfnOutput(self, "SupervisorFunctionName", value=self.supervisor.function.function.function_name)
+        if self.front.domain is not None:
+            CfnOutput(
+                self,
+                "CustomDomainTarget",
+                value=self.front.domain.regional_domain_name,
+                description="Point the custom domain's DNS (CNAME or alias) here",
+            )
         if self.front.function_url is not None:
             CfnOutput(self, "FunctionUrl", value=f"{self.front.function_url.url}mcp", description="MCP endpoint (IAM)")
         if self.front.user_pool is not None:

@@ -17,7 +17,8 @@ from local_stack.processes import start_announced, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL_VERSION = "2026-07-28"
-# The tools the template ships (functions/tools), by name, sorted: what tools/list answers with.
+# The example tools the template ships (functions/tools), by name, sorted. A project adds its own
+# beside them: tests of what is served compare with `project_tools()`, and see these among them.
 EXAMPLE_TOOLS = [
     "archive_project",
     "cart_add",
@@ -27,6 +28,18 @@ EXAMPLE_TOOLS = [
     "deploy_release",
     "list_my_tasks",
 ]
+# Their modules (functions/tools/<name>.py).
+EXAMPLE_MODULES = ("archive_project", "cart", "count_words", "deploy_release", "my_tasks")
+
+
+def project_tools(*, table_backed: bool = True) -> list[str]:
+    """The tools functions/tools registers (the examples and whatever the project added), sorted."""
+    import tools
+    from mcp_runtime.tools import ToolRegistry
+
+    registry = ToolRegistry()
+    tools.register(registry, table_backed=table_backed)
+    return sorted(spec.name for spec in registry)
 
 
 def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -187,3 +200,50 @@ def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: floa
     )
     assert completed.returncode == 0, completed.stderr[-3000:]
     return completed.stdout.splitlines()
+
+
+# The stack configurations that test modules share (tests/conftest.py starts each one once, when a
+# test first asks for it by its fixture name, and stops it after the last test that uses it), and the
+# modules that use each: they run one after another on one xdist worker. A module that needs another
+# configuration starts its own with `local_stack_process`.
+SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5}
+
+
+@dataclass(frozen=True)
+class SharedStack:
+    options: dict[str, Any]  # local_stack_process's arguments
+    users: tuple[str, ...]  # the test modules that use it, by path from the repository's root
+
+
+SHARED_STACKS: dict[str, SharedStack] = {
+    # cdk.json as it is, no fixtures, every request needs a token (`Bearer dev:<user>` here).
+    "template_stack": SharedStack(
+        {},
+        (
+            "tests/e2e/test_authorization_conformance.py",
+            "tests/e2e/test_isolation.py",
+            "tests/local_stack/test_sam_env.py",
+            "tests/test_events.py",
+        ),
+    ),
+    # As `make run` starts it: a request without a token is the development user's.
+    "developer_stack": SharedStack(
+        {"default_user": "developer"},
+        ("tests/e2e/test_legacy_clients.py", "tests/e2e/test_readme_snippets.py"),
+    ),
+    # The conformance fixtures (the suite calls them by name); the suite sends no token.
+    "conformance_stack": SharedStack(
+        {"fixtures": "conformance", "default_user": "conformance"},
+        (
+            "tests/e2e/test_conformance.py",
+            "tests/e2e/test_legacy_wire.py",
+            "tests/e2e/test_tasks_client.py",
+            "tests/e2e/test_tasks_conformance.py",
+        ),
+    ),
+    # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; both fixture sets.
+    "short_timeout_stack": SharedStack(
+        {"fixtures": "conformance,lifecycle", "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps(SHORT_TIMEOUT_CONTEXT)}},
+        ("tests/local_stack/test_task_lifecycle.py",),
+    ),
+}

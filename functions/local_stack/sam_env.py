@@ -16,10 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import socket
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 from local_stack.synth import REPO, synthesize
 from local_stack.template import DeployedTemplate
@@ -56,17 +59,26 @@ def deployed_template(
     )
 
 
+def _running(state: Mapping[str, Any]) -> bool:
+    """Whether the stack that wrote this state still serves (a stopped or killed one leaves its file)."""
+    aws = urlsplit(str(state.get("awsEndpoint", "")))
+    try:
+        with socket.create_connection((aws.hostname or "127.0.0.1", aws.port or 80), timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 def local_state(port: int | None, run_dir: Path = RUN_DIR) -> dict[str, Any]:
-    """The state file of the running local stack on `port` (the newest one if not given)."""
-    if port is not None:
-        path = run_dir / f"{port}.json"
-    else:
-        candidates = sorted(run_dir.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        if not candidates:
-            raise SystemExit("no local stack has run yet: start `make run` first, or pass --stack NAME")
-        path = candidates[-1]
-    state: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    return state
+    """The state of the running local stack on `port` (the newest running one if not given)."""
+    paths = [run_dir / f"{port}.json"] if port is not None else sorted(run_dir.glob("*.json"), key=os.path.getmtime)
+    states = [json.loads(path.read_text(encoding="utf-8")) for path in paths if path.exists()]
+    running = [state for state in states if _running(state)]
+    if running:
+        return dict(running[-1])
+    on = f"on port {port} " if port is not None else ""
+    earlier = " (the state files in build/local-stack/run are of stacks that have stopped)" if states else ""
+    raise SystemExit(f"no local stack is running {on}now{earlier}: start `make run` first, or pass STACK=<name>")
 
 
 def write(out_dir: Path, name: str, document: Mapping[str, Any]) -> Path:

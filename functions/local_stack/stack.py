@@ -39,11 +39,15 @@ Sign-in (the API function validates tokens itself, as deployed):
 
 from __future__ import annotations
 
-import contextlib
+import errno
+import fcntl
 import json
 import logging
 import os
+import re
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
@@ -51,7 +55,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Final, TextIO
+from typing import IO, Any, Final, TextIO
 
 from local_stack import iam_enforcement, persistence
 from local_stack.aws import (
@@ -153,16 +157,47 @@ def _auth_mode(value: str | None) -> str:
     return mode
 
 
-class LogSink:
-    """Function log streams: all of it to build/local-stack/logs/<function>.log, the useful part to stdout."""
+# The asset's packages that are the project's source (functions/<package>), not installed dependencies.
+SOURCE_PACKAGES: Final = ("app", "mcp_runtime", "oauth_bridge", "tools")
 
-    def __init__(self, directory: Path, out: TextIO, *, everything: bool, short_names: Mapping[str, str]) -> None:
+
+def readable(line: str, sources: Mapping[str, str]) -> str:
+    """A log line as a person reads it: a structured record's traceback (Powertools' `exception`) printed
+    as the traceback it is after the record, and the built asset's paths as the source files'."""
+    start = line.find("{")
+    if start != -1:
+        try:
+            record = json.loads(line[start:])
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and isinstance(record.get("exception"), str):
+            rest = {key: value for key, value in record.items() if key != "exception"}
+            line = f"{line[:start]}{json.dumps(rest, ensure_ascii=False)}\n{record['exception'].rstrip()}"
+    for built, source in sources.items():
+        line = line.replace(built, source)
+    return line
+
+
+class LogSink:
+    """Function log streams: all of it to build/local-stack/logs/<function>.log, the useful part to stdout
+    (tracebacks readable, pointing at the source files: `readable`)."""
+
+    def __init__(
+        self,
+        directory: Path,
+        out: TextIO,
+        *,
+        everything: bool,
+        short_names: Mapping[str, str],
+        sources: Mapping[str, str] | None = None,
+    ) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self._files: dict[str, TextIO] = {}
         self._directory = directory
         self._out = out
         self._everything = everything
         self._short = dict(short_names)
+        self._sources = dict(sources or {})
         self._lock = threading.Lock()
 
     def __call__(self, function_name: str, line: str) -> None:
@@ -175,7 +210,8 @@ class LogSink:
             target.write(line + "\n")
             target.flush()
             if self._everything or not line.startswith(LOG_NOISE):
-                self._out.write(f"[{self._short.get(function_name, function_name)}] {line}\n")
+                shown = readable(line, self._sources)
+                self._out.write(f"[{self._short.get(function_name, function_name)}] {shown}\n")
                 self._out.flush()
 
     def close(self) -> None:
@@ -199,6 +235,7 @@ class LocalStack:
     delivery: EventDelivery
     provider: LocalAuthorizationServer | None = None
     state_dir: Path | None = None
+    state_lock: IO[str] | None = None
 
     @property
     def url(self) -> str:
@@ -224,6 +261,8 @@ class LocalStack:
         self.sink.close()
         if self.provider is not None:
             self.provider.stop()
+        if self.state_lock is not None:
+            self.state_lock.close()
 
 
 def fixture_layer() -> Path:
@@ -244,10 +283,77 @@ def _short_name(spec: FunctionSpec) -> str:
     return spec.logical_id
 
 
+class StartRefused(Exception):
+    """`make run` cannot start; the message says why, and what to do about it."""
+
+
+def check_port(port: int) -> None:
+    """Refuse a port another process listens on, before spending seconds on synthesis."""
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP server binds
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                raise
+            raise StartRefused(
+                f"port {port} is in use (another `make run`?): stop that one, or pick another port, "
+                f"e.g. `PORT={port + 1} make run`"
+            ) from error
+
+
+def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
+    """One stack per state directory: a second one would lose the first one's tasks at its stop."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    handle = open(state_dir / ".lock", "a+", encoding="utf-8")  # noqa: SIM115 (held while the stack runs)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise StartRefused(
+            f"the state directory {state_dir} is in use by another `make run` ({holder}): stop that one "
+            "first, or give this one a directory of its own, e.g. `LOCAL_STATE_DIR=build/other make run`"
+        ) from None
+    handle.truncate(0)
+    handle.write(f"pid {os.getpid()}, port {port}\n")
+    handle.flush()
+    return handle
+
+
+# A traceback's frame: `  File "<path>", line <n>, in <name>` (a SyntaxError's has no `in`).
+FRAME: Final = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+
+
+def check_tools_import(source: Path = REPO / "functions") -> None:
+    """Import the project's tools as the functions will, from the source; refuse to start if that fails,
+    naming the source file and line (the functions run a built copy, whose paths mean nothing to you)."""
+    done = subprocess.run(
+        [sys.executable, "-c", "import tools"],
+        cwd=source,
+        env={**os.environ, "PYTHONPATH": str(source)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode == 0:
+        return
+    frames = [m for m in FRAME.finditer(done.stderr) if Path(m["path"]).resolve().is_relative_to(source / "tools")]
+    where = frames[-1] if frames else None
+    place = f"{Path(where['path']).resolve().relative_to(source.parent)}, line {where['line']}" if where else "tools"
+    error = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit status {done.returncode}"
+    raise StartRefused(f"a tool does not import: {place}: {error}\n\n{done.stderr.rstrip()}")
+
+
 def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStack:
     options = options or Options.from_environ()
     started = time.monotonic()
+    if options.port:
+        check_port(options.port)
     port = options.port or _free_port()  # known before synthesis: the resource URI names it
+    state_lock = lock_state_dir(options.state_dir, port) if options.state_dir is not None else None
+    check_tools_import()
     provider: LocalAuthorizationServer | None = None
     cdk_context = dict(options.cdk_context)
     if options.auth == "oauth":
@@ -287,6 +393,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         out,
         everything=options.all_logs,
         short_names={spec.name: _short_name(spec) for spec in provisioned.functions.values()},
+        sources={
+            f"{code.task_root / package}{os.sep}": f"{REPO / 'functions' / package}{os.sep}"
+            for package in SOURCE_PACKAGES
+        },
     )
     pools: dict[str, FunctionPool] = {}
     limits = ConcurrencyLimits(
@@ -343,6 +453,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         delivery,
         provider,
         options.state_dir,
+        state_lock,
     )
     if options.state_dir is not None:
         out.write(
@@ -503,11 +614,20 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if (os.environ.get("LOCAL_LOGS") or "").lower() in ("all", "debug"):
         logging.getLogger("local_stack.access").setLevel(logging.DEBUG)
-    stack = start()
+    try:
+        stack = start()
+    except StartRefused as refused:
+        print(f"make run: {refused}", file=sys.stderr, flush=True)
+        sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C while starting
+        sys.exit(130)
     print(f"MCP endpoint: {stack.url}  (Ctrl-C stops)", flush=True)
     stop = threading.Event()
+    # Ctrl-C and SIGTERM stop the stack the same quiet way (a second Ctrl-C while stopping changes nothing).
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    with contextlib.suppress(KeyboardInterrupt):
-        stop.wait()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    stop.wait()
+    print("stopping...", flush=True)
     stack.stop()
+    print("stopped", flush=True)
     sys.exit(0)

@@ -7,6 +7,7 @@ builds the function code itself (`local_stack.code`), and the template it reads 
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -81,6 +82,17 @@ def synthesize(
         os.utime(target)  # in use: prune keeps what was used lately
         return Assembly(target, stack_name, True, time.monotonic() - started)
     cache_root.mkdir(parents=True, exist_ok=True)
+    # Processes that need the same assembly at once (parallel test workers) synthesize it once.
+    with open(cache_root / f"{target.name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if (target / "manifest.json").exists():
+            return Assembly(target, stack_name, True, time.monotonic() - started)
+        return _synthesize(context, stack_name, target, repo, cache_root, started)
+
+
+def _synthesize(
+    context: Mapping[str, Any], stack_name: str, target: Path, repo: Path, cache_root: Path, started: float
+) -> Assembly:
     scratch = Path(tempfile.mkdtemp(prefix="synth-", dir=cache_root))
     env = {
         **os.environ,
@@ -116,3 +128,4 @@ def prune(cache_root: Path, keep: Path, limit: int = 8, in_use_seconds: float = 
     for stale in entries[: max(0, len(entries) - (limit - 1))]:
         if stale.stat().st_mtime < recent:
             shutil.rmtree(stale, ignore_errors=True)
+            (cache_root / f"{stale.name}.lock").unlink(missing_ok=True)

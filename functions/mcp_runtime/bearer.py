@@ -28,8 +28,11 @@ def escape_principal_part(part: str) -> str:
     return part.replace("%", "%25").replace("|", "%7C")
 
 
-def jwt_principal(subject: str, client: str) -> Principal:
-    return Principal(f"jwt:{escape_principal_part(subject)}|{escape_principal_part(client)}", "jwt")
+def jwt_principal(issuer: str, subject: str, client: str) -> Principal:
+    """`jwt:<iss>|<sub>|<client>`: a `sub` is unique only within its issuer, so the issuer is part of who
+    the caller is (two providers' `sub`s never alias), and so is the client the token was issued to."""
+    parts = (issuer, subject, client)
+    return Principal("jwt:" + "|".join(escape_principal_part(part) for part in parts), "jwt")
 
 
 class Refusal(Record):
@@ -93,7 +96,7 @@ class BearerAuthenticator:
             validated = self.validator.validate(token, resource)
         except Exception as error:
             return _refusal(error, scope)
-        return jwt_principal(validated.subject, validated.client)
+        return jwt_principal(validated.issuer, validated.subject, validated.client)
 
 
 def _refusal(error: Exception, scope: tuple[str, ...]) -> Refusal:

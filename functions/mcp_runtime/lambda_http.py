@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .bearer import jwt_principal
+from .bearer import escape_principal_part, jwt_principal
 from .context import ANONYMOUS, Principal
 from .proxy_event import InvalidBase64Body, event_body, event_headers
 from .transport import HttpRequest, HttpResponse
@@ -38,15 +38,27 @@ def principal_from_event(
         client = claims.get("client_id") or claims.get("azp") or claims.get("aud") or "-"
         if isinstance(subject, str) and subject:
             # "|" separates the parts, so it is escaped inside them: ("a|b", "c") and ("a", "b|c") differ.
-            return jwt_principal(subject, str(client))
+            return jwt_principal(str(claims.get("iss") or "-"), subject, str(client))
         return None
     iam = authorizer.get("iam") if isinstance(authorizer, dict) else None
     if isinstance(iam, dict):
-        caller = iam.get("userArn") or iam.get("callerId")
-        if isinstance(caller, str) and caller:
-            return Principal(f"iam:{caller}", "iam")
-        return None
+        return iam_principal(iam)
     return None if require_principal or dev_auth else ANONYMOUS
+
+
+def iam_principal(iam: Mapping[str, Any]) -> Principal | None:
+    """`iam:<caller ARN>`, and for temporary credentials (an assumed role, a federated user: `arn:...:sts::`)
+    `|<access key id>` too: two role sessions with one session name have one ARN, but each AssumeRole
+    gives its own access key. A caller that renews its credentials is therefore a new principal."""
+    caller = iam.get("userArn") or iam.get("callerId")
+    if not isinstance(caller, str) or not caller:
+        return None
+    access_key = iam.get("accessKey")
+    if ":sts::" in caller or caller.startswith("ARO"):
+        if not isinstance(access_key, str) or not access_key:
+            return None  # a session that cannot be told from another is not authenticated
+        return Principal(f"iam:{escape_principal_part(caller)}|{escape_principal_part(access_key)}", "iam")
+    return Principal(f"iam:{caller}", "iam")
 
 
 def request_from_event(

@@ -3,6 +3,8 @@
 Token format: ``v1.<key id>.<base64url payload>.<base64url tag>``. The tag covers everything before
 it, so the version and key id cannot be swapped. Keys are shared by every instance (Secrets
 Manager in AWS, configuration locally); a list of keys allows rotation: the first seals, any opens.
+The keys may be given as a function that reads them: it is called by the first seal or open, so a
+request that seals nothing never waits for the secret (bench/README.md, cold start).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import binascii
 import hashlib
 import hmac
 import json
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
@@ -19,12 +22,6 @@ from . import _json
 from ._record import Record
 from .errors import InvalidParams
 from .limits import MAX_REQUEST_STATE_CHARS
-
-_keyed_mac: Callable[..., Any]
-try:  # the C HMAC itself: `hmac.new` wraps it in Python calls (bench/README.md, warm)
-    from _hashlib import hmac_new as _keyed_mac
-except ImportError:  # an interpreter without OpenSSL's HMAC
-    _keyed_mac = hmac.new
 
 TOKEN_VERSION: Final = "v1"
 _MIN_KEY_BYTES: Final = 32
@@ -109,24 +106,43 @@ def _b64decode(text: str) -> bytes:
     return binascii.a2b_base64(padded.encode("ascii").translate(_FROM_URLSAFE))
 
 
+KeySource = Callable[[], Sequence[SealingKey]]
+
+
 class StateSealer:
     def __init__(
         self,
-        keys: Sequence[SealingKey],
+        keys: Sequence[SealingKey] | KeySource,
         *,
         lifetime_seconds: int = 900,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        if not keys:
-            raise ValueError("at least one sealing key is required")
-        self._keys = list(keys)
-        # Each key's HMAC with the key already absorbed: a tag copies it (bench/README.md, warm).
-        self._macs = {key.key_id: _keyed_mac(key.secret, digestmod="sha256") for key in keys}
+        self._source: KeySource | None = keys if callable(keys) else None
+        self._keys: list[SealingKey] = []
+        self._secrets: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+        if not callable(keys):
+            self._load(keys)
         self._lifetime = lifetime_seconds
         self._clock = clock
 
+    def _load(self, keys: Sequence[SealingKey]) -> None:
+        if not keys:
+            raise ValueError("at least one sealing key is required")
+        self._secrets = {key.key_id: key.secret for key in keys}
+        self._keys = list(keys)
+
+    def _keyring(self) -> dict[str, bytes]:
+        """The keys' secrets by id, read from the source by the first caller (a failed read is tried again)."""
+        if not self._keys and self._source is not None:
+            with self._lock:
+                if not self._keys:
+                    self._load(self._source())
+        return self._secrets
+
     def seal(self, binding: Binding, payload: dict[str, Any], *, lifetime_seconds: int | None = None) -> str:
         """A token for `payload`, valid for this sealer's lifetime or, where given, `lifetime_seconds`."""
+        self._keyring()
         key = self._keys[0]
         body = {
             "p": binding.principal,
@@ -154,7 +170,7 @@ class StateSealer:
         if len(parts) != 4 or parts[0] != TOKEN_VERSION:
             raise StateRejected("malformed")
         version, key_id, encoded, tag_text = parts
-        if key_id not in self._macs:
+        if key_id not in self._keyring():
             raise StateRejected("unknown key")
         # Compare the canonical spelling of the tag, not its decoded bytes: base64 decoding tolerates
         # padding and unused low bits, which would let a changed token still verify.
@@ -180,7 +196,4 @@ class StateSealer:
         return payload
 
     def _tag(self, key_id: str, signed: str) -> bytes:
-        mac = self._macs[key_id].copy()
-        mac.update(signed.encode("ascii"))
-        tag: bytes = mac.digest()
-        return tag
+        return hmac.new(self._secrets[key_id], signed.encode("ascii"), "sha256").digest()

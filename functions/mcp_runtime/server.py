@@ -37,7 +37,7 @@ from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, Tool
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import HandleStore
-    from .tasks.history import DynamoTaskHistory
+    from .tasks.history import TaskHistory
 
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
@@ -98,7 +98,7 @@ class McpServer:
     resources: ResourceRegistry
     tasks: TaskGateway | None
     handles: HandleStore | None
-    history: DynamoTaskHistory | None
+    history: TaskHistory | None
     telemetry: Telemetry
     _methods: dict[str, MethodSpec]
 
@@ -111,7 +111,7 @@ class McpServer:
         resources: ResourceRegistry | None = None,
         tasks: TaskGateway | None = None,
         handles: HandleStore | None = None,
-        history: DynamoTaskHistory | None = None,
+        history: TaskHistory | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
     ) -> None:
         self.settings = settings

@@ -7,8 +7,9 @@ client ids no authorizer lists) are accepted.
 
 What is checked, in this order: the JWS signature (RS256/RS384/RS512, keys from the issuer's JWKS,
 fetched on first use and cached; `_jws.py`), then the claims: `exp`, `iss` and `sub` present, `exp`,
-`nbf` and `iat` against the clock with a leeway, `iss` (exactly the configured issuer), `aud` (one of
-the accepted audiences: by default the MCP endpoint's canonical URI), `token_use` (when present,
+`nbf` and `iat` against the clock with a leeway of `LEEWAY_SECONDS` (a token is accepted up to 30 s
+after its `exp`), `iss` (exactly the configured issuer), `aud` (one of the accepted audiences: by
+default the MCP endpoint's canonical URI; compared in canonical form, `resource_uri.py`), `token_use` (when present,
 "access": a Cognito ID token is not an access token), and finally the required scopes (`scope` as a
 space-separated string, or `scp` as a list).
 """
@@ -31,6 +32,7 @@ from . import _jws
 from ._jws import RsaPublicKey
 from ._record import Record
 from .limits import MAX_ACCESS_TOKEN_CHARS, MAX_KEY_DOCUMENT_BYTES
+from .resource_uri import canonical_resource
 
 log = logging.getLogger(__name__)
 
@@ -86,6 +88,10 @@ class ValidatedToken(Record):
     @property
     def subject(self) -> str:
         return str(self.claims["sub"])
+
+    @property
+    def issuer(self) -> str:
+        return str(self.claims["iss"])
 
     @property
     def client(self) -> str:
@@ -359,7 +365,7 @@ class TokenValidator:
         named = [audience] if isinstance(audience, str) else audience if isinstance(audience, list) else None
         if named is None or not all(isinstance(item, str) for item in named):
             raise TokenRejected("the token is malformed", f"aud {audience!r}")
-        if not set(named) & set(accepted):
+        if not {canonical_resource(item) for item in named} & {canonical_resource(item) for item in accepted}:
             raise TokenRejected("the token was issued for another resource", f"aud {audience!r}, expected {accepted}")
 
 

@@ -35,7 +35,7 @@ from .mrtr import Asker
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .handles import CallerHandles, HandleStore
     from .tasks.durable import Callback, DurableRun
-    from .tasks.history import CallerTaskHistory, DynamoTaskHistory
+    from .tasks.history import CallerTaskHistory, TaskHistory
 
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
@@ -112,7 +112,7 @@ class ToolContext(Asker):
         task_id: str | None = None,
         prepared: Any = None,
         handle_store: HandleStore | None = None,
-        history: DynamoTaskHistory | None = None,
+        history: TaskHistory | None = None,
         durable: DurableRun | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
@@ -473,6 +473,10 @@ class ToolRegistry:
         self._loaders: list[Callable[[], None]] = []
         self._loading = threading.Lock()
         self._loader_thread: int | None = None
+        # Test fixtures (MCP_FIXTURES) by name: where a project tool has the same name, the fixture is
+        # served in its place, since the suites that call fixtures call them by name.
+        self._fixtures: set[str] = set()
+        self.shadowed: list[str] = []
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """Register tools later: `loader` runs once, before the first lookup or listing."""
@@ -503,18 +507,26 @@ class ToolRegistry:
             finally:
                 self._loader_thread = None
 
-    def include(self, module: ModuleType) -> None:
-        """Serve every `@tool` function defined in a module, in definition order."""
+    def include(self, module: ModuleType, *, fixture: bool = False) -> None:
+        """Serve every `@tool` function defined in a module, in definition order (`fixture`: a test
+        fixture's module, whose tools take the place of project tools of the same names)."""
         for value in vars(module).values():
             spec = getattr(value, SPEC_ATTRIBUTE, None)
             if isinstance(spec, ToolSpec) and getattr(value, "__module__", None) == module.__name__:
-                self.add(spec)
+                self.add(spec, fixture=fixture)
 
-    def add(self, spec: ToolSpec) -> None:
+    def add(self, spec: ToolSpec, *, fixture: bool = False) -> None:
         if not TOOL_NAME_PATTERN.match(spec.name):
             raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_PATTERN.pattern}")
-        if spec.name in self._tools:
+        if spec.name in self._tools and fixture != (spec.name in self._fixtures):
+            # A project tool and a fixture of one name: the fixture is served, the project's is not.
+            self.shadowed.append(spec.name)
+            if not fixture:
+                return
+        elif spec.name in self._tools:
             raise ValueError(f"tool {spec.name!r} is registered twice")
+        if fixture:
+            self._fixtures.add(spec.name)
         if spec.task_required and spec.mode is not ToolMode.TASK:
             raise ValueError(f"tool {spec.name!r}: only task tools can require a task")
         if spec.prepare is not None and spec.mode is not ToolMode.TASK:

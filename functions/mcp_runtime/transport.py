@@ -36,6 +36,7 @@ from .headers import decode_header_value
 from .legacy import is_legacy_message
 from .limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from .observability import REJECTED_REQUESTS
+from .resource_uri import canonical_origin
 from .server import McpServer
 
 if TYPE_CHECKING:
@@ -155,6 +156,14 @@ def _limit_breach(value: Any) -> str | None:
                 return "an array has too many items"
             stack.extend((child, depth + 1) for child in item)
     return None
+
+
+def _request_base_url(headers: dict[str, str]) -> str:
+    """This endpoint's origin as the client reached it: `Host`, and the scheme the front reports."""
+    host = headers.get("host", "localhost")
+    default_scheme = "http" if _LOOPBACK_HOST.match(host) else "https"
+    scheme = headers.get("x-forwarded-proto", default_scheme).split(",")[0].strip() or default_scheme
+    return f"{scheme}://{host}"
 
 
 def _hostname(host: str) -> str:
@@ -279,10 +288,7 @@ class McpHttpTransport:
         if self.settings.resource_url:
             scheme, _, rest = self.settings.resource_url.partition("://")
             return f"{scheme}://{rest.split('/', 1)[0]}"
-        host = request.headers.get("host", "localhost")
-        default_scheme = "http" if _LOOPBACK_HOST.match(host) else "https"
-        scheme = request.headers.get("x-forwarded-proto", default_scheme).split(",")[0].strip()
-        return f"{scheme}://{host}"
+        return _request_base_url(request.headers)
 
     def _endpoint_path(self) -> str:
         if self.settings.resource_url:
@@ -326,7 +332,9 @@ class McpHttpTransport:
         if origin is None:
             return
         normalized = origin.strip().lower().rstrip("/")
-        same_origin = host is not None and normalized.partition("://")[2] == host.strip().lower()
+        # Same origin is scheme, host and port: http://host is not https://host.
+        own = canonical_origin(_request_base_url(headers)) if host is not None else None
+        same_origin = own is not None and canonical_origin(origin) == own
         if not same_origin and normalized not in self.settings.allowed_origins_set:
             raise RequestRejected(403, "Forbidden: Origin is not allowed")
 

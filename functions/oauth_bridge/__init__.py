@@ -7,12 +7,15 @@ people in (managed login) and issues the tokens; it has neither registration met
 
 - `metadata.py`: the authorization server metadata, naming the bridge's endpoints;
 - `registration.py`: RFC 7591 registration backed by Cognito app clients (`cognito.py`), with
-  redirect URIs checked, a rate limit per source address and a cap on registered clients;
+  redirect URIs checked, rate limits per source address and per metadata host, a cap on registered
+  clients, and clients that never sign in removed within the hour;
 - `cimd.py`: Client ID Metadata Documents, fetched with the MCP spec's rules (HTTPS only, size and
   time limits, no private addresses);
-- `flows.py`: `/oauth2/authorize` (checks the client, its redirect URI, PKCE and `resource`, then
-  redirects to Cognito's managed login) and `/oauth2/token` (maps the client id, then forwards to
+- `flows.py`: `/oauth2/authorize` (checks the client, its redirect URI, PKCE and `resource`, asks
+  the person on the consent page, then redirects to Cognito's managed login), `/oauth2/consent`
+  (the page's approve, deny and forget) and `/oauth2/token` (maps the client id, then forwards to
   Cognito's token endpoint);
+- `consent.py`: the consent page, its CSRF-bound form token and the signed approvals cookie;
 - `store.py`: the registrations table (conditional writes only); `cleanup` deletes clients unused
   for a configured number of days;
 - `handler.py`: the Lambda entry point (`oauth_bridge.handler.handle`).

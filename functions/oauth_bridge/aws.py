@@ -10,6 +10,7 @@ raises is translated here and only here: a condition that did not hold becomes
 from __future__ import annotations
 
 import hashlib
+import secrets
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ CLIENT_PREFIX: Final = "client#"
 METADATA_URL_PREFIX: Final = "cimd#"
 RATE_PREFIX: Final = "rate#"
 COUNTER_KEY: Final = "meta#clients"
+SIGNING_KEY: Final = "meta#signing-key"
 T = TypeVar("T")
 
 
@@ -68,6 +70,9 @@ class Registration:
     last_used_at: int
     metadata_url: str | None = None
     fetched_at: int = 0
+    client_name: str = "MCP client"
+    # A token exchange succeeded once (registrations older than this field count as exchanged if used).
+    exchanged: bool = True
 
     @property
     def public_client_id(self) -> str:
@@ -92,7 +97,13 @@ def _registration(item: dict[str, Any]) -> Registration:
         last_used_at=int(item.get("lastUsedAt", {}).get("N", "0")),
         metadata_url=item.get("url", {}).get("S"),
         fetched_at=int(item.get("fetchedAt", {}).get("N", "0")),
+        client_name=item.get("clientName", {}).get("S", "MCP client"),
+        exchanged="exchangedAt" in item or int(item.get("lastUsedAt", {}).get("N", "0")) > _created(item),
     )
+
+
+def _created(item: dict[str, Any]) -> int:
+    return int(item.get("createdAt", {}).get("N", "0"))
 
 
 class RegistrationStore:
@@ -114,8 +125,32 @@ class RegistrationStore:
         item = found.get("Item")
         return _registration(item) if item else None
 
+    def signing_key(self) -> bytes:
+        """The key the consent step signs its form tokens and cookies with: made once, on first use."""
+        found = _aws(
+            lambda: self.dynamodb.call(
+                "get_item", TableName=self.table, Key={"pk": {"S": SIGNING_KEY}}, ConsistentRead=True
+            )
+        ).get("Item")
+        if found:
+            return bytes(found["key"]["B"])
+        key = secrets.token_bytes(32)
+        try:
+            _aws(
+                lambda: self.dynamodb.call(
+                    "put_item",
+                    TableName=self.table,
+                    Item={"pk": {"S": SIGNING_KEY}, "key": {"B": key}},
+                    ConditionExpression="attribute_not_exists(pk)",
+                )
+            )
+        except ConditionFailed:
+            return self.signing_key()  # another container made it first
+        return key
+
     def count_attempt(self, source: str, limit: int) -> None:
-        """One more registration from this address in this hour; ConditionFailed past the limit."""
+        """One more registration from `source` (an address, or `host#<name>`) in this hour;
+        ConditionFailed past the limit."""
         now = int(self.clock())
         hour = now // 3600
         _aws(
@@ -133,9 +168,9 @@ class RegistrationStore:
             )
         )
 
-    def reserve_slot(self, limit: int) -> None:
-        """Count one more registered client; ConditionFailed when `limit` are registered already."""
-        _aws(
+    def reserve_slot(self, limit: int) -> int:
+        """Count one more registered client: the count now; ConditionFailed when `limit` are registered."""
+        updated = _aws(
             lambda: self.dynamodb.call(
                 "update_item",
                 TableName=self.table,
@@ -143,8 +178,18 @@ class RegistrationStore:
                 UpdateExpression="ADD active :one",
                 ConditionExpression="attribute_not_exists(active) OR active < :limit",
                 ExpressionAttributeValues={":one": {"N": "1"}, ":limit": {"N": str(limit)}},
+                ReturnValues="UPDATED_NEW",
             )
         )
+        return int(updated["Attributes"]["active"]["N"])
+
+    def slots_used(self) -> int:
+        found = _aws(
+            lambda: self.dynamodb.call(
+                "get_item", TableName=self.table, Key={"pk": {"S": COUNTER_KEY}}, ConsistentRead=True
+            )
+        ).get("Item")
+        return int(found["active"]["N"]) if found and "active" in found else 0
 
     def release_slot(self) -> None:
         try:
@@ -207,7 +252,7 @@ class RegistrationStore:
                     "update_item",
                     TableName=self.table,
                     Key={"pk": {"S": registration.key}},
-                    UpdateExpression="SET lastUsedAt = :now",
+                    UpdateExpression="SET lastUsedAt = :now, exchangedAt = if_not_exists(exchangedAt, :now)",
                     ConditionExpression="attribute_exists(pk)",
                     ExpressionAttributeValues={":now": {"N": str(int(self.clock()))}},
                 )
@@ -215,14 +260,20 @@ class RegistrationStore:
         except ConditionFailed:
             return  # cleaned up meanwhile: the next authorize registers it again
 
-    def unused_since(self, cutoff: int) -> Iterator[Registration]:
+    def unused_since(self, cutoff: int, unexchanged_cutoff: int) -> Iterator[Registration]:
+        """Registrations unused since `cutoff`, and those that never exchanged a token and were
+        created before `unexchanged_cutoff`."""
         query: dict[str, Any] = {
             "TableName": self.table,
-            "FilterExpression": "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND lastUsedAt < :cutoff",
+            "FilterExpression": (
+                "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND (lastUsedAt < :cutoff OR "
+                "(attribute_not_exists(exchangedAt) AND lastUsedAt <= createdAt AND createdAt < :fresh))"
+            ),
             "ExpressionAttributeValues": {
                 ":client": {"S": CLIENT_PREFIX},
                 ":cimd": {"S": METADATA_URL_PREFIX},
                 ":cutoff": {"N": str(cutoff)},
+                ":fresh": {"N": str(unexchanged_cutoff)},
             },
             "ConsistentRead": True,
         }
@@ -241,7 +292,8 @@ class RegistrationStore:
                 "delete_item",
                 TableName=self.table,
                 Key={"pk": {"S": registration.key}},
-                ConditionExpression="lastUsedAt = :seen",
+                ConditionExpression="lastUsedAt = :seen"
+                + ("" if registration.exchanged else " AND attribute_not_exists(exchangedAt)"),
                 ExpressionAttributeValues={":seen": {"N": str(registration.last_used_at)}},
             )
         )

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import ipaddress
+import json
 import logging
 import re
 import time
@@ -17,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode
+
+from mcp_runtime.resource_uri import canonical_resource
 
 from .aws import (
     AppClient,
@@ -29,10 +33,25 @@ from .aws import (
     client_key,
     metadata_url_key,
 )
-from .cimd import MetadataFetcher, is_metadata_url
-from .registration import check_redirect_uri, cognito_client_name, parse_client_metadata
+from .cimd import MetadataFetcher, check_metadata_url, is_metadata_url
+from .consent import (
+    APPROVALS_COOKIE,
+    CSRF_COOKIE,
+    FORM_SECONDS,
+    REMEMBER_DAYS,
+    ConsentRequest,
+    Signer,
+    approval_digest,
+    consent_page,
+    cookie_name,
+    new_csrf_value,
+    read_cookies,
+    remembered_page,
+    set_cookie,
+)
+from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
-from .web import NO_STORE, OAuthError, Request, json_response, redirect, redirect_with
+from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
 log = logging.getLogger(__name__)
 
@@ -40,11 +59,43 @@ METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
 REGISTER_PATH: Final = "/oauth2/register"
 AUTHORIZE_PATH: Final = "/oauth2/authorize"
 TOKEN_PATH: Final = "/oauth2/token"
+CONSENT_PATH: Final = "/oauth2/consent"
+FORGET_FORM: Final = "forget"
+REMEMBER_SECONDS: Final = REMEMBER_DAYS * 86_400
+_CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
+_STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
 MCP_PATH: Final = "/mcp"
+REGISTERED_CLIENTS: Final = "RegisteredClients"
+REGISTRATION_NOTE: Final = (
+    "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
+    "registration, which stays available at registration_endpoint for clients that lack it"
+)
+# The cleanup's schedule (the template's): a never-used client is gone at most this long after its cutoff.
+CLEANUP_MINUTES: Final = 15
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 TOKEN_TIMEOUT_SECONDS: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Authorization:
+    """An authorize request that passed every check, and what Cognito is to be sent."""
+
+    registration: Registration
+    client_id: str
+    redirect_uri: str
+    state: str | None
+    cognito_params: dict[str, str]
+    scopes: tuple[str, ...]
+
+    def back(self, error: str, description: str) -> dict[str, Any]:
+        """An error answered to the client at its registered redirect URI, with its `state`."""
+        params = {"error": error, "error_description": description}
+        if self.state is not None:
+            params["state"] = self.state
+        return redirect_with(self.redirect_uri, params)
+
 
 # (url, form body, headers) -> (status, body bytes)
 TokenPost = Callable[[str, bytes, dict[str, str]], tuple[int, bytes]]
@@ -77,6 +128,7 @@ class Bridge:
     fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
     post: TokenPost = post_form
     clock: Callable[[], float] = time.time
+    _signing_key: bytes | None = field(default=None, repr=False)
 
     # ---- metadata (RFC 8414) ----------------------------------------------------------------
     def metadata(self, request: Request) -> dict[str, Any]:
@@ -90,8 +142,10 @@ class Bridge:
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
-            "scopes_supported": list(self.settings.scopes),
+            "scopes_supported": [*self.settings.scopes, OFFLINE_ACCESS],
             "client_id_metadata_document_supported": True,
+            # RFC 8414 §2 allows more parameters: which registration to use, for people reading this.
+            "registration_note": REGISTRATION_NOTE,
         }
         return json_response(200, document, {"cache-control": "max-age=3600"})
 
@@ -101,18 +155,15 @@ class Bridge:
     # ---- dynamic client registration (RFC 7591) ---------------------------------------------
     def register(self, request: Request) -> dict[str, Any]:
         metadata = parse_client_metadata(request.json_object(), self.settings.scopes)
-        try:
-            self.store.count_attempt(request.source_ip, self.settings.registrations_per_hour)
-        except ConditionFailed:
-            raise OAuthError(
-                429,
-                "temporarily_unavailable",
-                f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
-                {"retry-after": str(3600 - int(self.clock()) % 3600)},
-            ) from None
+        self._count_registration(request.source_ip)
         app = self._create_app_client(metadata.client_name, metadata.redirect_uris, metadata.confidential)
         registration = Registration(
-            client_key(app.client_id), app.client_id, metadata.redirect_uris, metadata.token_endpoint_auth_method, 0
+            client_key(app.client_id),
+            app.client_id,
+            metadata.redirect_uris,
+            metadata.token_endpoint_auth_method,
+            0,
+            client_name=metadata.client_name,
         )
         try:
             self.store.add(registration, metadata.client_name)
@@ -146,14 +197,51 @@ class Bridge:
 
     def _reserve_slot(self) -> None:
         try:
-            self.store.reserve_slot(self.settings.max_clients)
+            used = self.store.reserve_slot(self.settings.max_clients)
         except ConditionFailed:
             raise OAuthError(
-                429, "temporarily_unavailable", "the authorization server has as many clients as it accepts"
+                429,
+                "temporarily_unavailable",
+                f"the authorization server has as many clients as it accepts ({self.settings.max_clients}); "
+                "clients that never sign in are removed within an hour: retry later",
+                {"retry-after": str(CLEANUP_MINUTES * 60)},
+            ) from None
+        self._report_slots(used)
+
+    def _count_registration(self, source_ip: str, metadata_host: str | None = None) -> None:
+        """One more registration from this address (and, for a metadata document, its host) this
+        hour; a 429 with Retry-After past either limit."""
+        retry = {"retry-after": str(3600 - int(self.clock()) % 3600)}
+        try:
+            self.store.count_attempt(source_key(source_ip), self.settings.registrations_per_hour)
+        except ConditionFailed:
+            raise OAuthError(
+                429,
+                "temporarily_unavailable",
+                f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
+                retry,
+            ) from None
+        if metadata_host is None:
+            return
+        try:
+            self.store.count_attempt(f"host#{metadata_host}", self.settings.registrations_per_host_per_hour)
+        except ConditionFailed:
+            raise OAuthError(
+                429,
+                "temporarily_unavailable",
+                f"at most {self.settings.registrations_per_host_per_hour} new clients per hour "
+                f"from metadata documents on {metadata_host}",
+                retry,
             ) from None
 
+    def _report_slots(self, used: int) -> None:
+        """The RegisteredClients metric (CloudWatch EMF on the log): the slots alarm watches it."""
+        print(registered_clients_emf(self.settings.metrics_namespace, used, self.clock()), flush=True)
+
     # ---- clients ------------------------------------------------------------------------------
-    def _registered(self, client_id: str, *, fetch: bool, redirect_uri: str | None = None) -> Registration:
+    def _registered(
+        self, client_id: str, *, fetch: bool, redirect_uri: str | None = None, source_ip: str = "unknown"
+    ) -> Registration:
         """The registration behind a client id: a bridge-registered Cognito client, or a metadata
         document (fetched and registered on first use when `fetch`, and only if it lists
         `redirect_uri`: a refused request registers nothing)."""
@@ -185,11 +273,25 @@ class Bridge:
             with contextlib.suppress(ConditionFailed):  # refreshed concurrently: theirs is as new
                 self.store.refresh_document(known, document.redirect_uris)
             return Registration(
-                known.key, known.cognito_client_id, document.redirect_uris, "none", known.last_used_at, client_id
+                known.key,
+                known.cognito_client_id,
+                document.redirect_uris,
+                "none",
+                known.last_used_at,
+                client_id,
+                client_name=document.client_name,
             )
+        # A first use registers a client: limited per address, as dynamic registration, and per host.
+        self._count_registration(source_ip, check_metadata_url(client_id)[0].lower())
         app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
         registration = Registration(
-            metadata_url_key(client_id), app.client_id, document.redirect_uris, "none", 0, client_id
+            metadata_url_key(client_id),
+            app.client_id,
+            document.redirect_uris,
+            "none",
+            0,
+            client_id,
+            client_name=document.client_name,
         )
         try:
             self.store.add(registration, document.client_name)
@@ -205,22 +307,100 @@ class Bridge:
 
     # ---- authorization endpoint ---------------------------------------------------------------
     def authorize(self, request: Request) -> dict[str, Any]:
-        q = request.query
+        """Checks the request, then asks the person (the consent page) unless this browser approved
+        this client and redirect URI before; only then on to Cognito's managed login."""
+        checked = self._check_authorization(request, request.query)
+        if not isinstance(checked, Authorization):
+            return checked
+        signer = self._signer()
+        cookies = read_cookies(request.cookie)
+        remembered = signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock())
+        if approval_digest(checked.client_id, checked.redirect_uri) in remembered:
+            return self._to_cognito(checked)
+        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        if not _CSRF_VALUE.fullmatch(csrf):
+            csrf = new_csrf_value()
+        token = signer.form_token(request.raw_query, csrf, self.clock())
+        ask = ConsentRequest(
+            client_name=checked.registration.client_name,
+            client_id=checked.client_id,
+            metadata_url=checked.registration.metadata_url,
+            redirect_uri=checked.redirect_uri,
+            resource=self._resource(request),
+            scopes=checked.scopes,
+            access_token_minutes=self.settings.access_token_minutes,
+            refresh_token_days=self.settings.refresh_token_days,
+        )
+        body, headers = consent_page(
+            ask, request.base_url + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
+        )
+        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        return html_response(200, body, headers, cookie)
+
+    def consent(self, request: Request) -> dict[str, Any]:
+        """The consent form's answer: approve (remembered, then Cognito), deny (access_denied to the
+        client, RFC 6749 §4.1.2.1), or forget this browser's approvals."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin != request.base_url:
+            raise OAuthError(403, "access_denied", "the consent form was posted from another site")
+        form = request.form()
+        decision = request.single(form, "decision")
+        token = request.single(form, "token") or ""
+        csrf = read_cookies(request.cookie).get(cookie_name(request.base_url, CSRF_COOKIE))
+        signer = self._signer()
+        if decision == "forget":
+            if not signer.form_token_valid(token, FORGET_FORM, csrf, self.clock()):
+                raise OAuthError(403, "access_denied", _STALE_FORM)
+            cookie = set_cookie(request.base_url, APPROVALS_COOKIE, "", 0, "Lax")
+            body, headers = remembered_page(request.base_url + CONSENT_PATH, 0, "")
+            return html_response(200, body, headers, cookie)
+        raw = request.single(form, "request") or ""
+        if not signer.form_token_valid(token, raw, csrf, self.clock()):
+            raise OAuthError(403, "access_denied", _STALE_FORM)
+        checked = self._check_authorization(request, parse_pairs(raw))
+        if not isinstance(checked, Authorization):
+            return checked
+        if decision == "deny":
+            return checked.back("access_denied", "the user denied the request")
+        if decision != "approve":
+            raise OAuthError(400, "invalid_request", "decision must be approve or deny")
+        cookies = read_cookies(request.cookie)
+        remembered = signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock())
+        digests = [*remembered, approval_digest(checked.client_id, checked.redirect_uri)]
+        value = signer.approvals_cookie(digests, self.clock())
+        return self._to_cognito(checked, set_cookie(request.base_url, APPROVALS_COOKIE, value, REMEMBER_SECONDS, "Lax"))
+
+    def remembered(self, request: Request) -> dict[str, Any]:
+        """`GET /oauth2/consent`: how many approvals this browser remembers, and a form to forget them."""
+        signer = self._signer()
+        cookies = read_cookies(request.cookie)
+        count = len(signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock()))
+        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        if not _CSRF_VALUE.fullmatch(csrf):
+            csrf = new_csrf_value()
+        token = signer.form_token(FORGET_FORM, csrf, self.clock())
+        body, headers = remembered_page(request.base_url + CONSENT_PATH, count, token)
+        return html_response(
+            200, body, headers, set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        )
+
+    def _signer(self) -> Signer:
+        if self._signing_key is None:
+            self._signing_key = self.store.signing_key()
+        return Signer(self._signing_key)
+
+    def _check_authorization(self, request: Request, q: dict[str, list[str]]) -> Authorization | dict[str, Any]:
+        """The authorize request checked in full: an Authorization, or the error redirect to send
+        (errors that may not redirect are raised)."""
         client_id = request.single(q, "client_id") or ""
         redirect_uri = request.single(q, "redirect_uri")
         if redirect_uri is None:
             raise OAuthError(400, "invalid_request", "redirect_uri is required")
-        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri)
+        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri, source_ip=request.source_ip)
         if redirect_uri not in registration.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
         state = request.single(q, "state")
-
-        def back(error: str, description: str) -> dict[str, Any]:
-            params = {"error": error, "error_description": description}
-            if state is not None:
-                params["state"] = state
-            return redirect_with(redirect_uri, params)
-
+        back = Authorization(registration, client_id, redirect_uri, state, {}, ()).back
         try:
             response_type = request.single(q, "response_type")
             challenge = request.single(q, "code_challenge")
@@ -238,7 +418,7 @@ class Bridge:
         if not _PKCE_CHALLENGE.match(challenge):
             return back("invalid_request", "code_challenge must be 43 to 128 characters of [A-Za-z0-9._~-]")
         resources = q.get("resource") or []
-        if any(value != self._resource(request) for value in resources):
+        if any(canonical_resource(value) != canonical_resource(self._resource(request)) for value in resources):
             return back("invalid_target", f"this authorization server issues tokens for {self._resource(request)} only")
         requested = [s for s in (scope or "").split() if s != "offline_access"]
         unknown = sorted(set(requested) - set(self.settings.scopes))
@@ -257,7 +437,11 @@ class Bridge:
             params["state"] = state
         if nonce is not None:
             params["nonce"] = nonce
-        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{urlencode(params, quote_via=quote)}")
+        return Authorization(registration, client_id, redirect_uri, state, params, tuple(scopes))
+
+    def _to_cognito(self, checked: Authorization, cookie: str | None = None) -> dict[str, Any]:
+        query = urlencode(checked.cognito_params, quote_via=quote)
+        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
 
     # ---- token endpoint -----------------------------------------------------------------------
     def token(self, request: Request) -> dict[str, Any]:
@@ -274,7 +458,7 @@ class Bridge:
         except OAuthError:
             raise OAuthError(401, "invalid_client", "client authentication failed: unknown client_id") from None
         for value in form.get("resource") or []:
-            if value != self._resource(request):
+            if canonical_resource(value) != canonical_resource(self._resource(request)):
                 raise OAuthError(400, "invalid_target", f"tokens are issued for {self._resource(request)} only")
         if grant_type == "authorization_code":
             redirect_uri = request.single(form, "redirect_uri")
@@ -308,10 +492,13 @@ class Bridge:
 
     # ---- cleanup ------------------------------------------------------------------------------
     def cleanup(self) -> dict[str, int]:
-        """Delete the app clients (and registrations) unused for `unused_client_days`."""
-        cutoff = int(self.clock()) - self.settings.unused_client_days * 86_400
+        """Delete the app clients (and registrations) unused for `unused_client_days`, and those that
+        never completed a token exchange `unexchanged_client_minutes` after registering."""
+        now = int(self.clock())
+        cutoff = now - self.settings.unused_client_days * 86_400
+        unexchanged = now - self.settings.unexchanged_client_minutes * 60
         removed = kept = 0
-        for registration in list(self.store.unused_since(cutoff)):
+        for registration in list(self.store.unused_since(cutoff, unexchanged)):
             try:
                 self.store.remove(registration)
             except ConditionFailed:
@@ -320,8 +507,30 @@ class Bridge:
             self.clients.delete(registration.cognito_client_id)
             self.store.release_slot()
             removed += 1
+        self._report_slots(self.store.slots_used())
         log.info("cleanup: %d unused clients removed, %d in use again", removed, kept)
         return {"removed": removed, "keptInUse": kept}
+
+
+def source_key(address: str) -> str:
+    """What one source is for the limits: an IPv4 address, or an IPv6 address's /64 (one subscriber's)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip)
+
+
+def registered_clients_emf(namespace: str, used: int, now: float) -> str:
+    directive = {
+        "Timestamp": int(now * 1000),
+        "CloudWatchMetrics": [
+            {"Namespace": namespace, "Dimensions": [[]], "Metrics": [{"Name": REGISTERED_CLIENTS, "Unit": "Count"}]}
+        ],
+    }
+    return json.dumps({"_aws": directive, REGISTERED_CLIENTS: used}, separators=(",", ":"))
 
 
 def _unavailable() -> str:

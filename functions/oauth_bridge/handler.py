@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Any
 
 from .aws import BridgeUnavailable, RegistrationStore, UserPoolClients
-from .flows import AUTHORIZE_PATH, METADATA_PATH, REGISTER_PATH, TOKEN_PATH, Bridge
+from .flows import AUTHORIZE_PATH, CONSENT_PATH, METADATA_PATH, REGISTER_PATH, TOKEN_PATH, Bridge
 from .settings import BridgeSettings, get_settings
 from .web import OAuthError, error_response, json_response, request_from_event
 
@@ -22,6 +22,8 @@ ROUTES = {
     ("POST", REGISTER_PATH): "register",
     ("GET", AUTHORIZE_PATH): "authorize",
     ("POST", TOKEN_PATH): "token",
+    ("GET", CONSENT_PATH): "remembered",
+    ("POST", CONSENT_PATH): "consent",
 }
 
 
@@ -58,7 +60,7 @@ def dispatch(target: Bridge, event: dict[str, Any]) -> dict[str, Any]:
         if name is None:
             allowed = [method for method, path in ROUTES if path == request.path]
             if allowed:
-                raise OAuthError(405, "invalid_request", f"use {allowed[0]}", {"allow": allowed[0]})
+                raise OAuthError(405, "invalid_request", f"use {allowed[0]}", {"allow": ", ".join(allowed)})
             raise OAuthError(404, "invalid_request", "no such endpoint")
         response: dict[str, Any] = getattr(target, name)(request)
         return response

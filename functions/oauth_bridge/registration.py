@@ -20,6 +20,7 @@ MAX_REDIRECT_URIS: Final = 10
 MAX_URI_CHARS: Final = 2048
 MAX_NAME_CHARS: Final = 128
 GRANT_TYPES: Final = frozenset({"authorization_code", "refresh_token"})
+OFFLINE_ACCESS: Final = "offline_access"
 AUTH_METHODS: Final = ("none", "client_secret_basic", "client_secret_post")
 _LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 _FORBIDDEN_SCHEMES: Final = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "ws", "wss"})
@@ -130,14 +131,18 @@ def parse_client_metadata(document: dict[str, Any], supported_scopes: tuple[str,
     if len(name) > MAX_NAME_CHARS or not name.isprintable():
         raise OAuthError(400, "invalid_client_metadata", f"client_name must be printable, at most {MAX_NAME_CHARS}")
     scope = _string(document, "scope", " ".join(supported_scopes))
-    requested = [s for s in scope.split() if s != "offline_access"]  # Cognito issues refresh tokens anyway
+    requested = [s for s in scope.split() if s != OFFLINE_ACCESS]
     unknown = sorted(set(requested) - set(supported_scopes))
     if unknown:
         raise OAuthError(400, "invalid_client_metadata", f"unsupported scope: {' '.join(unknown)}")
+    granted = " ".join(requested) or " ".join(supported_scopes)
     return ClientMetadata(
         redirect_uris=redirect_uris,
         client_name=name,
         token_endpoint_auth_method=method,
-        grant_types=tuple(dict.fromkeys(grant_types)),
-        scope=" ".join(requested) or " ".join(supported_scopes),
+        # Every app client may refresh (Cognito issues refresh tokens to all): registered as such, so
+        # clients that only refresh when refresh_token is registered do.
+        grant_types=tuple(dict.fromkeys([*grant_types, "refresh_token"])),
+        # offline_access is what refresh tokens are: granted to all, kept when asked for.
+        scope=f"{granted} {OFFLINE_ACCESS}" if OFFLINE_ACCESS in scope.split() else granted,
     )

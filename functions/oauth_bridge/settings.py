@@ -22,8 +22,13 @@ class BridgeSettings(BaseModel):
     # The MCP endpoint's canonical URI (default: this API's origin + /mcp, from the request).
     resource_url: str | None = Field(None, alias="BRIDGE_RESOURCE_URL")
     registrations_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOUR", ge=1)
+    registrations_per_host_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR", ge=1)
     max_clients: int = Field(200, alias="BRIDGE_MAX_CLIENTS", ge=1)
     unused_client_days: int = Field(30, alias="BRIDGE_UNUSED_CLIENT_DAYS", ge=1)
+    # A client that never completed a token exchange is deleted this long after it registered.
+    unexchanged_client_minutes: int = Field(30, alias="BRIDGE_UNEXCHANGED_CLIENT_MINUTES", ge=1, le=45)
+    # The namespace of the RegisteredClients metric (EMF), the slots alarm's.
+    metrics_namespace: str = Field("serverless-mcp-tasks", alias="BRIDGE_METRICS_NAMESPACE")
     access_token_minutes: int = Field(60, alias="BRIDGE_ACCESS_TOKEN_MINUTES", ge=5, le=1440)
     refresh_token_days: int = Field(30, alias="BRIDGE_REFRESH_TOKEN_DAYS", ge=1, le=3650)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")

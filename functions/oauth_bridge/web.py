@@ -35,6 +35,8 @@ class Request:
     headers: dict[str, str]  # names lower-cased
     body: bytes
     source_ip: str
+    raw_query: str = ""
+    cookie: str = ""  # payload 2.0 moves the Cookie header into `cookies`; joined again here
 
     @property
     def base_url(self) -> str:
@@ -55,7 +57,7 @@ class Request:
         content_type = self.headers.get("content-type", "").split(";")[0].strip().lower()
         if content_type != "application/x-www-form-urlencoded":
             raise OAuthError(400, "invalid_request", "the body must be application/x-www-form-urlencoded")
-        return _parse_pairs(self.body)
+        return parse_pairs(self.body)
 
     def json_object(self) -> dict[str, Any]:
         content_type = self.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -70,7 +72,7 @@ class Request:
         return value
 
 
-def _parse_pairs(raw: bytes | str) -> dict[str, list[str]]:
+def parse_pairs(raw: bytes | str) -> dict[str, list[str]]:
     text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
     params: dict[str, list[str]] = {}
     for key, value in parse_qsl(text, keep_blank_values=True, max_num_fields=64):
@@ -89,7 +91,7 @@ def request_from_event(event: Mapping[str, Any]) -> Request:
     if len(body) > MAX_BODY_BYTES:
         raise OAuthError(413, "invalid_request", "the body is too large")
     try:
-        query = _parse_pairs(str(event.get("rawQueryString") or ""))
+        query = parse_pairs(str(event.get("rawQueryString") or ""))
     except ValueError:
         raise OAuthError(400, "invalid_request", "too many query parameters") from None
     return Request(
@@ -99,7 +101,16 @@ def request_from_event(event: Mapping[str, Any]) -> Request:
         headers=headers,
         body=body,
         source_ip=str(http.get("sourceIp") or "unknown"),
+        raw_query=str(event.get("rawQueryString") or ""),
+        cookie=_cookie_header(event, headers),
     )
+
+
+def _cookie_header(event: Mapping[str, Any], headers: Mapping[str, str]) -> str:
+    cookies = event.get("cookies")
+    if isinstance(cookies, list) and cookies:
+        return "; ".join(str(c) for c in cookies)
+    return headers.get("cookie", "")
 
 
 def json_response(status: int, document: Any, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -116,10 +127,25 @@ def error_response(error: OAuthError) -> dict[str, Any]:
     return json_response(error.status, document, {**NO_STORE, **error.headers})
 
 
-def redirect(location: str) -> dict[str, Any]:
-    return {"statusCode": 302, "headers": {"location": location, **NO_STORE}, "body": "", "isBase64Encoded": False}
+def redirect(location: str, cookie: str | None = None) -> dict[str, Any]:
+    answer: dict[str, Any] = {
+        "statusCode": 302,
+        "headers": {"location": location, **NO_STORE},
+        "body": "",
+        "isBase64Encoded": False,
+    }
+    if cookie is not None:
+        answer["cookies"] = [cookie]
+    return answer
 
 
 def redirect_with(uri: str, params: Mapping[str, str]) -> dict[str, Any]:
     separator = "&" if "?" in uri else "?"
     return redirect(f"{uri}{separator}{urlencode(params)}")
+
+
+def html_response(status: int, body: str, headers: Mapping[str, str], cookie: str | None = None) -> dict[str, Any]:
+    answer: dict[str, Any] = {"statusCode": status, "headers": dict(headers), "body": body, "isBase64Encoded": False}
+    if cookie is not None:
+        answer["cookies"] = [cookie]
+    return answer

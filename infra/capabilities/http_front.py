@@ -22,6 +22,7 @@ from aws_cdk import Aws, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_certificatemanager as acm
 from aws_cdk import aws_cognito as cognito
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
@@ -208,6 +209,7 @@ class HttpFront(Construct):
         throttle_burst_limit: int,
         log_retention_days: int,
         removal_policy: RemovalPolicy,
+        custom_domain: tuple[str, str] | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.user_pool: QuickStartUserPool | None = None
@@ -250,6 +252,18 @@ class HttpFront(Construct):
             access_log_settings=JsonAccessLogs(self.access_logs),
         )
         self.endpoint_url = f"{self.api.api_endpoint}{MCP_PATH}"
+        self.domain: apigwv2.DomainName | None = None
+        if custom_domain is not None:
+            name, certificate_arn = custom_domain
+            self.domain = apigwv2.DomainName(
+                self,
+                "CustomDomain",
+                domain_name=name,
+                certificate=acm.Certificate.from_certificate_arn(self, "CustomDomainCertificate", certificate_arn),
+            )
+            # No api_mapping_key: a base path would hide /.well-known/* from clients that probe the root.
+            apigwv2.ApiMapping(self, "CustomDomainMapping", api=self.api, domain_name=self.domain, stage=self.stage)
+            self.endpoint_url = f"https://{name}{MCP_PATH}"
         self.scopes = tuple(self.function_environment.get("MCP_JWT_REQUIRED_SCOPES", "").split())
         self.function_url: lambda_.FunctionUrl | None = None
 

@@ -147,6 +147,7 @@ class Monitoring(Construct):
         if alarm_email:
             topic = sns.Topic(self, "AlarmTopic", display_name="MCP server alarms", enforce_ssl=True)
             topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        self.topic = topic
         self.alarm_constructs: dict[str, cloudwatch.Alarm] = {}
         for name, (metric, description) in self.alarms.items():
             alarm = cloudwatch.Alarm(

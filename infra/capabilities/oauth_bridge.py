@@ -4,14 +4,18 @@ Public routes on the same HTTP API as the MCP endpoint (so the bridge's issuer i
 the one the protected resource metadata names with "self"): RFC 8414 metadata, RFC 7591
 registration, the authorization and token endpoints. A function of its own with its own role
 (app clients of this pool, items of its own table), its table, and a daily cleanup of clients
-nobody used for `unusedClientDays`.
+nobody used for `unusedClientDays` or that never completed a token exchange (every 15 minutes), and
+an alarm on the client slots used.
 """
 
 from __future__ import annotations
 
+import math
+
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_apigatewayv2 as apigwv2
 from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -30,7 +34,13 @@ BRIDGE_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.POST, "/oauth2/register"),
     (apigwv2.HttpMethod.GET, "/oauth2/authorize"),
     (apigwv2.HttpMethod.POST, "/oauth2/token"),
+    (apigwv2.HttpMethod.GET, "/oauth2/consent"),
+    (apigwv2.HttpMethod.POST, "/oauth2/consent"),
 )
+# How often the cleanup runs (oauth_bridge.flows.CLEANUP_MINUTES): a client that never exchanged a
+# token is deleted 30 to 45 minutes after it registered.
+CLEANUP_MINUTES = 15
+SLOTS_ALARM_PERCENT = 80
 # What the bridge's code calls: app clients of this user pool, items of its table.
 BRIDGE_COGNITO_ACTIONS: tuple[str, ...] = (
     "cognito-idp:CreateUserPoolClient",
@@ -59,6 +69,7 @@ class OAuthBridge(Construct):
         resource_url: str | None,
         log_retention_days: int,
         removal_policy: RemovalPolicy,
+        metrics_namespace: str,
         reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
@@ -81,6 +92,8 @@ class OAuthBridge(Construct):
             "BRIDGE_RESOURCE_SCOPE": pool.scope_name,
             "BRIDGE_EXTRA_SCOPES": "openid",
             "BRIDGE_REGISTRATIONS_PER_HOUR": str(auth.registrations_per_hour),
+            "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": str(auth.registrations_per_host_per_hour),
+            "BRIDGE_METRICS_NAMESPACE": metrics_namespace,
             "BRIDGE_MAX_CLIENTS": str(auth.max_registered_clients),
             "BRIDGE_UNUSED_CLIENT_DAYS": str(auth.unused_client_days),
             # No pydantic plugin ships in the asset: skip pydantic's scan for them (app/cold_start.py).
@@ -120,13 +133,35 @@ class OAuthBridge(Construct):
         self.cleanup = events.Rule(
             self,
             "Cleanup",
-            description="Delete app clients that no MCP client used for the configured number of days",
-            schedule=events.Schedule.rate(Duration.days(1)),
+            description=(
+                "Delete app clients that never completed a token exchange within 30 minutes, "
+                "or that no MCP client used for the configured number of days"
+            ),
+            schedule=events.Schedule.rate(Duration.minutes(CLEANUP_MINUTES)),
             targets=[
                 targets.LambdaFunction(
                     self.function.function, event=events.RuleTargetInput.from_object({"action": "cleanup"})
                 )
             ],
+        )
+        # The bridge writes RegisteredClients (EMF) on every new client and every cleanup run.
+        self.slots_alarm = cloudwatch.Alarm(
+            self,
+            "RegisteredClientsHigh",
+            alarm_description=(
+                f"The OAuth bridge holds {SLOTS_ALARM_PERCENT}% or more of its {auth.max_registered_clients} client "
+                "slots: new clients will soon get 429 (registrations flooded, or maxRegisteredClients too low)"
+            ),
+            metric=cloudwatch.Metric(
+                namespace=metrics_namespace,
+                metric_name="RegisteredClients",
+                period=Duration.minutes(CLEANUP_MINUTES),
+                statistic="Maximum",
+            ),
+            threshold=math.ceil(auth.max_registered_clients * SLOTS_ALARM_PERCENT / 100),
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         self.issuer = http_api.api_endpoint
         self.region = Stack.of(self).region

@@ -76,9 +76,3 @@ def recording_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Record
     folder = tmp_path_factory.mktemp("exchanges")
     with recording_stack_process(folder, fixtures="conformance", default_user=TEST_USER) as (running, record):
         yield RecordingStack(running, record)
-
-
-@pytest.fixture(scope="module")
-def stack_process() -> Iterator[RunningStack]:
-    with local_stack_process(default_user=TEST_USER) as stack:
-        yield stack

@@ -58,9 +58,8 @@ def oauth_stack() -> Iterator[RunningStack]:
 
 
 @pytest.fixture(scope="module")
-def bridge_stack() -> Iterator[RunningStack]:
-    with local_stack_process() as running:  # cdk.json's default: auth=cognito, with the bridge
-        yield running
+def bridge_stack(template_stack: RunningStack) -> RunningStack:
+    return template_stack  # cdk.json's default: auth=cognito, with the bridge
 
 
 def assert_metadata_passes_the_suite(issuer: str, out: Path) -> None:

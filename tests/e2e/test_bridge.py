@@ -12,6 +12,7 @@ runs against the local authorization server instead (test_sign_in.py).
 from __future__ import annotations
 
 import gzip
+import html
 import json
 import re
 import time
@@ -24,7 +25,7 @@ import httpx
 import jwt
 import pytest
 
-from tests.support import RunningStack, local_stack_process, rpc, standard_headers
+from tests.support import RunningStack, api_event, local_stack_process, rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 
@@ -70,7 +71,9 @@ def registrations(stack: RunningStack) -> list[dict[str, Any]]:
 def register(stack: RunningStack, **metadata: Any) -> httpx.Response:
     document = {"redirect_uris": [CALLBACK], "client_name": "bridge test", "token_endpoint_auth_method": "none"}
     document.update(metadata)
-    return httpx.post(f"{base(stack)}/oauth2/register", json={k: v for k, v in document.items() if v is not None})
+    return httpx.post(
+        f"{base(stack)}/oauth2/register", json={k: v for k, v in document.items() if v is not None}, timeout=60
+    )
 
 
 def authorize(stack: RunningStack, **params: str) -> httpx.Response:
@@ -83,7 +86,7 @@ def authorize(stack: RunningStack, **params: str) -> httpx.Response:
         "resource": stack.url,
         **params,
     }
-    return httpx.get(f"{base(stack)}/oauth2/authorize", params={k: v for k, v in query.items() if v})
+    return httpx.get(f"{base(stack)}/oauth2/authorize", params={k: v for k, v in query.items() if v}, timeout=60)
 
 
 def nothing_stored(stack: RunningStack, clients_before: int, items_before: int) -> None:
@@ -101,7 +104,7 @@ def test_registration_creates_a_cognito_app_client_for_the_code_grant_with_pkce(
         "redirect_uris": [CALLBACK, "cursor://anysphere/callback"],
         "client_name": "Claude Desktop",
         "token_endpoint_auth_method": "none",
-        "grant_types": ["authorization_code"],
+        "grant_types": ["authorization_code", "refresh_token"],  # Cognito lets every app client refresh
         "response_types": ["code"],
         "scope": "mcp/invoke openid",
     }
@@ -170,15 +173,30 @@ def test_bad_client_metadata_is_invalid_client_metadata_and_nothing_is_stored(
 
 def test_a_registration_that_is_not_json_is_refused(stack: RunningStack) -> None:
     reply = httpx.post(
-        f"{base(stack)}/oauth2/register", content=b"redirect_uris=x", headers={"content-type": "text/plain"}
+        f"{base(stack)}/oauth2/register",
+        content=b"redirect_uris=x",
+        headers={"content-type": "text/plain"},
+        timeout=60,
     )
     assert reply.status_code == 400 and reply.json()["error"] == "invalid_client_metadata"
 
 
 # ---- authorization endpoint ----------------------------------------------------------------------
-def test_authorize_sends_the_browser_to_cognitos_managed_login_with_the_app_client(stack: RunningStack) -> None:
+def approve(stack: RunningStack, page: httpx.Response) -> httpx.Response:
+    """The person's approve on the consent page: its form, with the cookie the page set."""
+    assert page.status_code == 200, page.text
+    fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page.text))
+    form = {name: html.unescape(value) for name, value in fields.items()} | {"decision": "approve"}
+    cookie = page.headers["set-cookie"].split(";")[0]
+    return httpx.post(f"{base(stack)}/oauth2/consent", data=form, headers={"cookie": cookie})
+
+
+def test_authorize_asks_for_consent_then_sends_the_browser_to_cognitos_managed_login(stack: RunningStack) -> None:
     client_id = register(stack).json()["client_id"]
-    reply = authorize(stack, client_id=client_id, scope="mcp/invoke")
+    page = authorize(stack, client_id=client_id, scope="mcp/invoke")
+    assert (page.status_code, page.headers["content-type"]) == (200, "text/html; charset=utf-8")
+    assert "<title>Allow access?</title>" in page.text  # the browser test drives it (test_consent.py)
+    reply = approve(stack, page)
     assert reply.status_code == 302
     location = urlsplit(reply.headers["location"])
     prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())  # the domain prefix: <stack>-<account>
@@ -263,7 +281,7 @@ def test_a_metadata_document_url_on_a_private_address_is_refused_before_any_fetc
 
 # ---- token endpoint -----------------------------------------------------------------------------
 def token(stack: RunningStack, form: dict[str, str]) -> httpx.Response:
-    return httpx.post(f"{base(stack)}/oauth2/token", data=form)
+    return httpx.post(f"{base(stack)}/oauth2/token", data=form, timeout=60)
 
 
 def test_the_token_endpoint_refuses_what_it_can_judge_before_cognito(stack: RunningStack) -> None:
@@ -306,6 +324,7 @@ def call(stack: RunningStack, token: str) -> httpx.Response:
         stack.url,
         content=json.dumps(message),
         headers={**standard_headers(message), "authorization": f"Bearer {token}"},
+        timeout=60,
     )
 
 
@@ -369,8 +388,12 @@ def test_a_token_the_pool_issued_without_the_endpoints_scope_is_403_insufficient
     assert call(stack, tokens["IdToken"]).status_code == 401  # an ID token is never an access token
 
 
-def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_server(stack: RunningStack) -> None:
-    document = httpx.get(f"{base(stack)}/.well-known/oauth-protected-resource/mcp").json()
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
+def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_server(
+    stack: RunningStack, path: str
+) -> None:
+    """Both documents a client probes (RFC 9728 path-suffixed, then the root) when no challenge reaches it."""
+    document = httpx.get(f"{base(stack)}{path}", timeout=60).json()
     assert document == {
         "resource": stack.url,
         "bearer_methods_supported": ["header"],
@@ -430,3 +453,21 @@ def test_cognito_is_created_from_the_template_and_managed_login_is_named_as_not_
     prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())
     domain = f"https://{prefix}-123456789012.auth.us-east-1.amazoncognito.com"
     assert stack.printed(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
+
+
+def test_the_http_api_front_passes_the_401_challenge_on_exactly_as_the_function_sends_it(stack: RunningStack) -> None:
+    """HTTP APIs (payload 2.0) pass a Lambda's WWW-Authenticate through; REST APIs and Function URLs rename
+    it x-amzn-Remapped-WWW-Authenticate (README, Security). The local front must not hide either."""
+    message = rpc("tools/list")
+    reply = httpx.post(stack.url, content=json.dumps(message), headers=standard_headers(message), timeout=30)
+    expected = f'Bearer scope="mcp/invoke", resource_metadata="{base(stack)}/.well-known/oauth-protected-resource/mcp"'
+    assert (reply.status_code, reply.headers["www-authenticate"]) == (401, expected)
+    assert "x-amzn-remapped-www-authenticate" not in reply.headers
+    function = stack.physical_id("FunctionsApi", "AWS::Lambda::Function")
+    event = api_event(message)
+    event["headers"]["host"] = base(stack).removeprefix("http://")
+    answer = json.loads(
+        stack.aws_client("lambda").invoke(FunctionName=function, Payload=json.dumps(event).encode())["Payload"].read()
+    )
+    assert answer["statusCode"] == 401
+    assert {k.lower(): v for k, v in answer["headers"].items()}["www-authenticate"] == expected

@@ -25,10 +25,10 @@ def stack() -> Iterator[RunningStack]:
 def test_there_is_no_bridge_and_the_metadata_names_cognito(stack: RunningStack) -> None:
     base = stack.url.removesuffix("/mcp")
     for method, path in (("GET", "/.well-known/oauth-authorization-server"), ("POST", "/oauth2/register")):
-        reply = httpx.request(method, base + path)
+        reply = httpx.request(method, base + path, timeout=60)
         assert (reply.status_code, reply.json()) == (404, {"message": "Not Found"})  # API Gateway's own 404
     (pool,) = stack.state["userPools"].values()
-    document = httpx.get(f"{base}/.well-known/oauth-protected-resource/mcp").json()
+    document = httpx.get(f"{base}/.well-known/oauth-protected-resource/mcp", timeout=60).json()
     assert document["authorization_servers"] == [f"https://cognito-idp.us-east-1.amazonaws.com/{pool}"]
     assert document["scopes_supported"] == ["mcp/invoke"]
     assert not any("OAuthBridge" in line for line in stack.output if line.startswith("function "))
@@ -45,6 +45,6 @@ def test_the_machine_client_exists_for_client_credentials_and_its_tokens_are_acc
     token = cognito_token(stack, sub=machine["ClientId"], client_id=machine["ClientId"])
     reply = call(stack, token)
     assert reply.status_code == 200, reply.text
-    unauthenticated = httpx.post(stack.url, content=b"{}", headers={"content-type": "application/json"})
+    unauthenticated = httpx.post(stack.url, content=b"{}", headers={"content-type": "application/json"}, timeout=60)
     assert unauthenticated.status_code == 401
     assert unauthenticated.headers["www-authenticate"].startswith('Bearer scope="mcp/invoke", resource_metadata=')

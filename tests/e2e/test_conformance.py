@@ -7,12 +7,11 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, RunningStack, local_stack_process
+from tests.support import REPO, RunningStack
 
 pytestmark = pytest.mark.conformance
 
@@ -75,12 +74,10 @@ NOT_APPLICABLE = {
 PENDING = {"json-schema-2020-12", "http-header-validation", "http-custom-header-server-validation"}
 
 
-@pytest.fixture(scope="module")
-def conformance_stack() -> Iterator[RunningStack]:
+@pytest.fixture(scope="module", autouse=True)
+def suite_installed() -> None:
     if not SUITE.exists():
         pytest.fail("the conformance suite is not installed: run `make install`")
-    with local_stack_process(fixtures="conformance", default_user="conformance") as stack:
-        yield stack
 
 
 def run_suite(url: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:

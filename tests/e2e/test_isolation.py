@@ -13,7 +13,6 @@ import http.client
 import json
 import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
@@ -23,7 +22,7 @@ import pytest
 from mcp_runtime import wire
 from mcp_runtime.cursors import encode_cursor
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
-from tests.support import RunningStack, local_stack_process, rpc, standard_headers
+from tests.support import RunningStack, rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 
@@ -141,9 +140,8 @@ class Stack:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[Stack]:
-    with local_stack_process() as running:
-        yield Stack(running)
+def stack(template_stack: RunningStack) -> Stack:
+    return Stack(template_stack)
 
 
 @pytest.fixture(scope="module")

@@ -12,14 +12,13 @@ import json
 import os
 import shlex
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from mcp_runtime import wire
-from tests.support import EXAMPLE_TOOLS, REPO, RunningStack, local_stack_process
+from tests.support import REPO, RunningStack, project_tools
 
 pytestmark = pytest.mark.e2e
 
@@ -53,9 +52,8 @@ ASKED = [
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[RunningStack]:
-    with local_stack_process(default_user="legacy-client") as running:
-        yield running
+def stack(developer_stack: RunningStack) -> RunningStack:
+    return developer_stack
 
 
 def node_env() -> dict[str, str]:
@@ -71,7 +69,7 @@ def run_client(command: list[str], env: dict[str, str] | None = None) -> dict[st
 
 def assert_every_example_tool_completed(report: dict[str, Any]) -> None:
     assert report["protocolVersion"] == wire.LEGACY_PROTOCOL_VERSION
-    assert report["tools"] == EXAMPLE_TOOLS
+    assert report["tools"] == project_tools()
     assert report["asked"] == ASKED
     archive, deploy, cart_open, cart_add, checkout, count = report["calls"]
     assert archive == {"texts": ["Archived project 'apollo' (reason: superseded by v2)."], "isError": False}
@@ -118,7 +116,7 @@ def test_the_inspector_cli_in_its_default_legacy_mode_lists_and_calls_tools(
         connected = mcpdo("connect", "--transport", "http", stack.url)
         assert "Era: legacy" in connected
         listed = json.loads(mcpdo("--format", "json", "--connection", stack.url, "tools/list"))
-        assert sorted(tool["name"] for tool in listed["tools"]) == EXAMPLE_TOOLS
+        assert sorted(tool["name"] for tool in listed["tools"]) == project_tools()
         called = json.loads(
             mcpdo(
                 "--format",

@@ -10,7 +10,6 @@ from __future__ import annotations
 import http.client
 import json
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -28,7 +27,7 @@ from mcp_runtime.legacy._leg import (
     STREAM_NOT_FOUND,
     TASK_NEEDS_STREAM,
 )
-from tests.support import RunningStack, local_stack_process
+from tests.support import RunningStack
 
 pytestmark = pytest.mark.e2e
 
@@ -116,9 +115,8 @@ class Client:
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[RunningStack]:
-    with local_stack_process(fixtures="conformance") as running:
-        yield running
+def stack(conformance_stack: RunningStack) -> RunningStack:
+    return conformance_stack
 
 
 @pytest.fixture

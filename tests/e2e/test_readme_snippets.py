@@ -4,20 +4,18 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator
 
 import pytest
 
-from tests.support import REPO, RunningStack, local_stack_process, run_python
+from tests.support import REPO, RunningStack, run_python
 
 pytestmark = pytest.mark.e2e
 README_URL = "http://127.0.0.1:3000/mcp"
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[RunningStack]:
-    with local_stack_process(default_user="readme") as running:  # as `make run` does
-        yield running
+def stack(developer_stack: RunningStack) -> RunningStack:
+    return developer_stack  # as `make run` starts it
 
 
 def client_snippets() -> list[str]:

@@ -1,4 +1,4 @@
-"""The README's machine client ("Get a token and call the endpoint"), run as written against
+"""docs/deploy.md's machine client ("Get a token and call the endpoint"), run as written against
 `AUTH=oauth` (the local authorization server, oidc-provider, granting client credentials to a client
 registered at its registration endpoint), and once more after its token expired."""
 
@@ -24,10 +24,10 @@ EXPECTED_LAST_LINE = "{'words': 3, 'characters': 22}"
 
 
 def token_snippet() -> str:
-    readme = (REPO / "README.md").read_text(encoding="utf-8")
-    section = readme[readme.index("### Get a token and call the endpoint") :]
+    page = (REPO / "docs" / "deploy.md").read_text(encoding="utf-8")
+    section = page[page.index("## Get a token and call the endpoint") :]
     block = re.search(r"```python\n(.*?)```", section, re.DOTALL)
-    assert block, "the README lost its token snippet"
+    assert block, "docs/deploy.md lost its token snippet"
     return block.group(1)
 
 

@@ -249,3 +249,106 @@ def test_the_provider_refuses_tokens_for_another_resource_with_invalid_target(oa
     assert person.redirect is None
     assert person.errors[0]["error"] == ["invalid_target"]
     assert person.errors[0]["state"] == ["s1"]
+
+
+@pytest.mark.parametrize(
+    ("redirect_uri", "description"),
+    [
+        ("http://evil.example.com/cb", "the redirect URI 'http://evil.example.com/cb' uses http on a host other than loopback"),  # noqa: E501
+        ("javascript:alert(1)", "the redirect URI scheme 'javascript' is not allowed"),
+    ],
+    ids=["http-remote", "javascript"],
+)  # fmt: skip
+def test_the_local_provider_refuses_redirect_uris_the_bridge_refuses(
+    oauth_stack: OAuthStack, redirect_uri: str, description: str
+) -> None:
+    registered = httpx.post(
+        f"{oauth_stack.issuer}/reg",
+        json={"redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none", "client_name": "lax"},
+        timeout=30,
+    )
+    assert (registered.status_code, registered.json()) == (
+        400,
+        {"error": "invalid_redirect_uri", "error_description": description},
+    )
+
+
+@pytest.mark.parametrize("redirect_uri", ["https://app.example.com/callback", "http://localhost:53682/callback"])
+def test_a_web_or_loopback_client_still_registers_at_the_local_provider_and_gets_a_refresh_grant(
+    oauth_stack: OAuthStack, redirect_uri: str
+) -> None:
+    registered = httpx.post(
+        f"{oauth_stack.issuer}/reg",
+        json={"redirect_uris": [redirect_uri], "token_endpoint_auth_method": "none", "client_name": "web"},
+        timeout=30,
+    )
+    assert registered.status_code == 201, registered.text
+    assert registered.json()["grant_types"] == ["authorization_code", "refresh_token"]
+
+
+def test_a_client_the_provider_forgot_gets_401_invalid_client_at_the_token_endpoint_so_it_registers_again(
+    oauth_stack: OAuthStack,
+) -> None:
+    """After a restart the local provider (in memory) knows no client: the SDKs answer invalid_client by
+    registering again (the TypeScript SDK drops its client information on it)."""
+    forgotten = httpx.post(
+        f"{oauth_stack.issuer}/token",
+        data={"grant_type": "refresh_token", "refresh_token": "rt", "client_id": "registered-before-the-restart"},
+        timeout=30,
+    )
+    assert (forgotten.status_code, forgotten.json()["error"]) == (401, "invalid_client")
+    again = httpx.post(
+        f"{oauth_stack.issuer}/reg",
+        json={"redirect_uris": [CALLBACK], "token_endpoint_auth_method": "none", "client_name": "after restart"},
+        timeout=30,
+    )
+    assert again.status_code == 201, again.text
+
+
+class RemappingFront(httpx2.AsyncBaseTransport):
+    """What a REST API or a Function URL does to a Lambda's challenge: WWW-Authenticate is renamed
+    x-amzn-Remapped-WWW-Authenticate. Applied at the client's edge; everything else is the stack's."""
+
+    def __init__(self) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.renamed = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        response = await self.inner.handle_async_request(request)
+        if "www-authenticate" in response.headers:
+            self.renamed += 1
+            response.headers["x-amzn-remapped-www-authenticate"] = response.headers.pop("www-authenticate")
+        return response
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+def test_without_the_challenge_a_real_client_discovers_the_metadata_at_the_well_known_path_and_signs_in(
+    oauth_stack: OAuthStack,
+) -> None:
+    bob = oauth_client(oauth_stack.url, "bob")
+    front = RemappingFront()
+    seen = len(oauth_stack.recorded())
+
+    async def call() -> Any:
+        async with (
+            httpx2.AsyncClient(auth=bob.provider, timeout=60, transport=front) as http,
+            Client(
+                streamable_http_client(oauth_stack.url, http_client=http), mode=wire.PROTOCOL_VERSION, cache=None
+            ) as client,
+        ):
+            return await client.call_tool("count_words", {"text": "found it anyway"})
+
+    result = anyio.run(call)
+    assert result.structured_content == {"words": 3, "characters": 15}
+    assert front.renamed >= 1 and bob.person.sign_ins == 1
+    first, probe = oauth_stack.recorded()[seen : seen + 2]
+    assert (first["method"], first["status"]) == ("POST", 401)
+    # No resource_metadata reached the client: it probed the RFC 9728 path-suffixed document itself.
+    assert (probe["method"], probe["path"], probe["status"]) == (
+        "GET",
+        "/.well-known/oauth-protected-resource/mcp",
+        200,
+    )
+    assert claims_of(bob.token)["aud"] == oauth_stack.url

@@ -3,7 +3,6 @@ against `make run`'s stack: the real ASL on embedded moto, the real worker, the 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -14,15 +13,14 @@ from mcp import Client
 
 from mcp_runtime import wire
 from tests.e2e.scripted_user import ScriptedUser
-from tests.support import RunningStack, local_stack_process
+from tests.support import RunningStack
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def stack() -> Iterator[RunningStack]:
-    with local_stack_process(fixtures="conformance", default_user="tasks-client") as running:
-        yield running
+def stack(conformance_stack: RunningStack) -> RunningStack:
+    return conformance_stack
 
 
 def tasks_client(stack: RunningStack, user: ScriptedUser | None = None) -> Client:

@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, RunningStack, local_stack_process
+from tests.support import REPO, RunningStack
 
 pytestmark = pytest.mark.conformance
 
@@ -34,11 +33,10 @@ TASKS_SCENARIOS = (
 
 
 @pytest.fixture(scope="module")
-def tasks_stack() -> Iterator[RunningStack]:
+def tasks_stack(conformance_stack: RunningStack) -> RunningStack:
     if not SUITE.exists():
         pytest.fail("the conformance suite is not installed: run `make install`")
-    with local_stack_process(fixtures="conformance", default_user="conformance") as stack:
-        yield stack
+    return conformance_stack
 
 
 @pytest.mark.parametrize("scenario", TASKS_SCENARIOS)

@@ -52,7 +52,9 @@ def _namespace(stack: Synthesized) -> str:
         for function in stack.resources("AWS::Lambda::Function").values()
         if "POWERTOOLS_METRICS_NAMESPACE" in function["Properties"]["Environment"]["Variables"]
     }
-    assert len(namespaces) == 1, namespaces  # both task functions write to one namespace (the bridge writes none)
+    assert len(namespaces) == 1, (
+        namespaces
+    )  # both task functions write to one namespace (the bridge names its own, the same)
     namespace: str = namespaces.pop()
     return namespace
 

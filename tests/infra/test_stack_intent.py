@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -577,14 +578,54 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         "POST /oauth2/register",
         "GET /oauth2/authorize",
         "POST /oauth2/token",
+        "GET /oauth2/consent",
+        "POST /oauth2/consent",
         "POST /tasks/callbacks",  # the callback's token is its credential
     }
     assert {route["AuthorizationType"] for route in routes.values()} == {"NONE"}
     integrations = default_stack.resources("AWS::ApiGatewayV2::Integration")
     bridge = default_stack.logical_id(default_stack.stack.bridge.function.function)  # type: ignore[union-attr]
-    for key in ("GET /.well-known/oauth-authorization-server", "POST /oauth2/register", "GET /oauth2/authorize"):
+    for key in (
+        "GET /.well-known/oauth-authorization-server",
+        "POST /oauth2/register",
+        "GET /oauth2/authorize",
+        "POST /oauth2/consent",
+    ):
         integration = routes[key]["Target"]["Fn::Join"][1][1]["Ref"]
         assert integrations[integration]["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [bridge, "Arn"]}
+
+
+def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_client_slots(
+    default_stack: Synthesized,
+) -> None:
+    bridge = default_stack.stack.bridge
+    assert bridge is not None
+    function = default_stack.logical_id(bridge.function.function)
+    default_stack.template.has_resource_properties(
+        "AWS::Events::Rule",
+        {
+            "ScheduleExpression": "rate(15 minutes)",
+            "Targets": [Match.object_like({"Arn": _get_att(function), "Input": '{"action":"cleanup"}'})],
+        },
+    )
+    default_stack.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Namespace": "serverless-mcp-tasks",
+            "MetricName": "RegisteredClients",
+            "Statistic": "Maximum",
+            "Period": 900,
+            "Threshold": 160,
+            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
+            "TreatMissingData": "notBreaching",
+        },
+    )
+    variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_NAMESPACE"))} == {
+        "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
+        "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
+        "BRIDGE_METRICS_NAMESPACE": "serverless-mcp-tasks",
+    }
 
 
 def test_the_callback_route_invokes_its_own_function_which_touches_only_task_items_and_the_bucket(
@@ -760,10 +801,17 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
         ({"resourceUrl": "http://mcp.example.com/mcp"}, "'resourceUrl' must be an https URL"),
         ({"removalPolicy": "sometimes"}, "removalPolicy"),
         ({"logRetentionDays": "13"}, "log retention"),
+        (
+            {"throttleRateLimit": "fifty"},
+            "context 'throttleRateLimit' must be a whole number between 1 and 10000, got 'fifty'",
+        ),
+        ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
+        ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
+        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, auth, "),
     ],
 )
 def test_bad_context_stops_the_synth_with_a_clear_message(synth: Any, context: dict[str, str], message: str) -> None:
-    with pytest.raises(Exception, match=message):
+    with pytest.raises(Exception, match=re.escape(message)):
         synth(**context)
 
 
@@ -794,6 +842,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "ExecutionsTimedOut",
         "IteratorAge",  # starts, resumes or stops waiting in the stream
         "ReadThrottleEvents + WriteThrottleEvents",
+        "RegisteredClients",  # the OAuth bridge's client slots
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "SweepBehind",  # the sweeper falls behind (tests/infra/test_sweeper_intent.py)
         "TasksRepaired",  # the sweeper's repairs
@@ -826,3 +875,50 @@ def test_outputs(default_stack: Synthesized) -> None:
     assert outputs["SupervisorFunctionName"]["Value"] == {"Ref": default_stack.logical_id(supervisor.function.function)}
     endpoint = json.dumps(outputs["EndpointUrl"]["Value"])
     assert "/mcp" in endpoint and "ApiEndpoint" in endpoint
+
+
+CUSTOM_DOMAIN = {
+    "customDomainName": "mcp.example.com",
+    "customDomainCertificateArn": "arn:aws:acm:us-east-1:123456789012:certificate/0f0e0d0c",
+}
+
+
+def test_a_custom_domain_is_mapped_at_its_root_and_becomes_the_endpoints_resource_uri(synth: Any) -> None:
+    stack = synth(**CUSTOM_DOMAIN)
+    stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::DomainName",
+        {
+            "DomainName": "mcp.example.com",
+            "DomainNameConfigurations": [
+                Match.object_like({"CertificateArn": CUSTOM_DOMAIN["customDomainCertificateArn"]})
+            ],
+        },
+    )
+    (mapping,) = stack.resources("AWS::ApiGatewayV2::ApiMapping").values()
+    assert "ApiMappingKey" not in mapping["Properties"]  # a base path would hide /.well-known/* from clients
+    functions = stack.resources("AWS::Lambda::Function").values()
+    variables = [f["Properties"]["Environment"]["Variables"] for f in functions]
+    assert {v.get("MCP_RESOURCE_URL") for v in variables if "MCP_JWT_ISSUER" in v} == {"https://mcp.example.com/mcp"}
+    assert {v.get("BRIDGE_RESOURCE_URL") for v in variables if "BRIDGE_TABLE_NAME" in v} == {
+        "https://mcp.example.com/mcp"
+    }
+    assert stack.json["Outputs"]["EndpointUrl"]["Value"] == "https://mcp.example.com/mcp"
+    assert "CustomDomainTarget" in stack.json["Outputs"]
+
+
+@pytest.mark.parametrize(
+    ("context", "message"),
+    [
+        (
+            {"customDomainName": "mcp.example.com"},
+            "'customDomainName' and 'customDomainCertificateArn' are set together",
+        ),
+        ({**CUSTOM_DOMAIN, "customDomainName": "https://mcp.example.com/"}, "'customDomainName' must be a host name"),
+        ({**CUSTOM_DOMAIN, "customDomainCertificateArn": "cert-1"}, "'customDomainCertificateArn' must be an ACM"),
+    ],
+)
+def test_a_custom_domain_that_cannot_work_is_refused_at_synth(
+    synth: Any, context: dict[str, str], message: str
+) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        synth(**context)

@@ -7,7 +7,9 @@ upstream token endpoint recorded (Cognito's managed login and token endpoint do 
 from __future__ import annotations
 
 import base64
+import html
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,9 +83,9 @@ class BridgeUnderTest:
     def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         return dispatch(self.bridge, self.event(method, path, **kwargs))
 
-    def register(self, **metadata: Any) -> dict[str, Any]:
+    def register(self, ip: str = "203.0.113.9", **metadata: Any) -> dict[str, Any]:
         document = {"redirect_uris": [CALLBACK], "client_name": "t", "token_endpoint_auth_method": "none", **metadata}
-        return self.call("POST", "/oauth2/register", json=document)
+        return self.call("POST", "/oauth2/register", json=document, ip=ip)
 
     def authorize(self, client_id: str, **params: str) -> dict[str, Any]:
         query = {
@@ -96,6 +98,16 @@ class BridgeUnderTest:
             **params,
         }
         return self.call("GET", "/oauth2/authorize", query=query)
+
+    def approve(self, client_id: str, **params: str) -> dict[str, Any]:
+        """Authorize, and approve on the consent page as the person would (its form, its cookie)."""
+        page = self.authorize(client_id, **params)
+        if page["statusCode"] != 200:
+            return page
+        cookie = page["cookies"][0].split(";")[0]
+        fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
+        form = {name: html.unescape(value) for name, value in fields.items()} | {"decision": "approve"}
+        return self.call("POST", "/oauth2/consent", form=form, headers={"cookie": cookie})
 
     def app_clients(self) -> dict[str, dict[str, Any]]:
         """The app clients the bridge created."""
@@ -175,8 +187,10 @@ def test_past_the_cap_of_registered_clients_a_registration_gets_429_and_creates_
     assert refused["statusCode"] == 429
     assert json.loads(refused["body"]) == {
         "error": "temporarily_unavailable",
-        "error_description": "the authorization server has as many clients as it accepts",
+        "error_description": "the authorization server has as many clients as it accepts (3); "
+        "clients that never sign in are removed within an hour: retry later",
     }
+    assert refused["headers"]["retry-after"] == "900"
     assert bridge.app_clients().keys() == clients.keys()
     assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
 
@@ -185,14 +199,14 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
     bridge: BridgeUnderTest,
 ) -> None:
     url = bridge.serve_document("/mcp-client.json", [CALLBACK])
-    first = bridge.authorize(url)
+    first = bridge.approve(url)
     assert first["statusCode"] == 302, first["body"]
     (app_id,) = bridge.app_clients()
     assert parse_qs(urlsplit(first["headers"]["location"]).query)["client_id"] == [app_id]
     assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]
     # Within the document's max age the same app client serves, without a second fetch or client.
     bridge.routes.clear()
-    assert bridge.authorize(url)["statusCode"] == 302
+    assert bridge.approve(url)["statusCode"] == 302
     assert list(bridge.app_clients()) == [app_id]
     # Later, the document lists another redirect URI: the old one is refused, the app client follows the new.
     bridge.clock.advance(DOCUMENT_MAX_AGE_SECONDS + 1)
@@ -204,7 +218,7 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
         "redirect_uri is not registered for this client",
     )
     assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]  # a refused request changes nothing
-    assert bridge.authorize(url, redirect_uri=moved)["statusCode"] == 302
+    assert bridge.approve(url, redirect_uri=moved)["statusCode"] == 302
     assert bridge.app_clients()[app_id]["CallbackURLs"] == [moved]
     assert list(bridge.app_clients()) == [app_id]
     assert bridge.items()[metadata_url_key(url)]["client"]["S"] == app_id
@@ -327,3 +341,243 @@ def test_a_metadata_document_request_with_a_redirect_uri_it_does_not_list_regist
     assert "location" not in refused["headers"]
     assert bridge.app_clients() == {}
     assert metadata_url_key(url) not in bridge.items()
+
+
+# ---- the consent step ---------------------------------------------------------------------------
+def consent_form(page: dict[str, Any]) -> tuple[dict[str, str], str]:
+    fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
+    return {name: html.unescape(value) for name, value in fields.items()}, page["cookies"][0].split(";")[0]
+
+
+def test_authorize_answers_the_consent_page_and_nothing_goes_to_cognito_before_the_approve(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = json.loads(bridge.register(client_name="<b>Evil</b> & co")["body"])["client_id"]
+    page = bridge.authorize(client_id)
+    assert page["statusCode"] == 200 and "location" not in page["headers"]
+    assert '<span id="client-name">&lt;b&gt;Evil&lt;/b&gt; &amp; co</span>' in page["body"]  # escaped, never markup
+    assert page["cookies"][0].startswith("mcp-consent-csrf=")
+    assert page["headers"]["cache-control"] == "no-store"
+
+
+def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(bridge: BridgeUnderTest) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    form, cookie = consent_form(bridge.authorize(client_id, state="xyz"))
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "deny"}, headers={"cookie": cookie})
+    assert answer["statusCode"] == 302
+    location = urlsplit(answer["headers"]["location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == CALLBACK
+    assert parse_qs(location.query) == {
+        "error": ["access_denied"],
+        "error_description": ["the user denied the request"],
+        "state": ["xyz"],
+    }
+    assert "cookies" not in answer  # a denial is not remembered
+
+
+@pytest.mark.parametrize(
+    "spoil",
+    ["expired", "other-cookie", "no-cookie", "edited-request", "other-origin"],
+)
+def test_a_consent_form_that_is_stale_or_not_this_browsers_is_refused_with_403(
+    bridge: BridgeUnderTest, spoil: str
+) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    form, cookie = consent_form(bridge.authorize(client_id))
+    headers = {"cookie": cookie}
+    if spoil == "expired":
+        bridge.clock.advance(601)
+    elif spoil == "other-cookie":
+        headers["cookie"] = "mcp-consent-csrf=" + "A" * 32
+    elif spoil == "no-cookie":
+        headers = {}
+    elif spoil == "edited-request":
+        form["request"] = form["request"].replace("state=s", "state=t")
+    else:
+        headers["origin"] = "https://attacker.example"
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, headers=headers)
+    assert answer["statusCode"] == 403
+    assert json.loads(answer["body"])["error"] == "access_denied"
+    assert bridge.upstream.calls == [] and "location" not in answer["headers"]
+
+
+def test_an_approval_is_remembered_for_that_client_and_redirect_uri_only(bridge: BridgeUnderTest) -> None:
+    other = "http://127.0.0.1:53683/callback"
+    client_id = json.loads(bridge.register(redirect_uris=[CALLBACK, other])["body"])["client_id"]
+    approved = bridge.approve(client_id)
+    assert approved["statusCode"] == 302
+    (remember,) = approved["cookies"]
+    assert remember.endswith("; Path=/; Max-Age=2592000; HttpOnly; SameSite=Lax")
+    cookie = {"cookie": remember.split(";")[0]}
+    again = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers=cookie)
+    assert again["statusCode"] == 302 and again["headers"]["location"].startswith(f"{DOMAIN}/oauth2/authorize?")
+    elsewhere = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, other), headers=cookie)
+    assert elsewhere["statusCode"] == 200  # another redirect URI asks again
+    second = json.loads(bridge.register()["body"])["client_id"]
+    assert (
+        bridge.call("GET", "/oauth2/authorize", query=authorize_query(second, CALLBACK), headers=cookie)["statusCode"]
+        == 200
+    )
+    forged = remember.split(";")[0][:-4] + "AAAA"
+    tampered = bridge.call(
+        "GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers={"cookie": forged}
+    )
+    assert tampered["statusCode"] == 200  # a cookie whose signature does not hold remembers nothing
+    bridge.clock.advance(31 * 86_400)
+    assert (
+        bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers=cookie)[
+            "statusCode"
+        ]
+        == 200
+    )  # and none is remembered past 30 days
+
+
+def authorize_query(client_id: str, redirect_uri: str) -> dict[str, str]:
+    return {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": redirect_uri,
+        "code_challenge": CHALLENGE,
+        "code_challenge_method": "S256",
+        "state": "s",
+    }
+
+
+# ---- registration limits and the expiry of clients that never sign in -----------------------------
+def limited(bridge: BridgeUnderTest, **limits: int) -> None:
+    bridge.bridge.settings = bridge.bridge.settings.model_copy(update={"max_clients": 50, **limits})
+
+
+def first_use(bridge: BridgeUnderTest, path: str, ip: str) -> dict[str, Any]:
+    url = bridge.serve_document(path, [CALLBACK])
+    query = authorize_query(url, CALLBACK)
+    return bridge.call("GET", "/oauth2/authorize", query=query, ip=ip)
+
+
+def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_clients_still_register(
+    bridge: BridgeUnderTest,
+) -> None:
+    limited(bridge, registrations_per_host_per_hour=3)
+    for n in range(3):  # each from another address: only the host is the same
+        assert first_use(bridge, f"/flood-{n}.json", f"198.51.100.{n}")["statusCode"] == 200
+    clients, items = bridge.app_clients(), bridge.items()
+    refused = first_use(bridge, "/flood-3.json", "198.51.100.3")
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        429,
+        {
+            "error": "temporarily_unavailable",
+            "error_description": f"at most 3 new clients per hour from metadata documents on {HOST}",
+        },
+    )
+    assert 0 < int(refused["headers"]["retry-after"]) <= 3600 and "location" not in refused["headers"]
+    assert bridge.app_clients().keys() == clients.keys()
+    assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
+    # Known documents go on working, and a client registering from elsewhere still gets in.
+    assert first_use(bridge, "/flood-0.json", "198.51.100.3")["statusCode"] == 200
+    assert bridge.register(ip="192.0.2.50")["statusCode"] == 201
+
+
+def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while_another_address_registers(
+    bridge: BridgeUnderTest,
+) -> None:
+    limited(bridge, registrations_per_hour=2)
+    assert bridge.register(ip="203.0.113.77")["statusCode"] == 201
+    assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 200
+    by_document = first_use(bridge, "/one-address-2.json", "203.0.113.77")
+    by_registration = bridge.register(ip="203.0.113.77")
+    for refused in (by_document, by_registration):
+        assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
+            429,
+            "at most 2 registrations per hour from one address",
+        )
+        assert refused["headers"]["retry-after"].isdigit()
+    assert bridge.register(ip="203.0.113.78")["statusCode"] == 201
+
+
+def test_ipv6_sources_are_limited_per_64_prefix(bridge: BridgeUnderTest) -> None:
+    limited(bridge, registrations_per_hour=1)
+    assert bridge.register(ip="2001:db8:1:2::1")["statusCode"] == 201
+    assert bridge.register(ip="2001:db8:1:2:ffff::9")["statusCode"] == 429  # same /64, another address
+    assert bridge.register(ip="2001:db8:1:3::1")["statusCode"] == 201
+
+
+def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(
+    bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str]
+) -> None:
+    limited(bridge)
+    never = json.loads(bridge.register()["body"])["client_id"]
+    assert first_use(bridge, "/never-signed-in.json", "198.51.100.20")["statusCode"] == 200
+    signed_in = json.loads(bridge.register()["body"])["client_id"]
+    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": signed_in}
+    bridge.clock.advance(60)
+    assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
+    bridge.clock.advance(20 * 60)
+    recent = json.loads(bridge.register()["body"])["client_id"]
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0}  # 21 minutes: kept
+    bridge.clock.advance(10 * 60)  # the first two are 31 minutes old, never exchanged a token
+    capsys.readouterr()
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 2, "keptInUse": 0}
+    assert set(bridge.app_clients()) == {signed_in, recent}
+    assert bridge.items()["meta#clients"]["active"]["N"] == "2"
+    assert metadata_url_key(f"https://{HOST}:{bridge.port}/never-signed-in.json") not in bridge.items()
+    assert f"client#{never}" not in bridge.items()
+    (emf,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert emf["RegisteredClients"] == 2
+    assert emf["_aws"]["CloudWatchMetrics"] == [
+        {
+            "Namespace": "serverless-mcp-tasks",
+            "Dimensions": [[]],
+            "Metrics": [{"Name": "RegisteredClients", "Unit": "Count"}],
+        }
+    ]
+    # The one that signed in stays until it is unused for 30 days.
+    bridge.clock.advance(31 * 86_400)
+    assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 2
+
+
+def test_the_metadata_names_both_registration_methods_and_says_metadata_documents_are_preferred(
+    bridge: BridgeUnderTest,
+) -> None:
+    document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
+    assert document["client_id_metadata_document_supported"] is True
+    assert document["registration_endpoint"] == "http://127.0.0.1:3000/oauth2/register"
+    assert document["grant_types_supported"] == ["authorization_code", "refresh_token"]
+    assert document["registration_note"] == (
+        "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
+        "registration, which stays available at registration_endpoint for clients that lack it"
+    )
+
+
+def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: BridgeUnderTest) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    for resource in ("HTTP://127.0.0.1:3000/mcp/", "http://127.0.0.1:3000/mcp"):
+        assert bridge.authorize(client_id, resource=resource)["statusCode"] == 200
+    refused = bridge.authorize(client_id, resource="https://127.0.0.1:3000/mcp")
+    assert parse_qs(urlsplit(refused["headers"]["location"]).query)["error"] == ["invalid_target"]
+
+
+def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito_is_never_sent_that_scope(
+    bridge: BridgeUnderTest,
+) -> None:
+    registered = json.loads(
+        bridge.register(grant_types=["authorization_code"], scope="mcp/invoke offline_access")["body"]
+    )
+    assert registered["grant_types"] == ["authorization_code", "refresh_token"]
+    assert registered["scope"] == "mcp/invoke offline_access"
+    approved = bridge.approve(registered["client_id"], scope="mcp/invoke offline_access")
+    assert parse_qs(urlsplit(approved["headers"]["location"]).query)["scope"] == ["mcp/invoke"]
+    document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
+    assert document["scopes_supported"] == ["mcp/invoke", "openid", "offline_access"]
+
+
+def test_a_client_removed_by_cleanup_gets_401_invalid_client_and_registers_again(bridge: BridgeUnderTest) -> None:
+    client_id = json.loads(bridge.register()["body"])["client_id"]
+    bridge.clock.advance(3600)  # never exchanged a token: removed by the next cleanup
+    assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 1
+    refresh = {"grant_type": "refresh_token", "refresh_token": "rt", "client_id": client_id}
+    answer = bridge.call("POST", "/oauth2/token", form=refresh)
+    # RFC 6749 §5.2: 401 invalid_client, which clients (the MCP SDKs) answer by registering again.
+    assert (answer["statusCode"], json.loads(answer["body"])["error"]) == (401, "invalid_client")
+    again = bridge.register()
+    assert again["statusCode"] == 201
+    assert bridge.authorize(json.loads(again["body"])["client_id"])["statusCode"] == 200

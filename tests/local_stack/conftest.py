@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,12 +15,10 @@ import pytest
 
 from local_stack.synth import synthesize
 from mcp_runtime import wire
-from tests.support import RunningStack, local_stack_process, rpc, standard_headers
+from tests.support import RunningStack, rpc, standard_headers
 
 TASKS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}}
 TERMINAL = frozenset(wire.TERMINAL_TASK_STATUSES)
-# A worker timeout short enough to test, long enough for the ordinary tools.
-SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5}
 
 
 @dataclass
@@ -84,11 +82,9 @@ class StackClient:
 
 
 @pytest.fixture(scope="module")
-def lifecycle_stack() -> Iterator[StackClient]:
+def lifecycle_stack(short_timeout_stack: RunningStack) -> StackClient:
     """The template with a 5 s worker timeout; the conformance and lifecycle fixtures as a layer."""
-    env = {"LOCAL_CDK_CONTEXT": json.dumps(SHORT_TIMEOUT_CONTEXT)}
-    with local_stack_process(fixtures="conformance,lifecycle", extra_env=env) as running:
-        yield StackClient(running)
+    return StackClient(short_timeout_stack)
 
 
 def edited_assembly(

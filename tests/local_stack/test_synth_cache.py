@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,14 @@ def test_a_second_synthesis_of_unchanged_inputs_comes_from_the_cache(tmp_path: P
     assert (first.cached, second.cached) == (False, True)
     assert first.directory == second.directory
     assert (second.directory / f"{second.stack_name}.template.json").is_file()
+
+
+def test_processes_that_need_the_same_new_assembly_at_once_synthesize_it_once(tmp_path: Path) -> None:
+    with ThreadPoolExecutor(2) as pool:
+        both = list(pool.map(lambda _: synthesize({"logRetentionDays": 7}, cache_root=tmp_path), range(2)))
+    assert sorted(assembly.cached for assembly in both) == [False, True]
+    assert both[0].directory == both[1].directory
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("synth-")] == []
 
 
 def test_the_cache_key_changes_with_the_context_and_with_each_input(tmp_path: Path) -> None:

@@ -68,11 +68,33 @@ def test_a_valid_token_is_served_as_its_subject_and_client(issuer: LocalIssuer) 
     assert "result" in response.json()
 
 
-def test_the_subject_and_client_of_the_token_are_the_principal(issuer: LocalIssuer) -> None:
+def test_the_issuer_subject_and_client_of_the_token_are_the_principal(issuer: LocalIssuer) -> None:
     authenticator = build_authenticator(make_settings(MCP_JWT_ISSUER=issuer.url))
     assert authenticator is not None
     principal = authenticator.authenticate(f"Bearer {issuer.token(sub='auth0|7', client_id='vs|code')}", RESOURCE)
-    assert principal.id == "jwt:auth0%7C7|vs%7Ccode"  # type: ignore[union-attr]
+    assert principal.id == f"jwt:{issuer.url}|auth0%7C7|vs%7Ccode"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("audience", "accepted"),
+    [
+        ("HTTP://127.0.0.1/mcp", True),
+        ("http://127.0.0.1:80/mcp", True),
+        ("http://127.0.0.1/mcp/", True),
+        ("http://127.0.0.1/mcp#fragment", True),
+        (["https://other.example/mcp", "http://127.0.0.1/mcp/"], True),
+        ("https://127.0.0.1/mcp", False),
+        ("http://127.0.0.1:8080/mcp", False),
+        ("http://127.0.0.1/MCP", False),
+        ("http://127.0.0.1/mcp/child", False),
+        ("http://127.0.0.1/", False),
+    ],
+)
+def test_the_audience_is_compared_as_a_canonical_resource_uri_as_the_mcp_sdk_does(
+    issuer: LocalIssuer, audience: str | list[str], accepted: bool
+) -> None:
+    response = call(transport_for(issuer), f"Bearer {issuer.token(aud=audience)}")
+    assert response.status == (200 if accepted else 401), response.headers
 
 
 def test_no_token_gets_401_naming_the_metadata_and_the_scope(issuer: LocalIssuer) -> None:

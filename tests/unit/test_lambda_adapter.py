@@ -202,7 +202,7 @@ def test_dev_auth_without_a_valid_dev_bearer_is_unauthenticated(authorization: s
 def test_dev_auth_adds_development_users_and_still_trusts_the_fronts_authorizer_context() -> None:
     # Only API Gateway or the Function URL writes requestContext; DEV_AUTH adds `dev:` bearers to it.
     event = with_jwt(api_event(rpc("tools/list")), {"sub": "someone", "client_id": "app"})
-    assert request_from_event(event, dev_auth=True).principal == Principal("jwt:someone|app", "jwt")
+    assert request_from_event(event, dev_auth=True).principal == Principal("jwt:-|someone|app", "jwt")
     event["headers"]["authorization"] = "Bearer dev:alice"
     assert request_from_event(event, dev_auth=True).principal == Principal("dev:alice", "dev")
 
@@ -210,13 +210,14 @@ def test_dev_auth_adds_development_users_and_still_trusts_the_fronts_authorizer_
 @pytest.mark.parametrize(
     ("claims", "expected"),
     [
-        ({"sub": "u-1", "client_id": "app"}, "jwt:u-1|app"),
-        ({"sub": "u-1", "azp": "web"}, "jwt:u-1|web"),
-        ({"sub": "u-1", "aud": "api"}, "jwt:u-1|api"),
-        ({"sub": "u-1"}, "jwt:u-1|-"),
+        ({"iss": "https://idp.example", "sub": "u-1", "client_id": "app"}, "jwt:https://idp.example|u-1|app"),
+        ({"sub": "u-1", "client_id": "app"}, "jwt:-|u-1|app"),
+        ({"sub": "u-1", "azp": "web"}, "jwt:-|u-1|web"),
+        ({"sub": "u-1", "aud": "api"}, "jwt:-|u-1|api"),
+        ({"sub": "u-1"}, "jwt:-|u-1|-"),
     ],
 )
-def test_a_jwt_authorizer_gives_a_principal_of_subject_and_client(claims: dict[str, Any], expected: str) -> None:
+def test_a_jwt_authorizer_gives_a_principal_of_issuer_subject_and_client(claims: dict[str, Any], expected: str) -> None:
     principal = principal_from_event(with_jwt(api_event(rpc("tools/list")), claims), {}, dev_auth=False)
     assert principal == Principal(expected, "jwt")
 
@@ -229,13 +230,21 @@ def test_a_jwt_without_a_subject_is_unauthenticated(claims: dict[str, Any]) -> N
 @pytest.mark.parametrize(
     ("iam", "expected"),
     [
-        ({"userArn": "arn:aws:iam::1:user/a", "callerId": "AIDA1"}, "iam:arn:aws:iam::1:user/a"),
+        ({"userArn": "arn:aws:iam::1:user/a", "callerId": "AIDA1", "accessKey": "AKIA1"}, "iam:arn:aws:iam::1:user/a"),
         ({"callerId": "AIDA1"}, "iam:AIDA1"),
+        (
+            {"userArn": "arn:aws:sts::1:assumed-role/r/s", "callerId": "AROA1:s", "accessKey": "ASIA1"},
+            "iam:arn:aws:sts::1:assumed-role/r/s|ASIA1",
+        ),
+        ({"callerId": "AROA1:s", "accessKey": "ASIA2"}, "iam:AROA1:s|ASIA2"),
+        ({"userArn": "arn:aws:sts::1:assumed-role/r/s"}, None),  # a session that cannot be told apart
         ({}, None),
         ({"userArn": ""}, None),
     ],
 )
-def test_an_iam_authorizer_gives_a_principal_of_the_caller_arn(iam: dict[str, Any], expected: str | None) -> None:
+def test_an_iam_authorizer_gives_a_principal_of_the_caller_arn_and_for_a_role_session_its_key(
+    iam: dict[str, Any], expected: str | None
+) -> None:
     principal = principal_from_event(function_url_event(rpc("tools/list"), iam=iam), {}, dev_auth=False)
     assert principal == (None if expected is None else Principal(expected, "iam"))
 
@@ -290,3 +299,18 @@ def test_a_state_sealed_for_one_jwt_subject_is_refused_for_another(configure_app
     assert stolen["error"]["code"] == wire.INVALID_PARAMS
     owned = json.loads(handlers.api_handler(with_jwt(api_event(retry), {"sub": "alice"}))["body"])
     assert owned["result"]["content"][0]["text"] == "Hello, A!"
+
+
+@pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
+def test_both_protected_resource_documents_are_served_on_a_function_url(server: McpServer, path: str) -> None:
+    """A Function URL sends every path to the function: the path-suffixed and the root document a
+    client probes when no challenge reaches it (Function URLs rename WWW-Authenticate) are both there."""
+    event = function_url_event(rpc("tools/list"), iam={"userArn": "arn:aws:iam::1:user/a"})
+    event["rawPath"] = path
+    event["requestContext"]["http"].update(method="GET", path=path)
+    event["headers"]["x-forwarded-proto"] = "https"
+    event.pop("body")
+    event["isBase64Encoded"] = False
+    proxy = serve(server, event)
+    assert proxy["statusCode"] == 200, proxy["body"]
+    assert json.loads(proxy["body"])["resource"] == "https://abcdefghij.lambda-url.eu-west-1.on.aws/mcp"

@@ -45,7 +45,26 @@ def test_different_subject_client_pairs_never_share_a_principal(one: dict[str, A
 
 
 def test_a_subject_with_a_bar_keeps_a_stable_readable_id() -> None:
-    assert jwt_principal({"sub": "auth0|123", "client_id": "app"}) == "jwt:auth0%7C123|app"
+    assert jwt_principal({"iss": "https://a.example", "sub": "auth0|123", "client_id": "app"}) == (
+        "jwt:https://a.example|auth0%7C123|app"
+    )
+
+
+def test_one_subject_and_client_from_two_issuers_are_two_principals() -> None:
+    one = {"iss": "https://idp-one.example", "sub": "1234", "client_id": "app"}
+    assert jwt_principal(one) != jwt_principal({**one, "iss": "https://idp-two.example"})
+
+
+def test_two_sessions_of_one_role_with_one_session_name_are_two_principals() -> None:
+    session = {"userArn": "arn:aws:sts::123456789012:assumed-role/caller/ci", "callerId": "AROAEXAMPLE:ci"}
+    principals = []
+    for key in ("ASIAFIRSTSESSION", "ASIASECONDSESSION"):
+        event = api_event(rpc("tools/list"))
+        event["requestContext"]["authorizer"] = {"iam": {**session, "accessKey": key}}
+        principal = principal_from_event(event, {}, dev_auth=False)
+        assert principal is not None
+        principals.append(principal.id)
+    assert principals[0] != principals[1]
 
 
 @pytest.mark.parametrize(
@@ -68,7 +87,7 @@ def test_kinds_are_prefixed_so_a_dev_name_cannot_equal_a_jwt_or_iam_principal(ev
 def test_a_dev_bearer_is_ignored_when_dev_auth_is_off() -> None:
     event = jwt_event({"sub": "mallory", "client_id": "app"}, headers={"authorization": "Bearer dev:alice"})
     assert request_from_event(event, dev_auth=False).principal is not None
-    assert request_from_event(event, dev_auth=False).principal.id == "jwt:mallory|app"  # type: ignore[union-attr]
+    assert request_from_event(event, dev_auth=False).principal.id == "jwt:-|mallory|app"  # type: ignore[union-attr]
     bare = api_event(rpc("tools/list"), headers={"authorization": "Bearer dev:alice"})
     assert request_from_event(bare, dev_auth=False, require_principal=True).principal is None
     assert request_from_event(bare, dev_auth=False).principal == ANONYMOUS
@@ -87,4 +106,4 @@ def test_nothing_in_the_body_meta_or_other_headers_names_the_principal() -> None
     event = api_event(json.dumps(message), headers=headers)
     assert request_from_event(event, dev_auth=True).principal.id == "dev:mallory"  # type: ignore[union-attr]
     event["requestContext"]["authorizer"] = {"jwt": {"claims": {"sub": "mallory", "client_id": "app"}}}
-    assert request_from_event(event, dev_auth=False).principal.id == "jwt:mallory|app"  # type: ignore[union-attr]
+    assert request_from_event(event, dev_auth=False).principal.id == "jwt:-|mallory|app"  # type: ignore[union-attr]

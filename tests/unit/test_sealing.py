@@ -259,11 +259,34 @@ def test_a_sealed_tag_is_the_hmac_sha256_of_everything_before_it() -> None:
     assert tag == base64.urlsafe_b64encode(expected).rstrip(b"=").decode()
 
 
-def test_the_standard_library_hmac_seals_and_opens_the_same_tokens(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mcp_runtime import sealing
+def test_keys_given_as_a_source_are_read_by_the_first_seal_only_and_a_failed_read_is_tried_again() -> None:
+    reads: list[str] = []
 
-    with_c_hmac = sealer(K1).seal(BINDING, PAYLOAD)
-    monkeypatch.setattr(sealing, "_keyed_mac", hmac.new)  # an interpreter without `_hashlib.hmac_new`
-    fallback = sealer(K1)
-    assert fallback.seal(BINDING, PAYLOAD) == with_c_hmac
-    assert fallback.open(with_c_hmac, BINDING) == PAYLOAD
+    def source() -> list[SealingKey]:
+        reads.append("read")
+        if len(reads) == 1:
+            raise ConnectionError("Secrets Manager unreachable")
+        return [K1]
+
+    lazy = StateSealer(source, clock=FakeClock())
+    assert reads == []
+    with pytest.raises(ConnectionError):
+        lazy.seal(BINDING, PAYLOAD)
+    token = lazy.seal(BINDING, PAYLOAD)
+    assert lazy.open(token, BINDING) == PAYLOAD
+    assert reads == ["read", "read"]
+    assert sealer(K1).open(token, BINDING) == PAYLOAD
+
+
+def test_keys_given_as_a_source_are_read_by_a_first_open_too() -> None:
+    token = sealer(K1).seal(BINDING, PAYLOAD)
+    reads: list[str] = []
+    lazy = StateSealer(lambda: reads.append("read") or [K1], clock=FakeClock())
+    assert lazy.open(token, BINDING) == PAYLOAD
+    assert reads == ["read"]
+
+
+def test_a_key_source_that_yields_no_key_is_refused_when_read() -> None:
+    lazy = StateSealer(list, clock=FakeClock())
+    with pytest.raises(ValueError, match="at least one sealing key"):
+        lazy.seal(BINDING, PAYLOAD)

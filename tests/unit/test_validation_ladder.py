@@ -84,6 +84,10 @@ def local_client() -> Client:
         {"host": "localhost", "origin": "http://evil.example.com"},
         {"host": "localhost", "origin": "http://localhost.evil.example.com:3000"},
         {"host": "localhost", "origin": "null"},
+        # Same origin is scheme, host and port: a page on https://localhost is not this http endpoint.
+        {"host": "localhost", "origin": "https://localhost"},
+        {"host": "localhost:3000", "origin": "https://localhost:3000"},
+        {"host": "localhost:3000", "origin": "http://localhost:3001"},
     ],
 )
 def test_a_host_not_allowed_or_an_origin_neither_its_own_nor_allowed_is_forbidden(
@@ -106,7 +110,8 @@ def test_a_host_not_allowed_or_an_origin_neither_its_own_nor_allowed_is_forbidde
         {"host": "localhost:3000", "origin": "http://localhost:3000"},
         {"host": "127.0.0.1:3000", "origin": "http://127.0.0.1:3000"},
         {"host": "[::1]:3000", "origin": "http://[::1]:3000"},
-        {"host": "localhost", "origin": "https://localhost"},
+        {"host": "LOCALHOST:3000", "origin": "http://localhost:3000"},
+        {"host": "localhost", "origin": "http://localhost:80"},
     ],
 )
 def test_allowed_hosts_with_or_without_a_port_and_their_own_origins_are_served(
@@ -127,6 +132,10 @@ def test_a_browser_origin_is_forbidden_behind_the_cloud_front_unless_allowed() -
     default = Client(McpHttpTransport(make_server()))
     assert default.post(rpc("server/discover"), headers=page).status == 403
     assert default.post(rpc("server/discover"), headers={**host, "origin": f"https://{host['host']}"}).status == 200
+    # The front reports the scheme (X-Forwarded-Proto); without it the cloud host's is https.
+    assert default.post(rpc("server/discover"), headers={**host, "origin": f"http://{host['host']}"}).status == 403
+    forwarded = {**host, "x-forwarded-proto": "https", "origin": f"https://{host['host']}:443"}
+    assert default.post(rpc("server/discover"), headers=forwarded).status == 200
     allowing = Client(
         McpHttpTransport(make_server(settings=make_settings(MCP_ALLOWED_ORIGINS="https://console.example.com")))
     )

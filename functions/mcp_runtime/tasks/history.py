@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from .._dynamo import DynamoStore
 from ..cursors import InvalidCursor, decode_cursor, encode_cursor
@@ -44,6 +44,12 @@ def decode_position(cursor: str) -> tuple[str, str]:
         case [str(created_at), str(task_id)] if _ISO.match(created_at) and _TASK_ID.match(task_id):
             return created_at, task_id
     raise InvalidCursor
+
+
+class TaskHistory(Protocol):
+    """The tasks of an owner, newest first, a page at a time (the owner index)."""
+
+    def page(self, owner: str, limit: int = 20, cursor: str | None = None) -> TaskPage: ...
 
 
 class DynamoTaskHistory(DynamoStore):
@@ -104,7 +110,7 @@ def _summary(item: dict[str, Any]) -> TaskSummary:
 class CallerTaskHistory:
     """The history as one caller sees it: only their own tasks."""
 
-    history: DynamoTaskHistory
+    history: TaskHistory
     owner: str
 
     def page(self, limit: int = 20, cursor: str | None = None) -> TaskPage:

@@ -39,6 +39,20 @@ def parse_timestamp(value: str) -> float:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
+# `pollIntervalMs` grows with the task's age (now - createdAt): a tenth of it, in whole seconds, never
+# below the configured interval nor above a minute. A task polled from start to end is then polled
+# about 10 times per tenfold of its age, then once a minute: a day-long task 1,488 times.
+POLL_INTERVAL_AGE_DIVISOR: Final = 10
+MAX_POLL_INTERVAL_MS: Final = 60_000
+
+
+def adaptive_poll_interval_ms(configured_ms: int, created_at: str, now: float) -> int:
+    """The `pollIntervalMs` a client is told for a task created at `created_at` (see above)."""
+    age_ms = max(0, int((now - datetime.fromisoformat(created_at).timestamp()) * 1000))
+    by_age = age_ms // POLL_INTERVAL_AGE_DIVISOR // 1000 * 1000
+    return max(configured_ms, min(by_age, MAX_POLL_INTERVAL_MS))
+
+
 def expiry_epoch(created_epoch_seconds: float, ttl_ms: int | None) -> int | None:
     """The DynamoDB TTL attribute: rounded up, so the item never counts as expired before its TTL lapses."""
     if ttl_ms is None:
@@ -132,8 +146,8 @@ class TaskRecord:
                 answers[tool_key] = self.answers[wire_key]
         return answers
 
-    def to_task(self) -> dict[str, Any]:
-        """The `Task` fields shared by both renderings."""
+    def to_task(self, now: float | None = None) -> dict[str, Any]:
+        """The `Task` fields shared by both renderings; `pollIntervalMs` as of `now`."""
         task: dict[str, Any] = {
             "taskId": self.task_id,
             "status": cast(wire.TaskStatus, self.status),
@@ -144,7 +158,8 @@ class TaskRecord:
         if self.status_message:
             task["statusMessage"] = self.status_message
         if self.poll_interval_ms is not None:
-            task["pollIntervalMs"] = self.poll_interval_ms
+            when = time.time() if now is None else now
+            task["pollIntervalMs"] = adaptive_poll_interval_ms(self.poll_interval_ms, self.created_at, when)
         return task
 
 

@@ -69,7 +69,7 @@ from .telemetry import report_settled
 
 if TYPE_CHECKING:
     from ..handles import HandleStore
-    from .history import DynamoTaskHistory
+    from .history import TaskHistory
 
 log = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class TaskWorker:
         tools: ToolRegistry,
         *,
         handles: HandleStore | None = None,
-        history: DynamoTaskHistory | None = None,
+        history: TaskHistory | None = None,
         payloads: PayloadStore | None = None,
         callback_url: str = "",
         rounds_per_execution: int = DEFAULT_ROUNDS_PER_EXECUTION,

@@ -1,0 +1,102 @@
+"""Adding tools the README's way keeps the checks green: in a copy of the project, a plain tool (named
+`greet`, as the conformance fixtures' is) and the README's two task tools (the walkthrough's, with steps,
+and the long-work one, with steps and a wait), each one file and one line; then `make lint` and the
+tiers that look at the project's tools (unit, the README's and the events' checks, the walkthrough)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO
+
+PLAIN_TOOL = '''"""Greet someone: a plain call, as count_words is."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+from mcp_runtime import ToolContext, ToolMode, tool
+
+
+class GreetArgs(BaseModel):
+    name: str = Field(description="Who to greet.", min_length=1, max_length=100)
+
+
+@tool(description="Greet someone by name.", mode=ToolMode.PLAIN)
+def greet(args: GreetArgs, ctx: ToolContext) -> str:
+    return f"Hello, {args.name}!"
+'''
+# The tiers a new tool can break (the stack tiers serve it too; they are the same code paths).
+AFFECTED = [
+    "tests/unit",
+    "tests/test_readme.py",
+    "tests/test_events.py",
+    "tests/integration/test_readme_walkthrough.py",
+]
+NO_STACK = "not through_the_handler and not example_ and not callback_event"
+
+
+def readme_block(marker: str) -> str:
+    pages = "".join((REPO / page).read_text(encoding="utf-8") for page in ("README.md", "docs/tasks.md"))
+    block = re.search(rf"<!-- {marker}:start -->\n```python\n(.*?)```\n<!-- {marker}:end -->", pages, re.DOTALL)
+    assert block, f"the README (or docs/tasks.md) lost its {marker} block"
+    return block.group(1)
+
+
+@pytest.fixture
+def project_with_three_more_tools(tmp_path: Path) -> Path:
+    target = tmp_path / "project"
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
+    for name in filter(None, files.split("\0")):
+        if (REPO / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, target / name)
+    for installed in (".venv", "node_modules", ".tools"):
+        if (REPO / installed).exists():
+            (target / installed).symlink_to((REPO / installed).resolve())
+    # The installs are the repository's: make must not see the copied pins as newer and reinstall.
+    for pins in ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json"):
+        os.utime(target / pins, (0, 0))
+    tools = target / "functions" / "tools"
+    (tools / "greet.py").write_text(PLAIN_TOOL, encoding="utf-8")
+    (tools / "export_dataset.py").write_text(readme_block("walkthrough"), encoding="utf-8")
+    (tools / "run_pipeline.py").write_text(readme_block("long-work"), encoding="utf-8")
+    init = tools / "__init__.py"
+    anchor = '    "deploy_release",\n'
+    text = init.read_text(encoding="utf-8")
+    assert text.count(anchor) == 1
+    init.write_text(text.replace(anchor, anchor + '    "greet",\n    "export_dataset",\n    "run_pipeline",\n'))
+    return target
+
+
+def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("PYTEST_", "MAKE")) and key != "PYTHONPATH"
+    }
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
+
+
+def test_a_plain_tool_and_two_task_tools_added_the_readmes_way_keep_lint_and_the_affected_tiers_green(
+    project_with_three_more_tools: Path,
+) -> None:
+    project = project_with_three_more_tools
+    lint = run(["make", "lint"], project)
+    assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
+    assert "pip install" not in lint.stdout
+
+    unit = run(["make", "test-unit"], project)
+    assert unit.returncode == 0, unit.stdout[-5000:] + unit.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", unit.stdout.splitlines()[-1]), unit.stdout[-500:]
+
+    python = str(project / ".venv" / "bin" / "python")
+    checks = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *AFFECTED[1:], "-k", NO_STACK], project)
+    assert checks.returncode == 0, checks.stdout[-5000:] + checks.stderr[-2000:]
+    assert re.search(r"\b\d+ passed\b", checks.stdout.splitlines()[-1]), checks.stdout[-500:]
