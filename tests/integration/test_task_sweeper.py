@@ -28,6 +28,7 @@ from mcp_runtime.tasks.sweeper import (
     SCHEDULED_EVENT,
     TaskSweeper,
 )
+from oauth_bridge.flows import CLEANUP_MINUTES
 from tests.integration.task_harness import Clock, TaskEnvironment, TaskResources, wait_until
 from tests.integration.test_task_store import await_input, create
 from tests.telemetry_support import RecordingTelemetry
@@ -292,7 +293,10 @@ def test_the_template_schedules_the_sweeper_and_the_local_bus_reads_that_schedul
     (cleanup,) = [rule for target, rule in by_target.items() if target.startswith("OAuthBridge")]
 
     assert (sweeper.period_seconds, sweeper.targets[0].maximum_retry_attempts, sweeper.inputs) == (300, 0, (None,))
-    assert (cleanup.period_seconds, json.loads(cleanup.inputs[0] or "")) == (86_400, {"action": "cleanup"})
+    assert (cleanup.period_seconds, json.loads(cleanup.inputs[0] or "")) == (
+        CLEANUP_MINUTES * 60,
+        {"action": "cleanup"},
+    )
     assert not any("scheduled" in kind for kind in deployed.not_emulated.values())
 
 
