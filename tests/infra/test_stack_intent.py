@@ -807,7 +807,7 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
         ),
         ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
-        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, auth, "),
+        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, auth, "),
     ],
 )
 def test_bad_context_stops_the_synth_with_a_clear_message(synth: Any, context: dict[str, str], message: str) -> None:
