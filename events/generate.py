@@ -10,7 +10,8 @@ Every JSON-RPC method the MCP endpoint serves gets one event per front:
 `examples/<tool>.json` calls each example tool of `functions/tools/` (HTTP API form);
 every step the task state machine invokes the worker with gets `worker/<action>.json`, the
 `Payload` its `lambda:invoke` Task states send; and each event source of the supervisor gets
-`supervisor/<source>.json`: a batch of the task table's stream, an execution status change; and
+`supervisor/<source>.json`: a batch of the task table's stream, an execution status change; the
+sweeper's schedule gets `sweeper/scheduled.json` (EventBridge's "Scheduled Event"); and
 the callback route gets `callbacks/complete.json`, an external system completing a callback.
 Headers mirror the body as the 2026-07-28 transport requires (`MCP-Protocol-Version`, `Mcp-Method`,
 `Mcp-Name`). `tests/test_events.py` checks that the files are what this script writes and runs each
@@ -355,6 +356,20 @@ def callback_event() -> dict[str, Any]:
     }
 
 
+# What the sweeper's EventBridge schedule sends it (the rule's name as CloudFormation would make it).
+SWEEPER_EVENT: dict[str, Any] = {
+    "version": "0",
+    "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa",
+    "detail-type": "Scheduled Event",
+    "source": "aws.events",
+    "account": ACCOUNT,
+    "time": "2026-07-28T00:05:00Z",
+    "region": REGION,
+    "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/ServerlessMcpTasks-SweeperSchedule37615569-1A2B3C4D5E6F"],
+    "detail": {},
+}
+
+
 def all_events() -> dict[str, dict[str, Any]]:
     """Relative path -> event."""
     events: dict[str, dict[str, Any]] = {}
@@ -369,6 +384,7 @@ def all_events() -> dict[str, dict[str, Any]]:
         events[f"worker/{action}.json"] = payload
     for source, payload in SUPERVISOR_EVENTS.items():
         events[f"supervisor/{source}.json"] = payload
+    events["sweeper/scheduled.json"] = SWEEPER_EVENT
     events["callbacks/complete.json"] = callback_event()
     return events
 

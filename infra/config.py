@@ -278,6 +278,12 @@ class DeploymentConfig:
     execution_round_limit: int | None = None
     concurrency: ConcurrencyConfig = field(default_factory=ConcurrencyConfig)
     throttle_retry: ThrottleRetry = field(default_factory=ThrottleRetry)
+    # The sweeper (tasks left active by a lost status event or start): how long a task may go without
+    # a write before its execution is looked at, how often the sweeper runs, and how many executions
+    # one run asks Step Functions about. A lost event is repaired within lease + interval (+ the run).
+    task_lease_seconds: int = 600
+    sweep_interval_minutes: int = 5
+    sweep_max_checks: int = 100
     alarm_email: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -336,5 +342,8 @@ class DeploymentConfig:
             execution_round_limit=_optional_int(get("executionRoundLimit"), "executionRoundLimit", 1, 1200, None),
             concurrency=_concurrency_from_context(get),
             throttle_retry=_throttle_retry_from_context(get),
+            task_lease_seconds=_int(get("taskLeaseSeconds") or 600, "taskLeaseSeconds", 1, 86_400),
+            sweep_interval_minutes=_int(get("sweepIntervalMinutes") or 5, "sweepIntervalMinutes", 1, 1440),
+            sweep_max_checks=_int(get("sweepMaxChecks") or 100, "sweepMaxChecks", 1, 1000),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
         )

@@ -16,6 +16,7 @@ from infra.capabilities.oauth_bridge import OAuthBridge
 from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
+from infra.capabilities.sweeper import TaskSweeper
 from infra.capabilities.task_table import TaskTable
 from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow, round_limit
 from infra.config import DeploymentConfig
@@ -51,7 +52,7 @@ class McpTasksStack(Stack):
         code = bundling.function_code(scope=self)
         defaults = FunctionDefaults(
             code=code,
-            environment=task_environment(config.server_name, self.tasks.table),
+            environment=task_environment(config.server_name, self.tasks.table, lease_seconds=config.task_lease_seconds),
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
         )
@@ -102,6 +103,15 @@ class McpTasksStack(Stack):
             workflow=self.workflow,
             reserved_concurrency=config.concurrency.supervisor,
         )
+        self.sweeper = TaskSweeper(
+            self,
+            "Sweeper",
+            defaults=defaults,
+            table=self.tasks.table,
+            workflow=self.workflow,
+            interval_minutes=config.sweep_interval_minutes,
+            max_checks=config.sweep_max_checks,
+        )
         self.bridge: OAuthBridge | None = None
         if self.front.user_pool is not None and config.auth.bridge:
             self.bridge = OAuthBridge(
@@ -123,6 +133,7 @@ class McpTasksStack(Stack):
             api_function=self.functions.api_function,
             worker_function=self.functions.worker_function,
             supervisor_function=self.supervisor.function.function,
+            sweeper_function=self.sweeper.function.function,
             state_machine=self.workflow.state_machine,
             table=self.tasks.table,
             http_api=self.front.api,

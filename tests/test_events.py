@@ -34,6 +34,7 @@ API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
 SUPERVISOR_FUNCTION = "SupervisorFunction"
 CALLBACK_FUNCTION = "CallbacksFunction"
+SWEEPER_FUNCTION = "SweeperFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
 # The example server has tools and tasks but no prompts or resources: those methods are not served.
 NOT_SERVED = (
@@ -191,6 +192,19 @@ def test_supervisor_event_through_the_handler(deployed_like: DeployedLike, relat
     """Each event source of the supervisor, about a task that does not exist: nothing to do, nothing failed."""
     expected = {"batchItemFailures": []} if "stream" in relative else {}
     assert deployed_like.invoke(SUPERVISOR_FUNCTION, _load(relative)) == expected
+
+
+def test_the_sweeper_event_through_the_handler_finds_no_stale_lease_in_an_empty_table(
+    deployed_like: DeployedLike,
+) -> None:
+    assert deployed_like.invoke(SWEEPER_FUNCTION, _load("sweeper/scheduled.json")) == {
+        "checked": 0,
+        "settled": 0,
+        "restarted": 0,
+        "extended": 0,
+        "dropped": 0,
+        "left": False,
+    }
 
 
 def test_every_example_tool_module_has_an_event_calling_it() -> None:

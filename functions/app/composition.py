@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, WorkerEndpoint
+from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, SweeperEndpoint, WorkerEndpoint
 from mcp_runtime.catalog import Catalog
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from mcp_runtime.tasks.service import TaskService
     from mcp_runtime.tasks.store import DynamoTaskStore
     from mcp_runtime.tasks.supervisor import TaskSupervisor
+    from mcp_runtime.tasks.sweeper import TaskSweeper
     from mcp_runtime.tasks.worker import TaskWorker
     from mcp_runtime.tools import ToolSpec
 
@@ -69,7 +70,9 @@ def build_task_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) ->
     from mcp_runtime.tasks.store import DynamoTaskStore
 
     table = settings.require("task_table_name", TABLE_PURPOSE)
-    return DynamoTaskStore(table, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry)
+    return DynamoTaskStore(
+        table, endpoint_url=settings.aws_endpoint_url, telemetry=telemetry, lease_seconds=settings.task_lease_seconds
+    )
 
 
 def build_task_executor(
@@ -310,6 +313,22 @@ def build_supervisor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) ->
 
 def build_supervisor_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> SupervisorEndpoint:
     return SupervisorEndpoint(build_supervisor(settings, telemetry), telemetry)
+
+
+# ---- the sweeper function ----------------------------------------------------------------------
+def build_sweeper(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskSweeper:
+    from mcp_runtime.tasks.sweeper import TaskSweeper
+
+    return TaskSweeper(
+        build_task_store(settings, telemetry),
+        build_task_executor(settings, telemetry),
+        max_checks=settings.task_sweep_max_checks,
+        telemetry=telemetry,
+    )
+
+
+def build_sweeper_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> SweeperEndpoint:
+    return SweeperEndpoint(build_sweeper(settings, telemetry), telemetry)
 
 
 # ---- the callback function ----------------------------------------------------------------------

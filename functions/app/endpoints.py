@@ -11,6 +11,7 @@ if TYPE_CHECKING:  # the API's cold start imports neither the worker nor Powerto
     from app.telemetry import PowertoolsTelemetry
     from mcp_runtime.tasks.callbacks import CallbackService
     from mcp_runtime.tasks.supervisor import TaskSupervisor
+    from mcp_runtime.tasks.sweeper import TaskSweeper
     from mcp_runtime.tasks.worker import TaskWorker
     from mcp_runtime.transport import McpHttpTransport
 
@@ -61,6 +62,18 @@ class SupervisorEndpoint:
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
             return self.supervisor.handle(event)
+
+
+class SweeperEndpoint:
+    """A run of the sweeper's EventBridge schedule."""
+
+    def __init__(self, sweeper: TaskSweeper, telemetry: PowertoolsTelemetry) -> None:
+        self.sweeper = sweeper
+        self.telemetry = telemetry
+
+    def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
+            return self.sweeper.handle(event)
 
 
 class CallbackEndpoint:

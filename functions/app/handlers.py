@@ -1,5 +1,5 @@
 """The Lambda entry points (`app.handlers.api_handler`, `app.handlers.worker_handler`,
-`app.handlers.supervisor_handler`, `app.handlers.callback_handler`).
+`app.handlers.supervisor_handler`, `app.handlers.sweeper_handler`, `app.handlers.callback_handler`).
 
 Each is one line over a service the composition root builds once per container, on first use.
 """
@@ -14,9 +14,10 @@ from app.composition import (
     build_api_endpoint,
     build_callback_endpoint,
     build_supervisor_endpoint,
+    build_sweeper_endpoint,
     build_worker_endpoint,
 )
-from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, WorkerEndpoint
+from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, SweeperEndpoint, WorkerEndpoint
 from app.telemetry import PowertoolsTelemetry
 from mcp_runtime.settings import get_settings
 
@@ -31,6 +32,10 @@ def worker_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]
 
 def supervisor_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
     return supervisor_endpoint().handle(event, context)
+
+
+def sweeper_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
+    return sweeper_endpoint().handle(event, context)
 
 
 def callback_handler(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
@@ -61,6 +66,11 @@ def supervisor_endpoint() -> SupervisorEndpoint:
 
 
 @lru_cache(maxsize=1)
+def sweeper_endpoint() -> SweeperEndpoint:
+    return build_sweeper_endpoint(get_settings(), telemetry())
+
+
+@lru_cache(maxsize=1)
 def callback_endpoint() -> CallbackEndpoint:
     return build_callback_endpoint(get_settings(), telemetry())
 
@@ -71,5 +81,6 @@ def reset() -> None:
     api_endpoint.cache_clear()
     worker_endpoint.cache_clear()
     supervisor_endpoint.cache_clear()
+    sweeper_endpoint.cache_clear()
     callback_endpoint.cache_clear()
     telemetry.cache_clear()

@@ -16,8 +16,15 @@ the local stack does it, from what the template declares (`local_stack.provision
   them from moto's interpreter) becomes the "Step Functions Execution Status Change" event AWS puts
   on the default bus; each `AWS::Events::Rule` whose pattern matches it sends it to its function
   targets as an asynchronous invocation, retried on a function error as often as the function's
-  `EventInvokeConfig` says (Lambda waits a minute, then two, between those retries; here 1 s, 2 s).
-  AWS delivers these events best effort; locally every one is delivered.
+  `EventInvokeConfig` says, after Lambda's waits: about a minute, then two (`ASYNC_RETRY_SECONDS`),
+  divided by the `LOCAL_TIME_SCALE` setting; an event that failed every attempt goes, as Lambda's
+  invocation record, to the function's on-failure destination (`FailureDestinations`). AWS delivers
+  these events best effort; locally every one is delivered unless `LOCAL_DROP_STATUS_EVENTS` drops
+  it (`StatusEventDrops`).
+- `ScheduledRules`: each `AWS::Events::Rule` with a rate expression sends EventBridge's "Scheduled
+  Event" (or its target's constant `Input`) to its function targets every period (divided by
+  `LOCAL_TIME_SCALE`), the first one period after the stack starts, as asynchronous invocations
+  retried like the status events.
 Pattern matching (filter criteria and rules alike) is moto's EventBridge pattern matcher.
 """
 
@@ -27,6 +34,7 @@ import json
 import logging
 import os
 import queue
+import random
 import threading
 import time
 import uuid
@@ -36,7 +44,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-from local_stack.provision import EventRule, StreamMapping
+from local_stack.provision import EventRule, ScheduledRule, StreamMapping
 from local_stack.runtime import MAX_PAYLOAD_BYTES
 
 # (function logical id, event bytes) -> (payload bytes, function error or None)
@@ -46,7 +54,9 @@ STREAM_POLL_SECONDS: Final = 0.25
 STREAM_DELAY_SECONDS: Final = 0.1
 FIRST_RETRY_SECONDS: Final = 0.1
 LAST_RETRY_SECONDS: Final = 2.0
-ASYNC_RETRY_SECONDS: Final = (1.0, 2.0)
+# Lambda's waits between the retries of a failed asynchronous invocation (about 1 and 2 minutes).
+ASYNC_RETRY_SECONDS: Final = (60.0, 120.0)
+EXECUTION_STATUS_CHANGE: Final = "Step Functions Execution Status Change"
 THROTTLED_ERROR: Final = "TooManyRequestsException"
 REGION: Final = "us-east-1"
 ACCOUNT_ID: Final = "123456789012"
@@ -436,7 +446,7 @@ def execution_status_event(execution: Any) -> dict[str, Any]:
     return {
         "version": "0",
         "id": str(uuid.uuid4()),
-        "detail-type": "Step Functions Execution Status Change",
+        "detail-type": EXECUTION_STATUS_CHANGE,
         "source": "aws.states",
         "account": ACCOUNT_ID,
         "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -446,13 +456,66 @@ def execution_status_event(execution: Any) -> dict[str, Any]:
     }
 
 
+class StatusEventDrops:
+    """Which status events the local bus loses, as Step Functions' best-effort delivery may:
+    `LOCAL_DROP_STATUS_EVENTS` is unset or "0" (none), "all", or a probability "0.3", optionally
+    seeded "0.3@7" (the same seed drops the same events of the same run order)."""
+
+    def __init__(self, setting: str | None = None) -> None:
+        text = (setting or "").strip().lower()
+        self.setting = text
+        self._probability = 0.0
+        self._random = random.Random(0)
+        self._lock = threading.Lock()
+        if text in ("", "0", "off", "none"):
+            return
+        if text in ("all", "1"):
+            self._probability = 1.0
+            return
+        probability, _, seed = text.partition("@")
+        try:
+            self._probability = float(probability)
+            self._random = random.Random(int(seed or 0))
+        except ValueError:
+            raise ValueError(
+                f"LOCAL_DROP_STATUS_EVENTS must be all, a probability or probability@seed, got {setting!r}"
+            ) from None
+        if not 0.0 <= self._probability <= 1.0:
+            raise ValueError(f"LOCAL_DROP_STATUS_EVENTS: a probability is between 0 and 1, got {setting!r}")
+
+    def drops(self) -> bool:
+        if self._probability <= 0.0:
+            return False
+        if self._probability >= 1.0:
+            return True
+        with self._lock:
+            return self._random.random() < self._probability
+
+
 class ExecutionEvents:
     """The default bus for Step Functions' status changes, with the template's rules on it."""
 
-    def __init__(self, rules: list[EventRule], invoke: Invoke, async_retries: Mapping[str, int]) -> None:
+    def __init__(
+        self,
+        rules: list[EventRule],
+        invoke: Invoke,
+        async_retries: Mapping[str, int],
+        *,
+        time_scale: float = 1.0,
+        drops: StatusEventDrops | None = None,
+        on_failure: Mapping[str, str] | None = None,
+        destinations: FailureDestinations | None = None,
+        function_arns: Mapping[str, str] | None = None,
+    ) -> None:
         self.rules = [(rule, _matcher((rule.pattern,))) for rule in rules if rule.enabled]
         self.invoke = invoke
         self.async_retries = dict(async_retries)
+        self.time_scale = time_scale
+        self.drops = drops or StatusEventDrops()
+        self.dropped = 0
+        self.on_failure = dict(on_failure or {})  # function logical id -> its on-failure queue's ARN
+        self.destinations = destinations
+        self.function_arns = dict(function_arns or {})
         self._queue: queue.Queue[tuple[str, bytes] | None] = queue.Queue()
         self._threads = [threading.Thread(target=self._deliver, name=f"events-{n}", daemon=True) for n in range(4)]
         self._busy = 0
@@ -467,23 +530,39 @@ class ExecutionEvents:
             self._queue.put(None)
 
     def publish(self, event: dict[str, Any]) -> None:
+        if event.get("detail-type") == EXECUTION_STATUS_CHANGE and self.drops.drops():
+            self.dropped += 1
+            detail = event.get("detail") or {}
+            log.info(
+                "dropped the status event of execution %s (%s; LOCAL_DROP_STATUS_EVENTS)",
+                detail.get("name"),
+                detail.get("status"),
+            )
+            return
         for rule, matches in self.rules:
             if matches(event):
                 for target in rule.targets:
-                    with self._lock:
-                        self._busy += 1
-                    self._queue.put((target.function_logical_id, json.dumps(event).encode()))
+                    self.send(target.function_logical_id, json.dumps(event).encode())
+
+    def send(self, function: str, payload: bytes) -> None:
+        """One asynchronous invocation of `function`, retried as its EventInvokeConfig says."""
+        with self._lock:
+            self._busy += 1
+        self._queue.put((function, payload))
 
     def _deliver(self) -> None:
         while (item := self._queue.get()) is not None:
             function, payload = item
             try:
-                for attempt in range(self.async_retries.get(function, 2) + 1):
-                    _, error = self.invoke(function, payload)
+                attempts = self.async_retries.get(function, 2) + 1
+                for attempt in range(attempts):
+                    answer, error = self.invoke(function, payload)
                     if error is None:
                         break
-                    if attempt < len(ASYNC_RETRY_SECONDS):
-                        time.sleep(ASYNC_RETRY_SECONDS[attempt])
+                    if attempt + 1 < attempts and attempt < len(ASYNC_RETRY_SECONDS):
+                        time.sleep(ASYNC_RETRY_SECONDS[attempt] / self.time_scale)
+                else:
+                    self._give_up(function, payload, answer, error, attempts)
             except Exception:
                 log.exception("event delivery to %s", function)
             finally:
@@ -491,19 +570,110 @@ class ExecutionEvents:
                     self._busy -= 1
                     self._lock.notify_all()
 
+    def _give_up(self, function: str, payload: bytes, answer: bytes, error: str | None, invocations: int) -> None:
+        """Lambda's invocation record of an event that failed every attempt, to the function's
+        on-failure destination (Lambda discards the event either way)."""
+        log.warning("asynchronous invocation of %s given up after %d attempts: %s", function, invocations, error)
+        destination = self.on_failure.get(function)
+        if destination is None or self.destinations is None:
+            return
+        response: dict[str, Any] = {"statusCode": 200, "executedVersion": "$LATEST"}
+        if error is not None:
+            response["functionError"] = error
+        record = {
+            "version": "1.0",
+            "timestamp": _iso(time.time(), millis=True),
+            "requestContext": {
+                "requestId": str(uuid.uuid4()),
+                "functionArn": self.function_arns.get(function, function),
+                "condition": "RetriesExhausted",
+                "approximateInvokeCount": invocations,
+            },
+            "requestPayload": json.loads(payload),
+            "responseContext": response,
+            "responsePayload": _json_or_text(answer),
+        }
+        try:
+            self.destinations.send(destination, function, record)
+        except Exception:
+            log.exception("the on-failure destination of %s refused", function)
+
     def wait_idle(self, timeout: float) -> bool:
         with self._lock:
             return self._lock.wait_for(lambda: self._busy == 0, timeout)
 
 
+def _json_or_text(payload: bytes) -> Any:
+    try:
+        return json.loads(payload or b"null")
+    except ValueError:
+        return payload.decode(errors="replace")
+
+
+def scheduled_event(rule: ScheduledRule) -> dict[str, Any]:
+    """The event EventBridge sends a scheduled rule's targets."""
+    return {
+        "version": "0",
+        "id": str(uuid.uuid4()),
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": ACCOUNT_ID,
+        "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "region": REGION,
+        "resources": [f"arn:aws:events:{REGION}:{ACCOUNT_ID}:rule/{rule.logical_id}"],
+        "detail": {},
+    }
+
+
+class ScheduledRules:
+    """EventBridge's scheduler for the template's rate-expression rules, on the same bus as `ExecutionEvents`."""
+
+    def __init__(self, rules: list[ScheduledRule], events: ExecutionEvents, *, time_scale: float = 1.0) -> None:
+        self.rules = [rule for rule in rules if rule.enabled and rule.targets]
+        self.events = events
+        self.time_scale = time_scale
+        self.fired: dict[str, int] = {rule.logical_id: 0 for rule in self.rules}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="schedules", daemon=True)
+
+    def start(self) -> None:
+        if self.rules:
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        started = time.monotonic()
+        due = {rule.logical_id: started + rule.period_seconds / self.time_scale for rule in self.rules}
+        while not self._stop.is_set():
+            now = time.monotonic()
+            for rule in self.rules:
+                if due[rule.logical_id] > now:
+                    continue
+                due[rule.logical_id] += rule.period_seconds / self.time_scale
+                self.fired[rule.logical_id] += 1
+                event = json.dumps(scheduled_event(rule)).encode()
+                for target, constant in zip(rule.targets, rule.inputs or (None,) * len(rule.targets), strict=True):
+                    self.events.send(target.function_logical_id, constant.encode() if constant else event)
+            self._stop.wait(max(0.0, min(due.values()) - time.monotonic()))
+
+
 class EventDelivery:
-    """Every event source of a provisioned template, running: its stream pollers and its rules."""
+    """Every event source of a provisioned template, running: its stream pollers, its rules and schedules."""
 
     def __init__(
-        self, pollers: list[StreamPoller], events: ExecutionEvents, destinations: FailureDestinations | None = None
+        self,
+        pollers: list[StreamPoller],
+        events: ExecutionEvents,
+        schedules: ScheduledRules,
+        destinations: FailureDestinations | None = None,
     ) -> None:
         self.pollers = pollers
         self.events = events
+        self.schedules = schedules
         self.destinations = destinations
         self._unsubscribe: Callable[[], None] | None = None
 
@@ -515,9 +685,13 @@ class EventDelivery:
         streams_client: Callable[[str], Any],
         sqs_client: Callable[[str], Any] | None = None,
         timing: StreamTiming | None = None,
+        *,
+        time_scale: float = 1.0,
+        drops: StatusEventDrops | None = None,
     ) -> EventDelivery:
         """`streams_client(function logical id)`: a dynamodbstreams client with that function's credentials;
-        `sqs_client(function logical id)` likewise, for what Lambda gives up to the template's queues."""
+        `sqs_client(function logical id)` likewise, for what Lambda gives up to the template's queues.
+        `time_scale`: AWS's delivery periods (async retry waits, schedules) divided by this."""
         from local_stack.aws import on_execution_status
 
         destinations = FailureDestinations(provisioned, sqs_client)
@@ -533,9 +707,20 @@ class EventDelivery:
             )
             for mapping in provisioned.stream_mappings
         ]
-        events = ExecutionEvents(provisioned.event_rules, invoke, provisioned.async_retry_attempts)
-        delivery = cls(pollers, events, destinations)
+        events = ExecutionEvents(
+            provisioned.event_rules,
+            invoke,
+            provisioned.async_retry_attempts,
+            time_scale=time_scale,
+            drops=drops,
+            on_failure=provisioned.async_on_failure,
+            destinations=destinations,
+            function_arns={logical_id: spec.arn for logical_id, spec in provisioned.functions.items()},
+        )
+        schedules = ScheduledRules(provisioned.scheduled_rules, events, time_scale=time_scale)
+        delivery = cls(pollers, events, schedules, destinations)
         events.start()
+        schedules.start()
         for poller in pollers:
             poller.start()
         if events.rules:
@@ -547,6 +732,7 @@ class EventDelivery:
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
+        self.schedules.stop()
         for poller in self.pollers:
             poller.stop()
         self.events.stop()

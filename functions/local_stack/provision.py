@@ -9,10 +9,11 @@ roles with exactly their inline policies and the template's `AWS::IAM::Policy` d
 functions (so their ARNs exist; their code runs in `local_stack.runtime`) and Step Functions state
 machines (the definition file and its substitutions as the template resolves them). Read, not
 created: API Gateway routes and JWT authorizers (the HTTP front serves them), Function URLs, Lambda
-event source mappings on DynamoDB streams, EventBridge rules with Lambda targets, and functions'
-asynchronous invocation settings (`local_stack.event_delivery` delivers those events as Lambda and
-EventBridge would). Listed as not emulated: everything else (alarms, dashboards, log groups,
-schedules, Lambda permissions, stages, bucket and queue policies), which no code path calls locally (a bucket
+event source mappings on DynamoDB streams, EventBridge rules with Lambda targets (event patterns, and
+schedules with a rate expression), and functions' asynchronous invocation settings
+(`local_stack.event_delivery` delivers those events as Lambda and EventBridge would). Listed as not
+emulated: everything else (alarms, dashboards, log groups, cron schedules, Lambda permissions,
+stages, bucket and queue policies), which no code path calls locally (a bucket
 policy's TLS-only rule has nothing to refuse on loopback); and Cognito's managed login (its sign-in
 pages and OAuth endpoints under the domain), which moto does not have.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import secrets
 import string
 import zipfile
@@ -132,6 +134,18 @@ class EventRule:
     enabled: bool = True
 
 
+@dataclass(frozen=True, slots=True)
+class ScheduledRule:
+    """An `AWS::Events::Rule` with a rate expression (`rate(5 minutes)`) whose targets are the template's functions."""
+
+    logical_id: str
+    period_seconds: int
+    targets: tuple[RuleTarget, ...]
+    # A target's constant `Input` (JSON text) replaces the scheduled event, as EventBridge does.
+    inputs: tuple[str | None, ...] = ()
+    enabled: bool = True
+
+
 @dataclass
 class ProvisionedStack:
     """What the provisioner created, and what the front and the runtime need to serve the template."""
@@ -147,6 +161,7 @@ class ProvisionedStack:
     secrets: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
     stream_mappings: list[StreamMapping] = field(default_factory=list)
     event_rules: list[EventRule] = field(default_factory=list)
+    scheduled_rules: list[ScheduledRule] = field(default_factory=list)
     async_retry_attempts: dict[str, int] = field(default_factory=dict)  # function logical id -> attempts
     async_on_failure: dict[str, str] = field(default_factory=dict)  # function logical id -> destination ARN
     queues: dict[str, Queue] = field(default_factory=dict)  # by logical id
@@ -597,12 +612,48 @@ def _stream_mappings(template: DeployedTemplate, stack: ProvisionedStack) -> lis
     return mappings
 
 
+_RATE = re.compile(r"^rate\((\d+) (minute|minutes|hour|hours|day|days)\)$")
+_RATE_UNIT_SECONDS: Final = {"minute": 60, "hour": 3600, "day": 86400}
+
+
+def rate_seconds(expression: str) -> int | None:
+    """The period of an EventBridge rate expression in seconds (None for anything else, e.g. cron)."""
+    match = _RATE.match(expression.strip())
+    if match is None:
+        return None
+    return int(match.group(1)) * _RATE_UNIT_SECONDS[match.group(2).rstrip("s")]
+
+
+def _scheduled_rule(template: DeployedTemplate, stack: ProvisionedStack, resource: Resource) -> None:
+    props = template.resolve(resource.properties)
+    period = rate_seconds(str(props["ScheduleExpression"]))
+    if period is None:
+        stack.not_emulated[resource.logical_id] = "cron-scheduled EventBridge rules"
+        return
+    targets, inputs = [], []
+    for target in props.get("Targets") or ():
+        if any(key in target for key in ("InputPath", "InputTransformer")):
+            raise TemplateError(f"rule {resource.logical_id}: target input transformations are not emulated")
+        retry = (target.get("RetryPolicy") or {}).get("MaximumRetryAttempts", 185)
+        targets.append(RuleTarget(_function_named(stack, str(target["Arn"])), int(retry)))
+        inputs.append(str(target["Input"]) if "Input" in target else None)
+    stack.scheduled_rules.append(
+        ScheduledRule(
+            resource.logical_id,
+            period,
+            tuple(targets),
+            tuple(inputs),
+            str(props.get("State", "ENABLED")) == "ENABLED",
+        )
+    )
+
+
 def _event_rules(template: DeployedTemplate, stack: ProvisionedStack) -> list[EventRule]:
     rules = []
     for resource in template.resources("AWS::Events::Rule"):
         props = template.resolve(resource.properties)
         if "ScheduleExpression" in props and "EventPattern" not in props:
-            stack.not_emulated[resource.logical_id] = "scheduled EventBridge rules"  # the bridge's hourly cleanup
+            _scheduled_rule(template, stack, resource)
             continue
         if str(props.get("EventBusName") or "default") != "default" or "EventPattern" not in props:
             raise TemplateError(f"rule {resource.logical_id}: only event patterns on the default bus are emulated")

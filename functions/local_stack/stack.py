@@ -21,7 +21,10 @@ reserved concurrency, or past what the account leaves unreserved, is throttled a
 it); LOCAL_LOGS=all (also print
 START/END/REPORT and metric lines, and each request); LOCAL_RECORD=file (every request and answer as
 JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and restored at start,
-`local_stack.persistence`).
+`local_stack.persistence`); LOCAL_TIME_SCALE=N (AWS's delivery periods divided by N: Lambda's async
+retry waits of about 1 and 2 minutes, and the template's rate schedules; default 1, AWS's own);
+LOCAL_DROP_STATUS_EVENTS=all|P|P@seed (lose every Step Functions status event, or each with
+probability P, as best-effort delivery may; default none). Both are read once, at start.
 
 Sign-in (the API function validates tokens itself, as deployed):
 - AUTH=dev (default): the functions also get DEV_AUTH=1, so `Authorization: Bearer dev:<user>` is the
@@ -63,7 +66,7 @@ from local_stack.aws import (
     unregister_function,
 )
 from local_stack.code import FunctionCode, build_function_code
-from local_stack.event_delivery import EventDelivery
+from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.provision import ProvisionedStack, provision
@@ -110,6 +113,8 @@ class Options:
     auth: str = "dev"
     oauth_users: str | None = None
     oauth_token_seconds: int | None = None
+    time_scale: float = 1.0
+    drop_status_events: str = ""
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -133,7 +138,16 @@ class Options:
             oauth_token_seconds=int(env["LOCAL_OAUTH_ACCESS_TOKEN_SECONDS"])
             if env.get("LOCAL_OAUTH_ACCESS_TOKEN_SECONDS")
             else None,
+            time_scale=_time_scale(env.get("LOCAL_TIME_SCALE")),
+            drop_status_events=env.get("LOCAL_DROP_STATUS_EVENTS") or "",
         )
+
+
+def _time_scale(value: str | None) -> float:
+    scale = float(value or 1)
+    if scale < 1:
+        raise ValueError(f"LOCAL_TIME_SCALE divides AWS's delivery periods: 1 or more, got {value!r}")
+    return scale
 
 
 def _auth_mode(value: str | None) -> str:
@@ -263,7 +277,7 @@ def fixture_layer() -> Path:
 
 def _short_name(spec: FunctionSpec) -> str:
     lowered = spec.logical_id.lower()
-    for word in ("api", "worker", "supervisor"):
+    for word in ("api", "worker", "supervisor", "sweeper"):
         if word in lowered:
             return word
     return spec.logical_id
@@ -418,6 +432,8 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         lambda logical_id, payload: _delivered(_retrying_throttles(pools[logical_id], payload)),
         lambda logical_id: _streams_client(aws.endpoint, credentials[logical_id], template.region),
         lambda logical_id: _role_client("sqs", aws.endpoint, credentials[logical_id], template.region),
+        time_scale=options.time_scale,
+        drops=StatusEventDrops(options.drop_status_events),
     )
     http = make_server(front, "127.0.0.1", port)
     thread = threading.Thread(target=http.serve_forever, name="local-api-gateway", daemon=True)
@@ -537,6 +553,16 @@ def _describe(
     for rule in stack.provisioned.event_rules:
         targets = ", ".join(target.function_logical_id for target in rule.targets)
         lines.append(f"rule {rule.logical_id}: {rule.pattern} -> {targets}")
+    for scheduled in stack.provisioned.scheduled_rules:
+        targets = ", ".join(target.function_logical_id for target in scheduled.targets)
+        every = scheduled.period_seconds / options.time_scale
+        lines.append(f"schedule {scheduled.logical_id}: every {every:g} s -> {targets}")
+    if options.time_scale != 1:
+        lines.append(
+            f"delivery: AWS's async retry waits and schedules divided by {options.time_scale:g} (LOCAL_TIME_SCALE)"
+        )
+    if options.drop_status_events:
+        lines.append(f"delivery: status events dropped: {options.drop_status_events} (LOCAL_DROP_STATUS_EVENTS)")
     lines.append(f"Lambda concurrency: account limit {options.account_concurrency} (LOCAL_LAMBDA_ACCOUNT_CONCURRENCY)")
     lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")
     if stack.provider is not None:

@@ -28,6 +28,13 @@ MRTR_ROUNDS: Final = "MrtrRounds"
 # One per error answer, dimension `code`: the JSON-RPC error code, or the HTTP status for requests
 # refused before any JSON-RPC was read (401 without credentials, 403 Origin/Host, 405, 413).
 REJECTED_REQUESTS: Final = "RejectedRequests"
+# Tasks the sweeper repaired (their status event or their start was lost), dimension `repair`:
+# "settled" (failed with the lost-execution error) or "restarted" (a start that never happened).
+TASKS_REPAIRED: Final = "TasksRepaired"
+# One per sweep that left stale leases for the next run, dimension `cause`: "cap" (more than the
+# run's checks) or "unavailable" (Step Functions or the table throttled it). Run after run, the
+# sweeper's bound no longer holds.
+SWEEP_BEHIND: Final = "SweepBehind"
 
 # Terminal task status -> its counter.
 TERMINAL_METRICS: Final[dict[str, str]] = {
@@ -45,6 +52,8 @@ METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     TIME_TO_TERMINAL: (("status", "tool"),),
     MRTR_ROUNDS: (("tool",), ("prompt",), ("resource",)),
     REJECTED_REQUESTS: (("code",),),
+    TASKS_REPAIRED: (("repair",),),
+    SWEEP_BEHIND: (("cause",),),
 }
 ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 

@@ -72,6 +72,10 @@ class Settings(BaseModel):
     # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
     # The template sets it from the workflow's retry policy; the default is the deployed policy's.
     task_rounds_per_execution: int = Field(138, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
+    # How long an active task may go without a write before the sweeper asks Step Functions about its
+    # execution (every write that leaves it active renews the lease), and how many it asks about per run.
+    task_lease_seconds: int = Field(600, alias="TASK_LEASE_SECONDS", ge=1, le=86_400)
+    task_sweep_max_checks: int = Field(100, alias="TASK_SWEEP_MAX_CHECKS", ge=1, le=1_000)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Handshake-era (2025) clients: sealed sessions and resumable event streams.
     legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")

@@ -23,6 +23,7 @@ from infra.nag import acknowledge
 API_HANDLER = "app.handlers.api_handler"
 WORKER_HANDLER = "app.handlers.worker_handler"
 SUPERVISOR_HANDLER = "app.handlers.supervisor_handler"
+SWEEPER_HANDLER = "app.handlers.sweeper_handler"
 CALLBACK_HANDLER = "app.handlers.callback_handler"
 BRIDGE_HANDLER = "oauth_bridge.handler.handle"
 
@@ -80,11 +81,13 @@ class FunctionDefaults:
         )
 
 
-def task_environment(server_name: str, table: dynamodb.ITable) -> dict[str, str]:
-    """The environment every task function reads: which server it is, its table, Powertools' settings."""
+def task_environment(server_name: str, table: dynamodb.ITable, *, lease_seconds: int) -> dict[str, str]:
+    """The environment every task function reads: which server it is, its table (and the lease every
+    write that leaves a task active renews), Powertools' settings."""
     return {
         "MCP_SERVER_NAME": server_name,
         "TASK_TABLE_NAME": table.table_name,
+        "TASK_LEASE_SECONDS": str(lease_seconds),
         "POWERTOOLS_SERVICE_NAME": server_name,
         "POWERTOOLS_METRICS_NAMESPACE": server_name,
         "POWERTOOLS_LOG_LEVEL": "INFO",

@@ -23,6 +23,7 @@ from mcp_runtime.tasks import schema
 
 PERIOD = Duration.minutes(5)
 ITERATOR_AGE_ALARM_MS = 60_000
+SWEEP_BEHIND_PERIODS = 3
 
 
 class Monitoring(Construct):
@@ -34,6 +35,7 @@ class Monitoring(Construct):
         api_function: lambda_.IFunction,
         worker_function: lambda_.IFunction,
         supervisor_function: lambda_.IFunction,
+        sweeper_function: lambda_.IFunction,
         state_machine: sfn.IStateMachine,
         table: dynamodb.ITable,
         http_api: apigwv2.IHttpApi,
@@ -96,6 +98,22 @@ class Monitoring(Construct):
                 "A task execution timed out",
             ),
             "TableThrottles": (table_throttles, "DynamoDB throttled the task table"),
+            "SweeperErrors": (
+                sweeper_function.metric_errors(period=PERIOD, statistic="Sum"),
+                "The task sweeper raised (its next scheduled run tries again)",
+            ),
+            # Each repair is a task a lost status event (or a lost start) left active for up to the
+            # sweep bound: worth a look even when the repair worked.
+            "TasksRepaired": (
+                self._sum(obs.TASKS_REPAIRED, "repair", ("settled", "restarted"), "Tasks repaired by the sweeper"),
+                "The sweeper settled or started tasks their lost status event or start left active",
+            ),
+            # Behind for SWEEP_BEHIND_PERIODS runs in a row: lost events are no longer repaired within
+            # the stated bound (raise sweepMaxChecks, or look at what throttles Step Functions).
+            "SweepBehind": (
+                self._sum(obs.SWEEP_BEHIND, "cause", ("cap", "unavailable"), "Sweeps that left stale leases"),
+                "The sweeper leaves stale leases behind run after run: lost status events wait past its bound",
+            ),
             # The transport turns an unexpected exception into -32603 on the wire, so the function
             # itself succeeds: Lambda's Errors never sees these.
             "InternalErrors": (
@@ -138,7 +156,7 @@ class Monitoring(Construct):
                 alarm_description=description,
                 metric=metric,
                 threshold=ITERATOR_AGE_ALARM_MS if name == "EffectsDelayed" else 1,
-                evaluation_periods=1,
+                evaluation_periods=SWEEP_BEHIND_PERIODS if name == "SweepBehind" else 1,
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
@@ -227,6 +245,24 @@ class Monitoring(Construct):
         )
         self._add_server_metrics()
 
+    def _sum(self, metric: str, dimension: str, values: tuple[str, ...], label: str) -> cloudwatch.MathExpression:
+        """The sum of `metric` over these values of its one dimension (a missing series counts as none)."""
+        return cloudwatch.MathExpression(
+            label=label,
+            expression=" + ".join(f"FILL({value}, 0)" for value in values),
+            using_metrics={
+                value: cloudwatch.Metric(
+                    namespace=self.metrics_namespace,
+                    metric_name=metric,
+                    dimensions_map={dimension: value},
+                    period=PERIOD,
+                    statistic="Sum",
+                )
+                for value in values
+            },
+            period=PERIOD,
+        )
+
     # ---- the server's own metrics (EMF) ------------------------------------------------------------
     def _search(self, dimensions: str, metric: str, statistic: str, label: str) -> cloudwatch.MathExpression:
         """Every series of `metric` with exactly these dimensions (new tools show up by themselves)."""
@@ -311,6 +347,18 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Rejected requests by error code",
                 left=[self._search("code", obs.REJECTED_REQUESTS, "Sum", "${PROP('Dim.code')}")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Tasks repaired by the sweeper (lost status events and starts), by repair",
+                left=[self._search("repair", obs.TASKS_REPAIRED, "Sum", "${PROP('Dim.repair')}")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Sweeps that left stale leases for the next run, by cause",
+                left=[self._search("cause", obs.SWEEP_BEHIND, "Sum", "${PROP('Dim.cause')}")],
                 width=12,
             ),
         )

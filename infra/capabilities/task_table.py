@@ -1,7 +1,9 @@
 """The task table: tasks and handles in one on-demand DynamoDB table, shaped by the store's schema.
 
 Its stream carries each write's new image to the supervisor (`infra/capabilities/supervisor.py`),
-which makes the Step Functions calls the writes ask for.
+which makes the Step Functions calls the writes ask for. Its sparse `ActiveTasks` index holds only
+active tasks (the store sets their lease and removes it on every terminal write); the sweeper
+(`infra/capabilities/sweeper.py`) queries it for leases that ran out.
 """
 
 from __future__ import annotations
@@ -38,4 +40,13 @@ class TaskTable(Construct):
             sort_key=dynamodb.Attribute(name=schema.OWNER_INDEX_SORT_KEY, type=dynamodb.AttributeType.STRING),
             projection_type=dynamodb.ProjectionType.INCLUDE,
             non_key_attributes=list(schema.OWNER_INDEX_ATTRIBUTES),
+        )
+        # Sparse: an item is in it only while it has a lease (active tasks). Sharded by task, so the
+        # lease renewals of every task do not land on one partition. It projects what the sweeper reads.
+        self.table.add_global_secondary_index(
+            index_name=schema.ACTIVE_INDEX,
+            partition_key=dynamodb.Attribute(name=schema.LEASE_SHARD_ATTRIBUTE, type=dynamodb.AttributeType.STRING),
+            sort_key=dynamodb.Attribute(name=schema.LEASE_ATTRIBUTE, type=dynamodb.AttributeType.NUMBER),
+            projection_type=dynamodb.ProjectionType.INCLUDE,
+            non_key_attributes=list(schema.ACTIVE_INDEX_PROJECTION),
         )

@@ -87,6 +87,7 @@ def test_every_call_in_the_code_is_granted_and_every_grant_is_called(default_sta
         _granted(default_stack, functions.api.role)
         | _granted(default_stack, functions.worker.role)
         | _granted(default_stack, default_stack.stack.supervisor.function.role)
+        | _granted(default_stack, default_stack.stack.sweeper.function.role)
         | _granted(default_stack, default_stack.stack.callbacks.function.role)
         | _granted(default_stack, bridge.function.role)
     )

@@ -109,26 +109,28 @@ def test_the_owner_index_keeps_the_keys_and_only_what_the_task_history_reads(def
     default_stack.template.has_resource_properties(
         "AWS::DynamoDB::Table",
         {
-            "GlobalSecondaryIndexes": [
-                {
-                    "IndexName": schema.OWNER_INDEX,
-                    "KeySchema": [
-                        {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "KeyType": "HASH"},
-                        {"AttributeName": schema.OWNER_INDEX_SORT_KEY, "KeyType": "RANGE"},
-                    ],
-                    "Projection": {
-                        "ProjectionType": "INCLUDE",
-                        "NonKeyAttributes": [
-                            "taskId",
-                            "toolName",
-                            "status",
-                            "lastUpdatedAt",
-                            "statusMessage",
-                            "expiresAt",
+            "GlobalSecondaryIndexes": Match.array_with(
+                [
+                    {
+                        "IndexName": schema.OWNER_INDEX,
+                        "KeySchema": [
+                            {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "KeyType": "HASH"},
+                            {"AttributeName": schema.OWNER_INDEX_SORT_KEY, "KeyType": "RANGE"},
                         ],
-                    },
-                }
-            ],
+                        "Projection": {
+                            "ProjectionType": "INCLUDE",
+                            "NonKeyAttributes": [
+                                "taskId",
+                                "toolName",
+                                "status",
+                                "lastUpdatedAt",
+                                "statusMessage",
+                                "expiresAt",
+                            ],
+                        },
+                    }
+                ]
+            ),
             "AttributeDefinitions": Match.array_with(
                 [
                     {"AttributeName": schema.OWNER_INDEX_PARTITION_KEY, "AttributeType": "S"},
@@ -204,7 +206,9 @@ def test_function_environment_names_are_settings_the_code_reads(default_stack: S
 
     aliases = {field.alias for model in (Settings, BridgeSettings) for field in model.model_fields.values()}
     functions = default_stack.resources("AWS::Lambda::Function")
-    assert len(functions) == 5  # the API, the worker, the supervisor, the callback function, the OAuth bridge
+    assert (
+        len(functions) == 6
+    )  # the API, the worker, the supervisor, the sweeper, the callback function, the OAuth bridge
     for function in functions.values():
         names = set(function["Properties"]["Environment"]["Variables"])
         # POWERTOOLS_* are Powertools' own; PYDANTIC_DISABLE_PLUGINS is read by pydantic and app/cold_start.py.
@@ -733,7 +737,7 @@ def test_client_credentials_only_keeps_the_pool_and_machine_client_but_no_bridge
     stack = synth(**CLIENT_CREDENTIALS)
     assert stack.stack.bridge is None
     stack.template.resource_count_is("AWS::Cognito::UserPoolClient", 1)
-    stack.template.resource_count_is("AWS::Lambda::Function", 4)  # API, worker, supervisor, callbacks
+    stack.template.resource_count_is("AWS::Lambda::Function", 5)  # API, worker, supervisor, sweeper, callbacks
     env = stack.json["Resources"][stack.logical_id(stack.stack.functions.api_function)]["Properties"]["Environment"][
         "Variables"
     ]
@@ -840,9 +844,11 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "ReadThrottleEvents + WriteThrottleEvents",
         "RegisteredClients",  # the OAuth bridge's client slots
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
+        "SweepBehind",  # the sweeper falls behind (tests/infra/test_sweeper_intent.py)
+        "TasksRepaired",  # the sweeper's repairs
         "Throttles",
     ]
-    assert len(by_metric["Errors"]) == 3  # API, worker and supervisor
+    assert len(by_metric["Errors"]) == 4  # API, worker, supervisor and sweeper
     assert by_metric["IteratorAge"][0]["Threshold"] == 60_000
     queues = {
         stack.logical_id(queue)

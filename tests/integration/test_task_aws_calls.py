@@ -143,6 +143,7 @@ def test_answering_every_question_is_one_conditional_update_and_one_send_task_su
 ) -> None:
     task_id = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
     settle(api_service, task_id, {"input_required"})
+    wait_until(background.effects, bool)  # the stream's repeat of the start (it may come after the tool parks)
     calls.take(), background.take()
 
     api_service.update(task_id, {"confirm": {"action": "accept", "content": {"confirm": True}}}, request_context())
@@ -159,6 +160,7 @@ def test_an_answer_to_a_key_nobody_asked_is_one_update_attempt_and_resumes_nothi
 ) -> None:
     task_id = create(api_service, task_env, "confirm_delete", {"filename": "f.txt"})
     settle(api_service, task_id, {"input_required"})
+    wait_until(background.effects, bool)  # the stream's repeat of the start (it may come after the tool parks)
     calls.take(), background.take()
 
     api_service.update(task_id, {"unknown-key": {"ignored": True}}, request_context())
@@ -176,6 +178,8 @@ def test_cancelling_a_running_task_is_one_conditional_update_and_one_stop_execut
 ) -> None:
     task_id = create(api_service, task_env, "slow_compute", {"seconds": 30, "label": "x"})
     wait_until(lambda: api_service.get(task_id, request_context()), lambda t: "statusMessage" in t)
+    # The stream's repeat of the start may come after the tool's first write: it must not count as the cancel's.
+    wait_until(background.effects, bool)
     calls.take(), background.take()
 
     api_service.cancel(task_id, request_context())

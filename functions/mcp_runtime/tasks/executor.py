@@ -92,6 +92,20 @@ class StepFunctionsExecutor:
                 return  # never started
             raise _translate(exc, "stop") from exc
 
+    @traced("TaskExecutor.describe")
+    def describe(self, execution_name: str) -> str | None:
+        """The execution's status (RUNNING, SUCCEEDED, FAILED, TIMED_OUT, ABORTED...); None when it
+        does not exist (never started). Only the sweeper asks, for tasks nothing wrote for a lease."""
+        try:
+            response = self._aws.call(
+                "describe_execution", executionArn=execution_arn(self.state_machine_arn, execution_name)
+            )
+        except AwsCallError as exc:
+            if isinstance(exc, AwsRejected) and exc.code == "ExecutionDoesNotExist":
+                return None
+            raise _translate(exc, "describe") from exc
+        return str(response["status"])
+
     @traced("TaskExecutor.resume")
     def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
         try:

@@ -22,6 +22,7 @@ COMPLETED: Final = "completed"
 FAILED: Final = "failed"
 CANCELLED: Final = "cancelled"
 ACTIVE_STATUSES: Final[tuple[str, ...]] = (WORKING, INPUT_REQUIRED)
+TERMINAL_STATUSES: Final[tuple[str, ...]] = (COMPLETED, FAILED, CANCELLED)
 
 EFFECT_START: Final = schema.EFFECT_START
 EFFECT_RESUME: Final = schema.EFFECT_RESUME

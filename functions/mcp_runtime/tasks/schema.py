@@ -21,6 +21,27 @@ OWNER_INDEX_ATTRIBUTES: Final[tuple[str, ...]] = (
     TTL_ATTRIBUTE,
 )
 TASK_KEY_PREFIX: Final = "task#"
+
+# The sparse index of active tasks the sweeper reads (`mcp_runtime.tasks.sweeper`). Every write that
+# leaves a task active sets `leaseExpiresAt` (epoch seconds: now + the lease) in the same request;
+# every terminal write removes it, so only active tasks are in the index. The partition key spreads
+# the index's writes over shards (one fixed key would be one hot partition for every task write).
+ACTIVE_INDEX: Final = "ActiveTasks"
+LEASE_ATTRIBUTE: Final = "leaseExpiresAt"
+LEASE_SHARD_ATTRIBUTE: Final = "leaseShard"
+# Never lower this once deployed (tasks keep the shard they were given); raising it is safe.
+LEASE_SHARDS: Final = 16
+# What the sweeper reads from the index besides its keys (and the table's `pk`).
+ACTIVE_INDEX_PROJECTION: Final[tuple[str, ...]] = ("taskId", "status", "executionName", "expiresAt")
+
+
+def lease_shard(task_id: str) -> str:
+    """The index shard of a task: stable for its life, spread evenly over `LEASE_SHARDS`."""
+    import zlib
+
+    return str(zlib.crc32(task_id.encode()) % LEASE_SHARDS)
+
+
 HANDLE_KEY_PREFIX: Final = "handle#"
 
 # What a task's execution must be told, left on the item (attribute `effect`) by the write that made

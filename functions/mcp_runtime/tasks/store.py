@@ -9,6 +9,11 @@ has to carry out (start, resume, stop; see `models.EFFECTS`). Big or free-form v
 
 Rules every write follows:
 - a terminal status is written once: every transition requires an active status;
+- every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
+  down to a tenth of it, in the same request, so no write is added for it), and every terminal write
+  removes it: the sparse
+  `ActiveTasks` index holds exactly the active tasks, and a stale lease means a task nothing wrote
+  for a whole lease period (the sweeper then asks Step Functions about it, `tasks.sweeper`);
 - an item past `expiresAt` is treated as absent (DynamoDB deletes late), on reads and in conditions;
 - another principal's item looks exactly like a missing one;
 - a write is safe to send again when AWS applied it but its answer was lost: each write carries a
@@ -24,7 +29,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
 from ..limits import MAX_TASK_KEPT_ANSWERS_BYTES, kept_answer_bytes
@@ -40,6 +45,7 @@ from .models import (
     EFFECT_STOP,
     FAILED,
     INPUT_REQUIRED,
+    TERMINAL_STATUSES,
     WORKING,
     ClientSnapshot,
     TaskRecord,
@@ -51,6 +57,9 @@ Item = dict[str, dict[str, Any]]
 # What the answers take on the item (`limits.kept_answer_bytes`): every answer write adds to it,
 # conditioned on staying within MAX_TASK_KEPT_ANSWERS_BYTES.
 ANSWERS_BYTES = "answersBytes"
+
+# How long an active task may go without a write before the sweeper looks at its execution.
+DEFAULT_LEASE_SECONDS: Final = 600
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +79,20 @@ class CancelOutcome:
 
     cancelled: bool
     settled: TaskRecord | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """An active task whose lease ran out, as the `ActiveTasks` index shows it (eventually consistent)."""
+
+    task_id: str
+    status: str
+    execution: str
+    lease_expires_at: int
+    expires_at: int | None
+
+    def is_expired(self, now: float) -> bool:
+        return self.expires_at is not None and now >= self.expires_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,6 +312,11 @@ class _Expression:
         self.conditions: list[str] = []
         self.names: dict[str, str] = {}
         self.values: dict[str, dict[str, Any]] = {}
+        # A terminal write (or one that takes an expired task out of the index): removes the lease.
+        self.ends_lease = False
+        # A write that may land on a settled task (it does not require an active status): leaves the
+        # lease as it is, so a settled task never gets one back.
+        self.keeps_lease = False
 
     def name(self, attribute: str) -> str:
         for placeholder, existing in self.names.items():
@@ -341,9 +369,9 @@ class _Expression:
         self.conditions.append(f"(attribute_not_exists({ttl}) OR {ttl} > {self.value({'N': str(math.floor(now))})})")
 
     def request(self) -> dict[str, Any]:
-        update = "SET " + ", ".join(self.sets)
-        if self.removes:
-            update += " REMOVE " + ", ".join(self.removes)
+        update = " ".join(
+            f"{verb} {', '.join(parts)}" for verb, parts in (("SET", self.sets), ("REMOVE", self.removes)) if parts
+        )
         request: dict[str, Any] = {
             "UpdateExpression": update,
             "ExpressionAttributeNames": self.names,
@@ -367,11 +395,13 @@ class DynamoTaskStore:
         clock: Callable[[], float] = time.time,
         telemetry: Telemetry = NO_TELEMETRY,
         caller: AwsCaller | None = None,
+        lease_seconds: int = DEFAULT_LEASE_SECONDS,
     ) -> None:
         self.table_name = table_name
         self._aws = caller or AwsCaller("dynamodb", client, endpoint_url=endpoint_url, region_name=region_name)
         self._clock = clock
         self.telemetry = telemetry
+        self.lease_seconds = lease_seconds
 
     # ---- reads ----------------------------------------------------------------------------------
     @traced("TaskStore.get")
@@ -393,11 +423,14 @@ class DynamoTaskStore:
     def create(self, record: TaskRecord) -> None:
         """Put the new item (its `effect` asks for the execution to start); a create that meets its own
         earlier attempt (same create token) succeeded."""
+        item = to_item(record)
+        if record.status in ACTIVE_STATUSES:
+            item.update(self._lease(record.task_id))
         try:
             self._call(
                 "put_item",
                 TableName=self.table_name,
-                Item=to_item(record),
+                Item=item,
                 ConditionExpression="attribute_not_exists(#pk)",
                 ExpressionAttributeNames={"#pk": schema.PARTITION_KEY},
                 ReturnValuesOnConditionCheckFailure="ALL_OLD",
@@ -538,6 +571,7 @@ class DynamoTaskStore:
         expression.bump_version()
         expression.remove("taskToken")
         expression.set("inputRequests", {"M": {}})
+        expression.ends_lease = True
         expression.require_equals("owner", {"S": owner})
         expression.require_status_in(ACTIVE_STATUSES)
         expression.require_live(now)
@@ -668,6 +702,7 @@ class DynamoTaskStore:
     def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
         """Remove this run's running mark of a step; anything else there stays."""
         expression = _Expression()
+        expression.keeps_lease = True  # no status condition: it may land on a settled task
         expression.remove_entry("steps", key)
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         path = f"{expression.name('steps')}.{expression.name(key)}"
@@ -787,6 +822,7 @@ class DynamoTaskStore:
         expression.remove("statusMessage")
         expression.remove("effect")
         expression.set("inputRequests", {"M": {}})
+        expression.ends_lease = True
         expression.require_status_in(ACTIVE_STATUSES)
         return expression, write_id
 
@@ -797,6 +833,71 @@ class DynamoTaskStore:
             if failure.record is not None and failure.record.write_id == write_id:
                 return failure.record  # this write, applied, its answer lost
             raise TaskConflict(f"task {task_id} was already settled or moved on") from None
+
+    # ---- the sweeper (mcp_runtime.tasks.sweeper) ----------------------------------------------------
+    @traced("TaskStore.stale_leases")
+    def stale_leases(self, now: float, limit: int) -> list[Lease]:
+        """At most `limit` active tasks whose lease ran out by `now`, oldest lease first (one query per shard)."""
+        found: list[Lease] = []
+        for shard in range(schema.LEASE_SHARDS):
+            response = self._call(
+                "query",
+                TableName=self.table_name,
+                IndexName=schema.ACTIVE_INDEX,
+                KeyConditionExpression="#shard = :shard AND #lease <= :now",
+                ExpressionAttributeNames={"#shard": schema.LEASE_SHARD_ATTRIBUTE, "#lease": schema.LEASE_ATTRIBUTE},
+                ExpressionAttributeValues={":shard": {"S": str(shard)}, ":now": {"N": str(math.floor(now))}},
+                Limit=limit,
+            )
+            found.extend(_lease_of(item) for item in response.get("Items") or ())
+        return sorted(found, key=lambda lease: (lease.lease_expires_at, lease.task_id))[:limit]
+
+    @traced("TaskStore.extend_lease")
+    def extend_lease(self, task_id: str, seen: int) -> bool:
+        """Renew the lease the sweeper saw run out (its execution still runs); False when a write renewed
+        or removed it since."""
+        expression = _Expression()
+        expression.require_equals(schema.LEASE_ATTRIBUTE, {"N": str(seen)})
+        expression.require_status_in(ACTIVE_STATUSES)
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed:
+            return False
+        return True
+
+    @traced("TaskStore.clear_settled_lease")
+    def clear_settled_lease(self, task_id: str, seen: int) -> bool:
+        """Take a settled task out of the index should a write have left it a lease (no write that can
+        land on a settled task should; this keeps the sweeper from asking about it again and again)."""
+        expression = _Expression()
+        expression.ends_lease = True
+        expression.require_equals(schema.LEASE_ATTRIBUTE, {"N": str(seen)})
+        expression.require_status_in(TERMINAL_STATUSES)
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed:
+            return False
+        return True
+
+    @traced("TaskStore.drop_lease")
+    def drop_lease(self, task_id: str, seen: int) -> bool:
+        """Take a task past its expiry out of the index (it reads as absent; DynamoDB deletes it late)."""
+        expression = _Expression()
+        expression.ends_lease = True
+        expression.require_equals(schema.LEASE_ATTRIBUTE, {"N": str(seen)})
+        ttl = expression.name(schema.TTL_ATTRIBUTE)
+        expression.require(f"{ttl} <= {expression.value({'N': str(math.floor(self._clock()))})}")
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed:
+            return False
+        return True
+
+    def _lease(self, task_id: str) -> Item:
+        return {
+            schema.LEASE_ATTRIBUTE: {"N": str(lease_until(self._clock(), self.lease_seconds))},
+            schema.LEASE_SHARD_ATTRIBUTE: {"S": schema.lease_shard(task_id)},
+        }
 
     # ---- plumbing -------------------------------------------------------------------------------
     def _running_tool_write(self, expression: _Expression) -> _Expression:
@@ -817,7 +918,13 @@ class DynamoTaskStore:
             raise TaskConflict(f"task {task_id} is no longer working") from None
 
     def _update(self, task_id: str, expression: _Expression) -> TaskRecord:
-        """Run one conditional UpdateItem; returns the item as the write left it."""
+        """Run one conditional UpdateItem; returns the item as the write left it. The lease rule is
+        applied here, so no write can forget it: a terminal write removes the lease, any other renews it."""
+        if expression.ends_lease:
+            expression.remove(schema.LEASE_ATTRIBUTE)
+        elif not expression.keeps_lease:
+            for attribute, value in self._lease(task_id).items():
+                expression.set(attribute, value)
         expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
         response = self._call(
             "update_item",
@@ -840,6 +947,27 @@ class DynamoTaskStore:
         if record is None or record.owner != owner or record.is_expired(self._clock()):
             raise TaskNotFound("Task not found")
         return record
+
+
+def lease_until(now: float, lease_seconds: int) -> int:
+    """Now plus the lease, rounded down to a tenth of the lease (a minute of the default ten): the writes
+    of one such step leave the index key as it was, and DynamoDB writes no index for them. Rounded
+    down, so a lease never outlasts the period it promises."""
+    step = max(1, lease_seconds // 10)
+    until = math.floor(now) + lease_seconds
+    return until - until % step
+
+
+def _lease_of(item: Item) -> Lease:
+    expires = item.get(schema.TTL_ATTRIBUTE)
+    task_id = item["taskId"]["S"]
+    return Lease(
+        task_id=task_id,
+        status=item["status"]["S"],
+        execution=(item.get("executionName") or {}).get("S") or task_id,
+        lease_expires_at=int(item[schema.LEASE_ATTRIBUTE]["N"]),
+        expires_at=int(expires["N"]) if expires and "N" in expires else None,
+    )
 
 
 def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:
