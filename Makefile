@@ -61,12 +61,12 @@ sam-env: install
 redrive: $(VENV)/.installed
 	$(PY) scripts/redrive.py $(if $(STACK),--stack $(STACK),--port $(PORT)) $(if $(DRY_RUN),--dry-run)
 
-LINT_PATHS := functions infra tests bench scripts events
+LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 
 lint: $(VENV)/.installed
 	$(VENV)/bin/ruff check $(LINT_PATHS)
 	$(VENV)/bin/ruff format --check $(LINT_PATHS)
-	$(VENV)/bin/mypy functions
+	$(VENV)/bin/mypy functions local_stack fixtures
 
 # Tests run on TEST_WORKERS processes (pytest-xdist), in the groups tests/conftest.py makes: each
 # template-driven stack configuration is started once and its users run together on one worker.

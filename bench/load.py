@@ -27,8 +27,9 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from bench.common import FUNCTIONS, PROTOCOL_VERSION, REPO, TASKS_EXTENSION, percentile, rpc
 from local_stack.processes import stop_process
+
+from bench.common import FUNCTIONS, PROTOCOL_VERSION, REPO, TASKS_EXTENSION, percentile, rpc
 
 CAPS = {"extensions": {TASKS_EXTENSION: {}}, "elicitation": {"form": {}}}
 TERMINAL = {"completed", "failed", "cancelled"}

@@ -1,7 +1,7 @@
 """Build a Lambda asset without Docker: pip for the target platform, then our own packages.
 
 No CDK here: `infra/bundling.py` hands `build_package` to CDK as its local bundling, and the local
-stack builds the same layout for the host interpreter (`functions/local_stack`), without jsii.
+stack builds the same layout for the host interpreter (`local_stack`), without jsii.
 
 Offline use: wheels are downloaded once into a wheelhouse under `build/` (git-ignored) and every
 install reads only from there, so a second build needs no network.

@@ -57,7 +57,6 @@ class Outcome:
 def local_target(port: int | None) -> Target:
     """The running local stack: its moto endpoint, as its administrator (`build/local-stack/run/<port>.json`)."""
     import boto3
-
     from local_stack.sam_env import local_state
 
     state = local_state(port)

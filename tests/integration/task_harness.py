@@ -17,12 +17,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-
 from local_stack.aws import EmbeddedAws, in_process, register_function, start_embedded_aws, unregister_function
 from local_stack.event_delivery import EventDelivery
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.synth import Assembly, synthesize
 from local_stack.template import DeployedTemplate
+
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.tasks.executor import StepFunctionsExecutor, execution_arn

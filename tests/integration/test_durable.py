@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import BaseModel
-
 from fixtures import lifecycle
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
+from pydantic import BaseModel
+
 from mcp_runtime import ToolContext, ToolMode, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import ITEM_RECORDS_BYTES, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES

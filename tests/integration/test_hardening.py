@@ -23,10 +23,10 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from app.composition import build_server, build_supervisor, build_worker
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
+
+from app.composition import build_server, build_supervisor, build_worker
 from mcp_runtime import wire
 from mcp_runtime.lambda_http import request_from_event, response_to_proxy
 from mcp_runtime.limits import (

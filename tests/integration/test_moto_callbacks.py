@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-
 from local_stack.aws import REGION, EmbeddedAws, register_function, unregister_function
+
 from mcp_runtime.tasks.executor import STALE_TOKEN_CODES, StepFunctionsExecutor
 
 ACCOUNT = "123456789012"

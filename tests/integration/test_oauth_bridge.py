@@ -18,9 +18,9 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
 from botocore.stub import Stubber
-
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
+
 from mcp_runtime._aws import MAX_ATTEMPTS
 from oauth_bridge.aws import RegistrationStore, UserPoolClients, metadata_url_key
 from oauth_bridge.cimd import MetadataFetcher

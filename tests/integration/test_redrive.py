@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from local_stack.aws import EmbeddedAws, register_function, unregister_function
 from local_stack.event_delivery import lambda_record, stream_batch_info
 from local_stack.provision import ProvisionedStack
+
 from tests.integration.task_harness import TaskResources
 from tests.support import REPO
 

@@ -14,6 +14,7 @@ from typing import Any
 from local_stack.aws import EmbeddedAws
 from local_stack.event_delivery import EXECUTION_STATUS_CHANGE, ExecutionEvents, FailureDestinations
 from local_stack.provision import ProvisionedStack
+
 from tests.integration.task_harness import TaskResources, wait_until
 
 # Lambda's waits of about 1 and 2 minutes, divided by this: 0.1 and 0.2 s.

@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 from local_stack.aws import EmbeddedAws
 from local_stack.event_delivery import FailureDestinations, StreamPoller, StreamTiming
 from local_stack.provision import ProvisionedStack, StreamMapping
+
 from mcp_runtime.tasks import schema
 from tests.integration.task_harness import TaskResources, wait_until
 

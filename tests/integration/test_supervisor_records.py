@@ -11,10 +11,10 @@ import threading
 from typing import Any
 
 import pytest
-
 from fixtures import conformance_tasks
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
+
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.service import TaskService

@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-
 from fixtures import conformance_tasks
 from local_stack.aws import DUMMY_CREDENTIALS, REGION
+
 from mcp_runtime._aws import shared_session
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.service import DIRECT_CALL_ATTEMPTS, TaskService

@@ -11,9 +11,9 @@ import json
 from typing import Any
 
 import pytest
+from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
 
 from app.composition import build_server, build_worker
-from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
 from mcp_runtime import wire
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, INPUT_REQUIRED

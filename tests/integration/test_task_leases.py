@@ -7,9 +7,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
+
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import TaskConflict
 from mcp_runtime.tasks.models import COMPLETED, EXECUTION_LOST_ERROR, FAILED, INPUT_REQUIRED, WORKING

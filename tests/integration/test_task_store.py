@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
+
 from mcp_runtime import wire
 from mcp_runtime._aws import AwsRejected
 from mcp_runtime.limits import MAX_TASK_KEPT_ANSWERS_BYTES, encoded_size, kept_answer_bytes

@@ -11,9 +11,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 from local_stack.aws import EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
+
 from mcp_runtime.observability import SWEEP_BEHIND, TASKS_REPAIRED
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import ExecutorUnavailable

@@ -10,9 +10,9 @@ import sys
 from typing import Any
 
 import pytest
+from fixtures import conformance_tasks
 from pydantic import BaseModel
 
-from fixtures import conformance_tasks
 from mcp_runtime.observability import (
     TASKS_CANCELLED,
     TASKS_COMPLETED,

@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 import pytest
+from fixtures import conformance_tasks
 from pydantic import BaseModel
 
-from fixtures import conformance_tasks
 from mcp_runtime import wire
 from mcp_runtime.tasks.models import (
     CANCELLED,

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from pydantic import BaseModel
-
 from local_stack.aws import LambdaThrottled, in_process, register_invoker
 from local_stack.synth import Assembly, synthesize
+from pydantic import BaseModel
+
 from mcp_runtime.tasks.executor import execution_arn
 from mcp_runtime.tasks.models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, TaskRecord
 from mcp_runtime.tools import ToolContext, ToolMode, tool

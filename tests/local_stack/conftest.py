@@ -12,8 +12,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from local_stack.synth import synthesize
+
 from mcp_runtime import wire
 from tests.support import RunningStack, rpc, standard_headers
 

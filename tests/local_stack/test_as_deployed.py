@@ -16,8 +16,8 @@ from typing import Any
 
 import httpx
 import pytest
-
 from local_stack.runtime import MAX_PAYLOAD_BYTES
+
 from mcp_runtime import wire
 from mcp_runtime.tasks.models import (
     COMPLETED,

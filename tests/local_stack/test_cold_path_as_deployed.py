@@ -15,6 +15,7 @@ from typing import Any
 from local_stack.sam_env import function_environments
 from local_stack.synth import synthesize
 from local_stack.template import DeployedTemplate
+
 from tests.support import REPO
 from tests.token_issuer import serve_issuer
 

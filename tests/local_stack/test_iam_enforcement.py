@@ -25,8 +25,6 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 from botocore.exceptions import ClientError
-
-from local_stack import iam_enforcement
 from local_stack.aws import start_embedded_aws
 from local_stack.iam_enforcement import (
     LEADING_KEYS,
@@ -38,6 +36,8 @@ from local_stack.iam_enforcement import (
     authorize,
     create_admin_user,
 )
+
+from local_stack import iam_enforcement
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"

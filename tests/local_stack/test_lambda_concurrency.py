@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
-from local_stack import stack
 from local_stack.aws import LambdaThrottled
 from local_stack.runtime import ConcurrencyLimits, InvocationResult
+
+from local_stack import stack
 
 
 def test_a_function_at_its_reserved_concurrency_is_throttled_with_lambdas_reason() -> None:

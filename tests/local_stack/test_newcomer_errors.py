@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from local_stack.stack import LogSink, StartRefused, check_tools_import
+
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e

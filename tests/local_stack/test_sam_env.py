@@ -13,11 +13,11 @@ from typing import Any
 
 import boto3
 import pytest
+from local_stack.sam_env import deployed_template, function_environments
+from local_stack.synth import synthesize
 from moto import mock_aws
 
 from local_stack import sam_env
-from local_stack.sam_env import deployed_template, function_environments
-from local_stack.synth import synthesize
 from tests.support import REPO, RunningStack
 
 pytestmark = pytest.mark.e2e

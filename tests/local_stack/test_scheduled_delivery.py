@@ -10,8 +10,6 @@ import time
 from typing import Any
 
 import pytest
-
-from local_stack import event_delivery
 from local_stack.event_delivery import (
     ASYNC_RETRY_SECONDS,
     ExecutionEvents,
@@ -20,6 +18,8 @@ from local_stack.event_delivery import (
 )
 from local_stack.provision import EventRule, RuleTarget, ScheduledRule, rate_seconds
 from local_stack.stack import Options
+
+from local_stack import event_delivery
 
 
 class Recorder:

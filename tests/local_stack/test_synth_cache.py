@@ -9,8 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from local_stack.synth import TEMPLATE_INPUTS, inputs_digest, prune, synthesize
+
 from tests.support import REPO
 
 pytestmark = pytest.mark.infra

@@ -270,8 +270,11 @@ def fixture_layer() -> Path:
     layer = FIXTURE_LAYER_ROOT / "fixtures"
     layer.mkdir(parents=True, exist_ok=True)
     link = layer / "fixtures"
+    target = REPO / "fixtures"
+    if link.is_symlink() and link.resolve() != target.resolve():
+        link.unlink()  # left by a checkout whose fixtures lived elsewhere
     if not link.exists():
-        link.symlink_to(REPO / "functions" / "fixtures")
+        link.symlink_to(target)
     return layer
 
 

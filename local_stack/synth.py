@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-REPO: Final = Path(__file__).resolve().parents[2]
+REPO: Final = Path(__file__).resolve().parents[1]
 CACHE_ROOT: Final = REPO / "build" / "local-stack" / "synth"
 # Everything the template is made from: the CDK app, its settings, the ASL file (inside infra/), and
 # the runtime module the table's key names come from.

@@ -27,7 +27,7 @@ from infra.packaging import (
     source_fingerprint,
 )
 
-CODE_ROOT: Final = Path(__file__).resolve().parents[2] / "build" / "local-stack" / "code"
+CODE_ROOT: Final = Path(__file__).resolve().parents[1] / "build" / "local-stack" / "code"
 # Import names of the distributions the Lambda Python runtime provides (RUNTIME_PROVIDED).
 RUNTIME_MODULES: Final[dict[str, str]] = {
     "boto3": "boto3",

@@ -66,7 +66,7 @@ closed: an Allow with it does not apply, a Deny with it does.
 
 Where this still differs from AWS
 ---------------------------------
-``functions/local_stack/IAM.md`` has the list with what to expect of each. In short: conditions
+``local_stack/IAM.md`` has the list with what to expect of each. In short: conditions
 beyond the operators and keys above fail closed, and ``dynamodb:LeadingKeys`` is not read for
 Scan or Query on an index; resource-based policies, SCPs, permission boundaries and session
 policies are not evaluated, nor KMS key use, nor ``iam:PassRole``; a task token no execution
@@ -98,7 +98,7 @@ MOTO_VERSION: Final = "5.2.5"
 if moto.__version__ != MOTO_VERSION:
     raise ImportError(
         f"local_stack.iam_enforcement patches internals of moto {MOTO_VERSION}, found moto {moto.__version__}: "
-        f"pin moto=={MOTO_VERSION} or port the patches (functions/local_stack/IAM.md lists them)"
+        f"pin moto=={MOTO_VERSION} or port the patches (local_stack/IAM.md lists them)"
     )
 try:
     from botocore.awsrequest import AWSRequest
