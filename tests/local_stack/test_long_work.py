@@ -163,7 +163,8 @@ def test_a_callback_completes_the_task_once_through_the_templates_route_and_refu
     (submitted,) = [json.loads(line) for line in inbox.read_text().splitlines()]
     assert submitted["url"].endswith("/tasks/callbacks")
     route = stack.running.url.removesuffix("/mcp") + "/tasks/callbacks"  # the template's route, served locally
-    waiting = stack.task(task_id)
+    # submit() runs before the execution parks and the worker stores the token with the waiting message
+    waiting = stack.wait_for(task_id, lambda task: "statusMessage" in task, timeout=30)
     token = submitted["token"]
     forged = token[:-1] + ("A" if token[-1] != "A" else "B")
 
