@@ -559,3 +559,27 @@ def test_huge_deep_and_unpaired_values_are_answered_at_their_limits(
     message = check(handler, event)
     if code is not None:
         assert message["error"]["code"] == code
+
+
+def test_a_session_request_whose_id_cannot_be_read_is_answered_without_an_id(handler: Any) -> None:
+    """Found by the mutation test with other tools registered: the 2025 leg answered `"id": null`."""
+    event = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": "/mcp",
+        "rawQueryString": "",
+        "headers": {
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "authorization": "Bearer dev:fuzz",
+            "mcp-session-id": "0",
+        },
+        "requestContext": {"http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1"}},
+        "body": '{"jsonrpc": "2.0", "id": null, "method": null}',
+        "isBase64Encoded": False,
+    }
+    answer = handler(event, None)
+    assert json.loads(answer["body"]) == {
+        "jsonrpc": "2.0",
+        "error": {"code": wire.INVALID_REQUEST, "message": "Invalid request: method must be a non-empty string"},
+    }

@@ -43,4 +43,7 @@ def response(request_id: Any, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def error_response(request_id: Any, error: dict[str, Any]) -> dict[str, Any]:
+    """An error answer; one to a request whose id cannot be read carries no id (the schema's `id?`)."""
+    if request_id is None:
+        return {"jsonrpc": wire.JSONRPC_VERSION, "error": error}
     return {"jsonrpc": wire.JSONRPC_VERSION, "id": request_id, "error": error}
