@@ -40,6 +40,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from local_stack.clients import aws_client
+
 REGION: Final = "us-east-1"
 DUMMY_CREDENTIALS: Final[dict[str, str]] = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
 MOTO_CONFIG: Final[dict[str, Any]] = {
@@ -348,30 +350,16 @@ class EmbeddedAws:
     def client(self, service: str) -> Any:
         """One cached administrator client per service (building a boto3 client costs tens of milliseconds)."""
         if service not in self._clients:
-            import boto3
-
-            self._clients[service] = boto3.session.Session().client(
-                service,
-                endpoint_url=self.endpoint,
-                region_name=REGION,
-                aws_access_key_id=DUMMY_CREDENTIALS["AWS_ACCESS_KEY_ID"],
-                aws_secret_access_key=DUMMY_CREDENTIALS["AWS_SECRET_ACCESS_KEY"],
+            self._clients[service] = aws_client(
+                service, endpoint=self.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS
             )
         return self._clients[service]
 
     def use_credentials(self, credentials: dict[str, str]) -> None:
         """Sign this object's later calls with these credentials (the administrator, once IAM is enforced)."""
-        import boto3
-
         self._clients = {}
-        session = boto3.session.Session(
-            aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
-            aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
-            region_name=REGION,
-        )
         self.client = lambda service: self._clients.setdefault(  # type: ignore[method-assign]
-            service, session.client(service, endpoint_url=self.endpoint)
+            service, aws_client(service, endpoint=self.endpoint, region=REGION, credentials=credentials)
         )
 
     def configure(self) -> None:

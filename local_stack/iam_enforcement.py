@@ -94,6 +94,8 @@ from xml.sax.saxutils import escape
 
 import moto
 
+from local_stack.clients import aws_client
+
 MOTO_VERSION: Final = "5.2.5"
 if moto.__version__ != MOTO_VERSION:
     raise ImportError(
@@ -1091,14 +1093,11 @@ def authorize(
 
 
 def _setup_client(service: str, endpoint: str, region: str) -> Any:
-    import boto3
-
-    return boto3.client(
+    return aws_client(
         service,
-        endpoint_url=endpoint,
-        region_name=region,
-        aws_access_key_id="local-setup",
-        aws_secret_access_key="local-setup",
+        endpoint=endpoint,
+        region=region,
+        credentials={"AWS_ACCESS_KEY_ID": "local-setup", "AWS_SECRET_ACCESS_KEY": "local-setup"},
     )
 
 

@@ -65,6 +65,7 @@ from local_stack.aws import (
     start_embedded_aws,
     unregister_function,
 )
+from local_stack.clients import aws_client
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
@@ -508,14 +509,7 @@ def _streams_client(endpoint: str, credentials: Mapping[str, str], region: str) 
 
 def _role_client(service: str, endpoint: str, credentials: Mapping[str, str], region: str) -> Any:
     """A client signed as a function's role (Lambda reads its event sources and sends to its destinations so)."""
-    import boto3
-
-    return boto3.session.Session(
-        aws_access_key_id=credentials["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=credentials["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=credentials.get("AWS_SESSION_TOKEN"),
-        region_name=region,
-    ).client(service, endpoint_url=endpoint)
+    return aws_client(service, endpoint=endpoint, region=region, credentials=credentials)
 
 
 def _invoker(pool: FunctionPool) -> Any:

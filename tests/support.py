@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from local_stack.clients import aws_client
 from local_stack.processes import start_announced, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
@@ -121,15 +122,8 @@ class RunningStack:
 
     def aws_client(self, service: str) -> Any:
         """A boto3 client on the stack's moto, signed as its administrator (IAM is enforced there)."""
-        import boto3
-
-        admin = self.state["administrator"]
-        return boto3.session.Session().client(
-            service,
-            endpoint_url=self.aws_endpoint,
-            region_name="us-east-1",
-            aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-            aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
+        return aws_client(
+            service, endpoint=self.aws_endpoint, region="us-east-1", credentials=self.state["administrator"]
         )
 
     def physical_id(self, logical_id_prefix: str, resource_type: str | None = None) -> str:
