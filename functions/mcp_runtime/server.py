@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from . import wire
-from ._record import Record
+from ._value import ValueObject
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
 from .cursors import InvalidCursor, decode_cursor, encode_cursor
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # loaded only where the task table is configured
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
 
-class MethodSpec(Record):
+class MethodSpec(ValueObject):
     """One entry of the method registry: how its params are read and who handles it."""
 
     __slots__ = ("capability", "handler", "params_model", "requires_extension")
