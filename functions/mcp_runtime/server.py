@@ -62,8 +62,9 @@ class MethodSpec(ValueObject):
         self.requires_extension = requires_extension
 
 
-class TaskGateway(Protocol):
-    """The durable-task side of the runtime (the tasks extension), injected when configured."""
+class TaskOperations(Protocol):
+    """What the server asks of the durable-task side (the tasks extension), injected when configured:
+    `mcp_runtime.tasks.service.TaskService` (in the API function, `app.composition.LazyTaskService`)."""
 
     def create(
         self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any
@@ -96,7 +97,7 @@ class McpServer:
     tools: ToolRegistry
     prompts: PromptRegistry
     resources: ResourceRegistry
-    tasks: TaskGateway | None
+    tasks: TaskOperations | None
     handles: HandleStore | None
     history: TaskHistory | None
     telemetry: Telemetry
@@ -109,7 +110,7 @@ class McpServer:
         tools: ToolRegistry | None = None,
         prompts: PromptRegistry | None = None,
         resources: ResourceRegistry | None = None,
-        tasks: TaskGateway | None = None,
+        tasks: TaskOperations | None = None,
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
