@@ -4,7 +4,7 @@ The bare handler only json-parses the event body and dumps the same response JSO
 handler produced for that request), so the ratio is what the runtime adds on top of the JSON work
 any handler does. Methods: tools/list, a plain tools/call (count_words), an MRTR round of
 archive_project (the first round, which seals a requestState, and the answer round, which opens it
-and seals the next), and tasks/get with the store stubbed out by an in-memory TaskGateway.
+and seals the next), and tasks/get with the store stubbed out by an in-memory `TaskOperations`.
 Budget (DESIGN.md): within 10x of the bare handler. No AWS calls anywhere.
 """
 
@@ -33,8 +33,8 @@ from bench.common import REPO, TASKS_EXTENSION, api_event, issuer_environment, l
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
-class InMemoryTaskGateway:
-    """The `TaskGateway` protocol of mcp_runtime.server over a dict: no store, no executor, no AWS."""
+class InMemoryTaskOperations:
+    """The `TaskOperations` protocol of mcp_runtime.server over a dict: no store, no executor, no AWS."""
 
     def __init__(self) -> None:
         from mcp_runtime.tasks.models import WORKING, ClientSnapshot, TaskRecord
@@ -110,8 +110,8 @@ def setup(
     from app.handlers import api_handler as lambda_handler
 
     handlers.reset()
-    gateway = InMemoryTaskGateway()
-    handlers.api_endpoint().transport.server.tasks = gateway  # the store stubbed out
+    in_memory = InMemoryTaskOperations()
+    handlers.api_endpoint().transport.server.tasks = in_memory  # the store stubbed out
     tasks_caps = {"extensions": {TASKS_EXTENSION: {}}}
     from mcp_runtime.context import Principal, RequestContext, RequestMeta
     from mcp_runtime.tasks.models import COMPLETED
@@ -122,13 +122,13 @@ def setup(
     class _Spec:
         name = "count_words"
 
-    gateway.create(_Spec(), {"text": "a b c"}, ctx, None)
+    in_memory.create(_Spec(), {"text": "a b c"}, ctx, None)
     done = {
         "resultType": "complete",
         "content": [{"type": "text", "text": "3 words"}],
         "structuredContent": {"words": 3},
     }
-    gateway.tasks["task-1"] = dataclasses.replace(gateway.tasks["task-1"], status=COMPLETED, result=done)
+    in_memory.tasks["task-1"] = dataclasses.replace(in_memory.tasks["task-1"], status=COMPLETED, result=done)
 
     messages = {
         "tools/list": rpc("tools/list", {}, request_id=11),

@@ -16,14 +16,14 @@ from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, Swe
 from mcp_runtime.catalog import Catalog
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
-from mcp_runtime.server import McpServer, TaskGateway
+from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import DEV_STATE_KEY, Settings
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
     from mcp_runtime.bearer import BearerAuthenticator
     from mcp_runtime.context import RequestContext
-    from mcp_runtime.handles import Handle, HandleStore
+    from mcp_runtime.handles import DynamoHandleStore, Handle, HandleStore
     from mcp_runtime.tasks.callbacks import CallbackService
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
     from mcp_runtime.tasks.history import DynamoTaskHistory, TaskHistory, TaskPage
@@ -114,7 +114,7 @@ def build_task_service(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) 
     )
 
 
-def build_handle_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> HandleStore:
+def build_handle_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> DynamoHandleStore:
     from mcp_runtime.handles import DynamoHandleStore
 
     table = settings.require("task_table_name", TABLE_PURPOSE)
@@ -149,8 +149,13 @@ class LazyService(Generic[T]):
         return service
 
 
-# The services a container builds on first use, each one its Protocol by its methods (mypy checks them).
-class LazyTaskGateway(LazyService["TaskService"]):
+# The services the API builds on first use. Each lazy class names the type it builds and has the
+# methods of the Protocol the server takes it as, each forwarding to the built service: mypy checks
+# each forward against the built type, and the class against that Protocol where `build_server`
+# passes it on (no cast, nothing typed Any).
+class LazyTaskService(LazyService["TaskService"]):
+    """The server's `TaskOperations` (mcp_runtime.server), by a `TaskService` built on first use."""
+
     def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]:
         return self.service().create(spec, arguments, ctx, prepared)
 
@@ -164,7 +169,9 @@ class LazyTaskGateway(LazyService["TaskService"]):
         self.service().cancel(task_id, ctx)
 
 
-class LazyHandleStore(LazyService["HandleStore"]):
+class LazyHandleStore(LazyService["DynamoHandleStore"]):
+    """A `HandleStore` (mcp_runtime.handles), by a `DynamoHandleStore` built on first use."""
+
     def mint(self, owner: str, kind: str, data: dict[str, Any], ttl_seconds: int) -> Handle:
         return self.service().mint(owner, kind, data, ttl_seconds)
 
@@ -179,6 +186,8 @@ class LazyHandleStore(LazyService["HandleStore"]):
 
 
 class LazyTaskHistory(LazyService["DynamoTaskHistory"]):
+    """A `TaskHistory` (mcp_runtime.tasks.history), by a `DynamoTaskHistory` built on first use."""
+
     def page(self, owner: str, limit: int = 20, cursor: str | None = None) -> TaskPage:
         return self.service().page(owner, limit, cursor)
 
@@ -220,7 +229,7 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
     catalog = build_catalog(settings)
     handles: HandleStore | None = None
     history: TaskHistory | None = None
-    tasks: TaskGateway | None = None
+    tasks: TaskOperations | None = None
     if settings.task_table_name:
         # Handles and the task history share the task table. Each is built on first use, so a
         # container that only answers server/discover or plain calls never imports them
@@ -229,7 +238,7 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
         history = LazyTaskHistory(lambda: build_task_history(settings, telemetry))
     if settings.state_machine_arn:
         settings.require("task_table_name", TABLE_PURPOSE + "; durable tasks live in it")
-        tasks = LazyTaskGateway(lambda: build_task_service(settings, telemetry))
+        tasks = LazyTaskService(lambda: build_task_service(settings, telemetry))
     return McpServer(
         settings,
         StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),

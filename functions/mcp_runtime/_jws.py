@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._record import Record
+from ._value import ValueObject
 
 # The DER prefix of DigestInfo for each hash (RFC 8017 §9.2, note 1).
 _ALGORITHMS: Final[dict[str, tuple[Callable[[bytes], Any], bytes]]] = {
@@ -36,7 +36,7 @@ class MalformedJws(ValueError):
     """The token is not a compact JWS with a JSON header (the message says why, for the log)."""
 
 
-class RsaPublicKey(Record):
+class RsaPublicKey(ValueObject):
     """An RSA public key: modulus, exponent, and the JWK's `alg` when the issuer names one (then only
     that algorithm)."""
 
@@ -63,7 +63,7 @@ class RsaPublicKey(Record):
         return cls(n, e, alg)
 
 
-class CompactJws(Record):
+class CompactJws(ValueObject):
     """A compact JWS split and decoded: its JSON header, payload, signing input and signature."""
 
     __slots__ = ("header", "payload", "signature", "signing_input")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from ._record import Record
+from ._value import ValueObject
 from .context import Principal
 
 if TYPE_CHECKING:  # imported on the first token, not at cold start (PyJWT, rsa)
@@ -35,7 +35,7 @@ def jwt_principal(issuer: str, subject: str, client: str) -> Principal:
     return Principal("jwt:" + "|".join(escape_principal_part(part) for part in parts), "jwt")
 
 
-class Refusal(Record):
+class Refusal(ValueObject):
     """Why a request is not authenticated: no token (`error` None), `invalid_token`, `insufficient_scope`."""
 
     __slots__ = ("description", "error", "scope", "status")

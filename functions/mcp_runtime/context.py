@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from . import wire
-from ._record import Record
+from ._value import ValueObject
 
 LOG_LEVELS: Final[tuple[str, ...]] = (
     "debug",
@@ -19,7 +19,7 @@ LOG_LEVELS: Final[tuple[str, ...]] = (
 )
 
 
-class Principal(Record):
+class Principal(ValueObject):
     """The authenticated caller. Never taken from the body or `_meta`."""
 
     __slots__ = ("id", "source")
@@ -34,7 +34,7 @@ class Principal(Record):
 ANONYMOUS: Final = Principal("anonymous")
 
 
-class RequestMeta(Record):
+class RequestMeta(ValueObject):
     """What a request declared in its `_meta`: protocol version, client capabilities and info, progress
     token and log level."""
 

@@ -17,14 +17,14 @@ from typing import Any, Generic, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from . import wire
-from ._record import Record
+from ._value import ValueObject
 from .context import RequestMeta
 from .errors import MissingRequiredClientCapability
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
 
-class InputRequest(Record):
+class InputRequest(ValueObject):
     """One bare request object of an `inputRequests` map: `{method, params}`."""
 
     __slots__ = ("method", "params")
@@ -81,7 +81,7 @@ def _flat_elicitation_schema(model: type[BaseModel]) -> dict[str, Any]:
     return result
 
 
-class Elicited(Record, Generic[ModelT]):
+class Elicited(ValueObject, Generic[ModelT]):
     """A validated elicitation answer. `content` is set only when the user accepted."""
 
     __slots__ = ("action", "content")

@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from . import _json
-from ._record import Record
+from ._value import ValueObject
 from .errors import InvalidParams
 from .limits import MAX_REQUEST_STATE_CHARS
 
@@ -44,7 +44,7 @@ class StateTooLarge(InvalidParams):
         )
 
 
-class SealingKey(Record):
+class SealingKey(ValueObject):
     """One key of the sealer: its id (named in each token) and its secret."""
 
     __slots__ = ("key_id", "secret")
@@ -61,7 +61,7 @@ class SealingKey(Record):
         return f"SealingKey(key_id={self.key_id!r})"  # never the secret, in a log or a test report
 
 
-class Binding(Record, compare=("principal", "method", "target")):
+class Binding(ValueObject, compare=("principal", "method", "target")):
     """What a state is bound to: the caller, the method and target, and a digest of the arguments."""
 
     __slots__ = ("_digest", "arguments", "method", "principal", "target")

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from . import wire
-from ._record import Record
+from ._value import ValueObject
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
 from .cursors import InvalidCursor, decode_cursor, encode_cursor
@@ -42,7 +42,7 @@ if TYPE_CHECKING:  # loaded only where the task table is configured
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
 
 
-class MethodSpec(Record):
+class MethodSpec(ValueObject):
     """One entry of the method registry: how its params are read and who handles it."""
 
     __slots__ = ("capability", "handler", "params_model", "requires_extension")
@@ -62,8 +62,9 @@ class MethodSpec(Record):
         self.requires_extension = requires_extension
 
 
-class TaskGateway(Protocol):
-    """The durable-task side of the runtime (the tasks extension), injected when configured."""
+class TaskOperations(Protocol):
+    """What the server asks of the durable-task side (the tasks extension), injected when configured:
+    `mcp_runtime.tasks.service.TaskService` (in the API function, `app.composition.LazyTaskService`)."""
 
     def create(
         self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any
@@ -96,7 +97,7 @@ class McpServer:
     tools: ToolRegistry
     prompts: PromptRegistry
     resources: ResourceRegistry
-    tasks: TaskGateway | None
+    tasks: TaskOperations | None
     handles: HandleStore | None
     history: TaskHistory | None
     telemetry: Telemetry
@@ -109,7 +110,7 @@ class McpServer:
         tools: ToolRegistry | None = None,
         prompts: PromptRegistry | None = None,
         resources: ResourceRegistry | None = None,
-        tasks: TaskGateway | None = None,
+        tasks: TaskOperations | None = None,
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
         telemetry: Telemetry = NO_TELEMETRY,

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from . import _jws
 from ._jws import RsaPublicKey
-from ._record import Record
+from ._value import ValueObject
 from .limits import MAX_ACCESS_TOKEN_CHARS, MAX_KEY_DOCUMENT_BYTES
 from .resource_uri import canonical_resource
 
@@ -74,7 +74,7 @@ class KeySetUnavailable(Exception):
     """The issuer's keys could not be fetched (network, status, body): the request cannot be judged."""
 
 
-class ValidatedToken(Record):
+class ValidatedToken(ValueObject):
     """A token whose signature, claims and scopes passed: its claims and the scopes it grants."""
 
     __slots__ = ("claims", "scopes")

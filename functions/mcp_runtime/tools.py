@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final
 from pydantic import BaseModel, ValidationError
 
 from . import _json, wire
-from ._record import Record
+from ._value import ValueObject
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
 from .limits import SYNC_WAIT_LIMIT_SECONDS
@@ -60,7 +60,7 @@ class ToolError(Exception):
     """Raise from a tool to answer with `isError: true` and this text, visible to the model."""
 
 
-class ToolResult(Record):
+class ToolResult(ValueObject):
     """What a tool answers: its content blocks, the structured result, and whether it is an error."""
 
     __slots__ = ("content", "is_error", "structured")

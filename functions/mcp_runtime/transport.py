@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from . import _json, wire
-from ._record import Record
+from ._value import ValueObject
 from .bearer import BearerAuthenticator, Refusal
 from .context import LOG_LEVELS, Principal, RequestContext, RequestMeta
 from .errors import (
@@ -50,7 +50,7 @@ PROTECTED_RESOURCE_PATH: Final = "/.well-known/oauth-protected-resource"
 log = logging.getLogger(__name__)
 
 
-class HttpRequest(Record):
+class HttpRequest(ValueObject):
     """An HTTP request as the transport reads it, with the principal the front authenticated, if any."""
 
     __slots__ = ("body", "headers", "method", "path", "principal")
@@ -71,7 +71,7 @@ class HttpRequest(Record):
         self.principal = principal
 
 
-class HttpResponse(Record):
+class HttpResponse(ValueObject):
     """The transport's answer: status, headers (names lower-cased) and body."""
 
     __slots__ = ("body", "headers", "status")

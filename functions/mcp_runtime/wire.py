@@ -1,11 +1,12 @@
-"""Wire constants of MCP 2026-07-28 (stateless), the tasks extension, and the handshake era (2025).
+"""Wire constants of MCP 2026-07-28 (stateless), the tasks extension, and the handshake era (2025);
+and the outcomes the task worker returns to the state machine that runs it.
 
 Names, codes and header names are exact; everything else in the runtime imports them from here.
 """
 
 from __future__ import annotations
 
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, get_args
 
 JSONRPC_VERSION: Final = "2.0"
 PROTOCOL_VERSION: Final = "2026-07-28"
@@ -108,3 +109,54 @@ NOTIFICATION_PROGRESS: Final = "notifications/progress"
 
 # Result members that exist only in 2026-07-28 and are dropped from 2025 results.
 MODERN_ONLY_RESULT_KEYS: Final[frozenset[str]] = frozenset({"resultType", "ttlMs", "cacheScope"})
+
+
+# ---- the task workflow: what the worker returns to infra/statemachine/task_workflow.asl.json ----
+# The `outcome` of each worker step. The NextStep Choice branches on the run's: every value it names
+# is one of these, and each of these goes where tests/infra/test_workflow_outcomes.py says.
+WorkerOutcome = Literal[
+    "completed",
+    "failed",
+    "crashed",
+    "input_required",
+    "callback",
+    "wait",
+    "continue",
+    "renew",
+    "settle",
+    "awaiting",
+    "gone",
+    "not_working",
+    "not_current",
+    "overtaken",
+]
+# The run settled the task itself (completed, also for a result with isError: true; or failed).
+OUTCOME_COMPLETED: Final = "completed"
+OUTCOME_FAILED: Final = "failed"
+# The tool raised: the task is settled failed, and the execution ends FAILED so its alarm sees it.
+OUTCOME_CRASHED: Final = "crashed"
+# The run ended at a durable boundary; what comes next: a token wait for input or for a callback,
+# a Wait state, another round in a fresh invocation, or a new execution of the same task.
+OUTCOME_INPUT_REQUIRED: Final = "input_required"
+OUTCOME_CALLBACK: Final = "callback"
+OUTCOME_WAIT: Final = "wait"
+OUTCOME_CONTINUE: Final = "continue"
+OUTCOME_RENEW: Final = "renew"
+# The terminal write could not be made in time: the state machine's Settle step makes it.
+OUTCOME_SETTLE: Final = "settle"
+# WaitForToken stored its task token: the task awaits what it asked for (or, when it had arrived
+# already, that step resumed the execution itself).
+OUTCOME_AWAITING: Final = "awaiting"
+# The ones that end an execution the task no longer needs, each for one reason:
+# the task item does not exist (it expired, or never was);
+OUTCOME_GONE: Final = "gone"
+# the run found the task not working (settled, cancelled, or waiting for input on a token that
+# another step holds): nothing to run;
+OUTCOME_NOT_WORKING: Final = "not_working"
+# the run found the task naming another execution, which carries it on;
+OUTCOME_NOT_CURRENT: Final = "not_current"
+# a conditional write of this step lost to another write that reached the task first (a cancel, a
+# terminal write by another attempt, the sweeper or MarkFailedInTable, its removal at expiry):
+# that write stands.
+OUTCOME_OVERTAKEN: Final = "overtaken"
+WORKER_OUTCOMES: Final[tuple[WorkerOutcome, ...]] = get_args(WorkerOutcome)

@@ -362,7 +362,7 @@ def test_the_table_streams_new_images_to_the_supervisor_filtered_to_writes_that_
     }
 
 
-def test_a_stream_record_the_supervisor_cannot_carry_out_is_given_up_within_bounds_to_an_alarmed_queue(
+def test_a_stream_record_the_supervisor_cannot_process_is_given_up_within_bounds_to_an_alarmed_queue(
     default_stack: Synthesized,
 ) -> None:
     """Bisected, retried a bounded number of times within a bounded age (well inside the stream's 24 h,

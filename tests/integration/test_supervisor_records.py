@@ -90,7 +90,7 @@ def test_a_record_whose_item_does_not_parse_fails_alone_and_the_other_tasks_star
     first, broken, last = tasks.create(), tasks.create(), tasks.create()
     records = [tasks.record(first), tasks.record(broken, owner=None), tasks.record(last)]
 
-    answer = TaskSupervisor(tasks.store(), tasks.executor()).carry_out(records)
+    answer = TaskSupervisor(tasks.store(), tasks.executor()).process_stream_batch(records)
 
     assert failures(answer) == [sequence(records[1])]
     assert tasks.started(first) and tasks.started(last)
@@ -105,7 +105,7 @@ def test_a_refused_write_while_settling_a_refused_start_is_that_records_failure(
     supervisor = TaskSupervisor(tasks.store("no-such-table"), tasks.executor(machine))
     records = [tasks.record(task_id)]
 
-    assert failures(supervisor.carry_out(records)) == [sequence(records[0])]
+    assert failures(supervisor.process_stream_batch(records)) == [sequence(records[0])]
 
 
 def test_once_a_record_of_a_task_fails_its_later_records_wait_and_other_tasks_go_on(tasks: Tasks) -> None:
@@ -116,7 +116,7 @@ def test_once_a_record_of_a_task_fails_its_later_records_wait_and_other_tasks_go
         tasks.record(failing),  # would start it, but only after the record before it
     ]
 
-    answer = TaskSupervisor(tasks.store(), tasks.executor()).carry_out(records)
+    answer = TaskSupervisor(tasks.store(), tasks.executor()).process_stream_batch(records)
 
     assert failures(answer) == [sequence(records[0]), sequence(records[2])]
     assert tasks.started(other)
@@ -127,7 +127,7 @@ def test_a_start_the_same_batch_stops_later_is_not_carried_out(tasks: Tasks) -> 
     task_id = tasks.create()
     records = [tasks.record(task_id), tasks.record(task_id, effect={"S": schema.EFFECT_STOP})]
 
-    answer = TaskSupervisor(tasks.store(), tasks.executor()).carry_out(records)
+    answer = TaskSupervisor(tasks.store(), tasks.executor()).process_stream_batch(records)
 
     assert failures(answer) == []
     assert not tasks.started(task_id)
@@ -149,7 +149,7 @@ def test_the_records_of_different_tasks_are_carried_out_at_once(tasks: Tasks) ->
     created = [tasks.create() for _ in range(3)]
     supervisor = TaskSupervisor(tasks.store(), MeetingExecutor(tasks.executor(), parties=3), workers=3)
 
-    answer = supervisor.carry_out([tasks.record(task_id) for task_id in created])
+    answer = supervisor.process_stream_batch([tasks.record(task_id) for task_id in created])
 
     assert failures(answer) == []
     assert all(tasks.started(task_id) for task_id in created)

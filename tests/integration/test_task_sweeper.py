@@ -34,7 +34,8 @@ from tests.integration.test_task_store import await_input, create
 from tests.telemetry_support import RecordingTelemetry
 
 LEASE = 600
-STOPPED = {"outcome": "stopped", "tokenWait": None, "settle": None, "wait": None}
+# An outcome that ends the execution (SUCCEEDED), as a run that finds another execution current does.
+NOT_CURRENT = {"outcome": "not_current", "tokenWait": None, "settle": None, "wait": None}
 SCHEDULED = {"version": "0", "detail-type": SCHEDULED_EVENT, "source": "aws.events", "detail": {}}
 
 
@@ -50,7 +51,7 @@ class Worker:
         self.runs.append(str(event.get("taskId")))
         if self.hold:
             self.release.wait(30)  # the execution runs as long as this invocation does
-        return STOPPED  # ends the execution (SUCCEEDED) without writing the task: nothing settles it
+        return NOT_CURRENT  # ends the execution (SUCCEEDED) without writing the task: nothing settles it
 
 
 class CountingExecutor(StepFunctionsExecutor):

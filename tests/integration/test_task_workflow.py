@@ -304,7 +304,12 @@ def test_the_worker_leaves_a_cancelled_task_alone(service: TaskService, env: Tas
     task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
     service.cancel(task_id, request_context())
 
-    assert env.worker().run(task_id) == {"outcome": "stopped", "tokenWait": None, "settle": None, "wait": None}
+    assert env.worker().run(task_id) == {
+        "outcome": wire.OUTCOME_NOT_WORKING,
+        "tokenWait": None,
+        "settle": None,
+        "wait": None,
+    }
     assert env.store().get(task_id).status == CANCELLED
 
 
@@ -312,3 +317,26 @@ def _execution_arn(env: TaskEnvironment, task_id: str) -> str:
     from mcp_runtime.tasks.executor import execution_arn
 
     return execution_arn(env.resources.state_machine_arn, task_id)
+
+
+def test_a_run_of_an_execution_the_task_no_longer_names_leaves_the_task_to_its_current_one(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
+
+    stale = env.worker().run(task_id, 0, f"{task_id}.7")
+    assert stale == {"outcome": wire.OUTCOME_NOT_CURRENT, "tokenWait": None, "settle": None, "wait": None}
+    assert env.store().get(task_id).status == WORKING
+    service.cancel(task_id, request_context())
+
+
+def test_a_terminal_write_that_a_cancel_got_to_first_leaves_the_cancel_standing(
+    service: TaskService, env: TaskEnvironment
+) -> None:
+    task_id = start(service, env, "slow_compute", {"seconds": 30, "label": "x"})
+    version = env.store().get(task_id).version
+    service.cancel(task_id, request_context())
+
+    late = env.worker().settle(task_id, {"status": COMPLETED, "version": version, "payload": {"content": []}})
+    assert late == {"outcome": wire.OUTCOME_OVERTAKEN, "tokenWait": None, "settle": None, "wait": None}
+    assert env.store().get(task_id).status == CANCELLED

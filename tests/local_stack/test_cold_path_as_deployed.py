@@ -1,5 +1,5 @@
 """A cold start as deployed: the API function, with the environment the synthesized template gives it,
-answers a first request with a bearer token and makes no dataclass of ours (`mcp_runtime/_record.py`).
+answers a first request with a bearer token and makes no dataclass of ours (`mcp_runtime/_value.py`).
 
 It synthesizes the CDK app (`local_stack.synth`, cached), so it lives here and not in the unit tier.
 """

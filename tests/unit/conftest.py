@@ -12,7 +12,7 @@ import pytest
 from mcp_runtime import wire
 from mcp_runtime.context import Principal
 from mcp_runtime.sealing import SealingKey, StateSealer
-from mcp_runtime.server import McpServer, TaskGateway
+from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import Settings
 from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
 from tests.support import rpc, standard_headers
@@ -49,7 +49,7 @@ def make_server(
     clock: FakeClock | None = None,
     keys: Iterable[SealingKey] = (TEST_KEY,),
     lifetime_seconds: int = 900,
-    tasks: TaskGateway | None = None,
+    tasks: TaskOperations | None = None,
 ) -> McpServer:
     sealer = StateSealer(list(keys), lifetime_seconds=lifetime_seconds, clock=clock or FakeClock())
     server = McpServer(settings or make_settings(), sealer, tasks=tasks)

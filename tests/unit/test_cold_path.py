@@ -1,16 +1,16 @@
-"""The records a first request makes (`mcp_runtime/_record.py`): values, equal by their public attributes.
+"""The value objects a first request makes (`mcp_runtime/_value.py`): equal by their public attributes.
 
 That a first request makes no dataclass of ours is tests/local_stack/test_cold_path_as_deployed.py.
 """
 
 from __future__ import annotations
 
-from mcp_runtime._record import Record
+from mcp_runtime._value import ValueObject
 from mcp_runtime.context import Principal
 from mcp_runtime.sealing import Binding, SealingKey
 
 
-class Point(Record):
+class Point(ValueObject):
     __slots__ = ("_cache", "x", "y")
     x: int
     y: int
@@ -24,7 +24,7 @@ class OtherPoint(Point):
     __slots__ = ()
 
 
-def test_records_are_equal_by_their_declared_public_attributes_and_hash_alike() -> None:
+def test_value_objects_are_equal_by_their_declared_public_attributes_and_hash_alike() -> None:
     one, same = Point(1, 2), Point(1, 2)
     same._cache = "computed"
     assert one == same
@@ -33,7 +33,7 @@ def test_records_are_equal_by_their_declared_public_attributes_and_hash_alike() 
     assert repr(one) == "Point(x=1, y=2)"
 
 
-def test_a_record_is_never_equal_to_one_of_another_class_with_the_same_values() -> None:
+def test_a_value_object_is_never_equal_to_one_of_another_class_with_the_same_values() -> None:
     assert Point(1, 2) != OtherPoint(1, 2)
     assert Point(1, 2) != (1, 2)
 

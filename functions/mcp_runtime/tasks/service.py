@@ -83,8 +83,9 @@ def new_task_id() -> str:
 
 
 class TaskService:
-    """`TaskGateway` over a `TaskStore`, making each write's Step Functions call directly through
-    `executor` (without one, the stream's supervisor alone makes it). Holds no per-task state in memory."""
+    """The server's `TaskOperations` (`mcp_runtime.server`) over a `TaskStore`, making each write's
+    Step Functions call directly through `executor` (without one, the stream's supervisor alone makes
+    it). Holds no per-task state in memory."""
 
     def __init__(
         self,
@@ -107,7 +108,7 @@ class TaskService:
         self._clock = clock
         self._new_id = id_factory
 
-    # ---- TaskGateway ------------------------------------------------------------------------------
+    # ---- TaskOperations --------------------------------------------------------------------------
     def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]:
         if encoded_size(arguments) > MAX_TASK_ARGUMENTS_BYTES:
             raise InvalidParams(f"Invalid params: arguments of a task may be at most {MAX_TASK_ARGUMENTS_BYTES} bytes")

@@ -50,7 +50,7 @@ EXECUTION_STATUS_CHANGE: Final = schema.EXECUTION_STATUS_CHANGE
 ENDED_STATUSES: Final[frozenset[str]] = frozenset(schema.ENDED_STATUSES)
 START_REFUSED_ERROR: Final[dict[str, Any]] = {**EXECUTION_FAILED_ERROR, "message": "Task could not be started"}
 RESUME_REFUSED_ERROR: Final[dict[str, Any]] = {**EXECUTION_FAILED_ERROR, "message": "Task could not be resumed"}
-# Tasks of one batch carried out at once (each a few Step Functions calls of a few hundred ms at most).
+# Tasks of one batch processed at once (each a few Step Functions calls of a few hundred ms at most).
 STREAM_WORKERS: Final = 8
 
 
@@ -70,31 +70,31 @@ class TaskSupervisor:
 
     def handle(self, event: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(event.get("Records"), list):
-            return self.carry_out(event["Records"])
+            return self.process_stream_batch(event["Records"])
         if event.get("detail-type") == EXECUTION_STATUS_CHANGE and isinstance(event.get("detail"), Mapping):
             self.reconcile(event["detail"])
             return {}
         raise ValueError("the supervisor takes task table stream batches and execution status changes")
 
     # ---- the table's stream -------------------------------------------------------------------------
-    def carry_out(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def process_stream_batch(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         """Each record's effect, each record on its own: the ones that failed are reported (Lambda
         retries from the lowest of them, and the effects before it are not repeated)."""
         processor = TaskOrderedProcessor(EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
         processor.workers = self.workers
         batch = [dict(record) for record in records]
-        with processor(records=batch, handler=lambda record: self._take(record.raw_event, batch)):
+        with processor(records=batch, handler=lambda record: self._process_stream_record(record.raw_event, batch)):
             processor.process()
         return dict(processor.response())
 
-    def _take(self, record: Mapping[str, Any], batch: Sequence[Mapping[str, Any]]) -> None:
+    def _process_stream_record(self, record: Mapping[str, Any], batch: Sequence[Mapping[str, Any]]) -> None:
         """One record's effect; any exception is this record's failure (logged with its task)."""
         task_id = _task_id_in(record)
         try:
             task = _task_of(record)
             if task is None or _superseded(record, batch):
                 return
-            self._carry_out(task)
+            self._apply_effect(task)
         except (ExecutorUnavailable, TaskStoreUnavailable) as exc:
             log.warning("task %s: %s not done yet (%s); retried from this record", task_id, _effect_of(record), exc)
             raise
@@ -102,7 +102,8 @@ class TaskSupervisor:
             log.exception("task %s: its stream record %s could not be processed", task_id, _sequence_of(record))
             raise
 
-    def _carry_out(self, task: TaskRecord) -> None:
+    def _apply_effect(self, task: TaskRecord) -> None:
+        """The Step Functions call the task's `effect` asks for (start, resume or stop its execution)."""
         if task.effect == EFFECT_STOP:
             try:
                 self.executor.stop(task.execution)

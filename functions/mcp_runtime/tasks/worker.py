@@ -20,6 +20,11 @@ Four actions, one per step of `infra/statemachine/task_workflow.asl.json`:
 - `settle`: writes a terminal status the run could not, storing the result in the payload bucket
   first when the run could not (the state machine retries it, never the tool).
 - `fail`: the state machine's Catch; settles `failed` with -32603 unless already terminal.
+Each action answers `{outcome, tokenWait, settle, wait}`; the outcomes are `mcp_runtime.wire`'s
+`OUTCOME_*`, one per reason. Besides those above, four end an execution the task no longer needs:
+`gone` (no task item), `not_working` and `not_current` (what a run finds before it starts: a task
+not working, or one another execution carries on), and `overtaken` (a write of this step lost to
+a cancel or a terminal write that got there first).
 Storage that refuses a write for good (validation, access) fails the task at once, naming why;
 only `TaskStoreUnavailable` (nothing irreversible done yet) is retried by the state machine.
 """
@@ -50,6 +55,23 @@ from ..limits import (
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
+from ..wire import (
+    OUTCOME_AWAITING,
+    OUTCOME_CALLBACK,
+    OUTCOME_COMPLETED,
+    OUTCOME_CONTINUE,
+    OUTCOME_CRASHED,
+    OUTCOME_FAILED,
+    OUTCOME_GONE,
+    OUTCOME_INPUT_REQUIRED,
+    OUTCOME_NOT_CURRENT,
+    OUTCOME_NOT_WORKING,
+    OUTCOME_OVERTAKEN,
+    OUTCOME_RENEW,
+    OUTCOME_SETTLE,
+    OUTCOME_WAIT,
+    WorkerOutcome,
+)
 from .durable import AwaitCallback, ContinueLater, DurableRun, WaitFor
 from .errors import (
     ExecutorRefused,
@@ -73,22 +95,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-OUTCOME_COMPLETED: Final = "completed"
-OUTCOME_FAILED: Final = "failed"
-# The tool raised: the task is settled failed, and the execution ends FAILED so its alarm sees it.
-OUTCOME_CRASHED: Final = "crashed"
-OUTCOME_INPUT_REQUIRED: Final = "input_required"
-# WaitForToken stored its task token: the task awaits what it asked for (or, when it had arrived
-# already, that step resumed the execution itself).
-OUTCOME_AWAITING: Final = "awaiting"
-# The task is gone, settled or cancelled: nothing more to do for this execution.
-OUTCOME_STOPPED: Final = "stopped"
-# The terminal write could not be made in time: the state machine's Settle step makes it.
-OUTCOME_SETTLE: Final = "settle"
-OUTCOME_CALLBACK: Final = "callback"
-OUTCOME_WAIT: Final = "wait"
-OUTCOME_CONTINUE: Final = "continue"
-OUTCOME_RENEW: Final = "renew"
 # Rounds (tool runs) per execution before a new one takes over: Step Functions ends an execution at
 # 25,000 history events, and a round adds 9 to 20 without retries, up to 179 with every retry the
 # workflow allows. The deployed value (TASK_ROUNDS_PER_EXECUTION) is computed from the ASL's retry
@@ -219,9 +225,11 @@ class TaskWorker:
         try:
             record = self.store.get(task_id)
         except TaskNotFound:
-            return _outcome(OUTCOME_STOPPED)
-        if record.status != WORKING or (execution and record.execution != execution):
-            return _outcome(OUTCOME_STOPPED)  # settled, awaiting input, or carried on by a newer execution
+            return _outcome(OUTCOME_GONE)
+        if record.status != WORKING:
+            return _outcome(OUTCOME_NOT_WORKING)  # settled, cancelled, or awaiting input on another step's token
+        if execution and record.execution != execution:
+            return _outcome(OUTCOME_NOT_CURRENT)  # a newer execution carries the task on
         if round_number >= self.rounds_per_execution:
             return self._renew(record)
         spec = self.tools.get(record.tool_name)
@@ -253,7 +261,7 @@ class TaskWorker:
         except AwaitCallback as waiting:
             return self._callback_token_wait(record, waiting)
         except TaskNoLongerRunning:
-            return _outcome(OUTCOME_STOPPED)
+            return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled while the tool ran: noticed at a write
         except McpError as exc:
             return self._settle(record, FAILED, exc.to_error_object())
         except TaskError:
@@ -340,7 +348,7 @@ class TaskWorker:
         try:
             self.store.checkpoint(record.task_id, ctx.scratch)
         except TaskConflict:
-            return _outcome(OUTCOME_STOPPED)  # cancelled: noticed at this boundary
+            return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled: noticed at this boundary
         except (TaskStoreUnavailable, TaskStoreRefused) as exc:
             log.warning("task %s: scratch not kept at the boundary (%s); steps are", record.task_id, exc)
         return _outcome(OUTCOME_CONTINUE)
@@ -353,7 +361,7 @@ class TaskWorker:
         try:
             self.store.renew(record.task_id, current, f"{record.task_id}.{number}")
         except TaskConflict:
-            return _outcome(OUTCOME_STOPPED)
+            return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled before it could be renewed
         return _outcome(OUTCOME_RENEW)
 
     def _token_wait_timeout(self, record: TaskRecord) -> int:
@@ -390,7 +398,7 @@ class TaskWorker:
         try:
             settled = self.store.finish(record.task_id, status, payload, record.version, result_ref=pointer)
         except TaskConflict:
-            return _outcome(OUTCOME_STOPPED)  # cancelled (or settled) while the tool ran: that write wins
+            return _outcome(OUTCOME_OVERTAKEN)  # cancelled (or settled) while the tool ran: that write wins
         except TaskStoreUnavailable as exc:
             log.warning("task %s: terminal write not taken in time (%s); handing it to Settle", record.task_id, exc)
             settle = {"status": status, "version": record.version}
@@ -425,7 +433,7 @@ class TaskWorker:
         try:
             settled = self.store.finish(task_id, status, payload, int(settle["version"]), result_ref=pointer)
         except TaskConflict:
-            return _outcome(OUTCOME_STOPPED)
+            return _outcome(OUTCOME_OVERTAKEN)
         except TaskStoreRefused as exc:
             return self._refused(task_id, exc)
         report_settled(self.telemetry, settled)
@@ -452,7 +460,7 @@ class TaskWorker:
             )
         except TaskNotFound:
             self._resume(task_token)  # the task is gone: end the wait
-            return _outcome(OUTCOME_STOPPED)
+            return _outcome(OUTCOME_GONE)
         record = outcome.record
         if outcome.applied and record.status == INPUT_REQUIRED:
             if record.task_token == task_token or self.store.replace_token(task_id, record.task_token, task_token):
@@ -465,7 +473,7 @@ class TaskWorker:
             return _outcome(OUTCOME_AWAITING)
         # Cancelled or settled since the run: end the wait now (the run that follows sees why).
         self._resume(task_token)
-        return _outcome(OUTCOME_STOPPED)
+        return _outcome(OUTCOME_OVERTAKEN)
 
     def _await_callback(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
         key, name = str(token_wait["key"]), str(token_wait.get("name") or "")
@@ -473,14 +481,14 @@ class TaskWorker:
             outcome = self.store.await_callback(task_id, key, task_token, f"Waiting for {name}")
         except TaskNotFound:
             self._resume(task_token)
-            return _outcome(OUTCOME_STOPPED)
+            return _outcome(OUTCOME_GONE)
         if outcome.applied:
             return _outcome(OUTCOME_AWAITING)
         # Completed before the token could be stored (or cancelled): this step holds the token, so
         # it resumes the execution itself, and the run that follows returns what was sent.
         self._resume(task_token)
         done = (outcome.record.steps.get(key) or {}).get("state") == "done"
-        return _outcome(OUTCOME_AWAITING if done and outcome.record.status == WORKING else OUTCOME_STOPPED)
+        return _outcome(OUTCOME_AWAITING if done and outcome.record.status == WORKING else OUTCOME_OVERTAKEN)
 
     def _resume(self, task_token: str) -> None:
         try:
@@ -495,8 +503,10 @@ class TaskWorker:
         log.error("task %s: execution failed with %s: %s", task_id, failure.get("Error"), _cause(failure))
         try:
             settled = self.store.finish(task_id, FAILED, dict(EXECUTION_FAILED_ERROR))
-        except (TaskConflict, TaskNotFound):
-            return _outcome(OUTCOME_STOPPED)
+        except TaskNotFound:
+            return _outcome(OUTCOME_GONE)
+        except TaskConflict:
+            return _outcome(OUTCOME_OVERTAKEN)  # already terminal: that write stands
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
 
@@ -517,6 +527,6 @@ def _cause(failure: Mapping[str, Any]) -> str:
     return told
 
 
-def _outcome(outcome: str) -> dict[str, Any]:
+def _outcome(outcome: WorkerOutcome) -> dict[str, Any]:
     # Every key is always present: the state machine's paths must resolve on every outcome.
     return {"outcome": outcome, "tokenWait": None, "settle": None, "wait": None}
