@@ -110,3 +110,49 @@ def test_the_contents_list_every_section() -> None:
     contents = text[text.index("## Contents") : text.index("## The two commands")]
     sections = [line[3:] for line in text.splitlines() if line.startswith("## ") and line != "## Contents"]
     assert [github_anchor(section) for section in sections if f"(#{github_anchor(section)})" not in contents] == []
+
+
+# The pages whose relative links must resolve: the README, CONTRIBUTING.md and the reference in docs/.
+LINKED_PAGES = ("README.md", "CONTRIBUTING.md", *(f"docs/{page.name}" for page in sorted((REPO / "docs").glob("*.md"))))
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def prose_of(text: str) -> str:
+    """The text without fenced code blocks, where a `[...](...)` is code, not a link."""
+    return re.sub(r"^```.*?^```", "", text, flags=re.DOTALL | re.MULTILINE)
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The ids GitHub gives the page's headings; a repeated heading gets -1, -2, ... as there."""
+    anchors: set[str] = set()
+    for line in prose_of(page.read_text(encoding="utf-8")).splitlines():
+        if re.match(r"#{1,6} ", line):
+            base = github_anchor(line.lstrip("#"))
+            anchor, count = base, 0
+            while anchor in anchors:
+                count += 1
+                anchor = f"{base}-{count}"
+            anchors.add(anchor)
+    return anchors
+
+
+def test_the_anchor_of_a_repeated_heading_is_numbered_as_github_numbers_it(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("# How it fits\n\n```sh\n# not a heading\n```\n\n## How it fits\n\n## `make run`: refuses\n")
+    assert heading_anchors(page) == {"how-it-fits", "how-it-fits-1", "make-run-refuses"}
+
+
+@pytest.mark.parametrize("page", LINKED_PAGES)
+def test_every_relative_link_names_a_file_that_exists_and_one_of_its_headings(page: str) -> None:
+    source = REPO / page
+    broken = []
+    for target in LINK.findall(prose_of(source.read_text(encoding="utf-8"))):
+        if re.match(r"[a-z][a-z0-9+.-]*:", target):  # https:, mailto: and the like
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (source.parent / path).resolve() if path else source
+        if not linked.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and anchor not in heading_anchors(linked):
+            broken.append(f"{target}: no heading #{anchor}")
+    assert broken == []
