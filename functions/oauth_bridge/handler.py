@@ -1,6 +1,6 @@
 """The bridge's Lambda entry point: `oauth_bridge.handler.handle`.
 
-API Gateway (payload 2.0) routes the bridge's four endpoints here; the daily schedule sends
+API Gateway (payload 2.0) routes the bridge's four endpoints here; its cleanup schedule (every 15 minutes) sends
 `{"action": "cleanup"}`. Clients get OAuth-shaped errors with a short description; the log gets
 everything. An unexpected failure is `server_error` (500) without detail.
 """

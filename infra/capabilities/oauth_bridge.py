@@ -3,8 +3,8 @@
 Public routes on the same HTTP API as the MCP endpoint (so the bridge's issuer is the API's origin,
 the one the protected resource metadata names with "self"): RFC 8414 metadata, RFC 7591
 registration, the authorization and token endpoints. A function of its own with its own role
-(app clients of this pool, items of its own table), its table, and a daily cleanup of clients
-nobody used for `unusedClientDays` or that never completed a token exchange (every 15 minutes), and
+(app clients of this pool, items of its own table), its table, and a cleanup (every 15 minutes) of clients
+nobody used for `unusedClientDays` or that never completed a token exchange, and
 an alarm on the client slots used.
 """
 

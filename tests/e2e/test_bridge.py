@@ -457,7 +457,7 @@ def test_cognito_is_created_from_the_template_and_managed_login_is_named_as_not_
 
 def test_the_http_api_front_passes_the_401_challenge_on_exactly_as_the_function_sends_it(stack: RunningStack) -> None:
     """HTTP APIs (payload 2.0) pass a Lambda's WWW-Authenticate through; REST APIs and Function URLs rename
-    it x-amzn-Remapped-WWW-Authenticate (README, Security). The local front must not hide either."""
+    it x-amzn-Remapped-WWW-Authenticate (docs/security.md). The local front must not hide either."""
     message = rpc("tools/list")
     reply = httpx.post(stack.url, content=json.dumps(message), headers=standard_headers(message), timeout=30)
     expected = f'Bearer scope="mcp/invoke", resource_metadata="{base(stack)}/.well-known/oauth-protected-resource/mcp"'
