@@ -264,7 +264,8 @@ register(
         "it names (table, index, state machine, secret, function ARNs), a statement whose Condition does "
         "not hold does not apply, and a refusal is the service's own AccessDeniedException naming them.",
         moto="Every service but SQS, IAM and STS is checked against resource '*', so a statement naming "
-        "an ARN never matches and the call is denied (HTTP 403 AccessDenied, XML); Invoke is checked as "
+        "an ARN never matches and the call is denied (HTTP 403 with an XML AccessDenied body, which a "
+        "JSON client reads as error code '403'); Invoke is checked as "
         "lambda:Invoke; conditions deny; bodiless requests are signed wrongly; a trust policy naming a "
         "service crashes AssumeRole.",
         reference="https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html",
@@ -273,12 +274,13 @@ register(
 )
 register(
     Patch(
-        name="iam_s3_condition_that_fails_does_not_apply",
+        name="iam_s3_conditions_are_evaluated",
         group="iam",
-        aws="For S3 as elsewhere, a statement whose Condition does not hold does not apply: another "
-        "statement's Allow still allows the request.",
-        moto="A statement whose condition does not hold answers DENIED, which denies the request even "
-        "where another statement allows it (HTTP 403 AccessDenied).",
+        aws="For S3 as elsewhere, a statement applies only where its Condition holds: an Allow "
+        "conditioned on aws:RequestedRegion being another region allows nothing (HTTP 403 AccessDenied).",
+        moto="A condition on a key moto does not supply (aws:RequestedRegion, aws:PrincipalArn, ...) is "
+        "ignored, so the statement applies and allows; one that it can evaluate and that fails denies "
+        "the request outright, even where another statement allows it.",
         reference="https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition.html",
         install=_s3_request_check,
     )

@@ -76,6 +76,7 @@ class Patch:
 _lock = threading.RLock()
 _registry: dict[str, Patch] = {}
 _applied: dict[str, Patcher] = {}
+_held_out: set[str] = set()  # by `without`: apply() leaves these out until the block ends
 
 
 def register(patch: Patch) -> Patch:
@@ -98,7 +99,7 @@ def applied() -> tuple[str, ...]:
 
 def _install(names: list[str]) -> None:
     for name in names:
-        if name not in _applied:
+        if name not in _applied and name not in _held_out:
             patcher = Patcher(name)
             try:
                 _registry[name].install(patcher)
@@ -124,18 +125,22 @@ def apply(*groups: str) -> None:
 
 @contextmanager
 def without(*names: str) -> Iterator[None]:
-    """Inside the block, moto runs without these patches, the others in force before still in force
-    (for the patch tests: moto's own behaviour beside the AWS one); afterwards the patches in force
-    before are again, re-applied on moto's own attributes. Process-wide: for tests run one at a time."""
+    """Inside the block, moto runs without these patches (`apply` leaves them out too), the others in
+    force before still in force: for the patch tests, moto's own behaviour beside the AWS one.
+    Afterwards the patches in force before are again, re-applied on moto's own attributes.
+    Process-wide: for tests run one at a time."""
     unknown = set(names) - set(_registry)
     if unknown:
         raise ValueError(f"no moto patch {sorted(unknown)}")
     with _lock:
-        before = list(_applied)
+        before, held_before = list(_applied), set(_held_out)
         _undo_all()
+        _held_out.update(names)
         try:
-            _install([name for name in _registry if name in before and name not in names])
+            _install([name for name in _registry if name in before])
             yield
         finally:
             _undo_all()
+            _held_out.clear()
+            _held_out.update(held_before)
             _install([name for name in _registry if name in before])

@@ -293,8 +293,8 @@ register(
     Patch(
         name="answered_task_token_times_out",
         group="emulation",
-        aws="SendTaskSuccess, SendTaskFailure or SendTaskHeartbeat with a token that was answered "
-        f"already: HTTP 400 TaskTimedOut, {TOKEN_CLOSED_MESSAGE!r}.",
+        aws="SendTaskSuccess or SendTaskFailure with a token that was answered already: HTTP 400 "
+        f"TaskTimedOut, {TOKEN_CLOSED_MESSAGE!r} (SendTaskHeartbeat on a token moto refuses: the same 400s).",
         moto="While the execution runs, the answered token is accepted again (HTTP 200); when moto does "
         "refuse a token, its TaskTimedOut is raised without the message it needs and comes out HTTP 500.",
         reference="https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskSuccess.html",
