@@ -14,12 +14,9 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import queue
 import re
 import threading
-import time
-import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -33,36 +30,23 @@ from local_stack.aws import (
     LambdaThrottled,
     register_function,
     register_invoker,
-    start_embedded_aws,
     unregister_function,
 )
 
 from local_stack import iam_enforcement, moto_patches
+from tests.local_stack.embedded_moto import (
+    embedded_moto,
+    eventually,
+    finished,
+    invoking,
+    refused,
+    relaxed_around_each_test,  # noqa: F401 (an autouse fixture)
+    unique,
+)
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 T = TypeVar("T")
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(0.02)
-
-
-def refused(call: Callable[[], object]) -> dict[str, Any]:
-    with pytest.raises(ClientError) as caught:
-        call()
-    return caught.value.response
 
 
 def error_of(response: dict[str, Any]) -> tuple[int, str, str]:
@@ -127,13 +111,7 @@ class Aws:
         return str(self.client("stepfunctions").start_execution(stateMachineArn=machine, input="{}")["executionArn"])
 
     def finished(self, execution_arn: str, timeout: float = 20.0) -> dict[str, Any]:
-        sfn = self.client("stepfunctions", self.admin)
-
-        def settled() -> dict[str, Any] | None:
-            described: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
-            return None if described["status"] == "RUNNING" else described
-
-        return eventually(settled, timeout)
+        return finished(self.client("stepfunctions", self.admin), execution_arn, timeout)
 
     def table(self, **extra: Any) -> str:
         name = unique("table")
@@ -149,26 +127,9 @@ class Aws:
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[Aws]:
-    previous_port = os.environ.get("MOTO_PORT")
-    embedded = start_embedded_aws()
-    iam_enforcement.install()
-    moto_patches.apply()
-    try:
-        yield Aws(embedded.endpoint, iam_enforcement.create_admin_user(embedded.endpoint))
-    finally:
-        iam_enforcement.relax()
-        embedded.stop()
-        if previous_port is None:
-            os.environ.pop("MOTO_PORT", None)
-        else:
-            os.environ["MOTO_PORT"] = previous_port
-
-
-@pytest.fixture(autouse=True)
-def relaxed_around_each_test() -> Iterator[None]:
-    iam_enforcement.relax()
-    yield
-    iam_enforcement.relax()
+    with embedded_moto() as (endpoint, admin):
+        moto_patches.apply()
+        yield Aws(endpoint, admin)
 
 
 # ------------------------------------------------------------------------------------ the registry
@@ -405,25 +366,11 @@ def test_entered_time_in_milliseconds__moto_without_it(aws: Aws) -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", moto_time)
 
 
-def invoking(function_arn: str) -> dict[str, Any]:
-    return {
-        "StartAt": "Run",
-        "States": {
-            "Run": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::lambda:invoke",
-                "Parameters": {"FunctionName": function_arn, "Payload": {"n": 1}},
-                "End": True,
-            }
-        },
-    }
-
-
 def run_as_the_role(aws: Aws) -> dict[str, Any]:
     """Under enforcement, an execution whose role may invoke the function it calls: how it ended."""
     name, arn = aws.function()
     machine = aws.state_machine(
-        invoking(arn), [{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": arn}]
+        invoking(arn, {"n": 1}), [{"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": arn}]
     )
     register_function(name, lambda event, context: {"ok": event["n"]})
     sfn = aws.client("stepfunctions", aws.admin)
