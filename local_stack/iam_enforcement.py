@@ -5,13 +5,15 @@ for every service but SQS, IAM and STS (so statements naming a table or a state 
 match), ignores conditions in identity policies (or denies on one that does not hold), checks
 Lambda Invoke as ``lambda:Invoke`` against ``*``, signs Lambda's bodiless requests wrongly, has
 the Step Functions interpreter call other services with the fake keys ``ak``/``sk``, and crashes
-on ``sts:AssumeRole`` for a role only a service may assume. This module keeps moto's evaluator
-(``moto.iam.access_control``) and fixes those points narrowly, each where it is patched.
+on ``sts:AssumeRole`` for a role only a service may assume. The patches of moto that fix those
+points are in ``local_stack.moto_patches`` (group "iam"); this module is the enforcement layer they
+ask: which resources and condition keys a request has, how conditions evaluate, which error to
+answer, and the switches and helpers below.
 
 Public API
 ----------
 ``install() -> None``
-    Patch moto (idempotent, moto 5.2.5 only: anything else fails loudly at import or here).
+    Patch moto (idempotent, moto 5.2.5 only: ``local_stack.moto_patches`` fails loudly otherwise).
 ``enforce() -> None``, ``relax() -> None``, ``relaxed()`` (a context manager), ``enforcing() -> bool``
     Switch enforcement on or off for every later request to this process's moto, the way moto's
     own ``enable_iam_authentication`` does. Set the stack up relaxed, then enforce.
@@ -33,24 +35,17 @@ Public API
 
 What ``install()`` patches
 --------------------------
-- ``ActionAuthenticatorMixin._authenticate_and_authorize_normal_action`` and
-  ``..._s3_action``: requests are checked by this module's ``IAMRequest`` subclasses, which
-  (1) find the resource(s) of the request: DynamoDB table and index ARNs (per item for batch and
-  transaction calls, with the per-item actions), Step Functions state machine, execution and
-  callback-token owner ARNs, Secrets Manager secret ARNs resolved through moto's backend, Lambda
-  function ARNs (with qualifier), EventBridge bus and rule ARNs, Cognito user pool ARNs; moto's own resources for S3,
-  SQS, IAM and STS; ``*`` otherwise; (2) name Lambda's invoke ``lambda:InvokeFunction``; (3)
-  supply condition keys and evaluate conditions (see below); (4) answer in each service's own
-  error shape (DynamoDB, Step Functions, Secrets Manager, EventBridge: HTTP 400
-  ``AccessDeniedException``; Lambda: 403 ``AccessDeniedException``; query services: 403
-  ``AccessDenied``); (5) sign bodiless requests as the client did; (6) evaluate trust policies
-  without crashing on service principals.
-- ``moto.stepfunctions.parser.asl.utils.boto_client.boto_client_for`` (and every interpreter
-  module that imported it): the interpreter calls Lambda, DynamoDB and the rest with a session of
-  the role in its ``StateCredentials``: the state machine's role (``env.aws_execution_details
-  .role_arn``, from the execution), or a Task's own ``Credentials.RoleArn``. The session is
-  assumed through moto's STS backend in-process (no request, so nothing to relax) and cached per
-  role until moto is reset.
+It applies ``local_stack.moto_patches``'s "iam" group (README.md there lists each patch) with this
+module as the decider. Requests are checked by the patched ``IAMRequest``, which asks this module
+(1) the resource(s) of the request: DynamoDB table and index ARNs (per item for batch and
+transaction calls, with the per-item actions), Step Functions state machine, execution and
+callback-token owner ARNs, Secrets Manager secret ARNs resolved through moto's backend, Lambda
+function ARNs (with qualifier), EventBridge bus and rule ARNs, Cognito user pool ARNs; moto's own
+resources for S3, SQS, IAM and STS; ``*`` otherwise; (2) to evaluate conditions (see below) and
+trust policies; (3) the answer in each service's own error shape (DynamoDB, Step Functions,
+Secrets Manager, EventBridge: HTTP 400 ``AccessDeniedException``; Lambda: 403
+``AccessDeniedException``; query services: 403 ``AccessDenied``). The interpreter calls Lambda,
+DynamoDB and the rest with a session of the role in its ``StateCredentials``.
 
 Conditions
 ----------
@@ -82,7 +77,6 @@ from __future__ import annotations
 
 import json
 import re
-import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -92,38 +86,23 @@ from typing import Any, ClassVar, Final
 from urllib.parse import parse_qs, unquote, urlsplit
 from xml.sax.saxutils import escape
 
-import moto
+from moto import settings
+from moto.core.authorization import ActionAuthenticatorMixin
+from moto.iam.access_control import (
+    AssumedRoleAccessKey,
+    CreateAccessKeyFailure,
+    IAMUserAccessKey,
+    PermissionResult,
+    create_access_key,
+)
+from moto.iam.exceptions import IAMException
+from moto.iam.models import get_account_id_from
+from moto.sts.models import sts_backends
+from werkzeug.exceptions import HTTPException
 
+from local_stack import moto_patches
 from local_stack.clients import aws_client
-
-MOTO_VERSION: Final = "5.2.5"
-if moto.__version__ != MOTO_VERSION:
-    raise ImportError(
-        f"local_stack.iam_enforcement patches internals of moto {MOTO_VERSION}, found moto {moto.__version__}: "
-        f"pin moto=={MOTO_VERSION} or port the patches (local_stack/IAM.md lists them)"
-    )
-try:
-    from botocore.awsrequest import AWSRequest
-    from moto import settings
-    from moto.core.authorization import ActionAuthenticatorMixin
-    from moto.iam.access_control import (
-        AssumedRoleAccessKey,
-        CreateAccessKeyFailure,
-        IAMPolicy,
-        IAMPolicyStatement,
-        IAMRequest,
-        IAMUserAccessKey,
-        PermissionResult,
-        S3IAMRequest,
-        create_access_key,
-    )
-    from moto.iam.exceptions import IAMException
-    from moto.iam.models import get_account_id_from
-    from moto.sts.models import AssumedRole, sts_backends
-    from moto.utilities.utils import get_partition
-    from werkzeug.exceptions import HTTPException
-except ImportError as exc:  # pragma: no cover - only with another moto
-    raise ImportError(f"local_stack.iam_enforcement: moto {MOTO_VERSION} internals are missing ({exc})") from exc
+from local_stack.moto_patches import MOTO_VERSION, STATE_MACHINE_SESSION_NAME, Policy, PolicyStatement, RequestFacts
 
 __all__ = [
     "LEADING_KEYS",
@@ -149,8 +128,6 @@ ADMIN_POLICY: Final[dict[str, Any]] = {
     "Version": "2012-10-17",
     "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}],
 }
-# The session name the interpreter's calls carry (AWS uses an opaque one of its own).
-STATE_MACHINE_SESSION_NAME: Final = "StepFunctionsExecution"
 
 
 # --------------------------------------------------------------------------------------------- errors
@@ -377,84 +354,33 @@ def _principal_matches(statement: Mapping[str, Any], principal_arn: str) -> bool
     return any(candidate == "*" or candidate in names for candidate in candidates)
 
 
-class _Statement(IAMPolicyStatement):
-    """moto's statement evaluator, fed what it gets right (Effect, Action/NotAction, Resource);
-    Condition, Principal and NotResource are decided here first."""
-
-    def __init__(self, statement: Mapping[str, Any], context: _Context) -> None:
-        self._raw = statement
-        self._context = context
-        evaluated = {
-            key: value
-            for key, value in statement.items()
-            if key not in ("Condition", "Principal", "NotPrincipal", "NotResource")
-        }
-        if "Resource" not in statement:
-            # moto calls a statement without Resource PERMITTED whatever its Effect (a trust-policy
-            # shortcut that makes a Deny allow); "*" lets its own Effect decide.
-            evaluated["Resource"] = "*"
-        super().__init__(evaluated)
-
-    def is_action_permitted(
-        self,
-        action: str,
-        resource: str = "*",
-        principal: str | None = None,
-        incoming_condition_values: dict[str, str] | None = None,
-    ) -> PermissionResult:
-        if not self._applies(resource, principal):
-            return PermissionResult.NEUTRAL
-        return super().is_action_permitted(action, resource)
-
-    def _applies(self, resource: str, principal: str | None) -> bool:
-        raw = self._raw
-        if "NotResource" in raw and self._matches_any(raw["NotResource"], resource, ignore_case=False):
-            return False
-        if principal is not None and not _principal_matches(raw, principal):
-            return False
-        if "Condition" not in raw:
-            return True
-        holds = _condition_holds(raw["Condition"], self._context)
-        # moto answers DENIED for a failed condition, so a conditioned Allow would deny the whole
-        # request: a statement whose condition does not hold simply does not apply. One that cannot
-        # be evaluated here fails closed: an Allow does not apply, a Deny does.
-        return raw.get("Effect") == "Deny" if holds is None else holds
-
-    def _check_element_matches(self, statement_element: Any, value: str) -> bool:
-        # Actions match case-insensitively in IAM, resources case-sensitively.
-        ignore_case = statement_element in ("Action", "NotAction")
-        return self._matches_any(self._statement[statement_element], value, ignore_case=ignore_case)
-
-    @staticmethod
-    def _matches_any(patterns: Any, value: str, *, ignore_case: bool) -> bool:
-        candidates = [patterns] if isinstance(patterns, str) else list(patterns)
-        return any(_like(str(pattern), value, ignore_case) for pattern in candidates)
+def _matches_any(patterns: Any, value: str, ignore_case: bool) -> bool:
+    candidates = [patterns] if isinstance(patterns, str) else list(patterns)
+    return any(_like(str(pattern), value, ignore_case) for pattern in candidates)
 
 
-class _Policy(IAMPolicy):
-    """moto's policy walk (any Deny wins, else any Allow) over this module's statements."""
+def _statement_applies(raw: Mapping[str, Any], context: _Context, resource: str, principal: str | None) -> bool:
+    """Whether a statement applies to the request at all (NotResource, Principal, Condition)."""
+    if "NotResource" in raw and _matches_any(raw["NotResource"], resource, False):
+        return False
+    if principal is not None and not _principal_matches(raw, principal):
+        return False
+    if "Condition" not in raw:
+        return True
+    holds = _condition_holds(raw["Condition"], context)
+    # moto answers DENIED for a failed condition, so a conditioned Allow would deny the whole
+    # request: a statement whose condition does not hold simply does not apply. One that cannot
+    # be evaluated here fails closed: an Allow does not apply, a Deny does.
+    return raw.get("Effect") == "Deny" if holds is None else holds
 
-    def __init__(self, policy: Any, context: _Context) -> None:
-        super().__init__(policy)
-        self._context = context
 
-    def is_action_permitted(
-        self,
-        action: str,
-        resource: str = "*",
-        principal: str | None = None,
-        incoming_condition_values: dict[str, str] | None = None,
-    ) -> PermissionResult:
-        statements = self._policy_json.get("Statement", [])
-        if isinstance(statements, Mapping):
-            statements = [statements]
-        permitted = False
-        for statement in statements:
-            result = _Statement(statement, self._context).is_action_permitted(action, resource, principal)
-            if result == PermissionResult.DENIED:
-                return result
-            permitted = permitted or result == PermissionResult.PERMITTED
-        return PermissionResult.PERMITTED if permitted else PermissionResult.NEUTRAL
+def _policy(document: Any, context: _Context) -> Policy:
+    """moto's evaluator (adapted in `local_stack.moto_patches`) with this module's statement rules."""
+
+    def applies(raw: Mapping[str, Any], resource: str, principal: str | None) -> bool:
+        return _statement_applies(raw, context, resource, principal)
+
+    return Policy(document, lambda raw: PolicyStatement(raw, applies, _matches_any))
 
 
 # ------------------------------------------------------------------------------------------ requests
@@ -470,37 +396,7 @@ class _Check:
     modelled: frozenset[str] = frozenset()
 
 
-@dataclass(frozen=True, slots=True)
-class _Request:
-    service: str  # the signing name of the credential scope: dynamodb, states, lambda, ...
-    operation: str  # the API operation: PutItem, Invoke, ...
-    action: str  # the IAM action: dynamodb:PutItem, lambda:InvokeFunction, ...
-    account: str
-    partition: str
-    region: str
-    path: str
-    body: bytes | str
-
-    def json(self) -> dict[str, Any]:
-        try:
-            parsed = json.loads(self.body or b"{}")
-        except (ValueError, UnicodeDecodeError):
-            return {}
-        return parsed if isinstance(parsed, dict) else {}
-
-    def arn(self, service: str, resource: str) -> str:
-        return f"arn:{self.partition}:{service}:{self.region}:{self.account}:{resource}"
-
-
-# IAM action names that differ from the operation name.
-_IAM_ACTIONS: Final[dict[tuple[str, str], str]] = {
-    ("lambda", "Invoke"): "InvokeFunction",
-    ("lambda", "InvokeWithResponseStream"): "InvokeFunction",
-}
-
-
-def _iam_action(service: str, operation: str) -> str:
-    return f"{service}:{_IAM_ACTIONS.get((service, operation), operation)}"
+_Request = RequestFacts
 
 
 # DynamoDB ---------------------------------------------------------------------------------------
@@ -802,7 +698,7 @@ def _verdict(access_key: _AccessKey, check: _Check, region: str) -> PermissionRe
         policies = []
     permitted = False
     for policy in policies:
-        result = _Policy(policy, context).is_action_permitted(check.action, check.resource)
+        result = _policy(policy, context).is_action_permitted(check.action, check.resource)
         if result == PermissionResult.DENIED:
             return result
         permitted = permitted or result == PermissionResult.PERMITTED
@@ -818,202 +714,39 @@ def _first_refusal(access_key: _AccessKey, checks: Iterable[_Check], region: str
     return None
 
 
-class _EnforcedRequest(IAMRequest):
-    """The request check for every service but S3: resources, conditions and error shapes."""
+class _Decisions:
+    """What `local_stack.moto_patches`'s request check asks this module (its `Enforcement`)."""
 
-    def __init__(
-        self,
-        account_id: str,
-        method: str,
-        path: str,
-        data: dict[str, str],
-        body: bytes,
-        headers: dict[str, str],
-        action: str,
-    ) -> None:
-        self._operation = action
-        super().__init__(account_id, method, path, data, body, headers, action)
-        self._action = _iam_action(self._service, self._operation)
+    def refusal(self, access_key: _AccessKey, request: RequestFacts, moto_resource: str) -> Exception | None:
+        return _first_refusal(access_key, _checks(request, moto_resource), request.region)
 
-    def check_action_permitted(self, resource: str) -> None:
-        if self._action == "sts:GetCallerIdentity":  # always allowed, as in AWS
-            return
-        request = _Request(
-            service=self._service,
-            operation=self._operation,
-            action=self._action,
-            account=self.account_id,
-            partition=get_partition(self._region),
-            region=self._region,
-            path=self._path,
-            body=self._body,
-        )
-        refusal = _first_refusal(self._access_key, _checks(request, resource), self._region)
-        if refusal is not None:
-            raise refusal
-        if self._is_assuming_role_operation(resource) and not self._check_role_trust_relationship(resource):
-            raise AccessDenied(self._access_key.arn, self._action, resource)
-
-    def _check_role_trust_relationship(self, role_arn: str) -> bool:
-        role = self.backend.get_role_by_arn(role_arn)
-        external_id: Any = self._data.get("ExternalId")  # moto's querystring: a list of values
-        values: dict[str, Sequence[str]] = dict(_principal_keys(self._access_key.arn, self._region))
+    def trust_refusal(
+        self, access_key: _AccessKey, role: Any, action: str, external_id: str | None, region: str, role_arn: str
+    ) -> Exception | None:
+        values: dict[str, Sequence[str]] = dict(_principal_keys(access_key.arn, region))
         if external_id:
-            values["sts:ExternalId"] = [external_id[0] if isinstance(external_id, list) else external_id]
-        context = _Context(self._action, values, {"sts:ExternalId"})
-        trust = _Policy(role.assume_role_policy_document, context)
-        return trust.is_action_permitted(self._action, role_arn, self._access_key.arn) == PermissionResult.PERMITTED
+            values["sts:ExternalId"] = [external_id]
+        trust = _policy(role.assume_role_policy_document, _Context(action, values, {"sts:ExternalId"}))
+        if trust.is_action_permitted(action, role_arn, access_key.arn) == PermissionResult.PERMITTED:
+            return None
+        return AccessDenied(access_key.arn, action, role_arn)
 
-    def _create_aws_request(self) -> AWSRequest:
-        request = super()._create_aws_request()
-        form = "x-www-form-urlencoded" in str(self._headers.get("Content-Type", ""))
-        if not self._body and not form:
-            # With no raw body moto signs its parsed querystring: right for a form POST (werkzeug
-            # consumed the body), wrong for a bodiless REST call, where it is the request's headers,
-            # so every Lambda GET failed with SignatureDoesNotMatch. Such a client signed an empty
-            # payload (its query string is part of the URL).
-            request.data = b""
-        return request
+    def s3_permitted(self, access_key: _AccessKey, action: str, resource: str, region: str) -> bool:
+        return _first_refusal(access_key, [_Check(action, resource)], region) is None
 
-    def _raise_invalid_access_key(self, _: str) -> None:
-        if self._service not in _JSON_PROTOCOL:
-            super()._raise_invalid_access_key(_)
-        raise InvalidCredentials(self._service)
-
-    def _raise_signature_does_not_match(self) -> None:
-        if self._service not in _JSON_PROTOCOL:
-            super()._raise_signature_does_not_match()
-        raise _SignatureMismatch(self._service)
-
-
-class _EnforcedS3Request(S3IAMRequest):
-    """S3 keeps moto's resources and error shapes; only the evaluation is this module's."""
-
-    def check_action_permitted(self, resource: str) -> None:
-        if _first_refusal(self._access_key, [_Check(self._action, resource)], self._region) is not None:
-            self._raise_access_denied()
-
-
-def _authorize_normal_action(self: ActionAuthenticatorMixin, resource: str = "*") -> None:
-    self._authenticate_and_authorize_action(_EnforcedRequest, resource)
-
-
-def _authorize_s3_action(
-    self: ActionAuthenticatorMixin, bucket_name: str | None = None, key_name: str | None = None
-) -> None:
-    path = f"{bucket_name or '*'}/{key_name}" if key_name else (bucket_name or "*")
-    resource = f"arn:{get_partition(self.region)}:s3:::{path}"  # type: ignore[attr-defined]
-    self._authenticate_and_authorize_action(_EnforcedS3Request, resource)
-
-
-# --------------------------------------------------------------------------- the interpreter's calls
-
-_sessions: dict[str, AssumedRole] = {}
-_sessions_lock = threading.Lock()
-
-
-def _state_machine_session(role_arn: str, region: str) -> AssumedRole:
-    """A session of the role, assumed in moto's STS backend directly (no request to authorize)."""
-    parts = role_arn.split(":")
-    backend = sts_backends[parts[4]][parts[1]]
-    with _sessions_lock:
-        session = _sessions.get(role_arn)
-        if session is None or not any(known is session for known in backend.assumed_roles):  # moto reset
-            session = backend.assume_role(
-                region_name=region,
-                role_session_name=STATE_MACHINE_SESSION_NAME,
-                role_arn=role_arn,
-                policy="",
-                duration=3600,
-                external_id="",
-            )
-            _sessions[role_arn] = session
-        return session
-
-
-def _interpreter_client_factory(original: Callable[..., Any]) -> Callable[..., Any]:
-    import boto3
-    from botocore.config import Config
-    from moto.core.models import botocore_stubber
-    from moto.settings import moto_server_port
-    from moto.stepfunctions.parser.asl.component.common.timeouts.timeout import TimeoutSeconds
-
-    def boto_client_for(region: str, service: str, state_credentials: Any = None) -> Any:
-        # StateCredentials.role_arn: the execution's role (env.aws_execution_details.role_arn,
-        # copied from the state machine at StartExecution) or the Task's Credentials.RoleArn.
-        role_arn = getattr(state_credentials, "role_arn", None)
-        if not isinstance(role_arn, str) or not role_arn.startswith("arn:"):
-            return original(region, service, state_credentials)
-        session = _state_machine_session(role_arn, region)
-        endpoint = {} if botocore_stubber.enabled else {"endpoint_url": f"http://localhost:{moto_server_port()}"}
-        return boto3.client(
-            service_name=service,
-            region_name=region,
-            aws_access_key_id=session.access_key_id,
-            aws_secret_access_key=session.secret_access_key,
-            aws_session_token=session.session_token,
-            config=Config(
-                parameter_validation=False,
-                retries={"max_attempts": 0, "total_max_attempts": 1},
-                connect_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
-                read_timeout=TimeoutSeconds.DEFAULT_TIMEOUT_SECONDS,
-            ),
-            **endpoint,
-        )
-
-    boto_client_for.iam_enforcement = True  # type: ignore[attr-defined]
-    return boto_client_for
+    def credentials_error(self, service: str, signature: bool) -> Exception | None:
+        if service not in _JSON_PROTOCOL:
+            return None
+        return _SignatureMismatch(service) if signature else InvalidCredentials(service)
 
 
 # ------------------------------------------------------------------------------------------- install
 
-_install_lock = threading.Lock()
-_installed = False
-
-
-def _require(owner: object, *names: str) -> None:
-    missing = [name for name in names if not hasattr(owner, name)]
-    if missing:
-        raise RuntimeError(
-            f"local_stack.iam_enforcement: moto {moto.__version__} has no {owner!r}.{', '.join(missing)}; "
-            f"these patches are written against moto {MOTO_VERSION} internals"
-        )
-
 
 def install() -> None:
-    """Patch moto for this process (once; later calls do nothing)."""
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        from moto.stepfunctions.parser.asl.eval.callback.callback import CallbackPoolManager
-        from moto.stepfunctions.parser.asl.utils import boto_client
-        from moto.stepfunctions.parser.models import StepFunctionsParserBackend
-
-        _require(
-            ActionAuthenticatorMixin,
-            "_authenticate_and_authorize_action",
-            "_authenticate_and_authorize_normal_action",
-            "_authenticate_and_authorize_s3_action",
-        )
-        _require(IAMRequest, "_create_aws_request", "_check_role_trust_relationship", "_is_assuming_role_operation")
-        _require(IAMPolicyStatement, "_check_element_matches", "is_action_permitted")
-        _require(boto_client, "boto_client_for")
-        _require(StepFunctionsParserBackend, "_get_executions")
-        _require(CallbackPoolManager, "get")
-
-        ActionAuthenticatorMixin._authenticate_and_authorize_normal_action = _authorize_normal_action  # type: ignore[method-assign]
-        ActionAuthenticatorMixin._authenticate_and_authorize_s3_action = _authorize_s3_action  # type: ignore[method-assign]
-
-        original = boto_client.boto_client_for
-        if not getattr(original, "iam_enforcement", False):
-            replacement = _interpreter_client_factory(original)
-            boto_client.boto_client_for = replacement
-            # Interpreter modules imported so far hold their own reference; later ones import the replacement.
-            for name, module in list(sys.modules.items()):
-                if name.startswith("moto.stepfunctions.") and getattr(module, "boto_client_for", None) is original:
-                    module.boto_client_for = replacement  # type: ignore[attr-defined]
-        _installed = True
+    """Patch moto for this process (`local_stack.moto_patches`, group "iam"; later calls do nothing)."""
+    moto_patches.use_enforcement(_Decisions())
+    moto_patches.apply("iam")
 
 
 # ------------------------------------------------------------------------------------------- switches

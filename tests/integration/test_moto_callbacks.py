@@ -1,4 +1,4 @@
-"""Task tokens on the embedded moto answer as AWS's do (`local_stack.aws` brings moto in line)."""
+"""Task tokens on the embedded moto answer as AWS's do (`local_stack.moto_patches` brings moto in line)."""
 
 from __future__ import annotations
 

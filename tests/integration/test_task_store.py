@@ -571,7 +571,7 @@ def test_no_interleaving_of_cancel_update_completion_and_crash_loses_a_task_or_b
 
 def test_concurrent_conditional_writes_to_one_item_have_exactly_one_winner(task_env: TaskEnvironment) -> None:
     """DynamoDB applies each write to an item atomically; the local moto is held to the same (without
-    `local_stack.aws`'s lock, several writers win in about a third of these rounds)."""
+    the `conditional_writes_are_atomic` moto patch, several writers win in about a third of these rounds)."""
     key = {schema.PARTITION_KEY: {"S": "task#race-0000000000000000"}}
     big = {"big": {"S": "x" * 300_000}, "fields": {"M": {f"k{n}": {"S": "v" * 100} for n in range(500)}}}
     interval = sys.getswitchinterval()

@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import io
 import json
-import os
-import time
-import uuid
 import zipfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -24,8 +21,6 @@ import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
-from botocore.exceptions import ClientError
-from local_stack.aws import start_embedded_aws
 from local_stack.iam_enforcement import (
     LEADING_KEYS,
     STATE_MACHINE_SESSION_NAME,
@@ -34,10 +29,18 @@ from local_stack.iam_enforcement import (
     access_key_id_from_authorization,
     assume_role_credentials,
     authorize,
-    create_admin_user,
 )
 
 from local_stack import iam_enforcement
+from tests.local_stack.embedded_moto import (
+    embedded_moto,
+    eventually,
+    finished,
+    invoking,
+    refused,
+    relaxed_around_each_test,  # noqa: F401 (an autouse fixture)
+    unique,
+)
 
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -67,22 +70,6 @@ def handles_only(prefix: str = "handle#") -> dict[str, Any]:
     return {"ForAllValues:StringLike": {LEADING_KEYS: [f"{prefix}*"]}}
 
 
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def eventually(probe: Callable[[], T | None], timeout: float = 20.0) -> T:
-    """Poll until the probe returns something truthy, or fail at the deadline."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout} s")
-        time.sleep(0.02)
-
-
 def denial(principal: str, action: str, resource: str) -> str:
     return (
         f"User: {principal} is not authorized to perform: {action} on resource: {resource} "
@@ -92,13 +79,6 @@ def denial(principal: str, action: str, resource: str) -> str:
 
 def session_arn(role_name: str, session: str = SESSION) -> str:
     return f"arn:aws:sts::{ACCOUNT}:assumed-role/{role_name}/{session}"
-
-
-def refused(call: Callable[[], object]) -> dict[str, Any]:
-    """The error response of a call that must fail."""
-    with pytest.raises(ClientError) as caught:
-        call()
-    return caught.value.response
 
 
 def assert_access_denied(response: dict[str, Any], status: int, role_name: str, action: str, resource: str) -> None:
@@ -201,38 +181,14 @@ class Aws:
 
     def finished(self, execution_arn: str, sfn: Any = None) -> dict[str, Any]:
         """The execution's description once it is no longer RUNNING."""
-        sfn = sfn or self.as_admin("stepfunctions")
-
-        def settled() -> dict[str, Any] | None:
-            description: dict[str, Any] = sfn.describe_execution(executionArn=execution_arn)
-            return None if description["status"] == "RUNNING" else description
-
-        return eventually(settled)
+        return finished(sfn or self.as_admin("stepfunctions"), execution_arn)
 
 
 @pytest.fixture(scope="module")
 def aws() -> Iterator[Aws]:
-    """The local stack's embedded moto: a ThreadedMotoServer on a free port, executing state machines,
-    with MOTO_PORT pointing the interpreter at it."""
-    previous_port = os.environ.get("MOTO_PORT")
-    embedded = start_embedded_aws()
-    iam_enforcement.install()
-    try:
-        yield Aws(embedded.endpoint, create_admin_user(embedded.endpoint))
-    finally:
-        iam_enforcement.relax()
-        embedded.stop()
-        if previous_port is None:
-            os.environ.pop("MOTO_PORT", None)
-        else:
-            os.environ["MOTO_PORT"] = previous_port
-
-
-@pytest.fixture(autouse=True)
-def relaxed_around_each_test() -> Iterator[None]:
-    iam_enforcement.relax()
-    yield
-    iam_enforcement.relax()
+    """The local stack's embedded moto (`embedded_moto`)."""
+    with embedded_moto() as (endpoint, admin):
+        yield Aws(endpoint, admin)
 
 
 @dataclass
@@ -439,20 +395,6 @@ def waiting_on_token(function_arn: str) -> dict[str, Any]:
     }
 
 
-def invoking(function_arn: str) -> dict[str, Any]:
-    return {
-        "StartAt": "RunTool",
-        "States": {
-            "RunTool": {
-                "Type": "Task",
-                "Resource": "arn:aws:states:::lambda:invoke",
-                "Parameters": {"FunctionName": function_arn, "Payload": {"action": "run"}},
-                "End": True,
-            }
-        },
-    }
-
-
 def executions_of(state_machine_arn: str) -> str:
     """What CDK grants for "executions of this state machine"."""
     return state_machine_arn.replace(":stateMachine:", ":execution:") + ":*"
@@ -513,8 +455,12 @@ def test_the_interpreter_invokes_lambda_with_a_session_of_the_state_machines_rol
     aws: Aws, invocations: list[Invocation]
 ) -> None:
     function_arn = aws.function()
-    allowed, allowed_role = aws.state_machine(invoking(function_arn), [allow("lambda:InvokeFunction", function_arn)])
-    refused_machine, refused_role = aws.state_machine(invoking(function_arn), [allow("lambda:GetFunction", "*")])
+    allowed, allowed_role = aws.state_machine(
+        invoking(function_arn, {"action": "run"}), [allow("lambda:InvokeFunction", function_arn)]
+    )
+    refused_machine, refused_role = aws.state_machine(
+        invoking(function_arn, {"action": "run"}), [allow("lambda:GetFunction", "*")]
+    )
     sfn = aws.as_admin("stepfunctions")
     iam_enforcement.enforce()
 
