@@ -28,7 +28,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))  # local_stack, for the local state
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # local_stack, for the local state
 
 BATCH_SIZE: Final = 100  # the mapping's own batch size: one replay invocation is one batch Lambda could send
 VISIBILITY_SECONDS: Final = 300  # hidden from another redrive while this one replays it
