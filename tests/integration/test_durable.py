@@ -383,8 +383,8 @@ def test_durable_records_past_their_share_of_the_item_are_a_tool_error_naming_th
     service: TaskService, env: TaskEnvironment
 ) -> None:
     env.tools.add(getattr(long_named_steps_job, SPEC_ATTRIBUTE))
-    # 400 records of 1 KB names: each value is tiny, their keys alone would take the whole 400 KB item.
-    task_id = start(service, env, "long_named_steps_job", {"steps": 400, "name_chars": 1000})
+    # 100 records of 4 KB names: each value is tiny, their keys alone would take the whole 400 KB item.
+    task_id = start(service, env, "long_named_steps_job", {"steps": 100, "name_chars": 4000})
 
     done = settled(service, task_id, timeout=120)
 
@@ -394,4 +394,4 @@ def test_durable_records_past_their_share_of_the_item_are_a_tool_error_naming_th
     )
     kept = env.store().get(task_id).steps
     assert sum(record_cost(key, record) for key, record in kept.items()) <= ITEM_RECORDS_BYTES
-    assert 100 < len(kept) < 400
+    assert 25 < len(kept) < 100
