@@ -11,6 +11,10 @@ BROWSER_STAMP := .tools/.browser-installed
 export PYTHONPATH := $(CURDIR)/functions:$(CURDIR)
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# Bytecode caches are written (git ignores them): the suite starts hundreds of interpreters (stacks,
+# Lambda environments, test workers), and with PYTHONDONTWRITEBYTECODE set each one compiled every
+# module it imports from source again.
+export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive
 
@@ -29,8 +33,8 @@ $(BROWSER_STAMP):
 	else echo "note: no Chromium for the browser tests (apt-get install chromium chromium-driver)"; fi
 	mkdir -p $(@D) && touch $@
 
-# uv installs the lock as pip would (the same distributions), about ten times faster; pip stays in the
-# venv for the asset build (infra/packaging.py), which runs pip for the Lambda platform.
+# uv installs the lock as pip would (the same distributions, compiled to bytecode as pip compiles them),
+# several times faster; pip stays in the venv for the asset build (infra/packaging.py).
 UV_VERSION := 0.13.8
 UV := .tools/uv/bin/uv
 $(UV):
@@ -39,12 +43,12 @@ $(UV):
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock | $(UV)
 	$(PYTHON) -m venv $(VENV)
-	$(UV) pip install --quiet --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
+	$(UV) pip install --quiet --compile-bytecode --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
 	touch $@
 
 $(MCP1_VENV)/.installed: tests/clients/mcp1-requirements.txt | $(UV)
 	$(PYTHON) -m venv $(MCP1_VENV)
-	$(UV) pip install --quiet --python $(MCP1_VENV)/bin/python --requirement tests/clients/mcp1-requirements.txt
+	$(UV) pip install --quiet --compile-bytecode --python $(MCP1_VENV)/bin/python --requirement tests/clients/mcp1-requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
