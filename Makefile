@@ -89,7 +89,9 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope
 # The tiers that start no stack and synthesize nothing with the CDK: in-process code, and moto.
 FAST_TIERS := tests/unit tests/integration tests/test_readme.py tests/test_rename.py tests/test_tiers.py
 
-test: install lint
+# Lint needs only the venv: it runs while the Node tools are still installing.
+test:
+	@$(MAKE) --no-print-directory -j4 $(INSTALLED) lint
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m pytest -q $(PYTEST_PARALLEL)
 
 test-unit: $(VENV)/.installed
