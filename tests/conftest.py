@@ -2,7 +2,7 @@
 
 A stack takes seconds to start, so modules of one configuration share one (`SHARED_STACKS`): its
 fixture starts it at first use, and it is stopped after the last test that uses it. With
-`-n 2 --dist loadscope` (`make test`), tests are sent to workers in groups (`group_of`): the users
+`-n 4 --dist loadscope` (`make test`), tests are sent to workers in groups (`group_of`): the users
 of one shared stack together, each other module that starts a stack of its own, the infra tier
 (its synthesized apps are cached per process); any other test on its own. The groups that take
 longest go first, so the last minutes are not one worker's.
