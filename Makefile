@@ -36,10 +36,10 @@ $(BROWSER_STAMP):
 # uv installs the lock as pip would (the same distributions, compiled to bytecode as pip compiles them),
 # several times faster; pip stays in the venv for the asset build (infra/packaging.py).
 UV_VERSION := 0.13.8
-UV := .tools/uv/bin/uv
+UV := .tools/uv-$(UV_VERSION)/bin/uv
 $(UV):
-	$(PYTHON) -m venv .tools/uv
-	.tools/uv/bin/pip install --quiet "uv==$(UV_VERSION)"
+	$(PYTHON) -m venv .tools/uv-$(UV_VERSION)
+	.tools/uv-$(UV_VERSION)/bin/pip install --quiet "uv==$(UV_VERSION)"
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock | $(UV)
 	$(PYTHON) -m venv $(VENV)
@@ -116,4 +116,4 @@ bench: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) .tools/uv node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MCP1_VENV) .tools/uv-* node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

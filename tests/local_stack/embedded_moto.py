@@ -16,6 +16,8 @@ from local_stack.aws import start_embedded_aws
 from local_stack import iam_enforcement
 
 T = TypeVar("T")
+REGION = "us-east-1"
+ACCOUNT = "123456789012"  # moto's default account
 
 
 def unique(prefix: str) -> str:

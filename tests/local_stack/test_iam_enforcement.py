@@ -14,7 +14,7 @@ import json
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import pytest
@@ -33,6 +33,8 @@ from local_stack.iam_enforcement import (
 
 from local_stack import iam_enforcement
 from tests.local_stack.embedded_moto import (
+    ACCOUNT,
+    REGION,
     embedded_moto,
     eventually,
     finished,
@@ -42,10 +44,7 @@ from tests.local_stack.embedded_moto import (
     unique,
 )
 
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
 SESSION = "fn"
-T = TypeVar("T")
 
 
 def trust(service: str) -> dict[str, Any]:

@@ -21,7 +21,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import boto3
 import pytest
@@ -35,6 +35,8 @@ from local_stack.aws import (
 
 from local_stack import iam_enforcement, moto_patches
 from tests.local_stack.embedded_moto import (
+    ACCOUNT,
+    REGION,
     embedded_moto,
     eventually,
     finished,
@@ -43,10 +45,6 @@ from tests.local_stack.embedded_moto import (
     relaxed_around_each_test,  # noqa: F401 (an autouse fixture)
     unique,
 )
-
-REGION = "us-east-1"
-ACCOUNT = "123456789012"
-T = TypeVar("T")
 
 
 def error_of(response: dict[str, Any]) -> tuple[int, str, str]:
