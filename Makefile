@@ -16,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # module it imports from source again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive
+.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
@@ -74,6 +74,17 @@ sam-env: install
 # or STACK=<name> deployed (boto3's default credentials). DRY_RUN=1 shows them and changes nothing.
 redrive: $(VENV)/.installed
 	$(PY) scripts/redrive.py $(if $(STACK),--stack $(STACK),--port $(PORT)) $(if $(DRY_RUN),--dry-run)
+
+# The operator's view across users, read-only: the local stack on PORT, or STACK=<name> deployed.
+# STATUS=failed (comma-separated statuses), STALE=10m (working, nothing written that long, execution
+# running), OWNER=<principal>, LIMIT=<n> (default 100). `make task ID=<id>` shows one with its history.
+tasks: $(VENV)/.installed
+	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) $(if $(STATUS),--status $(STATUS)) \
+		$(if $(STALE),--stale $(STALE)) $(if $(OWNER),--owner '$(OWNER)') $(if $(LIMIT),--limit $(LIMIT))
+
+task: $(VENV)/.installed
+	@test -n "$(ID)" || (echo "usage: make task ID=<task id> [PORT=... | STACK=...]" && exit 2)
+	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) --task '$(ID)'
 
 LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 

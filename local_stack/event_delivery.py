@@ -181,8 +181,11 @@ class StreamPoller:
         timing: StreamTiming | None = None,
         destinations: FailureDestinations | None = None,
         function_arn: str = "",
+        give_up_batches: int = 0,
     ) -> None:
         self.mapping = mapping
+        # LOCAL_GIVE_UP_STREAM_BATCHES: this many first batches are given up unread, to rehearse `make redrive`.
+        self._give_up_batches = give_up_batches
         self.streams = streams  # a dynamodbstreams client signed with the function's role
         self.invoke = invoke
         self.timing = timing or StreamTiming()
@@ -254,6 +257,14 @@ class StreamPoller:
             self.delivered += done
             self._lock.notify_all()
 
+    def rehearsing_give_up(self) -> bool:
+        """Whether the next batch is one of the first LOCAL_GIVE_UP_STREAM_BATCHES, given up unread."""
+        with self._lock:
+            if self._give_up_batches <= 0 or not self.mapping.on_failure_arn:
+                return False
+            self._give_up_batches -= 1
+            return True
+
     def give_up(self, records: list[dict[str, Any]], condition: str, invocations: int, error: str | None) -> None:
         """Send a pointer to `records` to the on-failure destination (Lambda discards them either way)."""
         log.warning(
@@ -315,6 +326,10 @@ class _Lane:
             batch = self._next_batch()
             if batch:
                 try:
+                    if self.poller.rehearsing_give_up():
+                        self.poller.give_up(batch, "RetryAttemptsExhausted", 0, "Unhandled")
+                        self.poller._count(done=len(batch))
+                        continue
                     self._deliver(batch, attempts=0, invocations=0)
                 except Exception:
                     log.exception("stream mapping %s", self.mapping.logical_id)
@@ -688,10 +703,13 @@ class EventDelivery:
         *,
         time_scale: float = 1.0,
         drops: StatusEventDrops | None = None,
+        give_up_stream_batches: int = 0,
     ) -> EventDelivery:
         """`streams_client(function logical id)`: a dynamodbstreams client with that function's credentials;
         `sqs_client(function logical id)` likewise, for what Lambda gives up to the template's queues.
-        `time_scale`: AWS's delivery periods (async retry waits, schedules) divided by this."""
+        `time_scale`: AWS's delivery periods (async retry waits, schedules) divided by this.
+        `give_up_stream_batches`: each stream mapping with an on-failure destination gives up this many
+        first batches unread, as if every retry had failed (LOCAL_GIVE_UP_STREAM_BATCHES: rehearses `make redrive`)."""
         from local_stack.aws import on_execution_status
 
         destinations = FailureDestinations(provisioned, sqs_client)
@@ -704,6 +722,7 @@ class EventDelivery:
                 timing=timing,
                 destinations=destinations,
                 function_arn=provisioned.functions[mapping.function_logical_id].arn,
+                give_up_batches=give_up_stream_batches,
             )
             for mapping in provisioned.stream_mappings
         ]

@@ -116,6 +116,7 @@ class Options:
     oauth_token_seconds: int | None = None
     time_scale: float = 1.0
     drop_status_events: str = ""
+    give_up_stream_batches: int = 0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -141,6 +142,7 @@ class Options:
             else None,
             time_scale=_time_scale(env.get("LOCAL_TIME_SCALE")),
             drop_status_events=env.get("LOCAL_DROP_STATUS_EVENTS") or "",
+            give_up_stream_batches=int(env.get("LOCAL_GIVE_UP_STREAM_BATCHES") or 0),
         )
 
 
@@ -438,6 +440,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         lambda logical_id: _role_client("sqs", aws.endpoint, credentials[logical_id], template.region),
         time_scale=options.time_scale,
         drops=StatusEventDrops(options.drop_status_events),
+        give_up_stream_batches=options.give_up_stream_batches,
     )
     http = make_server(front, "127.0.0.1", port)
     # shutdown() waits for serve_forever to look again: every 50 ms, not its default 500 ms.
@@ -563,6 +566,11 @@ def _describe(
         )
     if options.drop_status_events:
         lines.append(f"delivery: status events dropped: {options.drop_status_events} (LOCAL_DROP_STATUS_EVENTS)")
+    if options.give_up_stream_batches:
+        lines.append(
+            f"delivery: the first {options.give_up_stream_batches} stream batches given up to the on-failure "
+            "queue unread (LOCAL_GIVE_UP_STREAM_BATCHES): rehearse `make redrive DRY_RUN=1`, then `make redrive`"
+        )
     lines.append(f"Lambda concurrency: account limit {options.account_concurrency} (LOCAL_LAMBDA_ACCOUNT_CONCURRENCY)")
     lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")
     if stack.provider is not None:
@@ -579,6 +587,11 @@ def _describe(
     if stack.provisioned.not_emulated:
         kinds = sorted(set(stack.provisioned.not_emulated.values()))
         lines.append(f"not emulated: {', '.join(kinds)}")
+    port = stack.http.server_address[1]
+    lines.append(
+        f"AWS (moto): {stack.aws.endpoint}, region {stack.provisioned.template.region}; administrator keys in "
+        f"{state_file(port)} (`make sam-env` writes them as env files; `make tasks` and `make redrive` read them)"
+    )
     lines.append(f"asset: {code.task_root}; started in {stack.started_seconds:.2f} s")
     out.write("\n".join(lines) + "\n")
     out.flush()
@@ -605,9 +618,14 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         "userPools": dict(stack.provisioned.user_pools),
         "queues": {queue.logical_id: queue.url for queue in stack.provisioned.queues.values()},
     }
-    directory = STATE_ROOT / "run"
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / f"{port}.json").write_text(json.dumps(state, indent=2), encoding="utf-8")
+    path = state_file(port)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(state, indent=2), encoding="utf-8")
+
+
+def state_file(port: int) -> Path:
+    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys)."""
+    return STATE_ROOT / "run" / f"{port}.json"
 
 
 def main() -> None:

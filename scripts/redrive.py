@@ -34,6 +34,7 @@ BATCH_SIZE: Final = 100  # the mapping's own batch size: one replay invocation i
 VISIBILITY_SECONDS: Final = 300  # hidden from another redrive while this one replays it
 STREAM_FAILURES_PREFIX: Final = "SupervisorStreamFailures"
 SUPERVISOR_PREFIX: Final = "Supervisor"
+DRY_RUN: Final = "dry run"
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ def redrive(target: Target, *, dry_run: bool = False, out: Any = sys.stdout) -> 
         if not records:
             left = f"records {span} are no longer in the stream (24 h): settle their tasks by hand"
         elif dry_run:
-            left = "dry run"
+            left = DRY_RUN
         else:
             left = replay(target, records)
         if left is None:
@@ -199,7 +200,10 @@ def redrive(target: Target, *, dry_run: bool = False, out: Any = sys.stdout) -> 
         else:
             kept.append(message["ReceiptHandle"])
         outcomes.append(Outcome(message_id, len(records), left))
-        verdict = "replayed and deleted" if left is None else f"kept: {left}"
+        if left == DRY_RUN:
+            verdict = f"would replay {len(records)} record{'' if len(records) == 1 else 's'} (dry run: nothing changed)"
+        else:
+            verdict = "replayed and deleted" if left is None else f"kept: {left}"
         out.write(
             f"{message_id}: records {span}, {len(records)} read, {pointer.request_context.condition}; {verdict}\n"
         )
@@ -216,6 +220,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     target = deployed_target(args.stack) if args.stack else local_target(args.port)
     outcomes = redrive(target, dry_run=args.dry_run)
+    if args.dry_run:
+        records = sum(outcome.replayed for outcome in outcomes if outcome.left == DRY_RUN)
+        print(f"dry run: would replay {records} records of {len(outcomes)} given-up batches; nothing changed")
+        return 0
     kept = [outcome for outcome in outcomes if outcome.left is not None]
     print(f"{len(outcomes) - len(kept)} of {len(outcomes)} given-up batches replayed; {len(kept)} kept in the queue")
     return 1 if kept and not args.dry_run else 0

@@ -238,6 +238,6 @@ SHARED_STACKS: dict[str, SharedStack] = {
     # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; both fixture sets.
     "short_timeout_stack": SharedStack(
         {"fixtures": "conformance,lifecycle", "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps(SHORT_TIMEOUT_CONTEXT)}},
-        ("tests/local_stack/test_task_lifecycle.py",),
+        ("tests/local_stack/test_task_lifecycle.py", "tests/local_stack/test_operator_view.py"),
     ),
 }

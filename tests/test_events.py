@@ -212,6 +212,7 @@ def test_the_sweeper_event_through_the_handler_finds_no_stale_lease_in_an_empty_
         "restarted": 0,
         "extended": 0,
         "dropped": 0,
+        "stale": 0,
         "left": False,
     }
 

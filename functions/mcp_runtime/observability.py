@@ -35,6 +35,9 @@ TASKS_REPAIRED: Final = "TasksRepaired"
 # run's checks) or "unavailable" (Step Functions or the table throttled it). Run after run, the
 # sweeper's bound no longer holds.
 SWEEP_BEHIND: Final = "SweepBehind"
+# Working tasks whose execution still runs although nothing was written for a whole lease (a tool
+# that hangs without reporting), one per task each sweep that finds it, dimension `status`: "working".
+TASKS_STALE: Final = "TasksStale"
 
 # Terminal task status -> its counter.
 TERMINAL_METRICS: Final[dict[str, str]] = {
@@ -54,6 +57,7 @@ METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     REJECTED_REQUESTS: (("code",),),
     TASKS_REPAIRED: (("repair",),),
     SWEEP_BEHIND: (("cause",),),
+    TASKS_STALE: (("status",),),
 }
 ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 

@@ -114,6 +114,13 @@ class Monitoring(Construct):
                 self._sum(obs.SWEEP_BEHIND, "cause", ("cap", "unavailable"), "Sweeps that left stale leases"),
                 "The sweeper leaves stale leases behind run after run: lost status events wait past its bound",
             ),
+            # A working task whose execution runs wrote nothing for a whole lease: its tool may hang
+            # (it is ended at the worker's timeout, retried, and only then failed).
+            "TasksStale": (
+                self._sum(obs.TASKS_STALE, "status", ("working",), "Working tasks silent for a lease"),
+                "Working tasks wrote nothing for a whole lease while their execution runs: a tool may hang "
+                "(make tasks STALE=10m lists them)",
+            ),
             # The transport turns an unexpected exception into -32603 on the wire, so the function
             # itself succeeds: Lambda's Errors never sees these.
             "InternalErrors": (
@@ -359,6 +366,13 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Sweeps that left stale leases for the next run, by cause",
                 left=[self._search("cause", obs.SWEEP_BEHIND, "Sum", "${PROP('Dim.cause')}")],
+                width=12,
+            ),
+        )
+        self.dashboard.add_widgets(
+            cloudwatch.GraphWidget(
+                title="Working tasks silent for a whole lease while their execution runs (make tasks STALE=)",
+                left=[self._search("status", obs.TASKS_STALE, "Sum", "${PROP('Dim.status')}")],
                 width=12,
             ),
         )

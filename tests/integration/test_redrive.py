@@ -151,7 +151,9 @@ def test_a_dry_run_replays_nothing_and_leaves_the_queue_as_it_was(
     write(embedded_aws, deployed, "a")
     replay.give_up(replay.stream_records())
 
-    (outcome,) = redrive.redrive(replay.target, dry_run=True, out=io.StringIO())
+    out = io.StringIO()
+    (outcome,) = redrive.redrive(replay.target, dry_run=True, out=out)
 
     assert (outcome.left, outcome.replayed) == ("dry run", 1)
+    assert out.getvalue().endswith("would replay 1 record (dry run: nothing changed)\n")
     assert replay.invocations == [] and replay.visible() == 1

@@ -47,7 +47,9 @@ class Shard:
             }
             self.aws.client("dynamodb").put_item(TableName=self.table, Item=item)
 
-    def poller(self, handler: Callable[[list[dict[str, Any]]], dict[str, Any]], **changes: Any) -> StreamPoller:
+    def poller(
+        self, handler: Callable[[list[dict[str, Any]]], dict[str, Any]], give_up_batches: int = 0, **changes: Any
+    ) -> StreamPoller:
         def invoke(logical_id: str, payload: bytes) -> tuple[bytes, str | None]:
             records = json.loads(payload)["Records"]
             with self._lock:
@@ -65,6 +67,7 @@ class Shard:
             timing=FAST,
             destinations=FailureDestinations(self.deployed, lambda logical_id: self.aws.client("sqs")),
             function_arn=self.deployed.functions[mapping.function_logical_id].arn,
+            give_up_batches=give_up_batches,
         )
 
     def given_up(self) -> list[dict[str, Any]]:
@@ -118,6 +121,29 @@ def test_a_record_that_always_fails_the_function_is_bisected_out_retried_and_poi
     assert message["responseContext"]["functionError"] == "Unhandled"
     # The 1-record batch was invoked once and retried twice; bisecting used no retry.
     assert sum(batch == ["poison"] for batch in shard.seen) == 3
+
+
+def test_the_redrive_rehearsal_knob_gives_up_the_first_batch_unread_and_delivers_the_rest(shard: Shard) -> None:
+    done: list[str] = []
+
+    def handler(records: list[dict[str, Any]]) -> dict[str, Any]:
+        done.extend(key_of(record) for record in records)
+        return {"batchItemFailures": []}
+
+    shard.write("first")
+    poller = running(shard.poller(handler, give_up_batches=1))
+    try:
+        assert poller.wait_idle(60)
+        shard.write("second")
+        assert wait_until(lambda: list(done), lambda keys: keys == ["second"]) == ["second"]
+    finally:
+        poller.stop()
+
+    assert shard.seen == [["second"]]  # the given-up batch was never invoked
+    (message,) = shard.given_up()
+    assert message["DDBStreamBatchInfo"]["batchSize"] == 1
+    assert message["requestContext"]["condition"] == "RetryAttemptsExhausted"
+    assert message["requestContext"]["approximateInvokeCount"] == 0
 
 
 def test_a_reported_record_is_retried_from_and_what_follows_it_is_given_up_with_it(shard: Shard) -> None:

@@ -14,7 +14,7 @@ import pytest
 from local_stack.aws import EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
 
-from mcp_runtime.observability import SWEEP_BEHIND, TASKS_REPAIRED
+from mcp_runtime.observability import SWEEP_BEHIND, TASKS_REPAIRED, TASKS_STALE
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import ExecutorUnavailable
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
@@ -147,8 +147,8 @@ def test_a_task_whose_execution_ended_without_a_word_is_settled_failed_once_its_
     clock.advance(LEASE)
     late = sweeper().handle(SCHEDULED)
 
-    assert early == {"checked": 0, "settled": 0, "restarted": 0, "extended": 0, "dropped": 0, "left": False}
-    assert late == {"checked": 1, "settled": 1, "restarted": 0, "extended": 0, "dropped": 0, "left": False}
+    assert early == {"checked": 0, "settled": 0, "restarted": 0, "extended": 0, "dropped": 0, "stale": 0, "left": False}
+    assert late == {"checked": 1, "settled": 1, "restarted": 0, "extended": 0, "dropped": 0, "stale": 0, "left": False}
     settled = store.get(task_id)
     assert (settled.status, settled.error) == (FAILED, EXECUTION_LOST_ERROR)
     assert lease_of(task_env, task_id) is None
@@ -179,6 +179,28 @@ def test_a_task_whose_execution_still_runs_gets_a_new_lease_and_is_not_settled(
     assert task_env.execution_status(task_id) == "RUNNING"
     assert sweeper().sweep().checked == 0  # asked about again one lease later, not at every run
     assert repaired(telemetry) == []
+
+
+def test_a_working_task_whose_execution_runs_silent_for_a_lease_is_reported_stale_and_kept(
+    store: DynamoTaskStore,
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    sweeper: Callable[..., TaskSweeper],
+    telemetry: RecordingTelemetry,
+) -> None:
+    worker.hold = True  # the tool hangs: its execution runs, nothing is written
+    task_id = started(store, clock, executor, task_env)
+    wait_until(lambda: worker.runs, bool)
+    clock.advance(LEASE)
+
+    report = sweeper().sweep()
+
+    assert (report.checked, report.extended, report.stale, report.settled) == (1, 1, 1, 0)
+    assert store.get(task_id).status == WORKING
+    assert [(sample.value, sample.dimensions) for sample in telemetry.of(TASKS_STALE)] == [(1, {"status": "working"})]
+    assert sweeper().sweep().stale == 0  # reported again one lease later, not at every run
 
 
 def test_a_working_task_whose_start_was_lost_is_started_with_its_own_name_and_input(

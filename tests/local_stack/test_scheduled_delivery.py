@@ -160,9 +160,11 @@ def test_a_drop_setting_that_means_nothing_is_refused_with_its_name(setting: str
         StatusEventDrops(setting)
 
 
-def test_the_stack_reads_both_delivery_knobs_once_from_its_environment() -> None:
+def test_the_stack_reads_its_delivery_knobs_once_from_its_environment() -> None:
     options = Options.from_environ({"LOCAL_TIME_SCALE": "60", "LOCAL_DROP_STATUS_EVENTS": "all"})
     assert (options.time_scale, options.drop_status_events) == (60.0, "all")
     assert (Options.from_environ({}).time_scale, Options.from_environ({}).drop_status_events) == (1.0, "")
+    assert Options.from_environ({}).give_up_stream_batches == 0
+    assert Options.from_environ({"LOCAL_GIVE_UP_STREAM_BATCHES": "2"}).give_up_stream_batches == 2
     with pytest.raises(ValueError, match="LOCAL_TIME_SCALE"):
         Options.from_environ({"LOCAL_TIME_SCALE": "0.5"})

@@ -35,6 +35,7 @@ from mcp_runtime.observability import (
     TASKS_CREATED,
     TASKS_FAILED,
     TASKS_REPAIRED,
+    TASKS_STALE,
     TIME_TO_TERMINAL,
 )
 from mcp_runtime.server import McpServer
@@ -672,11 +673,12 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}
     declared = {(metric, dims) for metric, sets in METRIC_DIMENSIONS.items() for dims in sets}
     assert reported <= declared
-    # The sweeper's repairs are reported in its own tests (tests/integration/test_task_sweeper.py).
+    # The sweeper's repairs and stale tasks are reported in its own tests (tests/integration/test_task_sweeper.py).
     assert {metric for metric, _ in reported} == set(METRIC_DIMENSIONS) - {
         TASKS_COMPLETED,
         TASKS_REPAIRED,
         SWEEP_BEHIND,
+        TASKS_STALE,
     }
 
 

@@ -11,7 +11,8 @@ low, and the read path never makes it):
 - the execution ended: settle the task `failed` with the lost-execution error (the supervisor's own
   conditional write: nothing is settled twice, and a newer execution is never settled for an old one);
 - it still runs (a task waiting for input, a callback or a timer): renew the lease, so it is asked
-  about again one lease later;
+  about again one lease later; a `working` one is also reported stale (`TasksStale`): its tool wrote
+  nothing for a whole lease, so it may hang (`make tasks STALE=10m` lists such tasks);
 - it does not exist (its start was lost): a working task is started again, idempotently (the same
   name and input, so a start that did happen meanwhile is the same execution); the tool resumes
   from its recorded steps, so the client's task goes on instead of failing. A task waiting for input
@@ -30,7 +31,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ..observability import NO_TELEMETRY, SWEEP_BEHIND, TASKS_REPAIRED, Telemetry
+from ..observability import NO_TELEMETRY, SWEEP_BEHIND, TASKS_REPAIRED, TASKS_STALE, Telemetry
 from .errors import ExecutorRefused, ExecutorUnavailable, TaskConflict, TaskNotFound, TaskStoreUnavailable
 from .models import EXECUTION_FAILED_ERROR, EXECUTION_LOST_ERROR, WORKING, TaskRecord
 from .store import Lease
@@ -79,6 +80,7 @@ class SweepReport:
     restarted: int = 0
     extended: int = 0
     dropped: int = 0
+    stale: int = 0  # working tasks whose execution runs although nothing was written for a lease
     # Why stale leases were left for the next run (None: none were): BEHIND_CAP or BEHIND_UNAVAILABLE.
     behind: str | None = None
 
@@ -93,6 +95,7 @@ class SweepReport:
             "restarted": self.restarted,
             "extended": self.extended,
             "dropped": self.dropped,
+            "stale": self.stale,
             "left": self.left,
         }
 
@@ -137,9 +140,11 @@ class TaskSweeper:
             self.telemetry.count(TASKS_REPAIRED, report.settled, repair=REPAIR_SETTLED)
         if report.restarted:
             self.telemetry.count(TASKS_REPAIRED, report.restarted, repair=REPAIR_RESTARTED)
+        if report.stale:
+            self.telemetry.count(TASKS_STALE, report.stale, status=WORKING)
         if report.behind is not None:
             self.telemetry.count(SWEEP_BEHIND, cause=report.behind)
-        level = logging.WARNING if report.settled or report.restarted or report.left else logging.INFO
+        level = logging.WARNING if report.settled or report.restarted or report.stale or report.left else logging.INFO
         log.log(level, "sweep: %s", report.to_json())
         return report
 
@@ -154,6 +159,14 @@ class TaskSweeper:
             log.error("task %s: its execution could not be described (%s)", lease.task_id, exc)
             return
         if status == RUNNING:
+            if lease.status == WORKING:
+                log.warning(
+                    "task %s: working, its execution %s runs, and nothing was written for a whole lease "
+                    "(a tool that hangs without reporting?)",
+                    lease.task_id,
+                    lease.execution,
+                )
+                report.stale += 1
             if self.store.extend_lease(lease.task_id, lease.lease_expires_at):
                 report.extended += 1
             else:
