@@ -7,10 +7,12 @@ from __future__ import annotations
 import io
 import subprocess
 import sys
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 
+from tests.integration.task_harness import wait_until
 from tests.local_stack.conftest import StackClient
 from tests.support import REPO
 
@@ -59,12 +61,15 @@ def test_a_failed_task_of_another_user_is_listed_with_its_tool_owner_and_executi
     assert task_id not in listed(lifecycle_stack, "--owner", "dev:alice")
 
 
-def test_a_working_task_whose_tool_hangs_is_listed_stale_and_a_parked_one_is_not(
-    lifecycle_stack: StackClient, bob: StackClient
+def test_a_working_task_whose_tool_hangs_is_listed_stale_and_parked_ones_are_not(
+    lifecycle_stack: StackClient, bob: StackClient, tmp_path: Path
 ) -> None:
-    hung = bob.start("hold_worker", {"seconds": 4})
-    parked = bob.start("confirm_delete", {"filename": "kept.txt"})
+    inbox = tmp_path / "inbox.jsonl"
+    on_callback = bob.start("external_job", {"inbox": str(inbox)})  # working, parked on a callback
+    parked = bob.start("confirm_delete", {"filename": "kept.txt"})  # input_required
     bob.wait_for(parked, lambda task: task["status"] == "input_required")
+    assert wait_until(lambda: inbox.exists() and inbox.read_text(), bool)
+    hung = bob.start("hold_worker", {"seconds": 4})
 
     # Nothing is written while the tool holds the worker: after a second it is silent for longer than STALE=1s.
     stale = ""
@@ -75,8 +80,11 @@ def test_a_working_task_whose_tool_hangs_is_listed_stale_and_a_parked_one_is_not
     assert row_of(stale, hung)[3:4] == ["working"]
     assert row_of(stale, hung)[-1] == "RUNNING"
     assert parked not in stale
+    assert on_callback not in stale
+    assert bob.task(on_callback)["status"] == "working"
     assert hung not in listed(lifecycle_stack, "--stale", "1h")
-    bob.result("tasks/cancel", {"taskId": parked})
+    for task_id in (parked, on_callback):
+        bob.result("tasks/cancel", {"taskId": task_id})
 
 
 def test_one_task_is_shown_with_its_item_and_its_executions_latest_events(
