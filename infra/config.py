@@ -145,6 +145,8 @@ def _throttle_retry_from_context(get: Any) -> ThrottleRetry:
 
 
 AUTH_MODES = ("cognito", "client-credentials", "issuer")
+# cdk.json's `iamPrincipal` -> the API function's MCP_IAM_PRINCIPAL (mcp_runtime.lambda_http.iam_principal).
+IAM_PRINCIPALS = {"session": "session", "accessKey": "access-key"}
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,9 @@ class AuthConfig:
     registrations_per_host_per_hour: int = 10
     max_registered_clients: int = 200
     unused_client_days: int = 30
+    # Who a Function URL (IAM, SigV4) caller is: "session", its user or role session ARN (kept across
+    # credential refreshes), or "accessKey", that ARN plus the access key id of temporary credentials.
+    iam_principal: str = "session"
 
     @property
     def uses_cognito(self) -> bool:
@@ -199,6 +204,9 @@ def _auth_from_context(get: Any) -> AuthConfig:
     if issuer and not (str(issuer).startswith("https://") or _LOOPBACK_ISSUER.match(str(issuer))):
         # Plain http only for a provider on this machine (the local stack's development provider).
         raise ValueError(f"'jwtIssuer' must be an https URL, got {issuer!r}")
+    iam_principal = str(get("iamPrincipal") or "session").strip()
+    if iam_principal not in IAM_PRINCIPALS:
+        raise ValueError(f"context 'iamPrincipal' must be one of {list(IAM_PRINCIPALS)}, got {iam_principal!r}")
     prefix = get("cognitoDomainPrefix") or None
     if prefix is not None:
         check_domain_prefix(str(prefix))
@@ -215,6 +223,7 @@ def _auth_from_context(get: Any) -> AuthConfig:
         ),
         max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
         unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
+        iam_principal=iam_principal,
     )
 
 

@@ -284,7 +284,13 @@ def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> Ap
     transport = McpHttpTransport(server, on_request=correlate, legacy=legacy, authenticator=authenticator)
     # With an issuer, a request the front did not authenticate must bring a valid token.
     require_principal = settings.require_principal or authenticator is not None
-    return ApiEndpoint(transport, telemetry, dev_auth=settings.dev_auth, require_principal=require_principal)
+    return ApiEndpoint(
+        transport,
+        telemetry,
+        dev_auth=settings.dev_auth,
+        require_principal=require_principal,
+        iam_binding=settings.iam_principal,
+    )
 
 
 # ---- the worker function ------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp_runtime._aws import invocation_deadline
-from mcp_runtime.lambda_http import request_from_event, response_to_proxy
+from mcp_runtime.lambda_http import IAM_SESSION, IamBinding, request_from_event, response_to_proxy
 
 if TYPE_CHECKING:  # the API's cold start imports neither the worker nor Powertools
     from app.telemetry import PowertoolsTelemetry
@@ -26,16 +26,25 @@ class ApiEndpoint:
     """One API Gateway (payload 2.0) or Function URL event in, one proxy response out."""
 
     def __init__(
-        self, transport: McpHttpTransport, telemetry: PowertoolsTelemetry, *, dev_auth: bool, require_principal: bool
+        self,
+        transport: McpHttpTransport,
+        telemetry: PowertoolsTelemetry,
+        *,
+        dev_auth: bool,
+        require_principal: bool,
+        iam_binding: IamBinding = IAM_SESSION,
     ) -> None:
         self.transport = transport
         self.telemetry = telemetry
         self.dev_auth = dev_auth
         self.require_principal = require_principal
+        self.iam_binding = iam_binding
 
     def handle(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         with self.telemetry.invocation(context), invocation_deadline(remaining_ms(context)):
-            request = request_from_event(event, dev_auth=self.dev_auth, require_principal=self.require_principal)
+            request = request_from_event(
+                event, dev_auth=self.dev_auth, require_principal=self.require_principal, iam_binding=self.iam_binding
+            )
             response = self.transport.handle(request)
         return response_to_proxy(response)
 

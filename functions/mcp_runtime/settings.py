@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from functools import cached_property, lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -37,6 +38,9 @@ class Settings(BaseModel):
     dev_auth: bool = Field(False, alias="DEV_AUTH")
     # Deployed behind a JWT authorizer or IAM auth: a request without that identity is refused.
     require_principal: bool = Field(False, alias="MCP_REQUIRE_PRINCIPAL")
+    # Who an IAM (SigV4) caller is: "session", its user or role session ARN (stable across credential
+    # refreshes), or "access-key", that ARN and, for temporary credentials, the access key id too.
+    iam_principal: Literal["session", "access-key"] = Field("session", alias="MCP_IAM_PRINCIPAL")
     # OAuth 2.0 Protected Resource Metadata (RFC 9728). The resource is the endpoint's canonical URI
     # (default: from the request's Host, which API Gateway only routes for its own domains);
     # authorization servers are comma-separated, "self" meaning this API's origin (the Cognito bridge).

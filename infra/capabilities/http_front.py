@@ -29,7 +29,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.capabilities._lambda import retention
-from infra.config import AuthConfig, check_domain_prefix
+from infra.config import IAM_PRINCIPALS, AuthConfig, check_domain_prefix
 from infra.nag import acknowledge
 
 MCP_PATH = "/mcp"
@@ -172,6 +172,8 @@ def api_function_environment(
     environment: dict[str, str] = {}
     if resource_url:
         environment["MCP_RESOURCE_URL"] = resource_url
+    if auth.iam_principal != "session":  # who a Function URL (SigV4) caller is
+        environment["MCP_IAM_PRINCIPAL"] = IAM_PRINCIPALS[auth.iam_principal]
     if pool is not None:
         environment.update(
             MCP_JWT_ISSUER=pool.issuer,

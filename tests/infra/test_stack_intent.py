@@ -788,6 +788,16 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
     stack.template.has_output("FunctionUrl", {})
 
 
+def test_an_iam_caller_is_its_role_session_unless_the_context_binds_it_to_the_access_key(synth: Any) -> None:
+    def api_environment(stack: Synthesized) -> dict[str, Any]:
+        function = stack.resources("AWS::Lambda::Function")[stack.logical_id(stack.stack.functions.api_function)]
+        environment: dict[str, Any] = function["Properties"]["Environment"]["Variables"]
+        return environment
+
+    assert "MCP_IAM_PRINCIPAL" not in api_environment(synth(functionUrl="true"))  # the default: the session
+    assert api_environment(synth(functionUrl="true", iamPrincipal="accessKey"))["MCP_IAM_PRINCIPAL"] == "access-key"
+
+
 @pytest.mark.parametrize(
     ("context", "message"),
     [
@@ -806,6 +816,7 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
             "context 'throttleRateLimit' must be a whole number between 1 and 10000, got 'fifty'",
         ),
         ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
+        ({"iamPrincipal": "key"}, "context 'iamPrincipal' must be one of ['session', 'accessKey'], got 'key'"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
         ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, auth, "),
     ],

@@ -19,7 +19,7 @@ from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, INPUT_REQUIRED
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
 from tests.integration.task_harness import ALICE, MALLORY, TASKS_AND_ELICITATION, TaskEnvironment, wait_until
-from tests.support import rpc, standard_headers
+from tests.support import api_event, rpc, standard_headers
 
 TERMINAL = {"completed", "failed", "cancelled"}
 SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
@@ -154,3 +154,50 @@ def test_another_principal_gets_the_unknown_task_error_for_get_update_and_cancel
         assert handler.call(method, {**params, "taskId": "no-such-task"})["error"] == expected
     assert handler.task(created["taskId"])["status"] == "working"
     handler.result("tasks/cancel", {"taskId": created["taskId"]})
+
+
+class FunctionUrlCaller:
+    """An IAM caller signing with its role session's current credentials, through the API endpoint as
+    composed for Lambda (the Function URL's authorizer context names the session and the access key)."""
+
+    session_arn = "arn:aws:sts::123456789012:assumed-role/ops-automation/build-42"
+
+    def __init__(self, settings: Settings) -> None:
+        from app.composition import build_api_endpoint
+        from app.telemetry import PowertoolsTelemetry
+
+        self.endpoint = build_api_endpoint(settings, PowertoolsTelemetry(settings.server_name))
+        self.access_key = "ASIAFIRSTCREDENTIALS"
+        self.next_id = 0
+
+    def refresh_credentials(self) -> None:
+        self.access_key = "ASIAREFRESHEDCREDENTS"
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.next_id += 1
+        event = api_event(rpc(method, params, self.next_id, TASKS_AND_ELICITATION))
+        event["requestContext"]["authorizer"] = {
+            "iam": {"userArn": self.session_arn, "callerId": "AROAEXAMPLEROLE:build-42", "accessKey": self.access_key}
+        }
+        answer = self.endpoint.handle(event, None)
+        assert answer["statusCode"] == 200, answer
+        body: dict[str, Any] = json.loads(answer["body"])
+        return body
+
+
+@pytest.mark.parametrize(("binding", "found"), [("session", True), ("access-key", False)])
+def test_an_iam_caller_whose_credentials_are_refreshed_between_create_and_get_reads_its_task_unless_bound_to_the_key(
+    settings: Settings, binding: str, found: bool
+) -> None:
+    caller = FunctionUrlCaller(settings.model_copy(update={"iam_principal": binding}))
+    created = caller.call("tools/call", {"name": "confirm_delete", "arguments": {"filename": "plan.txt"}})
+    task_id = created["result"]["taskId"]
+
+    caller.refresh_credentials()
+    read = caller.call("tasks/get", {"taskId": task_id})
+
+    if found:
+        assert read["result"]["taskId"] == task_id
+        assert read["result"]["status"] in ("working", INPUT_REQUIRED)
+    else:
+        assert read["error"]["code"] == wire.INVALID_PARAMS

@@ -228,24 +228,42 @@ def test_a_jwt_without_a_subject_is_unauthenticated(claims: dict[str, Any]) -> N
 
 
 @pytest.mark.parametrize(
-    ("iam", "expected"),
+    ("iam", "binding", "expected"),
     [
-        ({"userArn": "arn:aws:iam::1:user/a", "callerId": "AIDA1", "accessKey": "AKIA1"}, "iam:arn:aws:iam::1:user/a"),
-        ({"callerId": "AIDA1"}, "iam:AIDA1"),
+        (
+            {"userArn": "arn:aws:iam::1:user/a", "callerId": "AIDA1", "accessKey": "AKIA1"},
+            "session",
+            "iam:arn:aws:iam::1:user/a",
+        ),
+        ({"callerId": "AIDA1"}, "session", "iam:AIDA1"),
         (
             {"userArn": "arn:aws:sts::1:assumed-role/r/s", "callerId": "AROA1:s", "accessKey": "ASIA1"},
+            "session",
+            "iam:arn:aws:sts::1:assumed-role/r/s",
+        ),
+        ({"userArn": "arn:aws:sts::1:assumed-role/r/s"}, "session", "iam:arn:aws:sts::1:assumed-role/r/s"),
+        ({"callerId": "AROA1:s", "accessKey": "ASIA2"}, "session", "iam:AROA1:s"),
+        (
+            {"userArn": "arn:aws:iam::1:user/a", "callerId": "AIDA1", "accessKey": "AKIA1"},
+            "access-key",
+            "iam:arn:aws:iam::1:user/a",
+        ),
+        (
+            {"userArn": "arn:aws:sts::1:assumed-role/r/s", "callerId": "AROA1:s", "accessKey": "ASIA1"},
+            "access-key",
             "iam:arn:aws:sts::1:assumed-role/r/s|ASIA1",
         ),
-        ({"callerId": "AROA1:s", "accessKey": "ASIA2"}, "iam:AROA1:s|ASIA2"),
-        ({"userArn": "arn:aws:sts::1:assumed-role/r/s"}, None),  # a session that cannot be told apart
-        ({}, None),
-        ({"userArn": ""}, None),
+        ({"callerId": "AROA1:s", "accessKey": "ASIA2"}, "access-key", "iam:AROA1:s|ASIA2"),
+        ({"userArn": "arn:aws:sts::1:assumed-role/r/s"}, "access-key", None),  # a session that cannot be told apart
+        ({}, "session", None),
+        ({"userArn": ""}, "session", None),
     ],
 )
-def test_an_iam_authorizer_gives_a_principal_of_the_caller_arn_and_for_a_role_session_its_key(
-    iam: dict[str, Any], expected: str | None
+def test_an_iam_authorizer_gives_the_caller_arn_and_bound_to_the_key_a_role_sessions_key_too(
+    iam: dict[str, Any], binding: Any, expected: str | None
 ) -> None:
-    principal = principal_from_event(function_url_event(rpc("tools/list"), iam=iam), {}, dev_auth=False)
+    event = function_url_event(rpc("tools/list"), iam=iam)
+    principal = principal_from_event(event, {}, dev_auth=False, iam_binding=binding)
     assert principal == (None if expected is None else Principal(expected, "iam"))
 
 

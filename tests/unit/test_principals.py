@@ -55,16 +55,29 @@ def test_one_subject_and_client_from_two_issuers_are_two_principals() -> None:
     assert jwt_principal(one) != jwt_principal({**one, "iss": "https://idp-two.example"})
 
 
-def test_two_sessions_of_one_role_with_one_session_name_are_two_principals() -> None:
+def iam_principals(binding: Any, *keys: str) -> list[str]:
     session = {"userArn": "arn:aws:sts::123456789012:assumed-role/caller/ci", "callerId": "AROAEXAMPLE:ci"}
     principals = []
-    for key in ("ASIAFIRSTSESSION", "ASIASECONDSESSION"):
+    for key in keys:
         event = api_event(rpc("tools/list"))
         event["requestContext"]["authorizer"] = {"iam": {**session, "accessKey": key}}
-        principal = principal_from_event(event, {}, dev_auth=False)
+        principal = principal_from_event(event, {}, dev_auth=False, iam_binding=binding)
         assert principal is not None
         principals.append(principal.id)
-    assert principals[0] != principals[1]
+    return principals
+
+
+def test_a_role_session_whose_credentials_were_refreshed_is_the_same_principal() -> None:
+    assert (
+        iam_principals("session", "ASIAFIRSTKEY", "ASIAREFRESHEDKEY")
+        == ["iam:arn:aws:sts::123456789012:assumed-role/caller/ci"] * 2
+    )
+
+
+def test_bound_to_the_access_key_two_sessions_of_one_role_with_one_session_name_are_two_principals() -> None:
+    first, second = iam_principals("access-key", "ASIAFIRSTSESSION", "ASIASECONDSESSION")
+    assert first == "iam:arn:aws:sts::123456789012:assumed-role/caller/ci|ASIAFIRSTSESSION"
+    assert first != second
 
 
 @pytest.mark.parametrize(
