@@ -68,7 +68,7 @@ from local_stack.aws import (
 from local_stack.clients import aws_client
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
-from local_stack.http_front import ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
+from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.runtime import (
@@ -117,6 +117,7 @@ class Options:
     time_scale: float = 1.0
     drop_status_events: str = ""
     give_up_stream_batches: int = 0
+    warm_environments: int = 0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -143,6 +144,7 @@ class Options:
             time_scale=_time_scale(env.get("LOCAL_TIME_SCALE")),
             drop_status_events=env.get("LOCAL_DROP_STATUS_EVENTS") or "",
             give_up_stream_batches=int(env.get("LOCAL_GIVE_UP_STREAM_BATCHES") or 0),
+            warm_environments=int(env.get("LOCAL_WARM_ENVIRONMENTS") or 0),
         )
 
 
@@ -450,6 +452,8 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     thread.start()
     for pool in pools.values():
         threading.Thread(target=pool.warm, name=f"warm-{pool.spec.name}", daemon=True).start()
+    if options.warm_environments:
+        _warm_the_endpoint(f"http://127.0.0.1:{http.server_address[1]}/mcp", options.warm_environments)
     stack = LocalStack(
         http,
         thread,
@@ -476,6 +480,65 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     _describe(stack, code, options, additions, out)
     _write_state(stack, additions, credentials)
     return stack
+
+
+def _warm_the_endpoint(url: str, environments: int) -> None:
+    """LOCAL_WARM_ENVIRONMENTS: rounds of `environments` requests at once through the front, so that many
+    of the API function's environments have served requests (imports done, the server composed, the
+    sealing key read) before the stack announces itself, as a deployed endpoint under traffic has. A
+    harness with a short deadline (the conformance suite reads some streams within 600 ms) then never
+    meets a cold interpreter. Round one is a handshake-era `initialize`, whose sealed session id reads
+    the sealing key (and imports boto3); round two a `tools/list`, which lists the catalog."""
+    import urllib.error
+    import urllib.request
+
+    from mcp_runtime import wire
+
+    base = {
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "authorization": f"Bearer {DEV_TOKEN_PREFIX}local-stack-warm-up",
+    }
+    client = {"name": "local-stack-warm-up", "version": "1.0.0"}
+    initialize = {
+        "jsonrpc": "2.0",
+        "id": "local-stack-warm-up",
+        "method": "initialize",
+        "params": {"protocolVersion": wire.LEGACY_PROTOCOL_VERSION, "capabilities": {}, "clientInfo": client},
+    }
+    tools_list = {
+        "jsonrpc": "2.0",
+        "id": "local-stack-warm-up",
+        "method": "tools/list",
+        "params": {
+            "_meta": {
+                wire.META_PROTOCOL_VERSION: wire.PROTOCOL_VERSION,
+                wire.META_CLIENT_CAPABILITIES: {},
+                wire.META_CLIENT_INFO: client,
+            }
+        },
+    }
+    rounds = [
+        (initialize, base),
+        (tools_list, {**base, "mcp-protocol-version": wire.PROTOCOL_VERSION, "mcp-method": "tools/list"}),
+    ]
+    together = threading.Barrier(environments)
+
+    def one() -> None:
+        for message, headers in rounds:
+            together.wait(timeout=120)
+            request = urllib.request.Request(url, json.dumps(message).encode(), headers, method="POST")
+            try:
+                with urllib.request.urlopen(request, timeout=120) as answer:
+                    answer.read()
+            except urllib.error.HTTPError as refused:  # a 401 under AUTH=oauth still ran the function
+                refused.read()
+
+    threads = [threading.Thread(target=one, name=f"warm-up-{n}") for n in range(environments)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def _free_port() -> int:
@@ -570,6 +633,11 @@ def _describe(
         lines.append(
             f"delivery: the first {options.give_up_stream_batches} stream batches given up to the on-failure "
             "queue unread (LOCAL_GIVE_UP_STREAM_BATCHES): rehearse `make redrive DRY_RUN=1`, then `make redrive`"
+        )
+    if options.warm_environments:
+        lines.append(
+            f"warm: {options.warm_environments} requests at once, initialize then tools/list, served before the "
+            "endpoint was announced (LOCAL_WARM_ENVIRONMENTS)"
         )
     lines.append(f"Lambda concurrency: account limit {options.account_concurrency} (LOCAL_LAMBDA_ACCOUNT_CONCURRENCY)")
     lines.append(f"IAM: {'enforced with each role' if options.enforce_iam else 'not enforced (LOCAL_IAM=off)'}")

@@ -102,6 +102,14 @@ def checks_by_scenario(out: Path) -> dict[str, list[dict]]:
     return found
 
 
+def test_the_suite_meets_api_environments_that_were_warmed_before_the_endpoint_was_announced(
+    conformance_stack: RunningStack,
+) -> None:
+    assert conformance_stack.printed(
+        "warm: 4 requests at once, initialize then tools/list, served before the endpoint was announced"
+    )
+
+
 def test_the_2026_07_28_requirements_pass_every_scored_and_pending_scenario(
     conformance_stack: RunningStack, tmp_path: Path
 ) -> None:
