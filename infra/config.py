@@ -293,6 +293,8 @@ class DeploymentConfig:
     task_lease_seconds: int = 600
     sweep_interval_minutes: int = 5
     sweep_max_checks: int = 100
+    # How long the supervisor retries a throttled Step Functions call inside one invocation (its timeout is 60 s).
+    supervisor_retry_seconds: int = 40
     alarm_email: str | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
 
@@ -354,5 +356,11 @@ class DeploymentConfig:
             task_lease_seconds=_int(get("taskLeaseSeconds") or 600, "taskLeaseSeconds", 1, 86_400),
             sweep_interval_minutes=_int(get("sweepIntervalMinutes") or 5, "sweepIntervalMinutes", 1, 1440),
             sweep_max_checks=_int(get("sweepMaxChecks") or 100, "sweepMaxChecks", 1, 1000),
+            supervisor_retry_seconds=_int(
+                40 if get("supervisorRetrySeconds") is None else get("supervisorRetrySeconds"),
+                "supervisorRetrySeconds",
+                0,
+                50,
+            ),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
         )

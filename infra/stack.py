@@ -102,6 +102,7 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             workflow=self.workflow,
             reserved_concurrency=config.concurrency.supervisor,
+            retry_seconds=config.supervisor_retry_seconds,
         )
         self.sweeper = TaskSweeper(
             self,

@@ -76,9 +76,14 @@ def build_task_store(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) ->
 
 
 def build_task_executor(
-    settings: Settings, telemetry: Telemetry = NO_TELEMETRY, *, max_attempts: int | None = None
+    settings: Settings,
+    telemetry: Telemetry = NO_TELEMETRY,
+    *,
+    max_attempts: int | None = None,
+    retry_for_seconds: float | None = None,
 ) -> StepFunctionsExecutor:
-    """The workflow's executor; `max_attempts` caps each call's attempts (default: the AWS caller's)."""
+    """The workflow's executor; `max_attempts` caps each call's attempts (default: the AWS caller's), or
+    `retry_for_seconds` bounds its retries in time instead."""
     from mcp_runtime._aws import MAX_ATTEMPTS
     from mcp_runtime.tasks.executor import StepFunctionsExecutor
 
@@ -87,6 +92,7 @@ def build_task_executor(
         endpoint_url=settings.aws_endpoint_url,
         telemetry=telemetry,
         max_attempts=MAX_ATTEMPTS if max_attempts is None else max_attempts,
+        retry_for_seconds=retry_for_seconds,
     )
 
 
@@ -321,9 +327,10 @@ def build_worker_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) ->
 def build_supervisor(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> TaskSupervisor:
     from mcp_runtime.tasks.supervisor import TaskSupervisor
 
-    return TaskSupervisor(
-        build_task_store(settings, telemetry), build_task_executor(settings, telemetry), telemetry=telemetry
-    )
+    # A throttled or failing Step Functions is retried inside the invocation for a time, not a count of
+    # attempts: each of the stream mapping's retries then rides out that much of an outage.
+    executor = build_task_executor(settings, telemetry, retry_for_seconds=settings.task_supervisor_retry_seconds)
+    return TaskSupervisor(build_task_store(settings, telemetry), executor, telemetry=telemetry)
 
 
 def build_supervisor_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> SupervisorEndpoint:

@@ -199,12 +199,18 @@ class AwsCaller:
         endpoint_url: str | None = None,
         region_name: str | None = None,
         max_attempts: int = MAX_ATTEMPTS,
+        retry_for_seconds: float | None = None,
         sleep: Callable[[float], None] = time.sleep,
         jitter: Callable[[], float] = random.random,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """`retry_for_seconds`: retry what may be retried for this long from the first attempt, however
+        many attempts that takes (within the invocation's time), instead of `max_attempts` times."""
         self.service = service
         self.client = client_provider(client, service, endpoint_url, region_name)
         self.max_attempts = max_attempts
+        self.retry_for_seconds = retry_for_seconds
+        self._clock = clock
         default = READ_TIMEOUT_SECONDS.get(service, DEFAULT_READ_TIMEOUT_SECONDS)
         self._read_timeouts = (default, *(t for t in SHORTER_READ_TIMEOUTS_SECONDS if t < default))
         self._sleep = sleep
@@ -222,6 +228,7 @@ class AwsCaller:
     def call(self, operation: str, *, then: Callable[[dict[str, Any]], Any] | None = None, **params: Any) -> Any:
         """The operation's response (or `then(response)`, inside the same attempt: reading a body)."""
         attempt = 0
+        first = self._clock()
         while True:
             attempt += 1
             # Never start an attempt whose worst case would outlast the invocation.
@@ -235,10 +242,18 @@ class AwsCaller:
                 failure = classify(self.service, operation, exc)
                 if failure is None:
                     raise
-                if isinstance(failure, AwsRejected) or attempt >= self.max_attempts:
+                if isinstance(failure, AwsRejected) or self._spent(attempt, first):
                     raise failure from exc
                 delay = self._jitter() * min(MAX_BACKOFF_SECONDS, BASE_BACKOFF_SECONDS * 2**attempt)
+                if self.retry_for_seconds is not None and self._clock() + delay - first > self.retry_for_seconds:
+                    raise failure from exc
                 left = seconds_left()
                 if left is not None and self.read_timeout_for(left - delay) is None:
                     raise failure from exc
                 self._sleep(delay)
+
+    def _spent(self, attempt: int, first: float) -> bool:
+        """Whether the retry budget is spent: attempts, or (`retry_for_seconds`) time since the first one."""
+        if self.retry_for_seconds is None:
+            return attempt >= self.max_attempts
+        return self._clock() - first >= self.retry_for_seconds

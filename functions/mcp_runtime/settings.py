@@ -80,6 +80,9 @@ class Settings(BaseModel):
     # execution (every write that leaves it active renews the lease), and how many it asks about per run.
     task_lease_seconds: int = Field(600, alias="TASK_LEASE_SECONDS", ge=1, le=86_400)
     task_sweep_max_checks: int = Field(100, alias="TASK_SWEEP_MAX_CHECKS", ge=1, le=1_000)
+    # How long the supervisor retries a throttled or failing Step Functions call inside one invocation
+    # (whatever the number of attempts) before it reports the stream record failed for Lambda to retry.
+    task_supervisor_retry_seconds: float = Field(40.0, alias="TASK_SUPERVISOR_RETRY_SECONDS", ge=0, le=840)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
     # Handshake-era (2025) clients: sealed sessions and resumable event streams.
     legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")

@@ -51,10 +51,15 @@ BATCH_SIZE = 100
 ASYNC_RETRY_ATTEMPTS = 2
 # The stream mapping's bounds. A record lives 24 h in the stream; one the supervisor cannot carry out
 # is given up after an hour at most, so an operator has 23 h to replay it (the on-failure message only
-# points into the stream). Ten retries ride out a Step Functions outage of minutes (each attempt
-# already retries its calls with backoff inside the invocation); a poison record costs ten
-# invocations of its batch's tail, and bisection (which does not use retries) narrows it to itself.
+# points into the stream). Retries are budgeted in time, not attempts: inside each invocation the
+# supervisor retries a throttled or failing Step Functions call for `supervisorRetrySeconds` (40 s by
+# default, `DEFAULT_RETRY_SECONDS`) however many attempts that takes, so the mapping's ten retries ride
+# out about seven minutes of throttling, where attempts alone (six, backing off to 2 s) spent them in
+# under a minute. A record whose failure is not transient (a poison record) fails at once: it costs ten
+# quick invocations of its batch's tail, and bisection (which does not use retries) narrows it to
+# itself. What is given up anyway is repaired by the sweeper within a lease and a sweep (`tasks.sweeper`).
 RETRY_ATTEMPTS = 10
+DEFAULT_RETRY_SECONDS = 40
 MAX_RECORD_AGE = Duration.hours(1)
 # Five batches of a shard at once, each task's records in order: a task whose record fails holds
 # back only the tasks hashed to its fifth of the shard, and a burst of creates starts five times as
@@ -80,6 +85,7 @@ class TaskSupervisor(Construct):
         workflow: TaskWorkflow,
         memory_mb: int = 512,
         reserved_concurrency: int | None = None,
+        retry_seconds: int = DEFAULT_RETRY_SECONDS,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = defaults.function(
@@ -89,7 +95,10 @@ class TaskSupervisor(Construct):
             handler=SUPERVISOR_HANDLER,
             memory_mb=memory_mb,
             timeout=TIMEOUT,
-            environment={"TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn},
+            environment={
+                "TASK_STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn,
+                "TASK_SUPERVISOR_RETRY_SECONDS": str(retry_seconds),
+            },
             reserved_concurrency=reserved_concurrency,
             wildcard_reason="dynamodb:ListStreams has no resource-level permission either (CDK's grantStreamRead "
             "adds it for the event source mapping).",

@@ -386,6 +386,30 @@ def test_a_stream_record_the_supervisor_cannot_process_is_given_up_within_bounds
     _assert_failure_queue(default_stack, queue)
 
 
+def test_each_stream_retry_rides_out_throttling_for_a_time_the_context_sets_within_the_supervisors_timeout(
+    synth: Any,
+) -> None:
+    """Retries budgeted in time: inside each invocation the supervisor retries a throttled call for
+    `supervisorRetrySeconds`, so the mapping's retries ride out minutes of throttling, not seconds."""
+
+    def supervisor(stack: Synthesized) -> dict[str, Any]:
+        props: dict[str, Any] = stack.resources("AWS::Lambda::Function")[
+            stack.logical_id(stack.stack.supervisor.function.function)
+        ]["Properties"]
+        return props
+
+    default = supervisor(synth())
+    retries = Capture()
+    synth().template.has_resource_properties("AWS::Lambda::EventSourceMapping", {"MaximumRetryAttempts": retries})
+    budget = int(default["Environment"]["Variables"]["TASK_SUPERVISOR_RETRY_SECONDS"])
+    assert budget == 40 and budget + 10 <= default["Timeout"]
+    assert retries.as_number() * budget >= 5 * 60  # the retries together ride out five minutes at least
+    tuned = supervisor(synth(supervisorRetrySeconds="2"))
+    assert tuned["Environment"]["Variables"]["TASK_SUPERVISOR_RETRY_SECONDS"] == "2"
+    with pytest.raises(Exception, match=re.escape("context 'supervisorRetrySeconds' must be between 0 and 50, got 55")):
+        synth(supervisorRetrySeconds="55")
+
+
 def _assert_failure_queue(stack: Synthesized, queue: str) -> None:
     props = stack.resources("AWS::SQS::Queue")[queue]["Properties"]
     assert props["SqsManagedSseEnabled"] is True

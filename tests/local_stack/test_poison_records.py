@@ -8,6 +8,7 @@ the supervisor fails that record on every delivery, whatever it retries inside o
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -40,8 +41,12 @@ def faults(tmp_path_factory: pytest.TempPathFactory) -> FaultLayer:
 
 @pytest.fixture(scope="module")
 def stack(faults: FaultLayer) -> Iterator[StackClient]:
+    # The supervisor retries a failing Step Functions call for 1 s inside each invocation (40 s deployed):
+    # a poison of 500s is then given up in about the time ten attempts took before retries were budgeted in time.
+    context = json.dumps({"supervisorRetrySeconds": 1})
     with local_stack_process(
-        fixtures="conformance,lifecycle", extra_env={"LOCAL_LAYERS": str(faults.directory)}
+        fixtures="conformance,lifecycle",
+        extra_env={"LOCAL_LAYERS": str(faults.directory), "LOCAL_CDK_CONTEXT": context},
     ) as running:
         yield StackClient(running, user="poison-tester")
 

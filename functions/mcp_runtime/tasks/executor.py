@@ -57,10 +57,16 @@ class StepFunctionsExecutor:
         telemetry: Telemetry = NO_TELEMETRY,
         caller: AwsCaller | None = None,
         max_attempts: int = MAX_ATTEMPTS,
+        retry_for_seconds: float | None = None,
     ) -> None:
         self.state_machine_arn = state_machine_arn
         self._aws = caller or AwsCaller(
-            "stepfunctions", client, endpoint_url=endpoint_url, region_name=region_name, max_attempts=max_attempts
+            "stepfunctions",
+            client,
+            endpoint_url=endpoint_url,
+            region_name=region_name,
+            max_attempts=max_attempts,
+            retry_for_seconds=retry_for_seconds,
         )
         self.telemetry = telemetry
 
