@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -55,6 +57,32 @@ def register_tool_modules(init: Path, *names: str) -> None:
     end = text.index("\n)\n", start) + 1
     lines = "".join(f'    "{name}",\n' for name in names)
     init.write_text(text[:end] + lines + text[end:], encoding="utf-8")
+
+
+def unregister_tool_modules(init: Path, *names: str) -> None:
+    """Take each name out of `MODULES` and `TABLE_BACKED_MODULES` in a tools `__init__.py` (a project
+    deleting those tool files, as the README's "Make it yours" says)."""
+    text = init.read_text(encoding="utf-8")
+    for name in names:
+        text = re.sub(rf'^ +"{name}",\n', "", text, flags=re.MULTILINE)
+        text = re.sub(rf'"{name}"(, )?', "", text)
+    text = text.replace("_modules(\n)", "_modules()").replace(", )", ")")
+    init.write_text(text, encoding="utf-8")
+
+
+def copy_working_tree(source: Path, target: Path) -> None:
+    """The files of a checkout as its team has them: tracked and untracked ones, not those git ignores
+    (installs, caches, build output), nor tracked files deleted and not yet committed."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=source,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (source / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / name, target / name)
 
 
 def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
