@@ -64,7 +64,8 @@ LAMBDA_RUNTIME_VARIABLES = {
     "PATH",
 }
 # The only local additions: where AWS is, and no AWS config files of this machine's user.
-LOCAL_ADDITIONS = {"AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE"}
+# ... and MCP_FIXTURES, since every test stack serves the pattern fixtures (tests.support.local_stack_process).
+LOCAL_ADDITIONS = {"AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "MCP_FIXTURES"}
 # Set by CPython itself at start where LANG names a locale this machine lacks (PEP 538 coercion).
 INTERPRETER_SET = {"LC_CTYPE"}
 ENVIRONMENT_PROBE = """
