@@ -3,11 +3,14 @@ template gives it (no `Cannot detect function id` warnings), and each function's
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 from infra.sam_metadata import SAM_RESOURCE_ID
+
+from tests.infra.conftest import REPO
 
 pytestmark = pytest.mark.infra
 
@@ -36,3 +39,10 @@ def test_every_function_points_sam_at_its_code_in_the_cloud_assembly(
     for metadata in functions.values():
         assert metadata["aws:asset:property"] == "Code"
         assert (outdir / metadata["aws:asset:path"] / "app" / "handlers.py").is_file()
+
+
+def test_make_synth_writes_the_template_sam_reads_with_the_cdk_cli() -> None:
+    """`make synth` is the CLI synth above (into cdk.out/, the README's `sam local invoke -t` path), not a no-op."""
+    planned = subprocess.run(["make", "-n", "synth"], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert planned.splitlines()[-1].endswith("npx cdk synth --quiet --no-notices")
+    assert "cdk.out/ServerlessMcpTasks.template.json" in (REPO / "README.md").read_text(encoding="utf-8")
