@@ -136,7 +136,9 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
             },
         }
     if method == "tools/list":
-        tools = [spec.to_wire() for spec in build_catalog(Settings(TASK_TABLE_NAME="any")).tools]
+        # The test stack serves the pattern fixtures beside the project's tools (tests.support.local_stack_process).
+        served = build_catalog(Settings(TASK_TABLE_NAME="any", MCP_FIXTURES="patterns"))
+        tools = [spec.to_wire() for spec in served.tools]
         assert "count_words" in {tool["name"] for tool in tools}
         return 200, {
             "jsonrpc": "2.0",

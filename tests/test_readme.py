@@ -105,14 +105,13 @@ def test_the_walkthroughs_registration_is_one_line_added_where_the_readme_says(t
 
 
 def registered_names(tools_copy: Path) -> list[str]:
-    """The tools the copy registers where there is no task table (MODULES only), in order."""
+    """The modules the copy serves everywhere (MODULES), in their order."""
     for name in [name for name in sys.modules if name == "tools" or name.startswith("tools.")]:
         del sys.modules[name]
     tools = importlib.import_module("tools")
     assert Path(tools.__file__).parent == tools_copy
-    registry = ToolRegistry()
-    tools.register(registry, table_backed=False)
-    return [spec.name for spec in registry]
+    tools.register(ToolRegistry(), table_backed=False)
+    return [module.__name__.removeprefix("tools.") for module in tools.MODULES]
 
 
 def github_anchor(heading: str) -> str:
