@@ -47,3 +47,16 @@ def test_an_example_is_its_pattern_fixtures_code(example: str) -> None:
     twin = definitions(REPO / "fixtures" / f"{TWINS[example]}.py")
     assert ours, f"functions/tools/{example}.py defines nothing"
     assert {name: twin.get(name) for name in ours} == ours
+
+
+def test_an_examples_own_tests_are_collected_only_while_its_file_exists() -> None:
+    from tests.conftest import pytest_ignore_collect
+
+    def ignored(name: str) -> bool | None:
+        return pytest_ignore_collect(REPO / "tests" / "integration" / name, None)  # type: ignore[arg-type]
+
+    assert ignored("test_example_no_such_tool.py") is True
+    assert ignored("test_examples_of_something.py") is None
+    assert ignored("test_task_store.py") is None
+    existing = sorted(path.stem for path in TOOLS.glob("*.py") if path.name != "__init__.py")
+    assert all(ignored(f"test_example_{name}.py") is None for name in existing)
