@@ -66,6 +66,11 @@ run: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) \
 		LOCAL_STATE_DIR="$(LOCAL_STATE_DIR)" $(PY) -m local_stack
 
+# The template and its assets in cdk.out/, as `cdk deploy` builds them (offline, no AWS credentials):
+# what `sam local invoke -t cdk.out/<stack>.template.json` reads (README: "Try a function with SAM").
+synth: $(VENV)/.installed node_modules/.installed
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" npx cdk synth --quiet --no-notices
+
 # env-vars files for `sam local invoke`: against the running local stack, or STACK=<name> deployed.
 sam-env: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m local_stack.sam_env $(if $(STACK),--stack $(STACK))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import Aspects, CfnOutput, Duration, Stack
 from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from constructs import Construct
 
@@ -20,12 +20,14 @@ from infra.capabilities.sweeper import TaskSweeper
 from infra.capabilities.task_table import TaskTable
 from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow, round_limit
 from infra.config import DeploymentConfig
+from infra.sam_metadata import SamResourceIds
 
 
 class McpTasksStack(Stack):
     def __init__(self, scope: Construct, construct_id: str, *, config: DeploymentConfig, **kwargs: object) -> None:
         super().__init__(scope, construct_id, **kwargs)  # type: ignore[arg-type]
         self.config = config
+        Aspects.of(self).add(SamResourceIds())
         # Built in the order they use each other; what is known before a construct exists (the state
         # machine's ARN, from its fixed name) is computed here and handed to the constructors.
         self.tasks = TaskTable(self, "TaskTable", removal_policy=config.removal)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import ExitStack
+from pathlib import Path
 from typing import Any
 
 import pytest
 from xdist.scheduler import LoadScopeScheduling
 
-from tests.support import SHARED_STACKS, RunningStack, local_stack_process
+from tests.support import REPO, SHARED_STACKS, RunningStack, local_stack_process
 
 # Modules here start stacks in module fixtures: a module's tests stay together.
 STACK_TIERS = ("tests/e2e/", "tests/local_stack/", "tests/test_events.py")
@@ -41,6 +42,20 @@ FIRST = (
     "tests/integration/test_task_store.py",
 )
 SHARED_BY_MODULE = {module: name for name, shared in SHARED_STACKS.items() for module in shared.users}
+
+
+# An example tool's own tests live in `test_example_<module>.py` (any tier): collected while
+# functions/tools/<module>.py exists, so deleting an example's file takes its tests with it.
+EXAMPLE_TESTS = "test_example_"
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    name = collection_path.name
+    if name.startswith(EXAMPLE_TESTS) and name.endswith(".py"):
+        example = REPO / "functions" / "tools" / f"{name.removeprefix(EXAMPLE_TESTS).removesuffix('.py')}.py"
+        if not example.is_file():
+            return True
+    return None
 
 
 def group_of(nodeid: str) -> str:

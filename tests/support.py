@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -18,9 +20,9 @@ from local_stack.processes import start_announced, stop_process
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL_VERSION = "2026-07-28"
-# The example tools the template ships (functions/tools), by name, sorted. A project adds its own
-# beside them: tests of what is served compare with `project_tools()`, and see these among them.
-EXAMPLE_TOOLS = [
+# The tools the runtime's own tests call (fixtures/patterns.py, one of each pattern), by name, sorted.
+# Every stack the tests start serves them (`local_stack_process`), whatever the project's tools are.
+PATTERN_TOOLS = [
     "archive_project",
     "cart_add",
     "cart_checkout",
@@ -29,8 +31,6 @@ EXAMPLE_TOOLS = [
     "deploy_release",
     "list_my_tasks",
 ]
-# Their modules (functions/tools/<name>.py).
-EXAMPLE_MODULES = ("archive_project", "cart", "count_words", "deploy_release", "my_tasks")
 
 
 def project_tools(*, table_backed: bool = True) -> list[str]:
@@ -41,6 +41,48 @@ def project_tools(*, table_backed: bool = True) -> list[str]:
     registry = ToolRegistry()
     tools.register(registry, table_backed=table_backed)
     return sorted(spec.name for spec in registry)
+
+
+def served_tools() -> list[str]:
+    """What a test stack lists: the project's tools and the pattern fixtures (each in place of a project
+    tool of its name), sorted."""
+    return sorted({*project_tools(), *PATTERN_TOOLS})
+
+
+def register_tool_modules(init: Path, *names: str) -> None:
+    """Add each name as the last line of `MODULES = _modules(...)` in a tools `__init__.py`, as the README
+    says (an empty `_modules()`, left by deleting every example, is opened up first)."""
+    text = init.read_text(encoding="utf-8").replace("MODULES = _modules()\n", "MODULES = _modules(\n)\n", 1)
+    start = text.index("\nMODULES = _modules(\n")
+    end = text.index("\n)\n", start) + 1
+    lines = "".join(f'    "{name}",\n' for name in names)
+    init.write_text(text[:end] + lines + text[end:], encoding="utf-8")
+
+
+def unregister_tool_modules(init: Path, *names: str) -> None:
+    """Take each name out of `MODULES` and `TABLE_BACKED_MODULES` in a tools `__init__.py` (a project
+    deleting those tool files, as the README's "Make it yours" says)."""
+    text = init.read_text(encoding="utf-8")
+    for name in names:
+        text = re.sub(rf'^ +"{name}",\n', "", text, flags=re.MULTILINE)
+        text = re.sub(rf'"{name}"(, )?', "", text)
+    text = text.replace("_modules(\n)", "_modules()").replace(", )", ")")
+    init.write_text(text, encoding="utf-8")
+
+
+def copy_working_tree(source: Path, target: Path) -> None:
+    """The files of a checkout as its team has them: tracked and untracked ones, not those git ignores
+    (installs, caches, build output), nor tracked files deleted and not yet committed."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=source,
+        capture_output=True,
+        check=True,
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if (source / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source / name, target / name)
 
 
 def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
@@ -144,8 +186,12 @@ def local_stack_process(
     extra_env: dict[str, str] | None = None,
     timeout: float = 180.0,
     default_user: str | None = None,
+    patterns: bool = True,
 ) -> Iterator[RunningStack]:
     """`make run` as a child process on a free port; yields once it prints its endpoint.
+
+    It serves `fixtures` (FIXTURES) and, unless `patterns` is false, the pattern fixtures the runtime's
+    tests call (fixtures/patterns.py): those never depend on the project's example tools.
 
     Its output is drained all the time (a full pipe would stop the stack) and kept in `output`.
     `default_user`: requests without a token are taken as this development user's (LOCAL_DEFAULT_USER).
@@ -158,8 +204,9 @@ def local_stack_process(
         **(extra_env or {}),
     }
     env.pop("FIXTURES", None)
-    if fixtures:
-        env["FIXTURES"] = fixtures
+    fixture_sets = [*(fixtures.split(",") if fixtures else []), *(["patterns"] if patterns else [])]
+    if fixture_sets:
+        env["FIXTURES"] = ",".join(fixture_sets)
     if default_user:
         env["LOCAL_DEFAULT_USER"] = default_user
     process, output, url = start_announced(
@@ -210,7 +257,7 @@ class SharedStack:
 
 
 SHARED_STACKS: dict[str, SharedStack] = {
-    # cdk.json as it is, no fixtures, every request needs a token (`Bearer dev:<user>` here).
+    # cdk.json as it is, no fixtures but the patterns, every request needs a token (`Bearer dev:<user>` here).
     "template_stack": SharedStack(
         {},
         (

@@ -1,7 +1,9 @@
-"""Adding tools the README's way keeps the checks green: in a copy of the project, a plain tool (named
-`greet`, as the conformance fixtures' is) and the README's two task tools (the walkthrough's, with steps,
-and the long-work one, with steps and a wait), each one file and one line; then `make lint` and the
-tiers that look at the project's tools (unit, the README's and the events' checks, the walkthrough)."""
+"""Making the template yours keeps the checks green: in a copy of the working tree as a team has it
+(untracked files too, ignored ones not), every example tool deleted with its line (README: "Make it
+yours"), then a plain tool (named `greet`, as the conformance fixtures' is) and the README's two task
+tools (the walkthrough's, with steps, and the long-work one, with steps and a wait) added, each one
+file and one line; then `make lint` and the tiers that look at the project's tools (unit, the
+README's and the events' checks, the walkthrough)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, copy_working_tree, register_tool_modules, unregister_tool_modules
 
 PLAIN_TOOL = '''"""Greet someone: a plain call, as count_words is."""
 
@@ -50,13 +52,9 @@ def readme_block(marker: str) -> str:
 
 
 @pytest.fixture
-def project_with_three_more_tools(tmp_path: Path) -> Path:
+def project_made_ours(tmp_path: Path) -> Path:
     target = tmp_path / "project"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
-    for name in filter(None, files.split("\0")):
-        if (REPO / name).is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, target / name)
+    copy_working_tree(REPO, target)
     for installed in (".venv", "node_modules", ".tools"):
         if (REPO / installed).exists():
             (target / installed).symlink_to((REPO / installed).resolve())
@@ -73,14 +71,14 @@ def project_with_three_more_tools(tmp_path: Path) -> Path:
     for pins in ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json"):
         os.utime(target / pins, (0, 0))
     tools = target / "functions" / "tools"
+    examples = [path for path in tools.glob("*.py") if path.name != "__init__.py"]
+    for example in examples:
+        example.unlink()
+    unregister_tool_modules(tools / "__init__.py", *(path.stem for path in examples))
     (tools / "greet.py").write_text(PLAIN_TOOL, encoding="utf-8")
     (tools / "export_dataset.py").write_text(readme_block("walkthrough"), encoding="utf-8")
     (tools / "run_pipeline.py").write_text(readme_block("long-work"), encoding="utf-8")
-    init = tools / "__init__.py"
-    anchor = '    "deploy_release",\n'
-    text = init.read_text(encoding="utf-8")
-    assert text.count(anchor) == 1
-    init.write_text(text.replace(anchor, anchor + '    "greet",\n    "export_dataset",\n    "run_pipeline",\n'))
+    register_tool_modules(tools / "__init__.py", "greet", "export_dataset", "run_pipeline")
     return target
 
 
@@ -93,10 +91,13 @@ def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
-def test_a_plain_tool_and_two_task_tools_added_the_readmes_way_keep_lint_and_the_affected_tiers_green(
-    project_with_three_more_tools: Path,
+def test_without_the_examples_and_with_three_tools_of_its_own_a_project_keeps_lint_and_the_affected_tiers_green(
+    project_made_ours: Path,
 ) -> None:
-    project = project_with_three_more_tools
+    project = project_made_ours
+    init = (project / "functions" / "tools" / "__init__.py").read_text(encoding="utf-8")
+    assert 'MODULES = _modules(\n    "greet",\n    "export_dataset",\n    "run_pipeline",\n)\n' in init
+    assert "TABLE_BACKED_MODULES = _modules()\n" in init
     lint = run(["make", "lint"], project)
     assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
     assert "pip install" not in lint.stdout
@@ -110,3 +111,31 @@ def test_a_plain_tool_and_two_task_tools_added_the_readmes_way_keep_lint_and_the
     checks = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *AFFECTED[1:], "-k", NO_STACK], project)
     assert checks.returncode == 0, checks.stdout[-5000:] + checks.stderr[-2000:]
     assert re.search(r"\b\d+ passed\b", checks.stdout.splitlines()[-1]), checks.stdout[-500:]
+
+
+def test_the_copy_is_the_working_tree_as_its_team_has_it(tmp_path: Path) -> None:
+    """A tool added and not yet committed is part of the project; what git ignores, or what was deleted
+    and not yet committed, is not."""
+    checkout = tmp_path / "checkout"
+    (checkout / "functions" / "tools").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], cwd=checkout, check=True)
+    (checkout / ".gitignore").write_text("build/\n*.pyc\n")
+    (checkout / "functions" / "tools" / "__init__.py").write_text("")
+    (checkout / "functions" / "tools" / "old_tool.py").write_text("")
+    subprocess.run([*git, "add", "-A"], cwd=checkout, check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "start"], cwd=checkout, check=True)
+    (checkout / "functions" / "tools" / "new_tool.py").write_text("# not committed yet\n")
+    (checkout / "functions" / "tools" / "new_tool.pyc").write_bytes(b"")
+    (checkout / "build").mkdir()
+    (checkout / "build" / "output.json").write_text("{}")
+    (checkout / "functions" / "tools" / "old_tool.py").unlink()
+
+    copy = tmp_path / "copy"
+    copy_working_tree(checkout, copy)
+
+    assert sorted(str(path.relative_to(copy)) for path in copy.rglob("*") if path.is_file()) == [
+        ".gitignore",
+        "functions/tools/__init__.py",
+        "functions/tools/new_tool.py",
+    ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import re
 import shutil
 import sys
@@ -18,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from mcp_runtime.tools import ToolRegistry
-from tests.support import REPO
+from mcp_runtime.transport import McpHttpTransport
+from tests.support import REPO, register_tool_modules
+from tests.unit.conftest import Client, make_server, result_of
 
 # The walkthrough's registration: the prose and the first code block after the walkthrough's file.
 REGISTER_BLOCK = re.compile(r"<!-- walkthrough:end -->\n(?P<prose>.*?)```python\n(?P<code>.*?)```\n", re.DOTALL)
@@ -42,13 +45,27 @@ def file_blocks() -> list[tuple[str, str]]:
     return [(match["path"], match["code"]) for match in FILE_BLOCK.finditer(readme())]
 
 
-def test_the_readmes_count_words_is_the_files_code() -> None:
-    shown = [code for code in re.findall(r"```python\n(.*?)```", readme(), re.DOTALL) if "def count_words(" in code]
-    assert shown == [without_module_docstring((REPO / "functions/tools/count_words.py").read_text(encoding="utf-8"))]
-    assert "functions/tools/count_words.py" in [path for path, _ in file_blocks()]
+def test_the_readmes_count_words_answers_what_its_inspector_command_prints(tmp_path: Path) -> None:
+    """Tested from the README alone: its block runs as a tool, with the Inspector's call from the README."""
+    (shown,) = [code for code in re.findall(r"```python\n(.*?)```", readme(), re.DOTALL) if "def count_words(" in code]
+    call = re.search(r"tools/call count_words 'text:=([^']*)'", readme())
+    prints = re.search(r"The last command prints `([^`]+)`", readme())
+    assert call and prints, "the README lost its Inspector call of count_words, or what it prints"
+    (tmp_path / "readme_count_words.py").write_text(shown, encoding="utf-8")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        module = importlib.import_module("readme_count_words")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("readme_count_words", None)
+    server = make_server(fixtures=False, patterns=False)
+    server.tools.include(module)
+    result = result_of(Client(McpHttpTransport(server)).call_tool("count_words", {"text": call.group(1)}))
+    assert result["structuredContent"] == json.loads(prints.group(1))
 
 
-@pytest.mark.parametrize(("path", "code"), file_blocks())
+# A block whose file the project deleted (an example) is left out: it stands alone, tested from the README.
+@pytest.mark.parametrize(("path", "code"), [(path, code) for path, code in file_blocks() if (REPO / path).is_file()])
 def test_a_file_block_is_the_files_code(path: str, code: str) -> None:
     assert code == without_module_docstring((REPO / path).read_text(encoding="utf-8"))
 
@@ -77,20 +94,24 @@ def test_the_walkthroughs_registration_is_one_line_added_where_the_readme_says(t
     line = register["code"]
     assert line.count("\n") == 1, "the registration snippet is more than the one line to add"
     prose = " ".join(register["prose"].split())
-    where = re.search(r"in `functions/tools/__init__.py`, after the line `([^`]+)`", prose)
-    assert where, "the README does not say where the line goes"
+    assert "in `functions/tools/__init__.py`, add this one line as the last of `MODULES = _modules(...)`" in prose
     init = tools_copy / "__init__.py"
     # A project that followed the walkthrough already has the line: the copy starts from before it.
-    lines = [text for text in init.read_text(encoding="utf-8").splitlines(keepends=True) if text != line]
-    (anchor,) = [i for i, text in enumerate(lines) if text.strip() == where.group(1)]
-    lines.insert(anchor + 1, line)
-    init.write_text("".join(lines), encoding="utf-8")
+    init.write_text("".join(text for text in init.read_text().splitlines(keepends=True) if text != line))
+    before = registered_names(tools_copy)
+    register_tool_modules(init, "export_dataset")
+    assert line in init.read_text(encoding="utf-8")
+    assert registered_names(tools_copy) == [*before, "export_dataset"]
 
+
+def registered_names(tools_copy: Path) -> list[str]:
+    """The modules the copy serves everywhere (MODULES), in their order."""
+    for name in [name for name in sys.modules if name == "tools" or name.startswith("tools.")]:
+        del sys.modules[name]
     tools = importlib.import_module("tools")
     assert Path(tools.__file__).parent == tools_copy
-    registry = ToolRegistry()
-    tools.register(registry, table_backed=False)
-    assert {spec.name for spec in registry} >= {"count_words", "archive_project", "deploy_release", "export_dataset"}
+    tools.register(ToolRegistry(), table_backed=False)
+    return [module.__name__.removeprefix("tools.") for module in tools.MODULES]
 
 
 def github_anchor(heading: str) -> str:

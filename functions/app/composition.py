@@ -62,6 +62,10 @@ def build_catalog(settings: Settings) -> Catalog:
         from fixtures import lifecycle
 
         lifecycle.register(catalog)
+    if "patterns" in settings.fixture_sets:
+        from fixtures import patterns
+
+        patterns.register(catalog, table_backed=table_backed)
     return catalog
 
 

@@ -22,6 +22,9 @@ class MissingSetting(RuntimeError):
     """The environment lacks a variable this function needs (its template sets it)."""
 
 
+_FIXTURE_SET = "(conformance|lifecycle|patterns)"
+
+
 class Settings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
@@ -29,8 +32,9 @@ class Settings(BaseModel):
     server_version: str = Field("0.1.0", alias="MCP_SERVER_VERSION")
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
     # Test fixtures to serve besides the project's tools (comma-separated): "conformance" (the suite's),
-    # "lifecycle" (tools that crash, hang or exhaust memory). Never set in a deployment: the asset has none.
-    fixtures: str = Field("", alias="MCP_FIXTURES", pattern=r"^((conformance|lifecycle)(,(conformance|lifecycle))*)?$")
+    # "lifecycle" (tools that crash, hang or exhaust memory), "patterns" (one tool of each pattern, for the
+    # runtime's own tests). Never set in a deployment: the asset has none.
+    fixtures: str = Field("", alias="MCP_FIXTURES", pattern=rf"^({_FIXTURE_SET}(,{_FIXTURE_SET})*)?$")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
     # host names requests may name (empty: any; API Gateway routes by host already).
     allowed_origins: str = Field("", alias="MCP_ALLOWED_ORIGINS")

@@ -14,6 +14,7 @@ import pytest
 
 from infra import packaging as bundling
 from tests.infra.conftest import DEFAULT_STACK_NAME, REPO, cfn_lint
+from tests.support import project_tools
 
 pytestmark = pytest.mark.infra
 
@@ -159,13 +160,18 @@ def call(method, params, name=None):
     return response["statusCode"], json.loads(response["body"])
 status, discover = call("server/discover", {})
 assert status == 200, discover
-status, counted = call("tools/call", {"name": "count_words", "arguments": {"text": "one two three"}}, "count_words")
-assert status == 200 and counted["result"]["structuredContent"] == {"words": 3, "characters": 13}, counted
+status, listed = call("tools/list", {})
+assert status == 200 and sorted(tool["name"] for tool in listed["result"]["tools"]) == PROJECT_TOOLS, listed
 test_only = ("moto", "pytest", "fixtures", "local_stack", "mcp", "tests")
 leaked = sorted(m for m in sys.modules if m.split(".")[0] in test_only)
 assert not leaked, leaked
 print(json.dumps({"modules": len(sys.modules)}))
-""".replace("ASSET", repr(str(host_asset))).replace("RUNTIME", repr(str(runtime)))
+"""
+    script = (
+        script.replace("ASSET", repr(str(host_asset)))
+        .replace("RUNTIME", repr(str(runtime)))
+        .replace("PROJECT_TOOLS", repr(project_tools(table_backed=False)))  # no task table here
+    )
     env = {
         "PATH": os.environ.get("PATH", ""),
         "MCP_SERVER_NAME": "asset-check",

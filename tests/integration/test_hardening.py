@@ -111,6 +111,7 @@ def _settings(**overrides: str) -> Settings:
         {
             "TASK_PROGRESS_INTERVAL_MS": "0",
             "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
+            "MCP_FIXTURES": "patterns",
             **overrides,
         }
     )

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from local_stack.stack import fixture_layer
 
 from mcp_runtime import wire
 from tests.packaged_api import (
@@ -71,7 +72,13 @@ def first_requests(deployed: tuple[SecretOnMoto, Any], *messages: dict[str, Any]
     events = [bearer_event(message, issuer) for message in messages]
     done = subprocess.run(
         [sys.executable, "-S", "-c", PROBE, json.dumps(events)],
-        env=api_environment(code, secret, issuer),
+        # The pattern fixtures (the tools called below) as the local stack adds them: a layer after the asset.
+        env=api_environment(
+            code,
+            secret,
+            issuer,
+            {"MCP_FIXTURES": "patterns", "PYTHONPATH": f"{code.task_root}:{code.runtime_dir}:{fixture_layer()}"},
+        ),
         cwd=str(code.task_root),
         capture_output=True,
         text=True,

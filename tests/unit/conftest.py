@@ -44,7 +44,7 @@ def make_settings(**values: Any) -> Settings:
 def make_server(
     *,
     fixtures: bool = True,
-    examples: bool = True,
+    patterns: bool = True,
     settings: Settings | None = None,
     clock: FakeClock | None = None,
     keys: Iterable[SealingKey] = (TEST_KEY,),
@@ -53,10 +53,10 @@ def make_server(
 ) -> McpServer:
     sealer = StateSealer(list(keys), lifetime_seconds=lifetime_seconds, clock=clock or FakeClock())
     server = McpServer(settings or make_settings(), sealer, tasks=tasks)
-    if examples:
-        import tools
+    if patterns:
+        from fixtures import patterns as pattern_tools
 
-        tools.register(server.tools, table_backed=server.handles is not None)
+        pattern_tools.register(server, table_backed=server.handles is not None)
     if fixtures:
         from fixtures import conformance
 

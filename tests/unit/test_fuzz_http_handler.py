@@ -52,7 +52,7 @@ def handler() -> Iterator[Any]:
         for model_field in Settings.model_fields.values():
             if model_field.alias:
                 patch.delenv(model_field.alias, raising=False)
-        patch.setenv("MCP_FIXTURES", "conformance")
+        patch.setenv("MCP_FIXTURES", "conformance,patterns")
         patch.setenv("MCP_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
         patch.setenv("DEV_AUTH", "1")
         patch.setenv("POWERTOOLS_LOG_LEVEL", "ERROR")

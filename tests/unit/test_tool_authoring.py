@@ -78,7 +78,7 @@ def module_with(*functions: Any, name: str = "authoring_fixture") -> types.Modul
 
 
 def client_for(*functions: Any) -> Client:
-    server = make_server(fixtures=False, examples=False)
+    server = make_server(fixtures=False, patterns=False)
     server.tools.include(module_with(*functions))
     return Client(McpHttpTransport(server))
 

@@ -14,7 +14,7 @@ from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.server import McpServer
 from mcp_runtime.tools import ToolSpec
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
-from tests.support import api_event, meta, rpc, standard_headers
+from tests.support import api_event, meta, project_tools, rpc, standard_headers
 from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
 TASKS_CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}}
@@ -668,16 +668,11 @@ def _assert_capabilities_match_handlers(client: Client) -> dict[str, Any]:
     return capabilities
 
 
-def test_a_server_with_only_the_example_tools_advertises_only_tools() -> None:
-    from tools import archive_project, count_words
-
-    server = make_server(fixtures=False, examples=False)
-    server.tools.include(count_words)
-    server.tools.include(archive_project)
-    client = Client(McpHttpTransport(server))
+def test_a_server_with_only_tools_advertises_only_tools() -> None:
+    client = Client(McpHttpTransport(make_server(fixtures=False)))
     assert _assert_capabilities_match_handlers(client) == {"tools": {}}
     listed = result_of(client.request("tools/list"))["tools"]
-    assert sorted(tool["name"] for tool in listed) == ["archive_project", "count_words"]
+    assert sorted(tool["name"] for tool in listed) == ["archive_project", "count_words", "deploy_release"]
 
 
 def test_a_server_with_the_fixtures_advertises_exactly_what_it_serves(client: Client) -> None:
@@ -689,12 +684,12 @@ def test_a_server_with_a_task_backend_advertises_the_tasks_extension(tasks_clien
     assert capabilities["extensions"] == {wire.TASKS_EXTENSION: {}}
 
 
-def test_the_composition_root_serves_the_example_tools_without_fixtures() -> None:
+def test_the_composition_root_serves_the_projects_tools_and_no_fixtures() -> None:
     from app import composition
 
     server = composition.build_server(make_settings())
     assert "prompts" not in server.capabilities()
-    assert {spec.name for spec in server.tools} >= {"archive_project", "count_words"}
+    assert sorted(spec.name for spec in server.tools) == project_tools(table_backed=False)
 
 
 # ---- one endpoint path, and who answers (issue 15, defect 10) ----------------------------------------------------
