@@ -20,6 +20,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -231,6 +232,35 @@ def prune_unreached(output_dir: Path) -> list[str]:
     for name in removed:
         shutil.rmtree(units[name])
     return removed
+
+
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(?P<module>[^']+)'", re.MULTILINE)
+
+
+def missing_dependency_hint(stderr: str) -> str | None:
+    """For an import that failed against the asset's packages (a traceback's text): which package the
+    asset lacks, and the command that adds it. None when the missing module is not a package's (one of
+    the project's own, misspelt) or the failure is something else."""
+    found = _NO_MODULE.findall(stderr)
+    if not found:
+        return None
+    module = found[-1].split(".")[0]
+    if module in SHIPPED_PACKAGES or module == "fixtures":
+        return None
+    from importlib.metadata import packages_distributions
+
+    distributions = packages_distributions().get(module)
+    package = distributions[0] if distributions else module
+    where = (
+        f"{package} is installed in the dev environment only (a dev dependency, or one of theirs)"
+        if distributions
+        else f"{module} is installed nowhere (if its package on PyPI has another name, add that one)"
+    )
+    return (
+        f"{where}: the functions' asset does not ship it, so this import would fail in Lambda too. "
+        f"If a tool needs it at run time, add it as a runtime dependency: `make add-dependency PKG={package}` "
+        "(docs/dependencies.md)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
