@@ -242,14 +242,10 @@ def change(
         after = pins(project.lock.read_text(encoding="utf-8"))
         added = {name: version for name, version in after.items() if before.get(name) != version}
         dropped = sorted(set(before) - set(after))
-        report.append(
-            f"{project.lock.name}: "
-            + (
-                "unchanged"
-                if not added and not dropped
-                else f"pinned {_describe(added)}" + (f"; dropped {', '.join(dropped)}" if dropped else "")
-            )
-        )
+        changes = [f"pinned {_describe(added)}"] if added else []
+        if dropped:
+            changes.append(f"dropped {', '.join(dropped)}")
+        report.append(f"{project.lock.name}: {'; '.join(changes) or 'unchanged'}")
         if check_lambda:
             report.append(f"the functions' asset ({LAMBDA_TARGET.slug}) ships {_describe(shipped_for_lambda(project))}")
         if python is not None:

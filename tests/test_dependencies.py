@@ -112,6 +112,19 @@ def test_a_bare_name_or_a_range_is_written_as_given_and_replaces_the_earlier_req
     assert "\nhttpx==0.28.1\n" in project.lock.read_text()
 
 
+def test_make_lock_after_a_dev_dependency_is_removed_by_hand_drops_it_and_what_only_it_needed(
+    project: dependencies.Project, offline: bool
+) -> None:
+    edited = project.pyproject.read_text().replace('    "selenium==4.38.0",\n', "")
+    project.pyproject.write_text(edited)
+    report = dependencies.change(project, edited, python=None, check_lambda=False, offline=offline)
+    assert report == [
+        "requirements-dev.lock: dropped outcome, pysocks, selenium, sniffio, trio, trio-websocket, "
+        "websocket-client, wsproto"
+    ]
+    assert "selenium" not in dependencies.pins(project.lock.read_text())
+
+
 @pytest.mark.parametrize(
     ("command", "spec", "message"),
     [
