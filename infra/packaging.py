@@ -415,17 +415,22 @@ class AssetSize:
         return ", ".join(f"{name} {size / MIB:.1f} MB" for name, size in self.packages[:count])
 
 
-def _distribution_of(entry: str) -> str:
-    """`httpx-0.28.1.dist-info` -> `httpx`: metadata counted with the package it describes."""
-    return entry.split("-", 1)[0] if entry.endswith((".dist-info", ".data")) else entry.removesuffix(".py")
+def _counted_under(relative: Path) -> str:
+    """The package a file counts for: `httpx-0.28.1.dist-info/...` and `__pycache__/six.cpython-313.pyc`
+    (a top-level module's bytecode) with the package or module they describe."""
+    top = relative.parts[0]
+    if top == "__pycache__":
+        top = relative.name.split(".", 1)[0]
+    elif top.endswith((".dist-info", ".data")):
+        top = top.split("-", 1)[0]
+    return top.removesuffix(".py").lower().replace("-", "_")
 
 
 def measure_asset(root: Path) -> AssetSize:
     sizes: dict[str, int] = {}
     for path in root.rglob("*"):
         if path.is_file() and not path.is_symlink():
-            top = path.relative_to(root).parts[0]
-            key = _distribution_of(top).lower().replace("-", "_")
+            key = _counted_under(path.relative_to(root))
             sizes[key] = sizes.get(key, 0) + path.stat().st_size
     ranked = tuple(sorted(sizes.items(), key=lambda item: (-item[1], item[0])))
     return AssetSize(sum(sizes.values()), ranked)

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from infra.packaging import WHEELHOUSE_ROOT
+from infra.packaging import MIB, WHEELHOUSE_ROOT, AssetTooLarge, check_asset_size
 
 from tests.support import REPO
 
@@ -192,4 +192,29 @@ def test_the_command_prints_the_refusal_and_that_nothing_changed(project: depend
         "make add-dependency: boto3 comes with the Lambda runtime (python3.13): the asset does not ship it and the "
         "functions import the runtime's (its dev pin in pyproject.toml's dev extra is what the tests use)\n"
         "nothing changed\n"
+    )
+
+
+def test_the_asset_size_counts_bytecode_and_metadata_with_their_package_and_names_the_biggest(tmp_path: Path) -> None:
+    sizes = {
+        "pydantic_core/_pydantic_core.so": 3 * MIB,
+        "pydantic_core-2.50.4.dist-info/RECORD": MIB // 2,
+        "httpx/__init__.py": MIB,
+        "httpx/__pycache__/__init__.cpython-313.pyc": MIB,
+        "typing_extensions.py": MIB // 4,
+        "__pycache__/typing_extensions.cpython-313.pyc": MIB // 4,
+    }
+    for name, size in sizes.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"x" * size)
+    assert check_asset_size(tmp_path, 6).packages == (  # 6 MB exactly: at the ceiling is within it
+        ("pydantic_core", 3 * MIB + MIB // 2),
+        ("httpx", 2 * MIB),
+        ("typing_extensions", MIB // 2),
+    )
+    with pytest.raises(AssetTooLarge) as refused:
+        check_asset_size(tmp_path, 5)
+    assert str(refused.value).startswith(
+        "the functions' asset is 6.0 MB unzipped (bytecode included), over the 5 MB set by 'assetSizeLimitMb' "
+        "(cdk.json context). Biggest packages: pydantic_core 3.5 MB, httpx 2.0 MB, typing_extensions 0.5 MB. "
     )
