@@ -16,7 +16,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # module it imports from source again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task
+.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task \
+	add-dependency remove-dependency lock
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
@@ -90,6 +91,23 @@ tasks: $(VENV)/.installed
 task: $(VENV)/.installed
 	@test -n "$(ID)" || (echo "usage: make task ID=<task id> [PORT=... | STACK=...]" && exit 2)
 	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) --task '$(ID)'
+
+# The functions' runtime dependencies, in one command (docs/dependencies.md): pyproject.toml's
+# [project] dependencies, the lock (written by the pinned uv), the venv, and the wheels the asset ships for
+# Lambda (arm64, CPython 3.13) checked. PKG='httpx==0.28.1', PKG='httpx>=0.28,<1' or PKG=httpx.
+# `make lock`: the same after editing pyproject.toml by hand (a dev dependency, say).
+DEPENDENCIES := $(PY) scripts/dependencies.py --uv $(UV) --python $(VENV)/bin/python
+add-dependency: $(VENV)/.installed
+	$(DEPENDENCIES) add '$(PKG)'
+	touch $(VENV)/.installed
+
+remove-dependency: $(VENV)/.installed
+	$(DEPENDENCIES) remove '$(PKG)'
+	touch $(VENV)/.installed
+
+lock: $(VENV)/.installed
+	$(DEPENDENCIES) lock
+	touch $(VENV)/.installed
 
 LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 

@@ -4,12 +4,15 @@ Both Lambda functions (API and worker) run one asset: infra/bundling.py's `build
 manylinux2014_aarch64 / CPython 3.13 (pip --target of the runtime dependencies, boto3 left to the
 Lambda runtime, unused Powertools utilities pruned, then functions/{mcp_runtime,app,tools}).
 For comparison, the same pip --target install of the SDK stack (mcp==2.3.0 + mangum, boto3 excluded).
-Budget (DESIGN.md): the API function's asset under 10 MB unzipped.
+Not a budget (DESIGN.md): size is the sanity ceiling a team sets in cdk.json (`assetSizeLimitMb`, checked
+at synth); reported here beside the figure. The performance budget is the packaged asset's cold start
+(bench/coldstart.py: packaged_discover_token/boto3_runtime <= 1.0).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import os
 import subprocess
 import sys
@@ -18,7 +21,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO, verdict
+from bench.coldstart import PACKAGED_BUDGET
+from bench.common import REPO
 
 MB = 1024 * 1024
 
@@ -73,7 +77,9 @@ def run(with_sdk: bool = True) -> dict[str, Any]:
         result["ours"] = ours
         if with_sdk:
             result["sdk_stack"] = _sdk_asset(Path(tmp) / "sdk")
-    result["budgets"] = {"API asset < 10 MB unzipped": result["ours"]["unzipped_bytes"] < 10 * MB}
+    limit = int(json.loads((REPO / "cdk.json").read_text(encoding="utf-8"))["context"].get("assetSizeLimitMb", 50))
+    result["ceiling"] = {"assetSizeLimitMb": limit, "within": result["ours"]["unzipped_bytes"] <= limit * MB}
+    result["budgets"] = {}  # the asset's performance budget is its cold start (coldstart)
     return result
 
 
@@ -95,8 +101,11 @@ def report(result: dict[str, Any]) -> list[str]:
         lines.append(f"  ratio SDK/ours unzipped: {sdk['unzipped_bytes'] / ours['unzipped_bytes']:.2f}")
     elif sdk:
         lines.append(f"  SDK stack: not measured ({sdk['error']})")
-    for name, ok in result["budgets"].items():
-        lines.append(f"  budget {name}: {verdict(ok)}")
+    ceiling = result["ceiling"]
+    lines.append(
+        f"  ceiling assetSizeLimitMb {ceiling['assetSizeLimitMb']} MB (cdk.json, checked at synth):"
+        f" {'within' if ceiling['within'] else 'OVER'}; not a budget: the asset's is its {PACKAGED_BUDGET}"
+    )
     return lines
 
 

@@ -49,6 +49,11 @@ from bench.common import api_event, issuer_environment, lambda_env, rpc, summary
 CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
 
 
+# The asset's performance budget (DESIGN.md), what deploys: its first server/discover with a token, at or
+# below `import boto3` from the runtime's libraries. Its size is no budget (assetSizeLimitMb, bench/assets.py).
+PACKAGED_BUDGET = "cold start packaged_discover_token/boto3_runtime <= 1.0"
+
+
 def _commands(event_dir: Path, fast_exit: bool = False) -> dict[str, list[str]]:
     py = sys.executable
     tail = "; import os; os._exit(0)" if fast_exit else ""
@@ -246,8 +251,7 @@ def _run(
         else None,
     }
     budgets = {
-        "cold start packaged_discover_token/boto3_runtime <= 1.0": ratios["packaged_discover_token/boto3_runtime"]
-        <= 1.0,
+        PACKAGED_BUDGET: ratios["packaged_discover_token/boto3_runtime"] <= 1.0,
         "cold start api_discover/boto3 <= 1.0": ratios["api_discover/boto3"] <= 1.0,
         # What a deployment's first request costs now that the function validates the token.
         "cold start api_discover_token/boto3 <= 1.0": ratios["api_discover_token/boto3"] <= 1.0,

@@ -12,10 +12,12 @@ import functools
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import jsii
-from aws_cdk import Annotations, AssetHashType, BundlingOptions, DockerImage, ILocalBundling
+from aws_cdk import Annotations, AssetHashType, BundlingOptions, DockerImage, ILocalBundling, Stack, Stage
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3_assets as s3_assets
 from constructs import IConstruct
 
 from infra.packaging import (
@@ -23,9 +25,11 @@ from infra.packaging import (
     LAMBDA_TARGET,
     LAMBDA_TASK_ROOT,
     SHIPPED_PACKAGES,
+    AssetSize,
     Target,
     build_package,
     bytecode_tag,
+    check_asset_size,
     find_compiler,
     runtime_requirements,
     source_fingerprint,
@@ -100,3 +104,20 @@ def function_code(target: Target = LAMBDA_TARGET, scope: IConstruct | None = Non
             local=PipLocalBundling(target),
         ),
     )
+
+
+def check_function_assets(stack: Stack, limit_mb: int) -> dict[str, AssetSize]:
+    """Every function asset the stack staged (bundled now, or found in cdk.out from an earlier synth),
+    held to `assetSizeLimitMb`: raises `AssetTooLarge` naming the key and the biggest packages.
+    Nothing to measure when the synth skips bundling (`aws:cdk:bundling-stacks`)."""
+    if not stack.bundling_required:
+        return {}
+    outdir = Path(Stage.of(stack).asset_outdir)  # type: ignore[union-attr]
+    sizes: dict[str, AssetSize] = {}
+    for construct in stack.node.find_all():
+        # lambda.Code.from_asset stages its directory as an s3 Asset named "Code" under the first function.
+        if isinstance(construct, s3_assets.Asset) and construct.node.id == "Code" and construct.is_zip_archive:
+            staged = outdir / construct.asset_path
+            if staged.is_dir() and str(staged) not in sizes:
+                sizes[str(staged)] = check_asset_size(staged, limit_mb)
+    return sizes

@@ -258,6 +258,21 @@ def check_context_keys(context: Mapping[str, Any], known: set[str]) -> None:
         raise ValueError(f"unknown context key {key!r}{hint}: the keys are {', '.join(allowed)}")
 
 
+DEFAULT_ASSET_SIZE_LIMIT_MB = 50
+# Lambda's limit for a function's code, unzipped (layers included): a ceiling above it could never deploy.
+LAMBDA_UNZIPPED_LIMIT_MB = 250
+
+
+def _asset_size_limit(value: Any) -> int:
+    if value is None:
+        return DEFAULT_ASSET_SIZE_LIMIT_MB
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(
+            f"context 'assetSizeLimitMb' must be a whole number between 1 and {LAMBDA_UNZIPPED_LIMIT_MB}, got {value!r}"
+        )
+    return _int(value, "assetSizeLimitMb", 1, LAMBDA_UNZIPPED_LIMIT_MB)
+
+
 @dataclass(frozen=True)
 class DeploymentConfig:
     server_name: str = "serverless-mcp-tasks"
@@ -296,6 +311,9 @@ class DeploymentConfig:
     # How long the supervisor retries a throttled Step Functions call inside one invocation (its timeout is 60 s).
     supervisor_retry_seconds: int = 40
     alarm_email: str | None = None
+    # A sanity ceiling on the functions' asset, unzipped with its bytecode, checked at synth (`infra.bundling`).
+    # Not a performance budget: that is the packaged asset's cold start (bench/coldstart.py).
+    asset_size_limit_mb: int = DEFAULT_ASSET_SIZE_LIMIT_MB
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -363,4 +381,5 @@ class DeploymentConfig:
                 50,
             ),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
+            asset_size_limit_mb=_asset_size_limit(get("assetSizeLimitMb")),
         )

@@ -20,6 +20,7 @@ import glob
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -85,9 +86,9 @@ def host_target() -> Target:
     return Target(f"manylinux2014_{arch}", f"{sys.version_info.major}.{sys.version_info.minor}")
 
 
-def runtime_requirements() -> list[str]:
-    """The pinned runtime dependencies of pyproject.toml, minus what the Lambda runtime provides."""
-    project = tomllib.loads(PYPROJECT.read_text(encoding="utf-8"))["project"]
+def runtime_requirements(pyproject: Path = PYPROJECT) -> list[str]:
+    """The runtime dependencies of pyproject.toml, minus what the Lambda runtime provides."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
     return [req for req in project["dependencies"] if _requirement_name(req) not in RUNTIME_PROVIDED]
 
 
@@ -115,12 +116,14 @@ def _platform_args(target: Target) -> list[str]:
     ]
 
 
-def _constraints() -> list[str]:
+def _constraints(lock: Path) -> list[str]:
     # The dev lock pins the transitive dependencies (pydantic_core, typing_extensions, ...).
-    return ["--constraint", str(LOCK_FILE)] if LOCK_FILE.exists() else []
+    return ["--constraint", str(lock)] if lock.exists() else []
 
 
-def install_dependencies(target_dir: Path, target: Target, requirements: Sequence[str], wheelhouse: Path) -> None:
+def install_dependencies(
+    target_dir: Path, target: Target, requirements: Sequence[str], wheelhouse: Path, *, lock: Path = LOCK_FILE
+) -> None:
     """pip install for `target` into `target_dir`, from the wheelhouse; fill the wheelhouse on a miss."""
     install = [
         "install",
@@ -132,14 +135,14 @@ def install_dependencies(target_dir: Path, target: Target, requirements: Sequenc
         "--target",
         str(target_dir),
         *_platform_args(target),
-        *_constraints(),
+        *_constraints(lock),
         *requirements,
     ]
     wheelhouse.mkdir(parents=True, exist_ok=True)
     if _pip(*install).returncode == 0:
         return
     download = _pip(
-        "download", "--quiet", "--dest", str(wheelhouse), *_platform_args(target), *_constraints(), *requirements
+        "download", "--quiet", "--dest", str(wheelhouse), *_platform_args(target), *_constraints(lock), *requirements
     )
     if download.returncode != 0:
         raise RuntimeError(
@@ -229,6 +232,35 @@ def prune_unreached(output_dir: Path) -> list[str]:
     for name in removed:
         shutil.rmtree(units[name])
     return removed
+
+
+_NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(?P<module>[^']+)'", re.MULTILINE)
+
+
+def missing_dependency_hint(stderr: str) -> str | None:
+    """For an import that failed against the asset's packages (a traceback's text): which package the
+    asset lacks, and the command that adds it. None when the missing module is not a package's (one of
+    the project's own, misspelt) or the failure is something else."""
+    found = _NO_MODULE.findall(stderr)
+    if not found:
+        return None
+    module = found[-1].split(".")[0]
+    if module in SHIPPED_PACKAGES or module == "fixtures":
+        return None
+    from importlib.metadata import packages_distributions
+
+    distributions = packages_distributions().get(module)
+    package = distributions[0] if distributions else module
+    where = (
+        f"{package} is installed in the dev environment only (a dev dependency, or one of theirs)"
+        if distributions
+        else f"{module} is installed nowhere (if its package on PyPI has another name, add that one)"
+    )
+    return (
+        f"{where}: the functions' asset does not ship it, so this import would fail in Lambda too. "
+        f"If a tool needs it at run time, add it as a runtime dependency: `make add-dependency PKG={package}` "
+        "(docs/dependencies.md)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -340,16 +372,19 @@ def build_package(
     wheelhouse_root: Path = WHEELHOUSE_ROOT,
     installed: Path | None = None,
     bytecode: bool = True,
+    pyproject: Path = PYPROJECT,
+    lock: Path = LOCK_FILE,
 ) -> Path:
     """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.handlers.*`),
     with bytecode for the target's interpreter where one is at hand (`compile_bytecode`).
 
     `installed`: a directory `installed_dependencies` filled before, linked instead of installing again.
+    `pyproject`, `lock`: the project's pins (another copy's, in tests).
     """
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     if installed is None:
-        install_dependencies(output, target, runtime_requirements(), wheelhouse_root / target.slug)
+        install_dependencies(output, target, runtime_requirements(pyproject), wheelhouse_root / target.slug, lock=lock)
     else:
         shutil.copytree(
             installed, output, copy_function=os.link, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".complete")
@@ -363,6 +398,59 @@ def build_package(
     if bytecode:
         compile_bytecode(output, target)
     return output
+
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class AssetSize:
+    """A built asset's size as Lambda counts it: every file unzipped, bytecode included."""
+
+    total_bytes: int
+    # Top-level packages and modules (with their .dist-info), biggest first.
+    packages: tuple[tuple[str, int], ...]
+
+    def biggest(self, count: int = 5) -> str:
+        return ", ".join(f"{name} {size / MIB:.1f} MB" for name, size in self.packages[:count])
+
+
+def _counted_under(relative: Path) -> str:
+    """The package a file counts for: `httpx-0.28.1.dist-info/...` and `__pycache__/six.cpython-313.pyc`
+    (a top-level module's bytecode) with the package or module they describe."""
+    top = relative.parts[0]
+    if top == "__pycache__":
+        top = relative.name.split(".", 1)[0]
+    elif top.endswith((".dist-info", ".data")):
+        top = top.split("-", 1)[0]
+    return top.removesuffix(".py").lower().replace("-", "_")
+
+
+def measure_asset(root: Path) -> AssetSize:
+    sizes: dict[str, int] = {}
+    for path in root.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            key = _counted_under(path.relative_to(root))
+            sizes[key] = sizes.get(key, 0) + path.stat().st_size
+    ranked = tuple(sorted(sizes.items(), key=lambda item: (-item[1], item[0])))
+    return AssetSize(sum(sizes.values()), ranked)
+
+
+class AssetTooLarge(ValueError):
+    """The asset is over the ceiling the project set (`assetSizeLimitMb` in cdk.json)."""
+
+
+def check_asset_size(root: Path, limit_mb: int) -> AssetSize:
+    """The asset's size, or AssetTooLarge naming the cdk.json key and the biggest packages."""
+    size = measure_asset(root)
+    if size.total_bytes > limit_mb * MIB:
+        raise AssetTooLarge(
+            f"the functions' asset is {size.total_bytes / MIB:.1f} MB unzipped (bytecode included), over the "
+            f"{limit_mb} MB set by 'assetSizeLimitMb' (cdk.json context). Biggest packages: {size.biggest()}. "
+            "Raise 'assetSizeLimitMb' if that is what the tools need (Lambda's own limit is 250 MB), or drop a "
+            "dependency: `make remove-dependency PKG=<name>` (docs/dependencies.md)"
+        )
+    return size
 
 
 def dependencies_fingerprint(target: Target) -> str:

@@ -147,6 +147,8 @@ class McpTasksStack(Stack):
         )
         if self.bridge is not None and self.monitoring.topic is not None:
             self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.monitoring.topic))
+        # The code the functions share was staged above: held to the team's ceiling (assetSizeLimitMb).
+        self.asset_sizes = bundling.check_function_assets(self, config.asset_size_limit_mb)
 
         CfnOutput(self, "EndpointUrl", value=self.front.endpoint_url, description="MCP endpoint (HTTP API, OAuth)")
         CfnOutput(self, "TaskTableName", value=self.tasks.table.table_name)

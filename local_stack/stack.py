@@ -51,11 +51,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
+
+from infra.packaging import missing_dependency_hint
 
 from local_stack import iam_enforcement, persistence
 from local_stack.aws import (
@@ -334,13 +336,15 @@ def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
 FRAME: Final = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
 
 
-def check_tools_import(source: Path = REPO / "functions") -> None:
-    """Import the project's tools as the functions will, from the source; refuse to start if that fails,
-    naming the source file and line (the functions run a built copy, whose paths mean nothing to you)."""
+def check_tools_import(code: FunctionCode, source: Path = REPO / "functions", layers: Sequence[Path] = ()) -> None:
+    """Import the project's tools as the functions will: from the source (so a failure names your file
+    and line, not the built copy's), with nothing else on the import path but what the functions have:
+    the asset's packages (what deploys), the layers and the Lambda runtime's own (boto3). A package only
+    the dev environment has fails here as it would in Lambda, named, with the command that adds it."""
+    path = [str(source), str(code.task_root), *map(str, layers), str(code.runtime_dir)]
     done = subprocess.run(
-        [sys.executable, "-c", "import tools"],
+        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {path!r}; import tools"],
         cwd=source,
-        env={**os.environ, "PYTHONPATH": str(source)},
         capture_output=True,
         text=True,
         check=False,
@@ -351,7 +355,10 @@ def check_tools_import(source: Path = REPO / "functions") -> None:
     where = frames[-1] if frames else None
     place = f"{Path(where['path']).resolve().relative_to(source.parent)}, line {where['line']}" if where else "tools"
     error = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit status {done.returncode}"
-    raise StartRefused(f"a tool does not import: {place}: {error}\n\n{done.stderr.rstrip()}")
+    hint = missing_dependency_hint(done.stderr)
+    raise StartRefused(
+        f"a tool does not import: {place}: {error}\n" + (f"{hint}\n" if hint else "") + f"\n{done.stderr.rstrip()}"
+    )
 
 
 def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStack:
@@ -361,7 +368,9 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         check_port(options.port)
     port = options.port or _free_port()  # known before synthesis: the resource URI names it
     state_lock = lock_state_dir(options.state_dir, port) if options.state_dir is not None else None
-    check_tools_import()
+    # The asset first: the tools are imported against its packages, before anything else starts.
+    code = build_function_code()
+    check_tools_import(code, layers=options.layers)
     provider: LocalAuthorizationServer | None = None
     cdk_context = dict(options.cdk_context)
     if options.auth == "oauth":
@@ -374,7 +383,6 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         else synthesize(cdk_context)
     )
     template = DeployedTemplate.load(assembly.directory, assembly.stack_name)
-    code = build_function_code()
     aws = start_embedded_aws()
     iam_enforcement.install()
     provisioned = provision(template, aws.client)

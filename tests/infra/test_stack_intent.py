@@ -15,7 +15,7 @@ from infra.config import ThrottleRetry
 
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema, store
-from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, Synthesized
+from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, REPO, Synthesized
 
 pytestmark = pytest.mark.infra
 
@@ -822,6 +822,13 @@ def test_an_iam_caller_is_its_role_session_unless_the_context_binds_it_to_the_ac
     assert api_environment(synth(functionUrl="true", iamPrincipal="accessKey"))["MCP_IAM_PRINCIPAL"] == "access-key"
 
 
+def test_the_asset_ceiling_is_50_mb_unless_cdk_json_says_otherwise(synth: Any) -> None:
+    cdk_json = json.loads((REPO / "cdk.json").read_text())["context"]
+    assert (synth().stack.config.asset_size_limit_mb, cdk_json["assetSizeLimitMb"]) == (50, 50)
+    assert synth(assetSizeLimitMb="120").stack.config.asset_size_limit_mb == 120  # `-c assetSizeLimitMb=120`
+    assert synth().stack.asset_sizes == {}  # bundling skipped here: the CLI synth's asset is checked instead
+
+
 @pytest.mark.parametrize(
     ("context", "message"),
     [
@@ -842,7 +849,12 @@ def test_an_iam_caller_is_its_role_session_unless_the_context_binds_it_to_the_ac
         ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
         ({"iamPrincipal": "key"}, "context 'iamPrincipal' must be one of ['session', 'accessKey'], got 'key'"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
-        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, auth, "),
+        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, assetSizeLimitMb, "),
+        ({"assetSizeLimitMb": "big"}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 'big'"),
+        ({"assetSizeLimitMb": 12.5}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 12.5"),
+        ({"assetSizeLimitMb": True}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got True"),
+        ({"assetSizeLimitMb": 0}, "context 'assetSizeLimitMb' must be between 1 and 250, got 0"),
+        ({"assetSizeLimitMb": "300"}, "context 'assetSizeLimitMb' must be between 1 and 250, got 300"),
     ],
 )
 def test_bad_context_stops_the_synth_with_a_clear_message(synth: Any, context: dict[str, str], message: str) -> None:

@@ -6,6 +6,7 @@ import fcntl
 import io
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -13,11 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from infra.packaging import host_target, installed_dependencies
+from local_stack.code import CODE_ROOT, FunctionCode, build_function_code
 from local_stack.stack import LogSink, StartRefused, check_tools_import
 
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e
+
+MCP1_REQUIREMENTS = "tests/clients/mcp1-requirements.txt"  # an input of `make install`
 
 
 def make_run(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
@@ -63,21 +68,119 @@ def test_a_second_stack_on_a_state_directory_in_use_is_refused_naming_it(tmp_pat
     assert "Traceback" not in done.stderr
 
 
-def test_a_tool_that_does_not_import_is_named_by_its_source_file_and_line(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def function_code() -> FunctionCode:
+    """The functions' code as `make run` builds it (cached by its fingerprint; built once for the suite)."""
+    return build_function_code()
+
+
+def test_a_tool_that_does_not_import_is_named_by_its_source_file_and_line(
+    tmp_path: Path, function_code: FunctionCode
+) -> None:
     tools = tmp_path / "functions" / "tools"
     tools.mkdir(parents=True)
     init = "from importlib import import_module\n\nMODULES = [import_module('tools.broken')]\n"
     (tools / "__init__.py").write_text(init)
     (tools / "broken.py").write_text('"""A tool with a typo."""\n\nfrom pydantic import BaseModle\n')
     with pytest.raises(StartRefused) as refused:
-        check_tools_import(tmp_path / "functions")
-    first_line = str(refused.value).splitlines()[0]
+        check_tools_import(function_code, tmp_path / "functions")
+    first_line, second_line = str(refused.value).splitlines()[:2]
     assert first_line.startswith("a tool does not import: functions/tools/broken.py, line 3: ImportError: ")
     assert "cannot import name 'BaseModle' from 'pydantic'" in first_line
+    assert second_line == ""  # no dependency to add: the traceback follows
 
 
-def test_the_projects_own_tools_import() -> None:
-    check_tools_import()
+def tools_importing(root: Path, module: str) -> Path:
+    """A functions/ tree whose one tool imports `module` (and pydantic, which the asset ships)."""
+    tools = root / "functions" / "tools"
+    tools.mkdir(parents=True)
+    init = "from importlib import import_module\n\nMODULES = [import_module('tools.uses')]\n"
+    (tools / "__init__.py").write_text(init)
+    (tools / "uses.py").write_text(f'"""A tool with a dependency."""\n\nimport {module}\nimport pydantic\n')
+    return root / "functions"
+
+
+def test_a_tool_importing_a_dev_only_package_is_refused_naming_it_and_the_command_that_adds_it(
+    tmp_path: Path, function_code: FunctionCode
+) -> None:
+    """pytest is in the dev venv, so the tool imports there; the asset (what deploys) lacks it."""
+    with pytest.raises(StartRefused) as refused:
+        check_tools_import(function_code, tools_importing(tmp_path, "pytest"))
+    assert str(refused.value).splitlines()[:2] == [
+        "a tool does not import: functions/tools/uses.py, line 3: ModuleNotFoundError: No module named 'pytest'",
+        "pytest is installed in the dev environment only (a dev dependency, or one of theirs): the functions' "
+        "asset does not ship it, so this import would fail in Lambda too. If a tool needs it at run time, add it "
+        "as a runtime dependency: `make add-dependency PKG=pytest` (docs/dependencies.md)",
+    ]
+
+
+def test_a_tool_importing_a_package_under_another_distribution_name_is_told_that_name(
+    tmp_path: Path, function_code: FunctionCode
+) -> None:
+    with pytest.raises(StartRefused) as refused:
+        check_tools_import(function_code, tools_importing(tmp_path, "yaml"))  # PyYAML's, dev-only (moto's)
+    assert "`make add-dependency PKG=PyYAML`" in str(refused.value).splitlines()[1]
+
+
+def test_a_tool_importing_a_package_installed_nowhere_is_refused_naming_it(
+    tmp_path: Path, function_code: FunctionCode
+) -> None:
+    with pytest.raises(StartRefused) as refused:
+        check_tools_import(function_code, tools_importing(tmp_path, "not_installed_anywhere"))
+    assert str(refused.value).splitlines()[1] == (
+        "not_installed_anywhere is installed nowhere (if its package on PyPI has another name, add that one): "
+        "the functions' asset does not ship it, so this import would fail in Lambda too. If a tool needs it at "
+        "run time, add it as a runtime dependency: `make add-dependency PKG=not_installed_anywhere` "
+        "(docs/dependencies.md)"
+    )
+
+
+def test_the_projects_own_tools_import_against_the_assets_packages(function_code: FunctionCode) -> None:
+    check_tools_import(function_code)
+
+
+def test_make_run_refuses_a_tool_importing_pytest_naming_the_package_and_the_command_that_adds_it(
+    tmp_path: Path,
+) -> None:
+    """As a team meets it: a copy of the project, a tool that imports pytest, `make run`."""
+    project = tmp_path / "project"
+    project.mkdir()
+    pins = ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json", MCP1_REQUIREMENTS)
+    for name in ("Makefile", "cdk.json", *pins):
+        (project / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(REPO / name, project / name)
+        os.utime(project / name, (0, 0))  # the installs are this checkout's: make must not redo them
+    for directory in ("functions", "infra", "local_stack"):
+        shutil.copytree(REPO / directory, project / directory, ignore=shutil.ignore_patterns("__pycache__"))
+    for installed in (".venv", "node_modules", ".tools"):
+        (project / installed).symlink_to((REPO / installed).resolve())
+    # Same pins, same installed dependencies: linked from this checkout's cache, not installed again.
+    dependencies = installed_dependencies(host_target(), CODE_ROOT)
+    code_root = project / "build" / "local-stack" / "code"
+    shutil.copytree(dependencies, code_root / dependencies.name, copy_function=os.link)
+    tools = project / "functions" / "tools"
+    (tools / "uses_pytest.py").write_text('"""Reads a test helper."""\n\nimport pytest\n')
+    init = (tools / "__init__.py").read_text()
+    anchor = "MODULES = _modules(\n"
+    assert init.count(anchor) == 1
+    (tools / "__init__.py").write_text(init.replace(anchor, anchor + '    "uses_pytest",\n'))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MAKE")) and k != "PYTHONPATH"}
+    done = subprocess.run(
+        ["make", "run", f"PORT={port}"], cwd=project, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    refusal = done.stderr[done.stderr.index("make run: ") :].splitlines()
+    assert refusal[:2] == [
+        "make run: a tool does not import: functions/tools/uses_pytest.py, line 3: ModuleNotFoundError: "
+        "No module named 'pytest'",
+        "pytest is installed in the dev environment only (a dev dependency, or one of theirs): the functions' "
+        "asset does not ship it, so this import would fail in Lambda too. If a tool needs it at run time, add it "
+        "as a runtime dependency: `make add-dependency PKG=pytest` (docs/dependencies.md)",
+    ]
+    assert not (project / "build" / "local-stack" / "synth").exists()  # refused before the CDK app is synthesized
 
 
 def test_ctrl_c_stops_the_stack_quietly() -> None:
