@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import cached_property, lru_cache
@@ -77,6 +78,9 @@ class Settings(BaseModel):
     task_lease_seconds: int = Field(600, alias="TASK_LEASE_SECONDS", ge=1, le=86_400)
     task_sweep_max_checks: int = Field(100, alias="TASK_SWEEP_MAX_CHECKS", ge=1, le=1_000)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+    # The secrets the tools read with ctx.secret(name): JSON, name -> Secrets Manager name or ARN
+    # (the template sets it from cdk.json's toolSecrets).
+    tool_secrets: dict[str, str] = Field(default_factory=dict, alias="MCP_TOOL_SECRETS")
     # Handshake-era (2025) clients: sealed sessions and resumable event streams.
     legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")
     legacy_session_lifetime_seconds: int = Field(86_400, alias="MCP_LEGACY_SESSION_LIFETIME_SECONDS", ge=60, le=604_800)
@@ -94,6 +98,13 @@ class Settings(BaseModel):
     def _null_ttl(cls, value: object) -> object:
         if isinstance(value, str) and value.strip().lower() in _NULL_SPELLINGS:
             return None
+        return value
+
+    @field_validator("tool_secrets", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
         return value
 
     # Derived once per container, like the settings they come from (read on every request).
