@@ -240,7 +240,7 @@ def check_domain_prefix(prefix: str) -> None:
 _VARIABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]+$")
 # The template's own variables, and those Lambda reserves or boto3 reads (which would change the
 # template's own AWS calls): a tool variable may not take any of them.
-TEMPLATE_VARIABLE_PREFIXES = ("MCP_", "TASK_", "POWERTOOLS_", "AWS_", "LAMBDA_")
+TEMPLATE_VARIABLE_PREFIXES = ("MCP_", "TASK_", "BRIDGE_", "POWERTOOLS_", "AWS_", "LAMBDA_")
 TEMPLATE_VARIABLES = ("DEV_AUTH", "PYDANTIC_DISABLE_PLUGINS")
 # What `ctx.secret(name)` takes, and what Secrets Manager accepts as a secret's name or ARN.
 _TOOL_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")

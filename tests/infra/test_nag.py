@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 
-from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, cfn_lint, synthesize
+from tests.infra.conftest import (
+    CLIENT_CREDENTIALS,
+    FULL_OPTIONS,
+    OWN_ISSUER,
+    TOOL_CONFIGURATION,
+    cfn_lint,
+    synthesize,
+)
 
 pytestmark = pytest.mark.infra
 
@@ -17,6 +24,7 @@ CONFIGURATIONS = {
     "function url and alarm email": FULL_OPTIONS,
     "own issuer": OWN_ISSUER,
     "client credentials only": CLIENT_CREDENTIALS,
+    "tools configured (environment, secrets, statements, vpc)": TOOL_CONFIGURATION,
 }
 
 
