@@ -16,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # module it imports from source again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task
+.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task secret
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
@@ -85,6 +85,12 @@ tasks: $(VENV)/.installed
 task: $(VENV)/.installed
 	@test -n "$(ID)" || (echo "usage: make task ID=<task id> [PORT=... | STACK=...]" && exit 2)
 	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) --task '$(ID)'
+
+# A secret on the local stack on PORT, by the name cdk.json's toolSecrets gives it:
+# created, or given a new value. Without VALUE the value is read from standard input.
+secret: $(VENV)/.installed
+	@test -n "$(NAME)" || (echo "usage: make secret NAME=<secret name> VALUE=<value> (or the value on stdin)" && exit 2)
+	@$(PY) scripts/secret.py --name "$(NAME)" --port $(PORT) $(if $(VALUE),--value "$(VALUE)")
 
 LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 

@@ -63,6 +63,10 @@ def build_catalog(settings: Settings) -> Catalog:
         from fixtures import lifecycle
 
         lifecycle.register(catalog)
+    if "configuration" in settings.fixture_sets:
+        from fixtures import configuration
+
+        configuration.register(catalog)
     return catalog
 
 

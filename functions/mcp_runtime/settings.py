@@ -14,6 +14,9 @@ from .limits import MAX_TASK_TTL_MS  # a task's ttlMs: at least 1 ms, at most th
 # Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
 _NULL_SPELLINGS = frozenset({"", "null", "none"})
 
+# The fixture sets (`fixtures/<name>.py`) MCP_FIXTURES may name.
+_FIXTURE_SETS = "(conformance|lifecycle|configuration)"
+
 # A fixed development key: fine on loopback, refused when a deployment forgets to configure one.
 DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
 
@@ -29,8 +32,9 @@ class Settings(BaseModel):
     server_version: str = Field("0.1.0", alias="MCP_SERVER_VERSION")
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
     # Test fixtures to serve besides the project's tools (comma-separated): "conformance" (the suite's),
-    # "lifecycle" (tools that crash, hang or exhaust memory). Never set in a deployment: the asset has none.
-    fixtures: str = Field("", alias="MCP_FIXTURES", pattern=r"^((conformance|lifecycle)(,(conformance|lifecycle))*)?$")
+    # "lifecycle" (tools that crash, hang or exhaust memory), "configuration" (tools that use what cdk.json
+    # gives the tools). Never set in a deployment: the asset has none.
+    fixtures: str = Field("", alias="MCP_FIXTURES", pattern=rf"^({_FIXTURE_SETS}(,{_FIXTURE_SETS})*)?$")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
     # host names requests may name (empty: any; API Gateway routes by host already).
     allowed_origins: str = Field("", alias="MCP_ALLOWED_ORIGINS")
