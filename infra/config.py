@@ -242,6 +242,8 @@ _VARIABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]+$")
 # template's own AWS calls): a tool variable may not take any of them.
 TEMPLATE_VARIABLE_PREFIXES = ("MCP_", "TASK_", "BRIDGE_", "POWERTOOLS_", "AWS_", "LAMBDA_")
 TEMPLATE_VARIABLES = ("DEV_AUTH", "PYDANTIC_DISABLE_PLUGINS")
+# Lambda's limit on a function's variables, names and values together (the template's own among them).
+ENVIRONMENT_LIMIT_BYTES = 4096
 # What `ctx.secret(name)` takes, and what Secrets Manager accepts as a secret's name or ARN.
 _TOOL_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
@@ -341,6 +343,12 @@ def _tool_environment(value: Any) -> dict[str, str]:
                 f"context 'toolEnvironment': the value of {name!r} must be a string, got {setting!r} "
                 f"(quote it: {json.dumps(json.dumps(setting))})"
             )
+    size = sum(len(name.encode()) + len(setting.encode()) for name, setting in environment.items())
+    if size > ENVIRONMENT_LIMIT_BYTES:
+        raise ValueError(
+            f"context 'toolEnvironment' holds {size} bytes; Lambda allows {ENVIRONMENT_LIMIT_BYTES} for all of a "
+            "function's variables, the template's own included: put large values in a secret (toolSecrets) or S3"
+        )
     return dict(environment)
 
 

@@ -172,6 +172,13 @@ def test_a_wildcard_statement_is_acknowledged_to_cdk_nag_with_its_own_reason(con
     }
 
 
+def test_a_deny_with_wildcards_needs_no_reason_and_is_acknowledged_nowhere(synth: Any) -> None:
+    deny = {"Effect": "Deny", "Action": "s3:Delete*", "Resource": "*"}
+    stack = synth(toolPolicyStatements=[deny])
+    assert deny in _statements(stack, "worker")
+    assert not [a for a in stack.acknowledged if "s3:Delete" in a.rule_id]
+
+
 # ---- vpc ----------------------------------------------------------------------------------------
 def test_the_tool_running_functions_are_placed_in_the_vpc_and_may_attach_to_it(configured: Synthesized) -> None:
     vpc = TOOL_CONFIGURATION["vpc"]
@@ -273,6 +280,10 @@ GROUPS = ["sg-0123456789abcdef0"]
         ),
         ({"toolEnvironment": {"AWS_REGION": "eu-west-1"}}, "'AWS_REGION' is one of the template's own variables"),
         ({"toolEnvironment": {"my-var": "x"}}, "'my-var' is not a variable name Lambda accepts"),
+        (
+            {"toolEnvironment": {"CERTIFICATE": "x" * 4090}},
+            "context 'toolEnvironment' holds 4101 bytes; Lambda allows 4096 for all of a function's variables",
+        ),
         (
             {"toolEnvironment": {"PORT": 8080}},
             """context 'toolEnvironment': the value of 'PORT' must be a string, got 8080 (quote it: "8080")""",
