@@ -47,11 +47,13 @@ def _text(result: dict[str, Any]) -> tuple[str, bool]:
     return result["content"][0]["text"], bool(result.get("isError"))
 
 
-def make_secret(running: RunningStack, value: str) -> str:
-    """The command docs/configuration.md gives, against this stack's port."""
+def make_secret(running: RunningStack, value: str, *, on_stdin: bool = False) -> str:
+    """The command docs/configuration.md gives, against this stack's port: VALUE=, or the value on stdin."""
     port = running.url.split(":")[2].split("/")[0]
+    value_argument = [] if on_stdin else [f"VALUE={value}"]
     completed = subprocess.run(
-        ["make", "--no-print-directory", "secret", f"NAME={TOOL_SECRET_NAME}", f"VALUE={value}", f"PORT={port}"],
+        ["make", "--no-print-directory", "secret", f"NAME={TOOL_SECRET_NAME}", *value_argument, f"PORT={port}"],
+        input=value if on_stdin else None,
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -79,8 +81,11 @@ def test_a_secret_created_with_make_secret_is_what_ctx_secret_reads_in_the_api_a
     ), printed
     for where in (IN_THE_API, IN_THE_WORKER):
         assert _text(_run(stack, "secret_value", {"name": "api_key"}, where)) == ("s3cr3t-value", False)
-    # Run again, the command gives the secret a new value (the functions keep what they read).
-    assert make_secret(stack.running, "rotated").startswith(f"set a new value of secret {TOOL_SECRET_NAME} (")
+    # Run again (the value on stdin this time), the command gives the secret a new value.
+    printed = make_secret(stack.running, "rotated", on_stdin=True)
+    assert printed.startswith(f"set a new value of secret {TOOL_SECRET_NAME} ("), printed
+    value = stack.running.aws_client("secretsmanager").get_secret_value(SecretId=TOOL_SECRET_NAME)["SecretString"]
+    assert value == "rotated"
 
 
 def test_a_secret_name_cdk_json_does_not_give_is_a_clear_error_in_the_log_and_a_generic_one_on_the_wire(
