@@ -88,7 +88,7 @@ def test_a_secret_created_with_make_secret_is_what_ctx_secret_reads_in_the_api_a
     assert value == "rotated"
 
 
-def test_a_secret_name_cdk_json_does_not_give_is_a_clear_error_in_the_log_and_a_generic_one_on_the_wire(
+def test_a_secret_name_cdk_json_does_not_give_is_a_clear_error_in_the_log_and_a_generic_one_to_the_client(
     stack: StackClient,
 ) -> None:
     body = stack.call("tools/call", {"name": "secret_value", "arguments": {"name": "db_password"}}, IN_THE_API)
@@ -97,6 +97,12 @@ def test_a_secret_name_cdk_json_does_not_give_is_a_clear_error_in_the_log_and_a_
     assert stack.wait_for_output(
         "UnknownSecret: ctx.secret('db_password'): no tool secret has that name; "
         "cdk.json's toolSecrets gives the tools 'api_key'"
+    )
+    # As a task, in the worker: the task fails with the same generic error.
+    task = stack.settled(stack.start("secret_value", {"name": "db_password"}))
+    assert (task["status"], task["error"]) == (
+        "failed",
+        {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"},
     )
 
 
