@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task \
-	add-dependency remove-dependency lock
+	add-dependency remove-dependency lock secret
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
@@ -108,6 +108,13 @@ remove-dependency: $(VENV)/.installed
 lock: $(VENV)/.installed
 	$(DEPENDENCIES) lock
 	touch $(VENV)/.installed
+
+
+# A secret on the local stack on PORT, by the name cdk.json's toolSecrets gives it:
+# created, or given a new value. Without VALUE the value is read from standard input.
+secret: $(VENV)/.installed
+	@test -n "$(NAME)" || (echo "usage: make secret NAME=<secret name> VALUE=<value> (or the value on stdin)" && exit 2)
+	@$(PY) scripts/secret.py --name "$(NAME)" --port $(PORT) $(if $(VALUE),--value "$(VALUE)")
 
 LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 

@@ -241,6 +241,224 @@ def check_domain_prefix(prefix: str) -> None:
         )
 
 
+# ---- the tools' own configuration: environment, secrets, IAM statements, VPC ----------------------
+# (docs/configuration.md, "Configure your tools"). Applied to the functions that run tools, the API
+# and the worker, by `infra/capabilities/tool_access.py`.
+
+# Lambda's rule for environment variable names.
+_VARIABLE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]+$")
+# The template's own variables, and those Lambda reserves or boto3 reads (which would change the
+# template's own AWS calls): a tool variable may not take any of them.
+TEMPLATE_VARIABLE_PREFIXES = ("MCP_", "TASK_", "BRIDGE_", "POWERTOOLS_", "AWS_", "LAMBDA_")
+TEMPLATE_VARIABLES = ("DEV_AUTH", "PYDANTIC_DISABLE_PLUGINS")
+# Lambda's limit on a function's variables, names and values together (the template's own among them).
+ENVIRONMENT_LIMIT_BYTES = 4096
+# What `ctx.secret(name)` takes, and what Secrets Manager accepts as a secret's name or ARN.
+_TOOL_SECRET_NAME = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+_SECRET_NAME = re.compile(r"^[A-Za-z0-9/_+=.@-]{1,512}$")
+_SECRET_ARN = re.compile(r"^arn:aws[a-z-]*:secretsmanager:[a-z0-9-]+:\d{12}:secret:[A-Za-z0-9/_+=.@-]{1,512}$")
+_STATEMENT_KEYS = ("Sid", "Effect", "Action", "Resource", "Condition", "reason")
+_IAM_ACTION = re.compile(r"^(\*|[a-z0-9-]+:[A-Za-z0-9*?]+)$")
+# cdk-nag needs a reason for a wildcard grant (AwsSolutions-IAM5); `acknowledge` wants this many characters.
+REASON_MINIMUM = 40
+_VPC_KEYS = ("subnetIds", "securityGroupIds", "vpcId", "routeTableIds", "createEndpoints")
+_AWS_ID = {
+    "subnetIds": re.compile(r"^subnet-[0-9a-f]{8,17}$"),
+    "securityGroupIds": re.compile(r"^sg-[0-9a-f]{8,17}$"),
+    "routeTableIds": re.compile(r"^rtb-[0-9a-f]{8,17}$"),
+    "vpcId": re.compile(r"^vpc-[0-9a-f]{8,17}$"),
+}
+
+
+@dataclass(frozen=True)
+class ToolPolicyStatement:
+    """One IAM statement of `toolPolicyStatements` (IAM's JSON), and why its wildcards are needed."""
+
+    statement: Mapping[str, Any]
+    reason: str | None = None
+
+    @property
+    def wildcards(self) -> tuple[str, ...]:
+        """cdk-nag's finding ids for an Allow's wildcards (`Action::s3:Get*`, `Resource::arn:...:b/*`)."""
+        if self.statement.get("Effect") != "Allow":
+            return ()
+        found = [f"Action::{action}" for action in _strings(self.statement["Action"]) if "*" in action]
+        found += [f"Resource::{resource}" for resource in _strings(self.statement["Resource"]) if "*" in resource]
+        return tuple(found)
+
+
+@dataclass(frozen=True)
+class ToolVpc:
+    """The subnets and security groups the tool-running functions are placed in (imported, never looked up),
+    and whether the stack creates the VPC endpoints the template's own calls need."""
+
+    subnet_ids: tuple[str, ...]
+    security_group_ids: tuple[str, ...]
+    vpc_id: str | None = None
+    route_table_ids: tuple[str, ...] = ()
+    create_endpoints: bool = True
+
+
+@dataclass(frozen=True)
+class ToolConfig:
+    # Variables set on the functions that run tools.
+    environment: Mapping[str, str] = field(default_factory=dict)
+    # name (what `ctx.secret(name)` takes) -> the Secrets Manager secret's name or ARN.
+    secrets: Mapping[str, str] = field(default_factory=dict)
+    policy_statements: tuple[ToolPolicyStatement, ...] = ()
+    vpc: ToolVpc | None = None
+
+
+def _strings(value: Any) -> list[str]:
+    return [value] if isinstance(value, str) else list(value)
+
+
+def _json_context(value: Any, key: str, kind: type) -> Any:
+    """A JSON value of `kind` (dict or list): as cdk.json holds it, or as text (`-c key='{...}'`)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValueError(f"context {key!r} must be a JSON {_KIND_NAMES[kind]}, got {value!r}") from None
+    if not isinstance(value, kind):
+        raise ValueError(f"context {key!r} must be a JSON {_KIND_NAMES[kind]}, got {value!r}")
+    return value
+
+
+_KIND_NAMES: dict[type, str] = {dict: "object", list: "list"}
+
+
+def check_tool_variable(name: str) -> None:
+    """A name `toolEnvironment` may set: Lambda's rule, and none of the template's own."""
+    if not isinstance(name, str) or not _VARIABLE_NAME.match(name):
+        raise ValueError(
+            f"context 'toolEnvironment': {name!r} is not a variable name Lambda accepts "
+            "(a letter, then letters, digits or '_'; two characters at least)"
+        )
+    if name.startswith(TEMPLATE_VARIABLE_PREFIXES) or name in TEMPLATE_VARIABLES:
+        raise ValueError(
+            f"context 'toolEnvironment': {name!r} is one of the template's own variables: names starting "
+            f"{', '.join(TEMPLATE_VARIABLE_PREFIXES)} and {', '.join(TEMPLATE_VARIABLES)} are the template's, "
+            "Lambda's or boto3's; choose another name"
+        )
+
+
+def _tool_environment(value: Any) -> dict[str, str]:
+    environment = _json_context(value, "toolEnvironment", dict) if value is not None else {}
+    for name, setting in environment.items():
+        check_tool_variable(name)
+        if not isinstance(setting, str):
+            raise ValueError(
+                f"context 'toolEnvironment': the value of {name!r} must be a string, got {setting!r} "
+                f"(quote it: {json.dumps(json.dumps(setting))})"
+            )
+    size = sum(len(name.encode()) + len(setting.encode()) for name, setting in environment.items())
+    if size > ENVIRONMENT_LIMIT_BYTES:
+        raise ValueError(
+            f"context 'toolEnvironment' holds {size} bytes; Lambda allows {ENVIRONMENT_LIMIT_BYTES} for all of a "
+            "function's variables, the template's own included: put large values in a secret (toolSecrets) or S3"
+        )
+    return dict(environment)
+
+
+def _tool_secrets(value: Any) -> dict[str, str]:
+    secrets = _json_context(value, "toolSecrets", dict) if value is not None else {}
+    for name, secret in secrets.items():
+        if not _TOOL_SECRET_NAME.match(name):
+            raise ValueError(
+                f"context 'toolSecrets': {name!r} is not a secret's name for tools "
+                "(1-64 letters, digits, '_', '.' or '-': what ctx.secret takes)"
+            )
+        if not isinstance(secret, str) or not (_SECRET_ARN.match(secret) or _SECRET_NAME.match(secret)):
+            raise ValueError(
+                f"context 'toolSecrets': the secret of {name!r} must be a Secrets Manager secret's name "
+                f"(letters, digits and /_+=.@-) or its ARN (arn:aws:secretsmanager:...:secret:...), got {secret!r}"
+            )
+    return dict(secrets)
+
+
+def _tool_policy_statements(value: Any) -> tuple[ToolPolicyStatement, ...]:
+    statements = _json_context(value, "toolPolicyStatements", list) if value is not None else []
+    parsed = []
+    for index, statement in enumerate(statements):
+        where = f"context 'toolPolicyStatements'[{index}]"
+        if not isinstance(statement, dict):
+            raise ValueError(f"{where} must be an IAM statement (a JSON object), got {statement!r}")
+        unknown = sorted(set(statement) - set(_STATEMENT_KEYS))
+        if unknown:
+            raise ValueError(f"{where} has {unknown}: a statement takes {', '.join(_STATEMENT_KEYS)}")
+        if statement.get("Effect") not in ("Allow", "Deny"):
+            raise ValueError(f'{where}: \'Effect\' must be "Allow" or "Deny", got {statement.get("Effect")!r}')
+        for key in ("Action", "Resource"):
+            items = statement.get(key)
+            if not items or not all(isinstance(item, str) and item for item in _strings(items)):
+                raise ValueError(f"{where}: {key!r} must be a string or a non-empty list of strings, got {items!r}")
+        bad = [action for action in _strings(statement["Action"]) if not _IAM_ACTION.match(action)]
+        if bad:
+            raise ValueError(f"{where}: {bad} are not IAM actions (service:Action, such as s3:GetObject)")
+        if "Condition" in statement and not isinstance(statement["Condition"], dict):
+            raise ValueError(f"{where}: 'Condition' must be a JSON object, got {statement['Condition']!r}")
+        reason = statement.get("reason")
+        if reason is not None and (not isinstance(reason, str) or len(reason.strip()) < REASON_MINIMUM):
+            raise ValueError(f"{where}: 'reason' must say why in {REASON_MINIMUM} characters or more, got {reason!r}")
+        parsed_statement = ToolPolicyStatement(
+            {key: item for key, item in statement.items() if key != "reason"}, reason.strip() if reason else None
+        )
+        if parsed_statement.wildcards and reason is None:
+            raise ValueError(
+                f"{where} allows wildcards ({', '.join(w.split('::', 1)[1] for w in parsed_statement.wildcards)}), "
+                'which cdk-nag (AwsSolutions-IAM5) refuses unless you say why: add "reason": "..." to the '
+                "statement (it is not part of the policy), or name the actions and resources exactly"
+            )
+        parsed.append(parsed_statement)
+    return tuple(parsed)
+
+
+def _id_list(vpc: Mapping[str, Any], key: str) -> tuple[str, ...]:
+    items = vpc.get(key)
+    if items is None:
+        return ()
+    if not isinstance(items, list) or not all(isinstance(item, str) and _AWS_ID[key].match(item) for item in items):
+        example = _AWS_ID[key].pattern.split("-", 1)[0].lstrip("^")
+        raise ValueError(
+            f"context 'vpc': {key!r} must be a list of ids such as {example}-0123456789abcdef0, got {items!r}"
+        )
+    return tuple(items)
+
+
+def _tool_vpc(value: Any) -> ToolVpc | None:
+    if value is None:
+        return None
+    vpc = _json_context(value, "vpc", dict)
+    unknown = sorted(set(vpc) - set(_VPC_KEYS))
+    if unknown:
+        raise ValueError(f"context 'vpc' has {unknown}: it takes {', '.join(_VPC_KEYS)}")
+    subnets, groups = _id_list(vpc, "subnetIds"), _id_list(vpc, "securityGroupIds")
+    if not subnets or not groups:
+        raise ValueError("context 'vpc' needs 'subnetIds' and 'securityGroupIds' (at least one of each)")
+    vpc_id = vpc.get("vpcId")
+    if vpc_id is not None and not (isinstance(vpc_id, str) and _AWS_ID["vpcId"].match(vpc_id)):
+        raise ValueError(f"context 'vpc': 'vpcId' must be an id such as vpc-0123456789abcdef0, got {vpc_id!r}")
+    create = _bool(vpc.get("createEndpoints", True), "vpc.createEndpoints")
+    routes = _id_list(vpc, "routeTableIds")
+    if create and (vpc_id is None or not routes):
+        raise ValueError(
+            "context 'vpc': creating the endpoints (createEndpoints, true by default) needs 'vpcId' and "
+            "'routeTableIds' (the route tables of the subnets, for the DynamoDB and S3 gateway endpoints); set "
+            '"createEndpoints": false if the VPC has those endpoints already or its subnets route to a NAT gateway'
+        )
+    return ToolVpc(subnets, groups, vpc_id, routes, create)
+
+
+def _tools_from_context(get: Any) -> ToolConfig:
+    return ToolConfig(
+        environment=_tool_environment(get("toolEnvironment")),
+        secrets=_tool_secrets(get("toolSecrets")),
+        policy_statements=_tool_policy_statements(get("toolPolicyStatements")),
+        vpc=_tool_vpc(get("vpc")),
+    )
+
+
 # Context keys read outside DeploymentConfig.from_context (every key it reads is known by reading it).
 OTHER_CONTEXT_KEYS = ("stackName", "nagAcknowledge", "createUserPool")
 # Keys the CDK and its CLI keep in the context themselves, beside those with ':' or '@' in their names.
@@ -314,6 +532,8 @@ class DeploymentConfig:
     # A sanity ceiling on the functions' asset, unzipped with its bytecode, checked at synth (`infra.bundling`).
     # Not a performance budget: that is the packaged asset's cold start (bench/coldstart.py).
     asset_size_limit_mb: int = DEFAULT_ASSET_SIZE_LIMIT_MB
+    # What the tools are given: environment, secrets, IAM statements, VPC (`toolEnvironment`, ...).
+    tools: ToolConfig = field(default_factory=ToolConfig)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -382,4 +602,5 @@ class DeploymentConfig:
             ),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
             asset_size_limit_mb=_asset_size_limit(get("assetSizeLimitMb")),
+            tools=_tools_from_context(get),
         )

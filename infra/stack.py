@@ -18,6 +18,7 @@ from infra.capabilities.sealing_secret import SealingSecret
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.sweeper import TaskSweeper
 from infra.capabilities.task_table import TaskTable
+from infra.capabilities.tool_access import ToolAccess
 from infra.capabilities.workflow import StateMachineIdentity, TaskWorkflow, round_limit
 from infra.config import DeploymentConfig
 from infra.sam_metadata import SamResourceIds
@@ -86,6 +87,10 @@ class McpTasksStack(Stack):
             worker_timeout=Duration.seconds(config.worker_timeout_seconds),
             allowed_origins=config.cors_allow_origins,
             function_url=config.function_url,
+        )
+        # What cdk.json gives the tools (environment, secrets, IAM statements, VPC), on the functions that run them.
+        self.tool_access = ToolAccess(
+            self, "ToolAccess", config=config.tools, functions=(self.functions.api, self.functions.worker)
         )
         self.workflow = TaskWorkflow(
             self,

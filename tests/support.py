@@ -248,6 +248,17 @@ def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: floa
 # modules that use each: they run one after another on one xdist worker. A module that needs another
 # configuration starts its own with `local_stack_process`.
 SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5}
+# What cdk.json gives the tools (docs/configuration.md), for the fixtures of `fixtures/configuration.py`:
+# a variable, a secret by name (created on the stack with `make secret`), and one object of a bucket.
+TOOL_BUCKET = "acme-tool-reports"
+TOOL_SECRET_NAME = "tool-fixtures/api-key"
+TOOL_CONTEXT: dict[str, Any] = {
+    "toolEnvironment": {"REPORTS_URL": "https://reports.example.com/v1"},
+    "toolSecrets": {"api_key": TOOL_SECRET_NAME},
+    "toolPolicyStatements": [
+        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{TOOL_BUCKET}/granted.txt"}
+    ],
+}
 
 
 @dataclass(frozen=True)
@@ -283,9 +294,17 @@ SHARED_STACKS: dict[str, SharedStack] = {
             "tests/e2e/test_tasks_conformance.py",
         ),
     ),
-    # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; both fixture sets.
+    # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; the lifecycle fixtures;
+    # and the tools configured from cdk.json (TOOL_CONTEXT) with the fixtures that use it.
     "short_timeout_stack": SharedStack(
-        {"fixtures": "conformance,lifecycle", "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps(SHORT_TIMEOUT_CONTEXT)}},
-        ("tests/local_stack/test_task_lifecycle.py", "tests/local_stack/test_operator_view.py"),
+        {
+            "fixtures": "conformance,lifecycle,configuration",
+            "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps({**SHORT_TIMEOUT_CONTEXT, **TOOL_CONTEXT})},
+        },
+        (
+            "tests/local_stack/test_task_lifecycle.py",
+            "tests/local_stack/test_operator_view.py",
+            "tests/local_stack/test_tool_configuration.py",
+        ),
     ),
 }

@@ -18,6 +18,7 @@ from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import DEV_STATE_KEY, Settings
+from mcp_runtime.tool_secrets import ToolSecrets
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
@@ -66,7 +67,17 @@ def build_catalog(settings: Settings) -> Catalog:
         from fixtures import patterns
 
         patterns.register(catalog, table_backed=table_backed)
+
+    if "configuration" in settings.fixture_sets:
+        from fixtures import configuration
+
+        configuration.register(catalog)
     return catalog
+
+
+def build_tool_secrets(settings: Settings) -> ToolSecrets:
+    """What `ctx.secret(name)` reads (cdk.json's toolSecrets), each on its first use in the container."""
+    return ToolSecrets(settings.tool_secrets, endpoint_url=settings.aws_endpoint_url)
 
 
 # ---- the task table and the workflow ------------------------------------------------------------
@@ -259,6 +270,7 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
         handles=handles,
         history=history,
         telemetry=telemetry,
+        secrets=build_tool_secrets(settings),
     )
 
 
@@ -320,6 +332,7 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
         rounds_per_execution=settings.task_rounds_per_execution,
         progress_interval_seconds=settings.task_progress_interval_ms / 1000,
         telemetry=telemetry,
+        secrets=build_tool_secrets(settings),
     )
 
 

@@ -33,6 +33,7 @@ from .params import (
 )
 from .sealing import Binding, StateSealer
 from .settings import Settings
+from .tool_secrets import NO_SECRETS, ToolSecrets
 from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
@@ -87,6 +88,7 @@ class McpServer:
         "prompts",
         "resources",
         "sealer",
+        "secrets",
         "settings",
         "tasks",
         "telemetry",
@@ -100,6 +102,7 @@ class McpServer:
     tasks: TaskOperations | None
     handles: HandleStore | None
     history: TaskHistory | None
+    secrets: ToolSecrets
     telemetry: Telemetry
     _methods: dict[str, MethodSpec]
 
@@ -114,6 +117,7 @@ class McpServer:
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
         telemetry: Telemetry = NO_TELEMETRY,
+        secrets: ToolSecrets = NO_SECRETS,
     ) -> None:
         self.settings = settings
         self.sealer = sealer
@@ -123,6 +127,7 @@ class McpServer:
         self.tasks = tasks
         self.handles = handles
         self.history = history
+        self.secrets = secrets
         self.telemetry = telemetry
         self._methods = {
             "server/discover": MethodSpec(EmptyParams, self.discover, "always"),
@@ -297,6 +302,7 @@ class McpServer:
             log=lambda level, data: ctx.send_log(level, data, spec.name),
             handle_store=self.handles,
             history=self.history,
+            secrets=self.secrets,
         )
         try:
             if wants_task:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from functools import cached_property, lru_cache
@@ -14,6 +15,8 @@ from .limits import MAX_TASK_TTL_MS  # a task's ttlMs: at least 1 ms, at most th
 # Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
 _NULL_SPELLINGS = frozenset({"", "null", "none"})
 
+# The fixture sets (`fixtures/<name>.py`) MCP_FIXTURES may name.
+
 # A fixed development key: fine on loopback, refused when a deployment forgets to configure one.
 DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
 
@@ -22,7 +25,7 @@ class MissingSetting(RuntimeError):
     """The environment lacks a variable this function needs (its template sets it)."""
 
 
-_FIXTURE_SET = "(conformance|lifecycle|patterns)"
+_FIXTURE_SET = "(conformance|lifecycle|patterns|configuration)"
 
 
 class Settings(BaseModel):
@@ -33,7 +36,8 @@ class Settings(BaseModel):
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
     # Test fixtures to serve besides the project's tools (comma-separated): "conformance" (the suite's),
     # "lifecycle" (tools that crash, hang or exhaust memory), "patterns" (one tool of each pattern, for the
-    # runtime's own tests). Never set in a deployment: the asset has none.
+    # runtime's own tests), "configuration" (tools that use what cdk.json gives the tools). Never set in a
+    # deployment: the asset has none.
     fixtures: str = Field("", alias="MCP_FIXTURES", pattern=rf"^({_FIXTURE_SET}(,{_FIXTURE_SET})*)?$")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
     # host names requests may name (empty: any; API Gateway routes by host already).
@@ -88,6 +92,9 @@ class Settings(BaseModel):
     # (whatever the number of attempts) before it reports the stream record failed for Lambda to retry.
     task_supervisor_retry_seconds: float = Field(40.0, alias="TASK_SUPERVISOR_RETRY_SECONDS", ge=0, le=840)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
+    # The secrets the tools read with ctx.secret(name): JSON, name -> Secrets Manager name or ARN
+    # (the template sets it from cdk.json's toolSecrets).
+    tool_secrets: dict[str, str] = Field(default_factory=dict, alias="MCP_TOOL_SECRETS")
     # Handshake-era (2025) clients: sealed sessions and resumable event streams.
     legacy_clients: bool = Field(True, alias="MCP_LEGACY_CLIENTS")
     legacy_session_lifetime_seconds: int = Field(86_400, alias="MCP_LEGACY_SESSION_LIFETIME_SECONDS", ge=60, le=604_800)
@@ -105,6 +112,13 @@ class Settings(BaseModel):
     def _null_ttl(cls, value: object) -> object:
         if isinstance(value, str) and value.strip().lower() in _NULL_SPELLINGS:
             return None
+        return value
+
+    @field_validator("tool_secrets", mode="before")
+    @classmethod
+    def _json_object(cls, value: object) -> object:
+        if isinstance(value, str):
+            return json.loads(value) if value.strip() else {}
         return value
 
     # Derived once per container, like the settings they come from (read on every request).

@@ -31,6 +31,7 @@ from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
 from .limits import SYNC_WAIT_LIMIT_SECONDS
 from .mrtr import Asker
+from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .handles import CallerHandles, HandleStore
@@ -114,6 +115,7 @@ class ToolContext(Asker):
         handle_store: HandleStore | None = None,
         history: TaskHistory | None = None,
         durable: DurableRun | None = None,
+        secrets: ToolSecrets = NO_SECRETS,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
         self.principal = principal
@@ -128,6 +130,13 @@ class ToolContext(Asker):
         self._handle_store = handle_store
         self._history = history
         self._durable = durable
+        self._secrets = secrets
+
+    def secret(self, name: str) -> str:
+        """The value of the secret cdk.json's `toolSecrets` gives the tools as `name`: read from Secrets
+        Manager the first time this container asks, then kept. A name it does not give raises
+        `UnknownSecret`, naming those it does."""
+        return self._secrets.get(name)
 
     @property
     def handles(self) -> CallerHandles:

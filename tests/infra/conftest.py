@@ -44,6 +44,30 @@ OWN_ISSUER: dict[str, Any] = {
 # The three ways tokens are issued (issue 14): Cognito with the bridge (the default), Cognito with
 # the machine client only, and a bring-your-own OpenID provider.
 CLIENT_CREDENTIALS: dict[str, Any] = {"auth": "client-credentials"}
+# Everything cdk.json can give the tools (issue 30 item 4): environment, secrets by name and by ARN,
+# IAM statements (one exact, one with wildcards and its reason), and a VPC with the endpoints created.
+TOOL_CONFIGURATION: dict[str, Any] = {
+    "toolEnvironment": {"WEATHER_API_URL": "https://weather.example.com/v2", "REPORT_LIMIT": "10"},
+    "toolSecrets": {
+        "weather": "acme/weather-api-key",
+        "ledger": "arn:aws:secretsmanager:eu-west-1:111122223333:secret:ledger-AbCdEf",
+    },
+    "toolPolicyStatements": [
+        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::acme-reports/latest.csv"},
+        {
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:ListBucket"],
+            "Resource": ["arn:aws:s3:::acme-archive", "arn:aws:s3:::acme-archive/*"],
+            "reason": "The archive tool reads any report of the archive bucket, named by its date.",
+        },
+    ],
+    "vpc": {
+        "vpcId": "vpc-0123456789abcdef0",
+        "subnetIds": ["subnet-0123456789abcdef0", "subnet-0fedcba9876543210"],
+        "securityGroupIds": ["sg-0123456789abcdef0"],
+        "routeTableIds": ["rtb-0123456789abcdef0", "rtb-0fedcba9876543210"],
+    },
+}
 
 
 def require_workflow_file() -> None:

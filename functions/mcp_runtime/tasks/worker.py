@@ -54,6 +54,7 @@ from ..limits import (
 )
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
+from ..tool_secrets import NO_SECRETS, ToolSecrets
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from ..wire import (
     OUTCOME_AWAITING,
@@ -186,6 +187,7 @@ class TaskWorker:
         sleep: Callable[[float], None] = time.sleep,
         time_left: Callable[[], float | None] = seconds_left,
         telemetry: Telemetry = NO_TELEMETRY,
+        secrets: ToolSecrets = NO_SECRETS,
     ) -> None:
         self.store = store
         self.executor = executor
@@ -193,6 +195,7 @@ class TaskWorker:
         # What a tool run as a task sees besides its arguments, as when it runs synchronously.
         self.handles = handles
         self.history = history
+        self.secrets = secrets
         self.payloads = payloads
         self.callback_url = callback_url
         self.rounds_per_execution = rounds_per_execution
@@ -388,6 +391,7 @@ class TaskWorker:
             handle_store=self.handles,
             history=self.history,
             durable=durable,
+            secrets=self.secrets,
         )
 
     def _settle(
