@@ -621,8 +621,9 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
         },
     )
     variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
-    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_NAMESPACE"))} == {
+    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST", "_NAMESPACE"))} == {
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
+        "BRIDGE_REGISTRATION_BURST": "30",
         "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
         "BRIDGE_METRICS_NAMESPACE": "serverless-mcp-tasks",
     }
@@ -806,6 +807,7 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
             "context 'throttleRateLimit' must be a whole number between 1 and 10000, got 'fifty'",
         ),
         ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
+        ({"registrationBurst": "-1"}, "context 'registrationBurst' must be between 1 and 10000, got -1"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
         ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, auth, "),
     ],
