@@ -83,7 +83,9 @@ class ConcurrencyConfig:
     api: int | None = None
     worker: int | None = 50
     supervisor: int | None = 10
-    bridge: int | None = None
+    # The OAuth bridge (auth=cognito) serves strangers before they sign in: its own reservation caps
+    # it, so a flood of slow metadata fetches cannot take the concurrency the API needs.
+    bridge: int | None = 20
     # The account's "Concurrent executions" quota in the deployment region, as Service Quotas shows it.
     account: int = DEFAULT_ACCOUNT_CONCURRENCY
 
@@ -99,20 +101,22 @@ class ConcurrencyConfig:
                 f"(lambdaAccountConcurrency) unreserved; Lambda keeps at least {UNRESERVED_CONCURRENCY_MINIMUM} "
                 "unreserved, so the deploy would fail. Ask for a higher 'Concurrent executions' quota "
                 "(Service Quotas, AWS Lambda) and set lambdaAccountConcurrency to it, or lower "
-                'workerReservedConcurrency and supervisorReservedConcurrency ("none" reserves nothing: '
-                "then a task burst can take the concurrency the API needs)"
+                'workerReservedConcurrency, supervisorReservedConcurrency and bridgeReservedConcurrency ("none" '
+                "reserves nothing: then a task burst or a flood of sign-ins can take the concurrency the API needs)"
             )
 
 
-def _concurrency_from_context(get: Any) -> ConcurrencyConfig:
+def _concurrency_from_context(get: Any, *, with_bridge: bool) -> ConcurrencyConfig:
+    """The reservations; the bridge's only counts (and applies) where the stack has a bridge."""
     defaults = ConcurrencyConfig()
+    bridge = _optional_int(get("bridgeReservedConcurrency"), "bridgeReservedConcurrency", 1, 10_000, defaults.bridge)
     config = ConcurrencyConfig(
         api=_optional_int(get("apiReservedConcurrency"), "apiReservedConcurrency", 1, 10_000, defaults.api),
         worker=_optional_int(get("workerReservedConcurrency"), "workerReservedConcurrency", 1, 10_000, defaults.worker),
         supervisor=_optional_int(
             get("supervisorReservedConcurrency"), "supervisorReservedConcurrency", 1, 10_000, defaults.supervisor
         ),
-        bridge=_optional_int(get("bridgeReservedConcurrency"), "bridgeReservedConcurrency", 1, 10_000, defaults.bridge),
+        bridge=bridge if with_bridge else None,
         account=_int(
             get("lambdaAccountConcurrency") or DEFAULT_ACCOUNT_CONCURRENCY, "lambdaAccountConcurrency", 1, 1_000_000
         ),
@@ -167,10 +171,12 @@ class AuthConfig:
     jwt_jwks_url: str | None = None
     # The Cognito domain prefix (globally unique in a region); default "<stack name>-<account id>".
     cognito_domain_prefix: str | None = None
-    # The bridge: registrations per source address per hour, registered clients at most, and the
-    # days after which a client that never exchanged a code again is deleted.
+    # The bridge: per source address (an IPv6 /64), a token bucket of `registration_burst`
+    # registrations and metadata fetches refilled at `registrations_per_hour`; registered clients at
+    # most, and the days after which a client that never exchanged a code again is deleted.
     registrations_per_hour: int = 10
-    # First uses of Client ID Metadata Documents served from one host, per hour.
+    registration_burst: int = 30
+    # New clients from Client ID Metadata Documents on one registrable domain (eTLD+1), per hour.
     registrations_per_host_per_hour: int = 10
     max_registered_clients: int = 200
     unused_client_days: int = 30
@@ -218,6 +224,7 @@ def _auth_from_context(get: Any) -> AuthConfig:
         jwt_jwks_url=str(get("jwtJwksUrl")) if get("jwtJwksUrl") else None,
         cognito_domain_prefix=str(prefix) if prefix else None,
         registrations_per_hour=_int(get("registrationsPerHour") or 10, "registrationsPerHour", 1, 10_000),
+        registration_burst=_int(get("registrationBurst") or 30, "registrationBurst", 1, 10_000),
         registrations_per_host_per_hour=_int(
             get("registrationsPerHostPerHour") or 10, "registrationsPerHostPerHour", 1, 10_000
         ),
@@ -554,6 +561,7 @@ class DeploymentConfig:
 
     @classmethod
     def _read(cls, get: Any) -> DeploymentConfig:
+        auth = _auth_from_context(get)
         removal = str(get("removalPolicy") or "retain").lower()
         if removal not in _REMOVAL_POLICIES:
             raise ValueError(f"context 'removalPolicy' must be one of {sorted(_REMOVAL_POLICIES)}, got {removal!r}")
@@ -575,7 +583,7 @@ class DeploymentConfig:
         return cls(
             server_name=str(get("serverName") or cls.server_name),
             removal_policy=removal,
-            auth=_auth_from_context(get),
+            auth=auth,
             resource_url=resource_url,
             custom_domain_name=domain,
             custom_domain_certificate_arn=certificate,
@@ -589,7 +597,7 @@ class DeploymentConfig:
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),
             task_ttl_hours=_int(get("taskTtlHours") or 24, "taskTtlHours", 1, 24 * 365),
             execution_round_limit=_optional_int(get("executionRoundLimit"), "executionRoundLimit", 1, 1200, None),
-            concurrency=_concurrency_from_context(get),
+            concurrency=_concurrency_from_context(get, with_bridge=auth.bridge),
             throttle_retry=_throttle_retry_from_context(get),
             task_lease_seconds=_int(get("taskLeaseSeconds") or 600, "taskLeaseSeconds", 1, 86_400),
             sweep_interval_minutes=_int(get("sweepIntervalMinutes") or 5, "sweepIntervalMinutes", 1, 1440),

@@ -1,12 +1,14 @@
-"""A certificate made here and an HTTPS server on loopback that answers from a routes table: for the
-Client ID Metadata Document tests, which need real TLS but must never leave this machine."""
+"""A certificate made here, an HTTPS server on loopback that answers from a routes table, and one that
+holds its client (a byte at a time, or no TLS handshake at all): for the Client ID Metadata Document
+tests, which need real TLS but must never leave this machine."""
 
 from __future__ import annotations
 
 import datetime
+import socket
 import ssl
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -21,11 +23,12 @@ from cryptography.x509.oid import NameOID
 Routes = dict[str, tuple[int, dict[str, str], bytes]]
 
 
-def make_certificate(folder: Path, host: str) -> tuple[Path, Path]:
-    """A self-signed certificate for `host` (its own CA): (cert.pem, key.pem)."""
+def make_certificate(folder: Path, host: str, *more_names: str) -> tuple[Path, Path]:
+    """A self-signed certificate for `host` and `more_names` (wildcards allowed; its own CA): (cert.pem, key.pem)."""
     key = ec.generate_private_key(ec.SECP256R1())
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, host)])
     now = datetime.datetime.now(datetime.UTC)
+    names = x509.SubjectAlternativeName([x509.DNSName(name) for name in (host, *more_names)])
     cert = (
         x509.CertificateBuilder()
         .subject_name(name)
@@ -34,7 +37,7 @@ def make_certificate(folder: Path, host: str) -> tuple[Path, Path]:
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=1))
         .not_valid_after(now + datetime.timedelta(hours=1))
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(host)]), critical=False)
+        .add_extension(names, critical=False)
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
@@ -73,3 +76,59 @@ def serve_https(tls: tuple[Path, Path]) -> Iterator[tuple[int, Routes]]:
     finally:
         httpd.shutdown()
         httpd.server_close()
+
+
+@contextmanager
+def serve_slowly(
+    tls: tuple[Path, Path], response: Callable[[int], bytes], *, at_once: int, every: float
+) -> Iterator[int]:
+    """An HTTPS server on loopback that reads a request, sends the first `at_once` bytes of
+    `response(its port)` and then one more byte every `every` seconds (a server dripping to hold its client); with
+    `at_once` < 0 it accepts the connection and never answers the TLS handshake. It yields its port
+    and stops, connections included, when the block ends."""
+    stop = threading.Event()
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.05)  # how often the accept loop looks at `stop`
+    port = listener.getsockname()[1]
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(*tls)
+
+    def drip(raw: socket.socket) -> None:
+        with raw:
+            if at_once < 0:
+                stop.wait()
+                return
+            try:
+                with context.wrap_socket(raw, server_side=True) as connection:
+                    request = b""
+                    while b"\r\n\r\n" not in request:
+                        chunk = connection.recv(4096)
+                        if not chunk:
+                            return
+                        request += chunk
+                    answer = response(port)
+                    connection.sendall(answer[:at_once])
+                    for index in range(at_once, len(answer)):
+                        if stop.wait(every):
+                            return
+                        connection.sendall(answer[index : index + 1])
+            except OSError:  # the client gave up and closed: what the tests want
+                return
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                raw, _ = listener.accept()
+            except TimeoutError:
+                continue
+            raw.settimeout(None)
+            threading.Thread(target=drip, args=(raw,), daemon=True).start()
+
+    acceptor = threading.Thread(target=accept, daemon=True)
+    acceptor.start()
+    try:
+        yield port
+    finally:
+        stop.set()
+        acceptor.join()
+        listener.close()

@@ -23,6 +23,9 @@ METADATA_URL_PREFIX: Final = "cimd#"
 RATE_PREFIX: Final = "rate#"
 COUNTER_KEY: Final = "meta#clients"
 SIGNING_KEY: Final = "meta#signing-key"
+# Reads and conditional writes of one token bucket before a request gives up (503): each lost race
+# means another request took a token, so a burst of N concurrent takes settles within N attempts.
+BUCKET_ATTEMPTS: Final = 20
 T = TypeVar("T")
 
 
@@ -102,6 +105,10 @@ def _registration(item: dict[str, Any]) -> Registration:
     )
 
 
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
 def _created(item: dict[str, Any]) -> int:
     return int(item.get("createdAt", {}).get("N", "0"))
 
@@ -148,25 +155,47 @@ class RegistrationStore:
             return self.signing_key()  # another container made it first
         return key
 
-    def count_attempt(self, source: str, limit: int) -> None:
-        """One more registration from `source` (an address, or `host#<name>`) in this hour;
-        ConditionFailed past the limit."""
-        now = int(self.clock())
-        hour = now // 3600
-        _aws(
-            lambda: self.dynamodb.call(
-                "update_item",
-                TableName=self.table,
-                Key={"pk": {"S": f"{RATE_PREFIX}{source}#{hour}"}},
-                UpdateExpression="ADD attempts :one SET expiresAt = :expires",
-                ConditionExpression="attribute_not_exists(attempts) OR attempts < :limit",
-                ExpressionAttributeValues={
-                    ":one": {"N": "1"},
-                    ":limit": {"N": str(limit)},
-                    ":expires": {"N": str((hour + 2) * 3600)},
-                },
-            )
-        )
+    def take_token(self, bucket: str, capacity: int, per_hour: int) -> int:
+        """Take a token from the bucket `bucket` (`capacity` tokens, `per_hour` back an hour): 0 when
+        taken, else the seconds until one is back (and nothing is written). The state (milli-tokens
+        and the time of the last take) is read, then written on the condition that nobody wrote it
+        meanwhile; a lost race reads again."""
+        for _ in range(BUCKET_ATTEMPTS):
+            wait = self._try_take(f"{RATE_PREFIX}{bucket}", capacity * 1000, per_hour)
+            if wait is not None:
+                return wait
+        raise BridgeUnavailable(f"the bucket {bucket} stayed contended for {BUCKET_ATTEMPTS} attempts")
+
+    def _try_take(self, pk: str, full: int, per_hour: int) -> int | None:
+        """`take_token`'s one attempt: None when another request wrote the bucket first."""
+        now_ms = int(self.clock() * 1000)
+        found = _aws(
+            lambda: self.dynamodb.call("get_item", TableName=self.table, Key={"pk": {"S": pk}}, ConsistentRead=True)
+        ).get("Item")
+        have = full
+        condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        if found is not None:
+            seen, taken_at = found["milliTokens"]["N"], found["takenAtMs"]["N"]
+            have = min(full, int(seen) + max(0, now_ms - int(taken_at)) * per_hour // 3600)
+            condition = {
+                "ConditionExpression": "milliTokens = :seen AND takenAtMs = :at",
+                "ExpressionAttributeValues": {":seen": {"N": seen}, ":at": {"N": taken_at}},
+            }
+        if have < 1000:
+            return _ceil_div(_ceil_div((1000 - have) * 3600, per_hour), 1000)  # the refill's ms, in seconds
+        left = have - 1000
+        full_again_s = now_ms // 1000 + _ceil_div((full - left) * 3600, per_hour * 1000)
+        item = {
+            "pk": {"S": pk},
+            "milliTokens": {"N": str(left)},
+            "takenAtMs": {"N": str(now_ms)},
+            "expiresAt": {"N": str(full_again_s + 3600)},  # full again by then: TTL may drop it
+        }
+        try:
+            _aws(lambda: self.dynamodb.call("put_item", TableName=self.table, Item=item, **condition))
+        except ConditionFailed:
+            return None
+        return 0
 
     def reserve_slot(self, limit: int) -> int:
         """Count one more registered client: the count now; ConditionFailed when `limit` are registered."""
@@ -261,13 +290,14 @@ class RegistrationStore:
             return  # cleaned up meanwhile: the next authorize registers it again
 
     def unused_since(self, cutoff: int, unexchanged_cutoff: int) -> Iterator[Registration]:
-        """Registrations unused since `cutoff`, and those that never exchanged a token and were
-        created before `unexchanged_cutoff`."""
+        """Registrations unused since `cutoff`, those that never exchanged a token and were created
+        before `unexchanged_cutoff`, and those a cleanup began to remove and did not finish."""
         query: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": (
                 "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND (lastUsedAt < :cutoff OR "
-                "(attribute_not_exists(exchangedAt) AND lastUsedAt <= createdAt AND createdAt < :fresh))"
+                "(attribute_not_exists(exchangedAt) AND lastUsedAt <= createdAt AND createdAt < :fresh) OR "
+                "attribute_exists(removingAt))"
             ),
             "ExpressionAttributeValues": {
                 ":client": {"S": CLIENT_PREFIX},
@@ -285,16 +315,65 @@ class RegistrationStore:
                 return
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def remove(self, registration: Registration) -> None:
-        """Forget a registration that was not used since it was read; ConditionFailed if it was."""
+    def claim_for_removal(self, registration: Registration) -> None:
+        """Mark a registration as being removed, if it was not used since it was read (or a cleanup
+        already marked it); ConditionFailed if it was used."""
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": registration.key}},
+                UpdateExpression="SET removingAt = if_not_exists(removingAt, :now)",
+                ConditionExpression="attribute_exists(removingAt) OR (lastUsedAt = :seen"
+                + ("" if registration.exchanged else " AND attribute_not_exists(exchangedAt)")
+                + ")",
+                ExpressionAttributeValues={
+                    ":seen": {"N": str(registration.last_used_at)},
+                    ":now": {"N": str(int(self.clock()))},
+                },
+            )
+        )
+
+    def forget(self, registration: Registration) -> None:
+        """Delete a registration claimed for removal (its app client is gone); ConditionFailed if it
+        is already gone."""
         _aws(
             lambda: self.dynamodb.call(
                 "delete_item",
                 TableName=self.table,
                 Key={"pk": {"S": registration.key}},
-                ConditionExpression="lastUsedAt = :seen"
-                + ("" if registration.exchanged else " AND attribute_not_exists(exchangedAt)"),
-                ExpressionAttributeValues={":seen": {"N": str(registration.last_used_at)}},
+                ConditionExpression="attribute_exists(removingAt)",
+            )
+        )
+
+    def count_registrations(self) -> int:
+        """How many registrations the table holds (a consistent scan)."""
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "Select": "COUNT",
+            "FilterExpression": "begins_with(pk, :client) OR begins_with(pk, :cimd)",
+            "ExpressionAttributeValues": {":client": {"S": CLIENT_PREFIX}, ":cimd": {"S": METADATA_URL_PREFIX}},
+            "ConsistentRead": True,
+        }
+        count = 0
+        while True:
+            page = _aws(lambda: self.dynamodb.call("scan", **query))
+            count += int(page.get("Count", 0))
+            if "LastEvaluatedKey" not in page:
+                return count
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def set_slots_used(self, count: int, seen: int) -> None:
+        """Set the slot counter to `count`, if it still holds `seen`; ConditionFailed if it moved."""
+        condition = "attribute_not_exists(active) OR active = :seen" if seen == 0 else "active = :seen"
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": COUNTER_KEY}},
+                UpdateExpression="SET active = :count",
+                ConditionExpression=condition,
+                ExpressionAttributeValues={":count": {"N": str(count)}, ":seen": {"N": str(seen)}},
             )
         )
 

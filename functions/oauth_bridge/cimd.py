@@ -7,7 +7,8 @@ names is a server-side request forgery risk, so the fetch follows the MCP spec's
   link-local, shared, reserved or multicast address, IPv4-mapped ones included); the connection
   goes to the address that was checked, so a second DNS answer cannot point it elsewhere;
 - the exchange: TLS with the host name verified, no redirects followed, at most `MAX_BYTES` read,
-  `TIMEOUT_SECONDS` for the whole exchange;
+  one deadline (`TIMEOUT_SECONDS`) over all of it: name resolution, connect, handshake, headers and
+  body, so a slow name server or a server sending a byte at a time is cut off at the deadline;
 - the document: JSON, `client_id` exactly the URL, `client_name`, `redirect_uris` that pass the
   same rules as registration, no client secret methods.
 Any failure is `invalid_client` with a description; nothing is stored.
@@ -15,14 +16,16 @@ Any failure is `invalid_client` with a description; nothing is stored.
 
 from __future__ import annotations
 
+import io
 import ipaddress
 import json
 import socket
 import ssl
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, cast
 from urllib.parse import urlsplit
 
 from .registration import check_redirect_uris
@@ -97,26 +100,52 @@ class MetadataFetcher:
     max_bytes: int = MAX_BYTES
 
     def fetch(self, url: str) -> MetadataDocument:
+        """The document at `url`, or `invalid_client`: all of it (DNS, connect, TLS, headers, body)
+        within `timeout` seconds of the call."""
+        deadline = time.monotonic() + self.timeout
         host, port, path = check_metadata_url(url)
-        addresses = self.resolver(host, port)
+        addresses = self._resolve(host, port, deadline)
         if not addresses:
             raise _refuse(f"the client_id host {host!r} does not resolve")
         private = [a for a in addresses if not _public(a, self.allow_loopback)]
         if private:
             raise _refuse(f"the client_id host {host!r} resolves to a private address")
-        body = self._get(addresses[0], host, port, path)
+        body = self._get(addresses[0], host, port, path, deadline)
         return parse_document(body, url)
 
-    def _get(self, address: str, host: str, port: int, path: str) -> bytes:
+    def _resolve(self, host: str, port: int, deadline: float) -> list[str]:
+        """The resolver's answer by the deadline. getaddrinfo cannot be interrupted, so it runs on a
+        thread of its own that is left behind (it ends when the resolver gives up) if it is late."""
+        answer: list[list[str] | BaseException] = []
+        done = threading.Event()
+
+        def lookup() -> None:
+            try:
+                answer.append(self.resolver(host, port))
+            except BaseException as exc:  # handed to the caller below
+                answer.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=lookup, name="cimd-resolve", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise _refuse(f"the client_id host {host!r} did not resolve within {self.timeout:g} s")
+        if isinstance(answer[0], BaseException):
+            raise answer[0]
+        return answer[0]
+
+    def _get(self, address: str, host: str, port: int, path: str, deadline: float) -> bytes:
         import http.client
 
-        deadline = time.monotonic() + self.timeout
         context = self.ssl_context or ssl.create_default_context()
+        timed = _DeadlineSocket(deadline)
         try:
-            raw = socket.create_connection((address, port), timeout=self.timeout)
+            raw = socket.create_connection((address, port), timeout=timed.left())
+            # The handshake is one operation: CPython bounds all of it by the socket's timeout.
             with context.wrap_socket(raw, server_hostname=host) as tls:
-                connection = http.client.HTTPSConnection(host, port, timeout=self.timeout, context=context)
-                connection.sock = tls  # already connected to the checked address
+                timed.sock = tls
+                connection = http.client.HTTPSConnection(host, port, context=context)
+                connection.sock = cast(Any, timed)  # already connected to the checked address
                 connection.request("GET", path, headers={"accept": "application/json", "host": host})
                 response = connection.getresponse()
                 if response.status != 200:
@@ -130,8 +159,6 @@ class MetadataFetcher:
                 chunks: list[bytes] = []
                 size = 0
                 while size <= self.max_bytes:
-                    if time.monotonic() > deadline:
-                        raise _refuse("the client metadata document took too long to arrive")
                     chunk = response.read(min(1024, self.max_bytes + 1 - size))
                     if not chunk:
                         break
@@ -142,8 +169,51 @@ class MetadataFetcher:
                 return b"".join(chunks)
         except OAuthError:
             raise
+        except TimeoutError:
+            raise _refuse(f"the client metadata document did not arrive within {self.timeout:g} s") from None
         except (OSError, ssl.SSLError, http.client.HTTPException) as exc:
             raise _refuse(f"the client metadata document could not be fetched ({type(exc).__name__})") from exc
+
+
+class _DeadlineSocket:
+    """The connected TLS socket as http.client uses it (`sendall`, `makefile`), each send and each
+    read given only what is left until the deadline: a socket timeout alone bounds one read, and a
+    server sending a byte at a time never lets one run out."""
+
+    def __init__(self, deadline: float) -> None:
+        self.deadline = deadline
+        self.sock: ssl.SSLSocket | None = None
+
+    def left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the fetch's deadline passed")
+        return left
+
+    def ready(self) -> ssl.SSLSocket:
+        assert self.sock is not None
+        self.sock.settimeout(self.left())
+        return self.sock
+
+    def sendall(self, data: bytes) -> None:
+        self.ready().sendall(data)
+
+    def makefile(self, mode: str) -> io.BufferedReader:
+        return io.BufferedReader(_DeadlineReader(self))
+
+    def close(self) -> None:
+        return  # the TLS socket is closed by its own `with` block
+
+
+class _DeadlineReader(io.RawIOBase):
+    def __init__(self, owner: _DeadlineSocket) -> None:
+        self.owner = owner
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self.owner.ready().recv_into(buffer)
 
 
 def parse_document(body: bytes, url: str) -> MetadataDocument:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import ipaddress
 import json
 import logging
 import re
@@ -34,6 +33,7 @@ from .aws import (
     metadata_url_key,
 )
 from .cimd import MetadataFetcher, check_metadata_url, is_metadata_url
+from .cleanup import Cleanup
 from .consent import (
     APPROVALS_COOKIE,
     CSRF_COOKIE,
@@ -49,6 +49,7 @@ from .consent import (
     remembered_page,
     set_cookie,
 )
+from .limits import RegistrationLimits
 from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
 from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
@@ -209,30 +210,14 @@ class Bridge:
         self._report_slots(used)
 
     def _count_registration(self, source_ip: str, metadata_host: str | None = None) -> None:
-        """One more registration from this address (and, for a metadata document, its host) this
-        hour; a 429 with Retry-After past either limit."""
-        retry = {"retry-after": str(3600 - int(self.clock()) % 3600)}
-        try:
-            self.store.count_attempt(source_key(source_ip), self.settings.registrations_per_hour)
-        except ConditionFailed:
-            raise OAuthError(
-                429,
-                "temporarily_unavailable",
-                f"at most {self.settings.registrations_per_hour} registrations per hour from one address",
-                retry,
-            ) from None
+        """One more dynamic registration from this source, or (`metadata_host`) one more client from
+        a metadata document on that host's registrable domain (its fetch counted the source); a 429
+        with Retry-After past the limit (limits.py)."""
+        limits = RegistrationLimits(self.store, self.settings)
         if metadata_host is None:
-            return
-        try:
-            self.store.count_attempt(f"host#{metadata_host}", self.settings.registrations_per_host_per_hour)
-        except ConditionFailed:
-            raise OAuthError(
-                429,
-                "temporarily_unavailable",
-                f"at most {self.settings.registrations_per_host_per_hour} new clients per hour "
-                f"from metadata documents on {metadata_host}",
-                retry,
-            ) from None
+            limits.take_source(source_ip)
+        else:
+            limits.take_domain(metadata_host)
 
     def _report_slots(self, used: int) -> None:
         """The RegisteredClients metric (CloudWatch EMF on the log): the slots alarm watches it."""
@@ -259,6 +244,7 @@ class Bridge:
             return known
         if known is not None and self.clock() - known.fetched_at < DOCUMENT_MAX_AGE_SECONDS:
             return known
+        RegistrationLimits(self.store, self.settings).take_source(source_ip)  # failed fetches count too
         document = self.fetcher.fetch(client_id)
         if redirect_uri is not None and redirect_uri not in document.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
@@ -281,8 +267,8 @@ class Bridge:
                 client_id,
                 client_name=document.client_name,
             )
-        # A first use registers a client: limited per address, as dynamic registration, and per host.
-        self._count_registration(source_ip, check_metadata_url(client_id)[0].lower())
+        # A first use registers a client: limited per registrable domain (the fetch counted the address).
+        self._count_registration(source_ip, check_metadata_url(client_id)[0])
         app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
         registration = Registration(
             metadata_url_key(client_id),
@@ -493,34 +479,16 @@ class Bridge:
     # ---- cleanup ------------------------------------------------------------------------------
     def cleanup(self) -> dict[str, int]:
         """Delete the app clients (and registrations) unused for `unused_client_days`, and those that
-        never completed a token exchange `unexchanged_client_minutes` after registering."""
-        now = int(self.clock())
-        cutoff = now - self.settings.unused_client_days * 86_400
-        unexchanged = now - self.settings.unexchanged_client_minutes * 60
-        removed = kept = 0
-        for registration in list(self.store.unused_since(cutoff, unexchanged)):
-            try:
-                self.store.remove(registration)
-            except ConditionFailed:
-                kept += 1  # used since it was listed
-                continue
-            self.clients.delete(registration.cognito_client_id)
-            self.store.release_slot()
-            removed += 1
-        self._report_slots(self.store.slots_used())
-        log.info("cleanup: %d unused clients removed, %d in use again", removed, kept)
-        return {"removed": removed, "keptInUse": kept}
-
-
-def source_key(address: str) -> str:
-    """What one source is for the limits: an IPv4 address, or an IPv6 address's /64 (one subscriber's)."""
-    try:
-        ip = ipaddress.ip_address(address)
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is None:
-        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
-    return str(ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped else ip)
+        never completed a token exchange `unexchanged_client_minutes` after registering (cleanup.py)."""
+        settings = self.settings
+        run = Cleanup(
+            self.store,
+            self.clients,
+            settings.unused_client_days,
+            settings.unexchanged_client_minutes,
+            self._report_slots,
+        )
+        return run.run(int(self.clock()))
 
 
 def registered_clients_emf(namespace: str, used: int, now: float) -> str:

@@ -21,7 +21,9 @@ class BridgeSettings(BaseModel):
     extra_scopes: str = Field("openid", alias="BRIDGE_EXTRA_SCOPES")
     # The MCP endpoint's canonical URI (default: this API's origin + /mcp, from the request).
     resource_url: str | None = Field(None, alias="BRIDGE_RESOURCE_URL")
+    # Per source: a token bucket of `registration_burst` that refills `registrations_per_hour` (limits.py).
     registrations_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOUR", ge=1)
+    registration_burst: int = Field(30, alias="BRIDGE_REGISTRATION_BURST", ge=1)
     registrations_per_host_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR", ge=1)
     max_clients: int = Field(200, alias="BRIDGE_MAX_CLIENTS", ge=1)
     unused_client_days: int = Field(30, alias="BRIDGE_UNUSED_CLIENT_DAYS", ge=1)

@@ -92,6 +92,7 @@ class OAuthBridge(Construct):
             "BRIDGE_RESOURCE_SCOPE": pool.scope_name,
             "BRIDGE_EXTRA_SCOPES": "openid",
             "BRIDGE_REGISTRATIONS_PER_HOUR": str(auth.registrations_per_hour),
+            "BRIDGE_REGISTRATION_BURST": str(auth.registration_burst),
             "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": str(auth.registrations_per_host_per_hour),
             "BRIDGE_METRICS_NAMESPACE": metrics_namespace,
             "BRIDGE_MAX_CLIENTS": str(auth.max_registered_clients),
@@ -128,7 +129,8 @@ class OAuthBridge(Construct):
                 "AwsSolutions-APIG4",
                 "An OAuth authorization server's metadata, registration, authorization and token endpoints are "
                 "public by definition (RFC 8414, RFC 7591, RFC 6749): clients reach them before they hold a token. "
-                "Registration is rate limited per address and capped; the stage throttles every route.",
+                "Registration is rate limited per address and per registrable domain and capped; the stage throttles "
+                "every route, and the bridge's reserved concurrency caps what it can take.",
             )
         self.cleanup = events.Rule(
             self,

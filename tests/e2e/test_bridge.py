@@ -34,12 +34,13 @@ CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 MOTO_SIGNING_KEY = Path(__import__("moto").__file__).parent / "cognitoidp" / "resources" / "jwks-private.json.gz"
 
 
-REGISTRATIONS_PER_HOUR = 40  # every test here registers from 127.0.0.1; the last one exhausts the limit
+# Every test here registers from 127.0.0.1; the last one exhausts the burst (refilled one an hour).
+REGISTRATION_BURST = 40
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[RunningStack]:
-    context = json.dumps({"registrationsPerHour": str(REGISTRATIONS_PER_HOUR)})
+    context = json.dumps({"registrationBurst": str(REGISTRATION_BURST), "registrationsPerHour": "1"})
     with local_stack_process(extra_env={"LOCAL_CDK_CONTEXT": context}) as running:
         yield running
 
@@ -427,9 +428,9 @@ def test_cleanup_deletes_only_clients_unused_for_the_configured_days(stack: Runn
     assert f"client#{used}" in keys and f"client#{unused}" not in keys
 
 
-def test_registrations_past_the_hourly_limit_per_address_get_429_and_create_nothing(stack: RunningStack) -> None:
+def test_registrations_past_the_burst_per_address_get_429_and_create_nothing(stack: RunningStack) -> None:
     """Last in this module: it uses up the address's registrations for the hour."""
-    replies = [register(stack) for _ in range(REGISTRATIONS_PER_HOUR + 1)]
+    replies = [register(stack) for _ in range(REGISTRATION_BURST + 1)]
     refused = [r for r in replies if r.status_code != 201]
     assert refused, "the limit never applied"
     assert all(r.status_code == 201 for r in replies[: replies.index(refused[0])])
@@ -437,7 +438,8 @@ def test_registrations_past_the_hourly_limit_per_address_get_429_and_create_noth
         429,
         {
             "error": "temporarily_unavailable",
-            "error_description": f"at most {REGISTRATIONS_PER_HOUR} registrations per hour from one address",
+            "error_description": f"too many registrations from one address: a burst of {REGISTRATION_BURST}, "
+            "then 1 an hour",
         },
     )
     assert 0 < int(refused[0].headers["retry-after"]) <= 3600

@@ -645,8 +645,9 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
         },
     )
     variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
-    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_NAMESPACE"))} == {
+    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST", "_NAMESPACE"))} == {
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
+        "BRIDGE_REGISTRATION_BURST": "30",
         "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
         "BRIDGE_METRICS_NAMESPACE": "serverless-mcp-tasks",
     }
@@ -848,6 +849,7 @@ def test_the_asset_ceiling_is_50_mb_unless_cdk_json_says_otherwise(synth: Any) -
         ),
         ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
         ({"iamPrincipal": "key"}, "context 'iamPrincipal' must be one of ['session', 'accessKey'], got 'key'"),
+        ({"registrationBurst": "-1"}, "context 'registrationBurst' must be between 1 and 10000, got -1"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
         ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, assetSizeLimitMb, "),
         ({"assetSizeLimitMb": "big"}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 'big'"),

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from aws_cdk.assertions import Capture, Match
+from infra.capabilities._lambda import API_HANDLER, BRIDGE_HANDLER
 from infra.capabilities.workflow import (
     ASL_PATH,
     HISTORY_EVENT_LIMIT,
@@ -191,7 +192,7 @@ def _reserved(stack: Synthesized) -> dict[str, Any]:
 def test_the_worker_and_supervisor_reserve_concurrency_and_the_api_keeps_the_unreserved_pool(
     default_stack: Synthesized,
 ) -> None:
-    assert _reserved(default_stack) == {"api": None, "worker": 50, "supervisor": 10, "bridge": None}
+    assert _reserved(default_stack) == {"api": None, "worker": 50, "supervisor": 10, "bridge": 20}
 
 
 def test_cdk_json_sets_the_concurrency_split() -> None:
@@ -201,7 +202,7 @@ def test_cdk_json_sets_the_concurrency_split() -> None:
         "workerReservedConcurrency": 50,
         "supervisorReservedConcurrency": 10,
         "apiReservedConcurrency": "none",
-        "bridgeReservedConcurrency": "none",
+        "bridgeReservedConcurrency": 20,
     }
 
 
@@ -219,7 +220,7 @@ def test_each_reservation_comes_from_context_and_none_leaves_a_function_unreserv
     ("context", "message"),
     [
         # A young account (10 concurrent executions) cannot reserve anything: said before the deploy.
-        ({"lambdaAccountConcurrency": "10"}, r"reserved concurrency 60 leaves -50 of the account's 10"),
+        ({"lambdaAccountConcurrency": "10"}, r"reserved concurrency 80 leaves -70 of the account's 10"),
         ({"lambdaAccountConcurrency": "150"}, r"Lambda keeps at least 100 unreserved"),
         ({"workerReservedConcurrency": "0"}, "'workerReservedConcurrency' must be between 1 and"),
         ({"throttleRetryIntervalSeconds": "120", "throttleRetryMaxDelaySeconds": "60"}, "must be at least"),
@@ -234,8 +235,38 @@ def test_a_split_or_policy_that_cannot_deploy_stops_the_synth_with_a_clear_messa
 
 
 def test_a_young_account_deploys_with_nothing_reserved(synth: Any) -> None:
-    stack = synth(lambdaAccountConcurrency="10", workerReservedConcurrency="none", supervisorReservedConcurrency="none")
+    stack = synth(
+        lambdaAccountConcurrency="10",
+        workerReservedConcurrency="none",
+        supervisorReservedConcurrency="none",
+        bridgeReservedConcurrency="none",
+    )
     assert _reserved(stack) == {"api": None, "worker": None, "supervisor": None, "bridge": None}
+
+
+def test_the_bridge_reserves_concurrency_of_its_own_so_a_flood_of_sign_ins_cannot_take_the_apis(
+    default_stack: Synthesized,
+) -> None:
+    reserved = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        Match.object_like({"Handler": BRIDGE_HANDLER, "ReservedConcurrentExecutions": reserved}),
+    )
+    context = json.loads((ASL_PATH.parents[2] / "cdk.json").read_text())["context"]
+    assert reserved.as_number() == context["bridgeReservedConcurrency"] == 20
+    default_stack.template.has_resource_properties(
+        "AWS::Lambda::Function",
+        Match.object_like({"Handler": API_HANDLER, "ReservedConcurrentExecutions": Match.absent()}),
+    )
+
+
+def test_without_a_bridge_its_reservation_is_neither_made_nor_counted(synth: Any) -> None:
+    # 50 + 10 leave exactly the 100 Lambda keeps: the bridge's 20 would not fit, and is not asked for.
+    stack = synth(auth="client-credentials", lambdaAccountConcurrency="160")
+    assert stack.stack.bridge is None
+    assert _reserved(stack) == {"api": None, "worker": 50, "supervisor": 10}
+    with pytest.raises(ValueError, match="reserved concurrency 80 leaves 80 of the account's 160"):
+        synth(lambdaAccountConcurrency="160")
 
 
 def test_throttling_of_the_api_worker_and_supervisor_each_raise_an_alarm(default_stack: Synthesized) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
@@ -34,6 +35,8 @@ CALLBACK = "http://127.0.0.1:53682/callback"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 HOST = "client.test"
 DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
+# Hosts under these serve metadata documents too (every name resolves to loopback here).
+WILDCARD_NAMES = ("*.evil.co.uk", "*.other.co.uk")
 
 
 @dataclass
@@ -135,7 +138,7 @@ class BridgeUnderTest:
 
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    return make_certificate(tmp_path_factory.mktemp("tls"), HOST)
+    return make_certificate(tmp_path_factory.mktemp("tls"), HOST, *WILDCARD_NAMES)
 
 
 @pytest.fixture
@@ -321,7 +324,7 @@ def test_cleanup_removes_clients_unused_for_thirty_days_and_keeps_the_others(bri
     form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": busy}
     assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
     bridge.clock.advance(11 * 86_400)
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0}
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
     assert set(bridge.app_clients()) == {busy}
     assert f"client#{idle}" not in bridge.items() and f"client#{busy}" in bridge.items()
     assert bridge.items()["meta#clients"]["active"]["N"] == "1"
@@ -480,7 +483,7 @@ def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_client
 def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while_another_address_registers(
     bridge: BridgeUnderTest,
 ) -> None:
-    limited(bridge, registrations_per_hour=2)
+    limited(bridge, registrations_per_hour=2, registration_burst=2)
     assert bridge.register(ip="203.0.113.77")["statusCode"] == 201
     assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 200
     by_document = first_use(bridge, "/one-address-2.json", "203.0.113.77")
@@ -488,14 +491,14 @@ def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while
     for refused in (by_document, by_registration):
         assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
             429,
-            "at most 2 registrations per hour from one address",
+            "too many registrations from one address: a burst of 2, then 2 an hour",
         )
         assert refused["headers"]["retry-after"].isdigit()
     assert bridge.register(ip="203.0.113.78")["statusCode"] == 201
 
 
 def test_ipv6_sources_are_limited_per_64_prefix(bridge: BridgeUnderTest) -> None:
-    limited(bridge, registrations_per_hour=1)
+    limited(bridge, registrations_per_hour=1, registration_burst=1)
     assert bridge.register(ip="2001:db8:1:2::1")["statusCode"] == 201
     assert bridge.register(ip="2001:db8:1:2:ffff::9")["statusCode"] == 429  # same /64, another address
     assert bridge.register(ip="2001:db8:1:3::1")["statusCode"] == 201
@@ -513,10 +516,10 @@ def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(
     assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
     bridge.clock.advance(20 * 60)
     recent = json.loads(bridge.register()["body"])["client_id"]
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0}  # 21 minutes: kept
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}  # 21 min
     bridge.clock.advance(10 * 60)  # the first two are 31 minutes old, never exchanged a token
     capsys.readouterr()
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 2, "keptInUse": 0}
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 2, "keptInUse": 0, "failed": 0}
     assert set(bridge.app_clients()) == {signed_in, recent}
     assert bridge.items()["meta#clients"]["active"]["N"] == "2"
     assert metadata_url_key(f"https://{HOST}:{bridge.port}/never-signed-in.json") not in bridge.items()
@@ -581,3 +584,136 @@ def test_a_client_removed_by_cleanup_gets_401_invalid_client_and_registers_again
     again = bridge.register()
     assert again["statusCode"] == 201
     assert bridge.authorize(json.loads(again["body"])["client_id"])["statusCode"] == 200
+
+
+# ---- issue 29: limits per registrable domain and per source, cleanup that heals ---------------------
+def serve_document_on(bridge: BridgeUnderTest, host: str, path: str) -> str:
+    url = f"https://{host}:{bridge.port}{path}"
+    document = {"client_id": url, "client_name": "CIMD client", "redirect_uris": [CALLBACK]}
+    bridge.routes[path] = (200, {"content-type": "application/json"}, json.dumps(document).encode())
+    return url
+
+
+def test_metadata_documents_on_any_subdomain_of_one_registrable_domain_share_its_limit(
+    bridge: BridgeUnderTest,
+) -> None:
+    # Wildcard DNS gives an attacker every name under evil.co.uk: the limit is the registrable
+    # domain's (co.uk is a public suffix), not each host's.
+    limited(bridge, registrations_per_host_per_hour=3)
+    for n in range(3):
+        url = serve_document_on(bridge, f"h{n}.evil.co.uk", f"/wildcard-{n}.json")
+        assert bridge.approve(url)["statusCode"] == 302
+    clients = bridge.app_clients()
+    url = serve_document_on(bridge, "h3.evil.co.uk", "/wildcard-3.json")
+    refused = bridge.approve(url)
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        429,
+        {
+            "error": "temporarily_unavailable",
+            "error_description": "at most 3 new clients per hour from metadata documents on evil.co.uk",
+        },
+    )
+    assert 0 < int(refused["headers"]["retry-after"]) <= 1200 and "location" not in refused["headers"]
+    assert bridge.app_clients().keys() == clients.keys()
+    # Another registrable domain under the same public suffix has a limit of its own.
+    assert bridge.approve(serve_document_on(bridge, "app.other.co.uk", "/other.json"))["statusCode"] == 302
+
+
+def test_eleven_people_behind_one_address_onboard_at_once_and_the_burst_refills_at_the_hourly_rate(
+    bridge: BridgeUnderTest,
+) -> None:
+    limited(bridge, registrations_per_hour=10)  # the defaults: a burst of 30, then 10 an hour
+    office = "198.51.100.7"
+    for _ in range(11):
+        assert bridge.register(ip=office)["statusCode"] == 201
+    for _ in range(19):
+        assert bridge.register(ip=office)["statusCode"] == 201
+    refused = bridge.register(ip=office)
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        429,
+        {
+            "error": "temporarily_unavailable",
+            "error_description": "too many registrations from one address: a burst of 30, then 10 an hour",
+        },
+    )
+    assert refused["headers"]["retry-after"] == "360"  # one registration comes back every 6 minutes
+    assert bridge.register(ip="198.51.100.8")["statusCode"] == 201  # another address has its own
+    bridge.clock.advance(360)
+    assert bridge.register(ip=office)["statusCode"] == 201
+    assert bridge.register(ip=office)["statusCode"] == 429
+
+
+def test_a_metadata_fetch_counts_against_its_source_even_when_it_fails(bridge: BridgeUnderTest) -> None:
+    limited(bridge, registrations_per_hour=1, registration_burst=2)
+    url = f"https://{HOST}:{bridge.port}/missing.json"  # answers 404
+    for _ in range(2):
+        failed = bridge.call("GET", "/oauth2/authorize", query=authorize_query(url, CALLBACK), ip="192.0.2.77")
+        assert (failed["statusCode"], json.loads(failed["body"])["error_description"]) == (
+            400,
+            "the client_id URL answered HTTP 404 (redirects are not followed)",
+        )
+    refused = bridge.call("GET", "/oauth2/authorize", query=authorize_query(url, CALLBACK), ip="192.0.2.77")
+    assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
+        429,
+        "too many registrations from one address: a burst of 2, then 1 an hour",
+    )
+    assert bridge.app_clients() == {}
+
+
+class FailingDeletes:
+    """Cognito refuses DeleteUserPoolClient for the client ids in `failing` (an outage, say)."""
+
+    def __init__(self, cognito: Any) -> None:
+        self.failing: set[str] = set()
+        event = "before-parameter-build.cognito-identity-provider.DeleteUserPoolClient"
+        cognito.meta.events.register(event, self._before)
+
+    def _before(self, params: dict[str, Any], **_: Any) -> None:
+        if params.get("ClientId") in self.failing:
+            raise ClientError(
+                {"Error": {"Code": "AccessDeniedException", "Message": "not now"}}, "DeleteUserPoolClient"
+            )
+
+
+def test_a_cognito_delete_that_fails_leaves_the_slot_counted_and_the_next_cleanup_finishes_it(
+    bridge: BridgeUnderTest, caplog: pytest.LogCaptureFixture
+) -> None:
+    stuck, other = (json.loads(bridge.register()["body"])["client_id"] for _ in range(2))
+    deletes = FailingDeletes(bridge.bridge.clients.cognito.client())
+    deletes.failing = {stuck}
+    bridge.clock.advance(3600)  # neither ever exchanged a token
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 1}
+    assert set(bridge.app_clients()) == {stuck}  # its Cognito client still exists, and so
+    assert f"client#{stuck}" in bridge.items()  # its registration, and its slot
+    assert bridge.items()["meta#clients"]["active"]["N"] == "1"
+    assert f"cleanup: could not remove client {stuck}" in caplog.text
+    deletes.failing = set()
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
+    assert bridge.app_clients() == {} and f"client#{stuck}" not in bridge.items()
+    assert f"client#{other}" not in bridge.items()
+    assert bridge.items()["meta#clients"]["active"]["N"] == "0"
+
+
+@pytest.mark.parametrize("drifted", ["7", "0"])
+def test_each_cleanup_recounts_the_slots_from_the_registrations(
+    bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str], drifted: str
+) -> None:
+    for _ in range(2):
+        assert bridge.register()["statusCode"] == 201
+    bridge.dynamodb.put_item(TableName=bridge.table, Item={"pk": {"S": "meta#clients"}, "active": {"N": drifted}})
+    capsys.readouterr()
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}
+    assert bridge.items()["meta#clients"]["active"]["N"] == "2"
+    (emf,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
+    assert emf["RegisteredClients"] == 2
+
+
+def test_concurrent_takes_from_one_bucket_never_give_out_more_than_its_burst(bridge: BridgeUnderTest) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    store = bridge.bridge.store
+    with ThreadPoolExecutor(12) as pool:
+        waits = list(pool.map(lambda _: store.take_token("source#office", 11, 10), range(12)))
+    assert sorted(waits) == [0] * 11 + [360]  # conditional writes: a lost race reads again
+    bucket = bridge.items()["rate#source#office"]
+    assert (bucket["milliTokens"]["N"], bucket["takenAtMs"]["N"]) == ("0", str(1_900_000_000_000))

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import ssl
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ import pytest
 
 from oauth_bridge.cimd import MAX_BYTES, MetadataFetcher
 from oauth_bridge.web import OAuthError
-from tests.tls_server import make_certificate, serve_https
+from tests.tls_server import make_certificate, serve_https, serve_slowly
 
 HOST = "client.test"
 
@@ -34,9 +36,10 @@ def server(tls: tuple[Path, Path]) -> Iterator[tuple[int, dict[str, tuple[int, d
         yield running
 
 
-def fetcher(tls: tuple[Path, Path]) -> MetadataFetcher:
+def fetcher(tls: tuple[Path, Path], **options: Any) -> MetadataFetcher:
     context = ssl.create_default_context(cafile=str(tls[0]))
-    return MetadataFetcher(resolver=lambda host, port: ["127.0.0.1"], ssl_context=context, allow_loopback=True)
+    resolver = options.pop("resolver", lambda host, port: ["127.0.0.1"])
+    return MetadataFetcher(resolver=resolver, ssl_context=context, allow_loopback=True, **options)
 
 
 def document(url: str, **changes: Any) -> bytes:
@@ -116,3 +119,60 @@ def test_any_private_address_among_the_answers_refuses_before_connecting(address
     with pytest.raises(OAuthError, match="resolves to a private address"):
         Recording(resolver=lambda host, port: addresses).fetch("https://client.example.com/c.json")
     assert connected == []
+
+
+# ---- one deadline over the whole fetch: DNS, connect, TLS, headers and body ------------------------
+DEADLINE = 0.5
+# The refusal comes at the deadline; this much later still counts as on time on a busy machine.
+SLACK = 2.0
+
+
+def slow_response(port: int) -> bytes:
+    """A whole, valid answer, its headers and its document each padded to about 1 KB: dripped a byte
+    every 20 ms, either takes about 20 s, well past the deadline and the slack."""
+    body = document(f"https://{HOST}:{port}/drip.json", padding="x" * 900)
+    return HEAD.format(len(body)).encode() + body
+
+
+HEAD = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-padding: " + "x" * 900 + "\r\ncontent-length: {}\r\n\r\n"
+
+
+def refused_within_the_deadline(fetch: MetadataFetcher, url: str) -> str:
+    started = time.monotonic()
+    with pytest.raises(OAuthError) as refused:
+        fetch.fetch(url)
+    assert time.monotonic() - started < DEADLINE + SLACK
+    assert refused.value.error == "invalid_client"
+    return refused.value.description
+
+
+@pytest.mark.parametrize("stage", ["headers", "body"])
+def test_a_server_dripping_a_byte_at_a_time_is_refused_at_the_deadline(tls: Any, stage: str) -> None:
+    head = slow_response(0).index(b"\r\n\r\n") + 4  # status line and headers
+    with serve_slowly(tls, slow_response, at_once=0 if stage == "headers" else head, every=0.02) as port:
+        url = f"https://{HOST}:{port}/drip.json"
+        description = refused_within_the_deadline(fetcher(tls, timeout=DEADLINE), url)
+    assert description == "the client metadata document did not arrive within 0.5 s"
+
+
+def test_a_server_that_never_answers_the_tls_handshake_is_refused_at_the_deadline(tls: Any) -> None:
+    with serve_slowly(tls, slow_response, at_once=-1, every=1.0) as port:
+        description = refused_within_the_deadline(fetcher(tls, timeout=DEADLINE), f"https://{HOST}:{port}/c.json")
+    assert description == "the client metadata document did not arrive within 0.5 s"
+
+
+def test_a_name_that_takes_long_to_resolve_is_refused_at_the_deadline(server: Any, tls: Any) -> None:
+    port, routes = server
+    url = f"https://{HOST}:{port}/slow-dns.json"
+    serve(routes, "/slow-dns.json", document(url))
+    released = threading.Event()
+
+    def slow_resolver(host: str, port: int) -> list[str]:
+        released.wait(10)  # a resolver stuck on an unanswering name server, until the test ends
+        return ["127.0.0.1"]
+
+    try:
+        description = refused_within_the_deadline(fetcher(tls, timeout=DEADLINE, resolver=slow_resolver), url)
+    finally:
+        released.set()
+    assert description == f"the client_id host {HOST!r} did not resolve within 0.5 s"
