@@ -1,17 +1,17 @@
-"""The bridge's consent page in a real browser (Debian's Chromium), on the Cognito template's local stack.
+"""The bridge's consent page and sign-in in a real browser (Debian's Chromium), on the Cognito template's
+local stack, with a stand-in for Cognito's managed login (tests/e2e/cognito_login.py: moto has none)
+that checks `redirect_uri` against the app client's CallbackURLs exactly, as Cognito does, and has a
+live session for the person, so it answers every authorize request it accepts with a code at once.
 
-The attack it stops: Cognito keeps a sign-in session per user-pool domain, so a person who signed in
-through client A and then opens the authorize link of an attacker's client B would get no question
-from Cognito, and the code would go to B's redirect URI. Cognito's managed login is not in moto, so
-a stand-in plays it here exactly as the attack needs it: a user-pool domain where the person is
-signed in already, which answers every authorize request at once with a code for its redirect URI
-(served over TLS at the pool's real host name, which the browser resolves to this machine). Every
-code it hands out is recorded; the redirect URIs of A and B are listeners here that record what
-reaches them.
+The attack it stops (issue 29): Cognito keeps a sign-in session per user-pool domain, so a person who
+signed in once would get no question from Cognito for any other app client; if an app client listed
+an MCP client's redirect URI, an attacker's link straight to Cognito would send the person's code to
+the attacker. The redirect URIs of clients A and B are listeners here that record what reaches them.
 """
 
 from __future__ import annotations
 
+import html
 import re
 import secrets
 import ssl
@@ -29,11 +29,12 @@ import httpx
 import pytest
 
 from tests.e2e.chromium import chromium, require_chromium
+from tests.e2e.cognito_login import CognitoLogin, cognito_login
 from tests.support import RunningStack, local_stack_process
-from tests.tls_server import make_certificate
 
 pytestmark = pytest.mark.e2e
 
+VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 SCREENSHOTS = Path(__file__).resolve().parents[2] / "build" / "screenshots"
 
@@ -84,14 +85,6 @@ def listening(recorder: Recorder, tls: tuple[Path, Path] | None = None) -> Itera
         server.server_close()
 
 
-def signed_in_cognito(path: str, query: dict[str, list[str]]) -> tuple[int, dict[str, str], bytes]:
-    """Managed login with a live session: a code at once for the app client's redirect URI."""
-    if path != "/oauth2/authorize":
-        return 404, {}, b""
-    back = {"code": secrets.token_urlsafe(16), **({"state": query["state"][0]} if "state" in query else {})}
-    return 302, {"location": f"{query['redirect_uri'][0]}?{urlencode(back)}"}, b""
-
-
 def callback_page(path: str, query: dict[str, list[str]]) -> tuple[int, dict[str, str], bytes]:
     if path == "/attack":  # the attacker's own page: a form that posts a consent it prepared itself
         return 200, {"content-type": "text/html"}, ATTACK_PAGE[0].encode()
@@ -104,7 +97,7 @@ ATTACK_PAGE = [""]
 @dataclass
 class World:
     stack: RunningStack
-    cognito: Recorder
+    cognito: CognitoLogin
     client_a: Recorder
     client_b: Recorder
     browser: Any
@@ -155,24 +148,19 @@ def await_condition(condition: Callable[[], Any], what: str, deadline_seconds: f
     raise AssertionError(f"never happened: {what}")
 
 
-def cognito_host(stack: RunningStack) -> str:
-    prefix = re.sub(r"[^a-z0-9-]+", "-", stack.state["stackName"].lower())
-    return f"{prefix}-123456789012.auth.us-east-1.amazoncognito.com"
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     require_chromium()
-    with local_stack_process() as stack:
-        host = cognito_host(stack)
-        tls = make_certificate(tmp_path_factory.mktemp("cognito-tls"), host)
-        with (
-            listening(Recorder(signed_in_cognito), tls) as cognito,
-            listening(Recorder(callback_page)) as client_a,
-            listening(Recorder(callback_page)) as client_b,
-            chromium(host_rules=f"MAP {host} 127.0.0.1:{cognito.port}", trust_any_certificate=True) as browser,
-        ):
-            yield World(stack, cognito, client_a, client_b, browser)
+    with (
+        cognito_login(tmp_path_factory.mktemp("cognito-tls")) as cognito,
+        local_stack_process(extra_env=cognito.environment()) as stack,
+        listening(Recorder(callback_page)) as client_a,
+        listening(Recorder(callback_page)) as client_b,
+        chromium(trust_any_certificate=True) as browser,
+    ):
+        (pool,) = stack.state["userPools"].values()
+        cognito.attach(stack.aws_client("cognito-idp"), str(pool))
+        yield World(stack, cognito, client_a, client_b, browser)
 
 
 def text(browser: Any, element_id: str) -> str:
@@ -187,6 +175,24 @@ def click(browser: Any, element_id: str) -> None:
     browser.find_element(By.ID, element_id).click()
 
 
+def approved_by_attacker(world: World, client_id: str, listener: Recorder) -> str:
+    """Where the bridge sends a sign-in of this client that the attacker approved itself (outside the
+    person's browser): Cognito's authorize URL, which names the client's Cognito app client."""
+    link = world.authorize_url(client_id, listener, "learn")
+    page = httpx.get(link, timeout=30)
+    form = {
+        name: html.unescape(value) for name, value in re.findall(r'name="(request|token)" value="([^"]*)"', page.text)
+    }
+    cookie = page.headers["set-cookie"].split(";")[0]
+    approved = httpx.post(
+        f"{world.base}/oauth2/consent", data={**form, "decision": "approve"}, headers={"cookie": cookie}, timeout=30
+    )
+    assert approved.status_code == 302, approved.text
+    location = str(approved.headers["location"])
+    assert location.startswith(f"{world.cognito.url}/oauth2/authorize?")
+    return location
+
+
 def test_the_consent_page_is_served_with_strict_headers_and_a_strict_form_cookie(world: World) -> None:
     client_id = world.register("Header check", world.client_a)
     reply = httpx.get(world.authorize_url(client_id, world.client_a, "s0"), timeout=30)
@@ -196,7 +202,7 @@ def test_the_consent_page_is_served_with_strict_headers_and_a_strict_form_cookie
     assert reply.headers["x-frame-options"] == "DENY"
     policy = reply.headers["content-security-policy"]
     assert policy.startswith("default-src 'none'; style-src 'sha256-")
-    assert f"form-action 'self' https://{cognito_host(world.stack)} http://127.0.0.1:{world.client_a.port};" in policy
+    assert f"form-action 'self' {world.cognito.url} http://127.0.0.1:{world.client_a.port};" in policy
     assert policy.endswith("frame-ancestors 'none'; base-uri 'none'")
     cookie = reply.headers["set-cookie"]
     assert re.fullmatch(r"mcp-consent-csrf=[A-Za-z0-9_-]{32}; Path=/; Max-Age=600; HttpOnly; SameSite=Strict", cookie)
@@ -209,7 +215,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
     # The attacker registers a client of its own under the same name, with its own redirect URI.
     client_b = world.register("Claude Desktop", world.client_b)
 
-    # The person signs in through client A: the consent page first, then Cognito, then A's callback.
+    # The person signs in through client A: the consent page, Cognito, the bridge's callback, then A's.
     browser.get(world.authorize_url(client_a, world.client_a, "a-1"))
     assert browser.title == "Allow access?"
     assert text(browser, "client-name") == "Claude Desktop"
@@ -220,7 +226,24 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
     click(browser, "approve")
     (first,) = await_condition(lambda: world.codes(world.client_a), "a code reached client A")
     assert first["state"] == ["a-1"] and first["code"]
-    assert [query["client_id"] for _, query in world.cognito.requests] == [[client_a]]
+    (asked,) = world.cognito.authorize_requests()
+    assert asked["redirect_uri"] == [f"{world.base}/oauth2/callback"]  # Cognito only ever sends back to the bridge
+    assert asked["client_id"] != [client_a] and asked["state"] != ["a-1"]
+    # The code is the bridge's: client A redeems it with its PKCE verifier for Cognito's tokens.
+    tokens = httpx.post(
+        f"{world.base}/oauth2/token",
+        data={
+            "grant_type": "authorization_code",
+            "code": first["code"][0],
+            "code_verifier": VERIFIER,
+            "redirect_uri": f"http://127.0.0.1:{world.client_a.port}/callback",
+            "client_id": client_a,
+            "resource": world.stack.url,
+        },
+        timeout=30,
+    )
+    assert tokens.status_code == 200, tokens.text
+    assert set(tokens.json()) >= {"access_token", "refresh_token", "id_token", "expires_in", "token_type"}
 
     # The attacker's link, opened in the same browser while Cognito still holds the session.
     browser.get(world.authorize_url(client_b, world.client_b, "b-1"))
@@ -228,7 +251,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
     assert text(browser, "redirect-host") == f"127.0.0.1:{world.client_b.port}"
     world.screenshot("consent-attacker-client-b")
     assert world.client_b.requests == []  # no code, no visit at all
-    assert len(world.cognito.requests) == 1  # and Cognito was never asked for B
+    assert len(world.cognito.authorize_requests()) == 1  # and Cognito was never asked for B
 
     # Deny: B gets access_denied and its state (RFC 6749 §4.1.2.1), never a code.
     click(browser, "deny")
@@ -238,15 +261,45 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
         "error_description": ["the user denied the request"],
         "state": ["b-1"],
     }
-    assert len(world.cognito.requests) == 1
+    assert len(world.cognito.authorize_requests()) == 1
 
-    # A, approved before in this browser, goes straight through; B still asks.
+    # A, approved before by this person, goes straight through Cognito; B still asks.
     browser.get(world.authorize_url(client_a, world.client_a, "a-2"))
     await_condition(lambda: len(world.codes(world.client_a)) == 2, "the second code reached client A")
     assert world.codes(world.client_a)[1]["state"] == ["a-2"]
     browser.get(world.authorize_url(client_b, world.client_b, "b-2"))
     assert browser.title == "Allow access?"
-    assert len(world.codes(world.client_b)) == 1 and len(world.cognito.requests) == 2
+    assert len(world.codes(world.client_b)) == 1 and len(world.cognito.authorize_requests()) == 2
+
+
+def test_a_registered_clients_id_sent_straight_to_cognito_gives_no_code_to_its_redirect_uri(world: World) -> None:
+    """The bypass of issue 29, in the person's browser (Cognito holds their session)."""
+    browser = world.browser
+    client_b = world.register("Attacker", world.client_b)
+    learned = approved_by_attacker(world, client_b, world.client_b)
+    app_id = parse_qs(urlsplit(learned).query)["client_id"][0]
+    before = len(world.client_b.requests)
+    attempts = [
+        {"client_id": app_id, "redirect_uri": f"http://127.0.0.1:{world.client_b.port}/callback"},
+        {"client_id": client_b, "redirect_uri": f"http://127.0.0.1:{world.client_b.port}/callback"},
+    ]
+    for attempt in attempts:
+        query = {
+            "response_type": "code",
+            "code_challenge": CHALLENGE,
+            "code_challenge_method": "S256",
+            "state": "direct",
+            "scope": "mcp/invoke",
+            **attempt,
+        }
+        browser.get(f"{world.cognito.url}/oauth2/authorize?{urlencode(query)}")
+        assert "An error was encountered" in text(browser, "error")
+    # With the bridge's callback and a state the attacker's own approval made: the callback refuses it in
+    # this browser (it was approved in another), and nothing reaches B.
+    browser.get(learned)
+    await_condition(lambda: "access_denied" in browser.page_source, "the bridge refused the other browser's sign-in")
+    assert "this sign-in was started in another browser" in browser.page_source
+    assert len(world.client_b.requests) == before  # no code, no visit
 
 
 def test_a_consent_form_posted_from_another_page_with_the_attackers_own_token_approves_nothing(
@@ -266,12 +319,13 @@ def test_a_consent_form_posted_from_another_page_with_the_attackers_own_token_ap
         f'<input type="hidden" name="token" value="{token.group(1)}">'
         '<button id="prize" name="decision" value="approve">Claim</button></form>'
     )
-    codes_before, cognito_before = len(world.codes(world.client_b)), len(world.cognito.requests)
+    codes_before, cognito_before = len(world.codes(world.client_b)), len(world.cognito.authorize_requests())
     browser.get(f"http://127.0.0.1:{world.client_b.port}/attack")
     click(browser, "prize")
     await_condition(lambda: "access_denied" in browser.page_source, "the forged consent was refused")
     assert "the consent form was posted from another site" in browser.page_source
-    assert len(world.codes(world.client_b)) == codes_before and len(world.cognito.requests) == cognito_before
+    assert len(world.codes(world.client_b)) == codes_before
+    assert len(world.cognito.authorize_requests()) == cognito_before
 
     # Without the Origin check, the token still fails: it is bound to the attacker's cookie, not this browser's.
     forged = httpx.post(
@@ -281,19 +335,60 @@ def test_a_consent_form_posted_from_another_page_with_the_attackers_own_token_ap
         timeout=30,
     )
     assert (forged.status_code, forged.json()["error"]) == (403, "access_denied")
-    assert len(world.cognito.requests) == cognito_before
+    assert len(world.cognito.authorize_requests()) == cognito_before
 
 
-def test_forgetting_approvals_makes_the_browser_ask_again(world: World) -> None:
+def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_browser_is_asked_again(
+    world: World,
+) -> None:
     browser = world.browser
-    client_a = world.register("Forget me", world.client_a)
-    browser.get(world.authorize_url(client_a, world.client_a, "f-1"))
+    client_a = world.register("Revoke me", world.client_a)
+    browser.get(world.authorize_url(client_a, world.client_a, "r-1"))
     click(browser, "approve")
-    await_condition(lambda: any(q.get("state") == ["f-1"] for q in world.codes(world.client_a)), "the code for f-1")
+    (code,) = await_condition(
+        lambda: [q for q in world.codes(world.client_a) if q.get("state") == ["r-1"]], "the code for r-1"
+    )
+    form = {
+        "grant_type": "authorization_code",
+        "code": code["code"][0],
+        "code_verifier": VERIFIER,
+        "redirect_uri": f"http://127.0.0.1:{world.client_a.port}/callback",
+        "client_id": client_a,
+    }
+    refresh_token = httpx.post(f"{world.base}/oauth2/token", data=form, timeout=30).json()["refresh_token"]
     browser.get(f"{world.base}/oauth2/consent")
-    assert re.fullmatch(r"This browser remembers \d+ approved clients?\.", text(browser, "remembered"))
-    click(browser, "forget")
-    await_condition(lambda: "remembers 0 approved clients" in browser.page_source, "the approvals were forgotten")
-    browser.get(world.authorize_url(client_a, world.client_a, "f-2"))
+    assert browser.title == "Your approvals"
+    assert re.fullmatch(r"You approved \d+ clients?\.", text(browser, "approvals"))
+    from selenium.webdriver.common.by import By
+
+    row = browser.find_element(By.XPATH, f"//tr[td[text()='{client_a}']]")
+    world.screenshot("approvals-page")
+    row.find_element(By.TAG_NAME, "button").click()
+    await_condition(lambda: client_a not in browser.page_source, "the approval was revoked")
+    assert refresh_token in world.cognito.revoked  # revoked at Cognito (RFC 7009) too
+    refused = httpx.post(
+        f"{world.base}/oauth2/token",
+        data={"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_a},
+        timeout=30,
+    )
+    assert (refused.status_code, refused.json()["error"]) == (400, "invalid_grant")
+    browser.get(world.authorize_url(client_a, world.client_a, "r-2"))
     assert browser.title == "Allow access?"
-    assert not any(q.get("state") == ["f-2"] for q in world.codes(world.client_a))
+    assert not any(q.get("state") == ["r-2"] for q in world.codes(world.client_a))
+
+
+def test_after_many_registrations_every_cognito_app_client_lists_only_the_bridges_callback(world: World) -> None:
+    for n in range(3):
+        client_id = world.register(f"Many {n}", world.client_b)
+        approved_by_attacker(world, client_id, world.client_b)
+    cognito = world.stack.aws_client("cognito-idp")
+    (pool,) = world.stack.state["userPools"].values()
+    listed = cognito.list_user_pool_clients(UserPoolId=pool, MaxResults=60)["UserPoolClients"]
+    callbacks = {
+        c["ClientId"]: cognito.describe_user_pool_client(UserPoolId=pool, ClientId=c["ClientId"])["UserPoolClient"].get(
+            "CallbackURLs", []
+        )
+        for c in listed
+    }
+    assert len([c for c in callbacks.values() if c]) >= 4
+    assert {tuple(c) for c in callbacks.values()} <= {(f"{world.base}/oauth2/callback",), ()}
