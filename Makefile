@@ -16,7 +16,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # module it imports from source again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task
+.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task \
+	revoke-client rotate-signing-keys
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
@@ -85,6 +86,14 @@ tasks: $(VENV)/.installed
 task: $(VENV)/.installed
 	@test -n "$(ID)" || (echo "usage: make task ID=<task id> [PORT=... | STACK=...]" && exit 2)
 	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) --task '$(ID)'
+
+# The OAuth bridge's operator commands (auth=cognito): every approval of a client and its refresh tokens,
+# or a new signing key (the old ones still verify). The local stack on PORT, or STACK=<name> deployed.
+revoke-client: $(VENV)/.installed
+	$(PY) scripts/bridge_admin.py revoke-client --client "$(CLIENT)" $(if $(STACK),--stack $(STACK),--port $(PORT))
+
+rotate-signing-keys: $(VENV)/.installed
+	$(PY) scripts/bridge_admin.py rotate-signing-keys $(if $(STACK),--stack $(STACK),--port $(PORT))
 
 LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 

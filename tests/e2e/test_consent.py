@@ -15,6 +15,8 @@ import html
 import re
 import secrets
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +32,7 @@ import pytest
 
 from tests.e2e.chromium import chromium, require_chromium
 from tests.e2e.cognito_login import CognitoLogin, cognito_login
-from tests.support import RunningStack, local_stack_process
+from tests.support import REPO, RunningStack, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -392,3 +394,28 @@ def test_after_many_registrations_every_cognito_app_client_lists_only_the_bridge
     }
     assert len([c for c in callbacks.values() if c]) >= 4
     assert {tuple(c) for c in callbacks.values()} <= {(f"{world.base}/oauth2/callback",), ()}
+
+
+def test_the_operators_command_revokes_a_client_for_everyone_and_rotates_the_signing_keys(world: World) -> None:
+    browser = world.browser
+    client_a = world.register("Revoked for all", world.client_a)
+    browser.get(world.authorize_url(client_a, world.client_a, "op-1"))
+    click(browser, "approve")
+    await_condition(lambda: any(q.get("state") == ["op-1"] for q in world.codes(world.client_a)), "the code for op-1")
+    port = urlsplit(world.base).port
+    script = [sys.executable, str(REPO / "scripts" / "bridge_admin.py")]
+    revoked = subprocess.run(
+        [*script, "revoke-client", "--client", client_a, "--port", str(port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (revoked.returncode, revoked.stdout) == (0, f"revoked 1 approvals of {client_a} and their refresh tokens\n")
+    browser.get(world.authorize_url(client_a, world.client_a, "op-2"))
+    assert browser.title == "Allow access?"  # asked again
+    rotated = subprocess.run(
+        [*script, "rotate-signing-keys", "--port", str(port)], capture_output=True, text=True, timeout=60
+    )
+    assert (rotated.returncode, rotated.stdout) == (0, "a new signing key signs from now on; 2 keys verify\n")
+    click(browser, "approve")  # a form signed with the previous key still verifies
+    await_condition(lambda: any(q.get("state") == ["op-2"] for q in world.codes(world.client_a)), "the code for op-2")
