@@ -11,7 +11,9 @@ the attacker. The redirect URIs of clients A and B are listeners here that recor
 
 from __future__ import annotations
 
+import base64
 import html
+import json
 import re
 import secrets
 import ssl
@@ -419,3 +421,97 @@ def test_the_operators_command_revokes_a_client_for_everyone_and_rotates_the_sig
     assert (rotated.returncode, rotated.stdout) == (0, "a new signing key signs from now on; 2 keys verify\n")
     click(browser, "approve")  # a form signed with the previous key still verifies
     await_condition(lambda: any(q.get("state") == ["op-2"] for q in world.codes(world.client_a)), "the code for op-2")
+
+
+# ---- a real client (the Python `mcp` SDK) signs in through the bridge ------------------------------
+@dataclass
+class ConsentingPerson:
+    """The SDK's redirect handler: a person at a browser (real cookies) who approves on the consent page
+    and follows Cognito (the stand-in) and the bridge's callback back to the client's redirect URI."""
+
+    ca: Path
+    redirect_uri: str = "http://127.0.0.1:53682/callback"
+    pages: list[str] = field(default_factory=list)
+    result: Any = None
+
+    async def open(self, authorization_url: str) -> None:
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        async with httpx.AsyncClient(verify=str(self.ca), timeout=30) as browser:
+            page = await browser.get(authorization_url)
+            title = re.search(r"<title>([^<]*)</title>", page.text)
+            self.pages.append(title.group(1) if title else str(page.status_code))
+            form = {k: html.unescape(v) for k, v in re.findall(r'name="(request|token)" value="([^"]*)"', page.text)}
+            response = await browser.post(
+                str(page.url).split("/oauth2/")[0] + "/oauth2/consent", data={**form, "decision": "approve"}
+            )
+            for _ in range(5):
+                location = response.headers.get("location", "")
+                if location.startswith(self.redirect_uri):
+                    query = parse_qs(urlsplit(location).query)
+                    self.result = AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
+                    return
+                assert response.status_code == 302, response.text
+                response = await browser.get(location)
+        raise AssertionError("never sent back to the client")
+
+    async def callback(self) -> Any:
+        assert self.result is not None
+        return self.result
+
+
+def test_the_python_mcp_client_signs_in_through_the_bridge_calls_a_tool_and_refreshes(world: World) -> None:
+    import anyio
+    import httpx2
+    from mcp import Client
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.auth import OAuthClientMetadata
+
+    from mcp_runtime import wire
+    from tests.e2e.test_sign_in import MemoryStorage
+
+    person = ConsentingPerson(world.cognito.certificate)
+    storage = MemoryStorage()
+    metadata = OAuthClientMetadata(
+        client_name="Python mcp through the bridge",
+        redirect_uris=[person.redirect_uri],  # type: ignore[list-item]
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+        token_endpoint_auth_method="none",
+    )
+    provider = OAuthClientProvider(
+        world.stack.url, metadata, storage, redirect_handler=person.open, callback_handler=person.callback
+    )
+
+    async def call() -> Any:
+        async with (
+            httpx2.AsyncClient(auth=provider, timeout=60) as http,
+            Client(
+                streamable_http_client(world.stack.url, http_client=http), mode=wire.PROTOCOL_VERSION, cache=None
+            ) as client,
+        ):
+            return await client.call_tool("count_words", {"text": "one two three"})
+
+    result = anyio.run(call)
+    assert result.structured_content == {"words": 3, "characters": 13}
+    assert person.pages == ["Allow access?"]
+    assert storage.tokens is not None and storage.client_info is not None
+    claims = json.loads(base64.urlsafe_b64decode(storage.tokens.access_token.split(".")[1] + "=="))
+    app_client = claims["client_id"]
+    assert claims["sub"] == world.cognito.person and app_client != storage.client_info.client_id
+    # A refresh through the bridge (the SDK's own, as after an expiry), with the app client's secret.
+    refreshed = httpx.post(
+        f"{world.base}/oauth2/token",
+        data={
+            "grant_type": "refresh_token",
+            "refresh_token": storage.tokens.refresh_token,
+            "client_id": storage.client_info.client_id,
+        },
+        timeout=30,
+    )
+    assert refreshed.status_code == 200, refreshed.text
+    assert (
+        json.loads(base64.urlsafe_b64decode(refreshed.json()["access_token"].split(".")[1] + "=="))["client_id"]
+        == app_client
+    )
