@@ -6,17 +6,20 @@ then sign in with the authorization code grant, PKCE and the `resource` indicato
 people in (managed login) and issues the tokens; it has neither registration method. The bridge:
 
 - `metadata.py`: the authorization server metadata, naming the bridge's endpoints;
-- `registration.py`: RFC 7591 registration backed by Cognito app clients (`cognito.py`), with
-  redirect URIs checked, rate limits per source address and per metadata host, a cap on registered
-  clients, and clients that never sign in removed within the hour;
+- `registration.py`: RFC 7591 registration (a row of the bridge's; the Cognito app client, whose only
+  callback is the bridge's, comes at the first approved sign-in), with redirect URIs checked, rate
+  limits per source address and per metadata host, a cap on registered clients, and clients that
+  never sign in removed within the hour;
 - `cimd.py`: Client ID Metadata Documents, fetched with the MCP spec's rules (HTTPS only, size and
   time limits, no private addresses);
 - `flows.py`: `/oauth2/authorize` (checks the client, its redirect URI, PKCE and `resource`, asks
-  the person on the consent page, then redirects to Cognito's managed login), `/oauth2/consent`
-  (the page's approve, deny and forget) and `/oauth2/token` (maps the client id, then forwards to
-  Cognito's token endpoint);
-- `consent.py`: the consent page, its CSRF-bound form token and the signed approvals cookie;
-- `store.py`: the registrations table (conditional writes only); `cleanup` deletes clients unused
-  for a configured number of days;
+  the person on the consent page), `/oauth2/consent` (approve: a browser-bound record, then Cognito;
+  deny; the person's approvals page), `/oauth2/callback` (redeems Cognito's code, records the
+  approval, gives the client a single-use code of the bridge's), `/oauth2/token` (that code, PKCE,
+  redirect URI and resource checked; refreshes while the approval stands), `/oauth2/revoke`;
+- `consent.py`: the pages, their CSRF-bound form token, the signed person cookie, the key list;
+- `grants.py`: the sign-in records, codes, approvals, refresh tokens and signing keys;
+- `aws.py`: the registrations table (conditional writes only) and the app clients; `cleanup`
+  deletes clients unused for a configured number of days;
 - `handler.py`: the Lambda entry point (`oauth_bridge.handler.handle`).
 """
