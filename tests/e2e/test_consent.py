@@ -438,7 +438,7 @@ class ConsentingPerson:
     async def open(self, authorization_url: str) -> None:
         from mcp.shared.auth import AuthorizationCodeResult
 
-        async with httpx.AsyncClient(verify=str(self.ca), timeout=30) as browser:
+        async with httpx.AsyncClient(verify=ssl.create_default_context(cafile=str(self.ca)), timeout=30) as browser:
             page = await browser.get(authorization_url)
             title = re.search(r"<title>([^<]*)</title>", page.text)
             self.pages.append(title.group(1) if title else str(page.status_code))
@@ -537,7 +537,7 @@ def test_the_typescript_sdk_signs_in_through_the_bridge_calls_a_tool_and_refresh
 def follow_as_the_person(world: World, authorization_url: str, redirect_prefix: str) -> str:
     """The person at a browser: the consent page, approve, Cognito (the stand-in), the bridge's callback;
     answers where the browser is sent back to the client."""
-    with httpx.Client(verify=str(world.cognito.certificate), timeout=30) as browser:
+    with httpx.Client(verify=ssl.create_default_context(cafile=str(world.cognito.certificate)), timeout=30) as browser:
         page = browser.get(authorization_url)
         assert "<title>Allow access?</title>" in page.text, page.text
         form = {k: html.unescape(v) for k, v in re.findall(r'name="(request|token)" value="([^"]*)"', page.text)}
