@@ -18,6 +18,7 @@ export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task \
 	add-dependency remove-dependency lock secret
+	revoke-client rotate-signing-keys
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
@@ -115,6 +116,15 @@ lock: $(VENV)/.installed
 secret: $(VENV)/.installed
 	@test -n "$(NAME)" || (echo "usage: make secret NAME=<secret name> VALUE=<value> (or the value on stdin)" && exit 2)
 	@$(PY) scripts/secret.py --name "$(NAME)" --port $(PORT) $(if $(VALUE),--value "$(VALUE)")
+
+
+# The OAuth bridge's operator commands (auth=cognito): every approval of a client and its refresh tokens,
+# or a new signing key (the old ones still verify). The local stack on PORT, or STACK=<name> deployed.
+revoke-client: $(VENV)/.installed
+	$(PY) scripts/bridge_admin.py revoke-client --client "$(CLIENT)" $(if $(STACK),--stack $(STACK),--port $(PORT))
+
+rotate-signing-keys: $(VENV)/.installed
+	$(PY) scripts/bridge_admin.py rotate-signing-keys $(if $(STACK),--stack $(STACK),--port $(PORT))
 
 LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
 

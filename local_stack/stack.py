@@ -120,6 +120,10 @@ class Options:
     drop_status_events: str = ""
     give_up_stream_batches: int = 0
     warm_environments: int = 0
+    # A stand-in for Cognito's managed login and OAuth endpoints (moto has none), and the CA file the
+    # functions trust for it: the OAuth bridge sends browsers there and redeems codes there.
+    cognito_login: str | None = None
+    cognito_ca: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -147,6 +151,8 @@ class Options:
             drop_status_events=env.get("LOCAL_DROP_STATUS_EVENTS") or "",
             give_up_stream_batches=int(env.get("LOCAL_GIVE_UP_STREAM_BATCHES") or 0),
             warm_environments=int(env.get("LOCAL_WARM_ENVIRONMENTS") or 0),
+            cognito_login=env.get("LOCAL_COGNITO_LOGIN") or None,
+            cognito_ca=env.get("LOCAL_COGNITO_CA") or None,
         )
 
 
@@ -404,6 +410,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.fixtures:
         layers.append(fixture_layer())
         additions["MCP_FIXTURES"] = options.fixtures
+    if options.cognito_login and provisioned.managed_login_domains:
+        additions["BRIDGE_COGNITO_DOMAIN_URL"] = options.cognito_login.rstrip("/")
+        if options.cognito_ca:
+            additions["SSL_CERT_FILE"] = options.cognito_ca
     sink = LogSink(
         STATE_ROOT / "logs",
         out,
@@ -658,7 +668,12 @@ def _describe(
             "AUTH=oauth for real sign-in"
         )
     for domain in stack.provisioned.managed_login_domains.values():
-        lines.append(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
+        if "BRIDGE_COGNITO_DOMAIN_URL" in additions:
+            lines.append(
+                f"Cognito managed login: the stand-in at {additions['BRIDGE_COGNITO_DOMAIN_URL']} (LOCAL_COGNITO_LOGIN)"
+            )
+        else:
+            lines.append(f"not emulated: Cognito managed login and OAuth endpoints at {domain} (moto has none)")
     lines.append(f"local additions to each function's environment: {', '.join(sorted(additions))}")
     if stack.provisioned.not_emulated:
         kinds = sorted(set(stack.provisioned.not_emulated.values()))

@@ -6,17 +6,21 @@ then sign in with the authorization code grant, PKCE and the `resource` indicato
 people in (managed login) and issues the tokens; it has neither registration method. The bridge:
 
 - `metadata.py`: the authorization server metadata, naming the bridge's endpoints;
-- `registration.py`: RFC 7591 client metadata and the redirect URIs an MCP client may use;
+- `registration.py`: RFC 7591 registration (a row of the bridge's; the Cognito app client, whose only
+  callback is the bridge's, comes at the first approved sign-in), with redirect URIs checked, a cap
+  on registered clients, and clients that never sign in removed within the hour;
 - `limits.py`: token buckets per source address and per registrable domain (eTLD+1, from the
   bundled Public Suffix List) for registrations and metadata fetches;
 - `cimd.py`: Client ID Metadata Documents, fetched with the MCP spec's rules (HTTPS only, a size
   limit and one deadline over the whole fetch, no private addresses);
 - `flows.py`: `/oauth2/authorize` (checks the client, its redirect URI, PKCE and `resource`, asks
-  the person on the consent page, then redirects to Cognito's managed login), `/oauth2/consent`
-  (the page's approve, deny and forget) and `/oauth2/token` (maps the client id, then forwards to
-  Cognito's token endpoint);
-- `consent.py`: the consent page, its CSRF-bound form token and the signed approvals cookie;
-- `aws.py`: the registrations table (conditional writes only) and the user pool's app clients;
+  the person on the consent page), `/oauth2/consent` (approve: a browser-bound record, then Cognito;
+  deny; the person's approvals page), `/oauth2/callback` (redeems Cognito's code, records the
+  approval, gives the client a single-use code of the bridge's), `/oauth2/token` (that code, PKCE,
+  redirect URI and resource checked; refreshes while the approval stands), `/oauth2/revoke`;
+- `consent.py`: the pages, their CSRF-bound form token, the signed person cookie, the key list;
+- `grants.py`: the sign-in records, codes, approvals, refresh tokens and signing keys;
+- `aws.py`: the registrations table (conditional writes only) and the app clients;
 - `cleanup.py`: the scheduled cleanup of clients nobody uses (Cognito client first, then the
   registration, then the slot; the slots recounted every run);
 - `handler.py`: the Lambda entry point (`oauth_bridge.handler.handle`).

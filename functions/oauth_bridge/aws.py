@@ -10,10 +10,9 @@ raises is translated here and only here: a condition that did not hold becomes
 from __future__ import annotations
 
 import hashlib
-import secrets
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from mcp_runtime._aws import CONDITION_FAILED, AwsCaller, AwsCallError
@@ -22,7 +21,6 @@ CLIENT_PREFIX: Final = "client#"
 METADATA_URL_PREFIX: Final = "cimd#"
 RATE_PREFIX: Final = "rate#"
 COUNTER_KEY: Final = "meta#clients"
-SIGNING_KEY: Final = "meta#signing-key"
 # Reads and conditional writes of one token bucket before a request gives up (503): each lost race
 # means another request took a token, so a burst of N concurrent takes settles within N attempts.
 BUCKET_ATTEMPTS: Final = 20
@@ -76,25 +74,37 @@ class Registration:
     client_name: str = "MCP client"
     # A token exchange succeeded once (registrations older than this field count as exchanged if used).
     exchanged: bool = True
+    # The app client's secret: only the bridge knows it, so only the bridge can redeem Cognito's codes
+    # and refresh tokens. Empty until the first approved sign-in creates the app client.
+    cognito_secret: str = field(default="", repr=False)
+    # A confidential MCP client's secret (the bridge's, not Cognito's), as a SHA-256 digest.
+    secret_hash: str = field(default="", repr=False)
+    # False for a metadata document not registered yet (it is, at its first approved sign-in).
+    stored: bool = True
+
+    @property
+    def legacy(self) -> bool:
+        """An app client of an earlier version, which lists the MCP client's redirect URIs: never used."""
+        return bool(self.cognito_client_id) and not self.cognito_secret
 
     @property
     def public_client_id(self) -> str:
         """The client id the MCP client knows: the Cognito id, or its metadata document's URL."""
-        return self.metadata_url or self.cognito_client_id
+        return self.metadata_url or self.key.removeprefix(CLIENT_PREFIX)
 
 
 def metadata_url_key(url: str) -> str:
     return METADATA_URL_PREFIX + hashlib.sha256(url.encode()).hexdigest()
 
 
-def client_key(cognito_client_id: str) -> str:
-    return CLIENT_PREFIX + cognito_client_id
+def client_key(client_id: str) -> str:
+    return CLIENT_PREFIX + client_id
 
 
 def _registration(item: dict[str, Any]) -> Registration:
     return Registration(
         key=item["pk"]["S"],
-        cognito_client_id=item["client"]["S"],
+        cognito_client_id=item.get("client", {}).get("S", ""),
         redirect_uris=tuple(value["S"] for value in item.get("redirectUris", {}).get("L", [])),
         auth_method=item.get("authMethod", {}).get("S", "none"),
         last_used_at=int(item.get("lastUsedAt", {}).get("N", "0")),
@@ -102,6 +112,8 @@ def _registration(item: dict[str, Any]) -> Registration:
         fetched_at=int(item.get("fetchedAt", {}).get("N", "0")),
         client_name=item.get("clientName", {}).get("S", "MCP client"),
         exchanged="exchangedAt" in item or int(item.get("lastUsedAt", {}).get("N", "0")) > _created(item),
+        cognito_secret=item.get("cognitoSecret", {}).get("S", ""),
+        secret_hash=item.get("secretHash", {}).get("S", ""),
     )
 
 
@@ -131,29 +143,6 @@ class RegistrationStore:
         )
         item = found.get("Item")
         return _registration(item) if item else None
-
-    def signing_key(self) -> bytes:
-        """The key the consent step signs its form tokens and cookies with: made once, on first use."""
-        found = _aws(
-            lambda: self.dynamodb.call(
-                "get_item", TableName=self.table, Key={"pk": {"S": SIGNING_KEY}}, ConsistentRead=True
-            )
-        ).get("Item")
-        if found:
-            return bytes(found["key"]["B"])
-        key = secrets.token_bytes(32)
-        try:
-            _aws(
-                lambda: self.dynamodb.call(
-                    "put_item",
-                    TableName=self.table,
-                    Item={"pk": {"S": SIGNING_KEY}, "key": {"B": key}},
-                    ConditionExpression="attribute_not_exists(pk)",
-                )
-            )
-        except ConditionFailed:
-            return self.signing_key()  # another container made it first
-        return key
 
     def take_token(self, bucket: str, capacity: int, per_hour: int) -> int:
         """Take a token from the bucket `bucket` (`capacity` tokens, `per_hour` back an hour): 0 when
@@ -240,19 +229,38 @@ class RegistrationStore:
         now = str(int(self.clock()))
         item: dict[str, Any] = {
             "pk": {"S": registration.key},
-            "client": {"S": registration.cognito_client_id},
             "redirectUris": {"L": [{"S": uri} for uri in registration.redirect_uris]},
             "authMethod": {"S": registration.auth_method},
             "clientName": {"S": client_name},
             "createdAt": {"N": now},
             "lastUsedAt": {"N": now},
         }
+        if registration.cognito_client_id:
+            item["client"] = {"S": registration.cognito_client_id}
+            item["cognitoSecret"] = {"S": registration.cognito_secret}
+        if registration.secret_hash:
+            item["secretHash"] = {"S": registration.secret_hash}
         if registration.metadata_url is not None:
             item["url"] = {"S": registration.metadata_url}
             item["fetchedAt"] = {"N": now}
         _aws(
             lambda: self.dynamodb.call(
                 "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        )
+
+    def attach_app_client(self, registration: Registration, app: AppClient) -> None:
+        """The registration's app client, made at its first approved sign-in; ConditionFailed if it has one
+        already (a concurrent sign-in made it) or is gone."""
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": registration.key}},
+                UpdateExpression="SET #client = :client, cognitoSecret = :secret",
+                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#client)",
+                ExpressionAttributeNames={"#client": "client"},
+                ExpressionAttributeValues={":client": {"S": app.client_id}, ":secret": {"S": app.client_secret or ""}},
             )
         )
 
@@ -291,14 +299,16 @@ class RegistrationStore:
 
     def unused_since(self, cutoff: int, unexchanged_cutoff: int) -> Iterator[Registration]:
         """Registrations unused since `cutoff`, those that never exchanged a token and were created
-        before `unexchanged_cutoff`, and those a cleanup began to remove and did not finish."""
+        before `unexchanged_cutoff`, those a cleanup began to remove and did not finish, and those of an
+        earlier version (an app client without a secret of the bridge's, whose callbacks are the MCP client's)."""
         query: dict[str, Any] = {
             "TableName": self.table,
             "FilterExpression": (
                 "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND (lastUsedAt < :cutoff OR "
                 "(attribute_not_exists(exchangedAt) AND lastUsedAt <= createdAt AND createdAt < :fresh) OR "
-                "attribute_exists(removingAt))"
+                "attribute_exists(removingAt) OR (attribute_exists(#client) AND attribute_not_exists(cognitoSecret)))"
             ),
+            "ExpressionAttributeNames": {"#client": "client"},
             "ExpressionAttributeValues": {
                 ":client": {"S": CLIENT_PREFIX},
                 ":cimd": {"S": METADATA_URL_PREFIX},
@@ -347,11 +357,12 @@ class RegistrationStore:
         )
 
     def count_registrations(self) -> int:
-        """How many registrations the table holds (a consistent scan)."""
+        """How many registrations hold a slot, an app client of their own (a consistent scan)."""
         query: dict[str, Any] = {
             "TableName": self.table,
             "Select": "COUNT",
-            "FilterExpression": "begins_with(pk, :client) OR begins_with(pk, :cimd)",
+            "FilterExpression": "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND attribute_exists(#client)",
+            "ExpressionAttributeNames": {"#client": "client"},
             "ExpressionAttributeValues": {":client": {"S": CLIENT_PREFIX}, ":cimd": {"S": METADATA_URL_PREFIX}},
             "ConsistentRead": True,
         }
@@ -385,7 +396,8 @@ class AppClient:
 
 
 class UserPoolClients:
-    """The user pool's app clients, one per registered MCP client: authorization code with PKCE only."""
+    """The user pool's app clients, one per registered MCP client (so the tokens' `client_id` tells two
+    clients of one person apart): authorization code with PKCE only, to the bridge's callback."""
 
     def __init__(
         self,
@@ -403,20 +415,17 @@ class UserPoolClients:
         self.refresh_token_days = refresh_token_days
         self.cognito = AwsCaller("cognito-idp", client, endpoint_url=endpoint_url)  # client built on first use
 
-    def create(self, name: str, redirect_uris: tuple[str, ...], *, confidential: bool) -> AppClient:
-        settings = self._settings(name, redirect_uris)
-        created = _aws(lambda: self.cognito.call("create_user_pool_client", GenerateSecret=confidential, **settings))[
-            "UserPoolClient"
-        ]
+    def create(self, name: str, callback_url: str) -> AppClient:
+        """An app client for one MCP client: the code grant with PKCE and refresh, a secret only the
+        bridge holds, and one callback: the bridge's own (never the MCP client's redirect URIs)."""
+        created = _aws(
+            lambda: self.cognito.call(
+                "create_user_pool_client", GenerateSecret=True, **self._settings(name, callback_url)
+            )
+        )["UserPoolClient"]
         return AppClient(str(created["ClientId"]), created.get("ClientSecret"))
 
-    def set_redirect_uris(self, client_id: str, name: str, redirect_uris: tuple[str, ...]) -> None:
-        # UpdateUserPoolClient resets what it is not given: everything is given again.
-        settings = self._settings(name, redirect_uris)
-        _aws(lambda: self.cognito.call("update_user_pool_client", ClientId=client_id, **settings))
-
-    def _settings(self, name: str, redirect_uris: tuple[str, ...]) -> dict[str, Any]:
-        """An app client for one MCP client: authorization code with PKCE, its redirect URIs, refresh."""
+    def _settings(self, name: str, callback_url: str) -> dict[str, Any]:
         return {
             "UserPoolId": self.user_pool_id,
             "ClientName": name,
@@ -426,7 +435,7 @@ class UserPoolClients:
             "TokenValidityUnits": {"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
             "ExplicitAuthFlows": ["ALLOW_REFRESH_TOKEN_AUTH"],
             "SupportedIdentityProviders": ["COGNITO"],
-            "CallbackURLs": list(redirect_uris),
+            "CallbackURLs": [callback_url],
             "AllowedOAuthFlows": ["code"],
             "AllowedOAuthScopes": list(self.scopes),
             "AllowedOAuthFlowsUserPoolClient": True,

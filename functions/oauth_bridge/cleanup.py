@@ -40,7 +40,8 @@ class Cleanup:
         for registration in list(self.store.unused_since(cutoff, unexchanged)):
             try:
                 self.store.claim_for_removal(registration)
-                self.clients.delete(registration.cognito_client_id)
+                if registration.cognito_client_id:  # a registration nobody approved has no app client, no slot
+                    self.clients.delete(registration.cognito_client_id)
                 self.store.forget(registration)
             except ConditionFailed:
                 kept += 1  # used since it was listed (or finished by another run)
@@ -51,8 +52,9 @@ class Cleanup:
                 )
                 failed += 1
                 continue
-            with contextlib.suppress(BridgeUnavailable):  # if not, the recount below sets it right
-                self.store.release_slot()
+            if registration.cognito_client_id:
+                with contextlib.suppress(BridgeUnavailable):  # if not, the recount below sets it right
+                    self.store.release_slot()
             removed += 1
         used = self._recount()
         if used is not None:

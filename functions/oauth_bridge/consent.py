@@ -1,17 +1,17 @@
-"""The consent step: the bridge asks the person before it sends their browser to Cognito for a client.
+"""The consent step and the pages of the person: the bridge asks before any client gets a code.
 
-Cognito keeps a sign-in session per user-pool domain, so once someone signed in, any client's
-authorize link would otherwise come back with a code at once (a confused deputy: an attacker
-registers a client with its own redirect URI and sends the link). The bridge therefore shows a
-page first, naming the client, where the browser goes back to, how it was registered and what it
-may do, and goes on to Cognito only after the person approves.
+Cognito's app clients only ever send the browser back to the bridge (`/oauth2/callback`), so a code
+reaches an MCP client only through the bridge, and the bridge hands one out only for a sign-in the
+person approved on this page (or an approval of theirs on record: same client, scopes it covers).
 
 - The form carries the authorize request and a token: an HMAC over the request, a random value
   held in a `SameSite=Strict`, `HttpOnly` cookie, and an expiry (`FORM_SECONDS`). Another site can
   neither read the cookie nor send it with a cross-site POST, so it cannot approve for the person.
-- An approval is remembered for this browser only after an explicit approve: a signed cookie
-  (`SameSite=Lax`, so it reaches the authorize link) lists digests of (client id, redirect URI);
-  at most `MAX_REMEMBERED`, for `REMEMBER_DAYS`. "Forget" on `/oauth2/consent` clears it.
+- An approved sign-in is bound to the browser that approved it: a random value in a `SameSite=Lax`
+  cookie (it must come back with Cognito's redirect), whose digest the server-side record keeps.
+- After sign-in the bridge knows the person: a signed cookie names them (`PERSON_SECONDS`), so a
+  later authorize of a client they approved goes straight to Cognito, which must then sign in that
+  same person. The approvals themselves are on the server (per person, client and scopes).
 - Every page is `no-store` with a CSP allowing nothing but its own hashed style and form targets,
   and may not be framed.
 """
@@ -29,10 +29,10 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 FORM_SECONDS: Final = 600
-REMEMBER_DAYS: Final = 30
-MAX_REMEMBERED: Final = 20
+PERSON_SECONDS: Final = 7 * 86_400
 CSRF_COOKIE: Final = "mcp-consent-csrf"
-APPROVALS_COOKIE: Final = "mcp-consent"
+FLOW_COOKIE: Final = "mcp-sign-in"
+PERSON_COOKIE: Final = "mcp-person"
 
 _STYLE: Final = (
     "body{font-family:system-ui,sans-serif;max-width:36rem;margin:3rem auto;padding:0 1rem;color:#1b1b1b}"
@@ -40,6 +40,7 @@ _STYLE: Final = (
     ".warn{background:#fff4e5;border-left:4px solid #e67e00;padding:.6rem .8rem}"
     "form{display:inline}button{font-size:1rem;padding:.5rem 1.2rem;margin:1.2rem .6rem 0 0;cursor:pointer}"
     "button[value=approve]{background:#0b5cad;color:#fff;border:0}"
+    "table{border-collapse:collapse;width:100%}td,th{text-align:left;padding:.3rem;border-bottom:1px solid #ddd}"
 )
 STYLE_HASH: Final = "sha256-" + base64.b64encode(hashlib.sha256(_STYLE.encode()).digest()).decode()
 
@@ -50,10 +51,6 @@ def _b64(data: bytes) -> str:
 
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-
-
-def approval_digest(client_id: str, redirect_uri: str) -> str:
-    return _b64(hashlib.sha256(f"{client_id}\n{redirect_uri}".encode()).digest()[:16])
 
 
 def cookie_name(base: str, name: str) -> str:
@@ -77,17 +74,21 @@ def read_cookies(header: str | None) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class Signer:
-    """HMAC-SHA256 with the bridge's key, over purpose-tagged messages."""
+    """HMAC-SHA256 over purpose-tagged messages: the newest key signs, every key listed verifies (so a
+    rotation invalidates nothing in flight)."""
 
-    key: bytes
+    keys: tuple[bytes, ...]
+
+    def _mac(self, key: bytes, purpose: str, message: str) -> str:
+        return _b64(hmac.new(key, f"{purpose}\n{message}".encode(), hashlib.sha256).digest())
 
     def sign(self, purpose: str, message: str) -> str:
-        return _b64(hmac.new(self.key, f"{purpose}\n{message}".encode(), hashlib.sha256).digest())
+        return self._mac(self.keys[0], purpose, message)
 
     def verify(self, purpose: str, message: str, signature: str) -> bool:
-        return hmac.compare_digest(self.sign(purpose, message), signature)
+        return any(hmac.compare_digest(self._mac(key, purpose, message), signature) for key in self.keys)
 
-    # ---- the consent form's token -------------------------------------------------------------
+    # ---- the forms' token -----------------------------------------------------------------------
     def form_token(self, request_query: str, csrf: str, now: float) -> str:
         expires = int(now) + FORM_SECONDS
         signature = self.sign("consent-form", "\n".join((str(expires), csrf, request_query)))
@@ -99,27 +100,26 @@ class Signer:
             return False
         return self.verify("consent-form", "\n".join((expires, csrf, request_query)), signature)
 
-    # ---- the remembered approvals -------------------------------------------------------------
-    def approvals(self, cookie: str | None, now: float) -> list[str]:
-        """The digests a valid, unexpired approvals cookie lists (none for anything else)."""
+    # ---- the person signed in -------------------------------------------------------------------
+    def person_cookie(self, subject: str, now: float) -> str:
+        payload = _b64(json.dumps({"sub": subject, "exp": int(now) + PERSON_SECONDS}).encode())
+        return f"{payload}.{self.sign('person', payload)}"
+
+    def person(self, cookie: str | None, now: float) -> str | None:
+        """The subject a valid, unexpired person cookie names (None for anything else)."""
         if not cookie:
-            return []
+            return None
         payload, _, signature = cookie.partition(".")
-        if not self.verify("consent-approvals", payload, signature):
-            return []
+        if not self.verify("person", payload, signature):
+            return None
         try:
             document: Any = json.loads(_unb64(payload))
         except ValueError:
-            return []
+            return None
         if not isinstance(document, dict) or not isinstance(document.get("exp"), int) or document["exp"] < now:
-            return []
-        listed = document.get("a")
-        return [d for d in listed if isinstance(d, str)] if isinstance(listed, list) else []
-
-    def approvals_cookie(self, digests: list[str], now: float) -> str:
-        kept = list(dict.fromkeys(digests))[-MAX_REMEMBERED:]
-        payload = _b64(json.dumps({"a": kept, "exp": int(now) + REMEMBER_DAYS * 86_400}).encode())
-        return f"{payload}.{self.sign('consent-approvals', payload)}"
+            return None
+        subject = document.get("sub")
+        return subject if isinstance(subject, str) and subject else None
 
 
 def new_csrf_value() -> str:
@@ -138,6 +138,7 @@ class ConsentRequest:
     scopes: tuple[str, ...]
     access_token_minutes: int
     refresh_token_days: int
+    approval_days: int
 
 
 def _origin_source(uri: str) -> str:
@@ -199,22 +200,57 @@ for up to {ask.refresh_token_days} days</dd>
 <button type="submit" name="decision" value="approve" id="approve">Approve</button>
 <button type="submit" name="decision" value="deny" id="deny">Deny</button>
 </form>
-<p>Your approval is remembered in this browser; <a href="{e(action)}">forget approvals</a>.</p>
+<p>Your approval is kept for {ask.approval_days} days (asked again if the client wants more);
+<a href="{e(action)}">see and revoke your approvals</a>.</p>
 </body></html>
 """
     return body, page_headers((cognito_url, _origin_source(ask.redirect_uri)))
 
 
-def remembered_page(action: str, count: int, token: str) -> tuple[str, dict[str, str]]:
+@dataclass(frozen=True, slots=True)
+class ListedApproval:
+    client_key: str
+    client_name: str
+    client_id: str
+    scopes: tuple[str, ...]
+    expires: str  # a date, for people
+
+
+def approvals_page(action: str, approvals: list[ListedApproval], token: str) -> tuple[str, dict[str, str]]:
+    """The signed-in person's approvals, each with a form that revokes it (and its refresh tokens)."""
+    e = html.escape
+    rows = "".join(
+        f"<tr><td>{e(a.client_name)}</td><td>{e(a.client_id)}</td><td>{e(' '.join(a.scopes))}</td>"
+        f'<td>{e(a.expires)}</td><td><form method="post" action="{e(action)}">'
+        f'<input type="hidden" name="token" value="{e(token)}">'
+        f'<input type="hidden" name="client" value="{e(a.client_key)}">'
+        f'<button type="submit" name="decision" value="revoke">Revoke</button></form></td></tr>'
+        for a in approvals
+    )
+    count = len(approvals)
     body = f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Remembered approvals</title><style>{_STYLE}</style></head>
+<html lang="en"><head><meta charset="utf-8"><title>Your approvals</title><style>{_STYLE}</style></head>
 <body>
-<h1>Remembered approvals</h1>
-<p id="remembered">This browser remembers {count} approved client{"" if count == 1 else "s"}.</p>
-<form method="post" action="{html.escape(action)}">
-<input type="hidden" name="token" value="{html.escape(token)}">
-<button type="submit" name="decision" value="forget" id="forget">Forget them</button>
-</form>
+<h1>Your approvals</h1>
+<p id="approvals">You approved {count} client{"" if count == 1 else "s"}.</p>
+<table><tr><th>Client</th><th>Client id</th><th>Scopes</th><th>Until</th><th></th></tr>{rows}</table>
+<p>Revoking one also revokes its refresh tokens: the client must ask you again.</p>
 </body></html>
 """
     return body, page_headers()
+
+
+def sign_in_page(action: str, token: str, cognito_url: str) -> tuple[str, dict[str, str]]:
+    """The approvals page before sign-in: a button that signs the person in with Cognito first."""
+    body = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Your approvals</title><style>{_STYLE}</style></head>
+<body>
+<h1>Your approvals</h1>
+<p id="sign-in-first">Sign in to see the clients you approved and revoke them.</p>
+<form method="post" action="{html.escape(action)}">
+<input type="hidden" name="token" value="{html.escape(token)}">
+<button type="submit" name="decision" value="sign-in" id="sign-in">Sign in</button>
+</form>
+</body></html>
+"""
+    return body, page_headers((cognito_url,))

@@ -1,21 +1,34 @@
-"""The bridge's endpoints: metadata, registration, authorization and token, and the cleanup of clients.
+"""The bridge's endpoints: metadata, registration, authorization, consent, callback, token and revocation.
 
-Every request is checked in full before anything is written, so a refused one stores nothing. The
-authorization endpoint follows RFC 6749 §4.1.2.1: with an unknown client or a redirect URI the
-client did not register, the user agent is NOT redirected (the error is answered here); every other
-error goes back to the registered redirect URI with `error`, `error_description` and `state`.
+The bridge is an OAuth proxy in front of Cognito. Cognito's app clients (one per MCP client, so a
+token's `client_id` tells two clients of one person apart) list one callback: the bridge's own
+`/oauth2/callback`. `/oauth2/authorize` checks the client and its redirect URI and shows the consent
+page; an approved consent POST stores a short-lived record (client, redirect URI, PKCE challenge,
+state, resource, scopes) bound to the browser, and sends it to Cognito. At the callback the bridge
+redeems Cognito's code (with its own PKCE verifier and the app client's secret, which only the bridge
+holds), records the person's approval, and sends the MCP client a code of its own: single use, short
+lived, bound to that record. `/oauth2/token` checks the client, the code, the redirect URI, PKCE and
+the resource, and answers the tokens; refreshes go through the bridge while the approval stands.
+
+Every request is checked in full before anything is written, so a refused one stores nothing. Before
+the person has acted, every error is answered here (JSON), never a redirect (RFC 9700 §4.11.2); after
+a deny, or a sign-in Cognito did not complete, the client hears it at its redirect URI (RFC 6749 §4.1.2.1).
 """
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import re
+import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Final
 from urllib.parse import quote, unquote, urlencode
 
@@ -35,22 +48,37 @@ from .aws import (
 from .cimd import MetadataFetcher, check_metadata_url, is_metadata_url
 from .cleanup import Cleanup
 from .consent import (
-    APPROVALS_COOKIE,
     CSRF_COOKIE,
+    FLOW_COOKIE,
     FORM_SECONDS,
-    REMEMBER_DAYS,
+    PERSON_COOKIE,
+    PERSON_SECONDS,
     ConsentRequest,
+    ListedApproval,
     Signer,
-    approval_digest,
+    approvals_page,
     consent_page,
     cookie_name,
     new_csrf_value,
     read_cookies,
-    remembered_page,
     set_cookie,
+    sign_in_page,
+)
+from .grants import (
+    CODE_SECONDS,
+    CONSOLE_CLIENT,
+    FLOW_SECONDS,
+    MAX_REFRESH_PER_APPROVAL,
+    Approval,
+    GrantStore,
+    IssuedCode,
+    Pending,
+    RefreshRecord,
+    digest,
+    new_secret,
 )
 from .limits import RegistrationLimits
-from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
+from .registration import OFFLINE_ACCESS, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
 from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
@@ -61,10 +89,16 @@ REGISTER_PATH: Final = "/oauth2/register"
 AUTHORIZE_PATH: Final = "/oauth2/authorize"
 TOKEN_PATH: Final = "/oauth2/token"
 CONSENT_PATH: Final = "/oauth2/consent"
-FORGET_FORM: Final = "forget"
-REMEMBER_SECONDS: Final = REMEMBER_DAYS * 86_400
+CALLBACK_PATH: Final = "/oauth2/callback"
+REVOKE_PATH: Final = "/oauth2/revoke"
+CONSOLE_FORM: Final = "approvals"
+CONSOLE_CLIENT_NAME: Final = "mcp-bridge-approvals"
 _CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
+_SECRET_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
+_STALE_SIGN_IN: Final = "this sign-in expired or was used already: start again from your client"
+_BAD_CODE: Final = "the code is invalid, expired, used already or not this client's"
+_BAD_REFRESH: Final = "the refresh token was revoked, has expired or is not this client's"
 MCP_PATH: Final = "/mcp"
 REGISTERED_CLIENTS: Final = "RegisteredClients"
 REGISTRATION_NOTE: Final = (
@@ -75,23 +109,29 @@ REGISTRATION_NOTE: Final = (
 CLEANUP_MINUTES: Final = 15
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
+# A container reads the signing keys again this often, so a rotation reaches every container.
+SIGNING_KEYS_SECONDS: Final = 300
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 TOKEN_TIMEOUT_SECONDS: Final = 10.0
+_TOKEN_FIELDS: Final = ("access_token", "id_token", "refresh_token", "token_type", "expires_in")
 
 
 @dataclass(frozen=True, slots=True)
 class Authorization:
-    """An authorize request that passed every check, and what Cognito is to be sent."""
+    """An authorize request that passed every check."""
 
     registration: Registration
     client_id: str
     redirect_uri: str
     state: str | None
-    cognito_params: dict[str, str]
+    challenge: str
+    resource: str
     scopes: tuple[str, ...]
+    nonce: str | None = None
 
     def back(self, error: str, description: str) -> dict[str, Any]:
-        """An error answered to the client at its registered redirect URI, with its `state`."""
+        """An answer to the client at its registered redirect URI, with its `state`: only once the
+        person has acted (denied), never for a request nobody looked at."""
         params = {"error": error, "error_description": description}
         if self.state is not None:
             params["state"] = self.state
@@ -126,10 +166,12 @@ class Bridge:
     settings: BridgeSettings
     store: RegistrationStore
     clients: UserPoolClients
+    grants: GrantStore
     fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
     post: TokenPost = post_form
     clock: Callable[[], float] = time.time
-    _signing_key: bytes | None = field(default=None, repr=False)
+    _signing_keys: tuple[bytes, ...] = field(default=(), repr=False)
+    _keys_read_at: float = field(default=0.0, repr=False)
 
     # ---- metadata (RFC 8414) ----------------------------------------------------------------
     def metadata(self, request: Request) -> dict[str, Any]:
@@ -139,6 +181,8 @@ class Bridge:
             "authorization_endpoint": base + AUTHORIZE_PATH,
             "token_endpoint": base + TOKEN_PATH,
             "registration_endpoint": base + REGISTER_PATH,
+            "revocation_endpoint": base + REVOKE_PATH,
+            "revocation_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
             "response_types_supported": ["code"],
             "grant_types_supported": ["authorization_code", "refresh_token"],
             "code_challenge_methods_supported": ["S256"],
@@ -155,46 +199,71 @@ class Bridge:
 
     # ---- dynamic client registration (RFC 7591) ---------------------------------------------
     def register(self, request: Request) -> dict[str, Any]:
+        """A registration is a row of the bridge's: its Cognito app client (and slot) come with the first
+        sign-in a person approves."""
         metadata = parse_client_metadata(request.json_object(), self.settings.scopes)
         self._count_registration(request.source_ip)
-        app = self._create_app_client(metadata.client_name, metadata.redirect_uris, metadata.confidential)
+        client_id = secrets.token_hex(16)
+        client_secret = new_secret() if metadata.confidential else None
         registration = Registration(
-            client_key(app.client_id),
-            app.client_id,
+            client_key(client_id),
+            "",
             metadata.redirect_uris,
             metadata.token_endpoint_auth_method,
             0,
             client_name=metadata.client_name,
+            secret_hash=digest(client_secret) if client_secret else "",
         )
+        self.store.add(registration, metadata.client_name)
+        body: dict[str, Any] = {
+            "client_id": client_id,
+            "client_id_issued_at": int(self.clock()),
+            **metadata.registered(),
+        }
+        if client_secret is not None:
+            body["client_secret"] = client_secret
+            body["client_secret_expires_at"] = 0
+        return json_response(201, body, NO_STORE)
+
+    def _create_app_client(self, name: str, callback_url: str) -> AppClient:
+        """A Cognito app client in a reserved slot; the slot is given back if Cognito does not create it."""
+        self._reserve_slot()
         try:
-            self.store.add(registration, metadata.client_name)
+            return self.clients.create(cognito_client_name(name), callback_url)
+        except RefusedByCognito as refused:
+            self.store.release_slot()
+            raise OAuthError(400, "invalid_client", f"the user pool refused this client: {refused}") from None
+        except BaseException:
+            self.store.release_slot()
+            raise
+
+    def _app_client_for(self, registration: Registration, request: Request) -> Registration:
+        """The registration with its app client: made now, at the first approved sign-in (a metadata
+        document is registered now too, counted against the limits of its source and host)."""
+        if registration.cognito_client_id:
+            return registration
+        if not registration.stored and registration.metadata_url is not None:
+            self._count_registration(request.source_ip, check_metadata_url(registration.metadata_url)[0].lower())
+        app = self._create_app_client(registration.client_name, request.base_url + CALLBACK_PATH)
+        made = replace(registration, cognito_client_id=app.client_id, cognito_secret=app.client_secret or "")
+        try:
+            if registration.stored:
+                self.store.attach_app_client(registration, app)
+            else:
+                self.store.add(replace(made, stored=True), registration.client_name)
+        except ConditionFailed:
+            # A concurrent sign-in made it first (or the registration went): use theirs, drop ours.
+            self.clients.delete(app.client_id)
+            self.store.release_slot()
+            winner = self.store.get(registration.key)
+            if winner is None or not winner.cognito_client_id:
+                raise OAuthError(400, "invalid_client", "the client is no longer registered: register again") from None
+            return winner
         except BaseException:
             self.clients.delete(app.client_id)
             self.store.release_slot()
             raise
-        body: dict[str, Any] = {
-            "client_id": app.client_id,
-            "client_id_issued_at": int(self.clock()),
-            **metadata.registered(),
-        }
-        if app.client_secret is not None:
-            body["client_secret"] = app.client_secret
-            body["client_secret_expires_at"] = 0
-        return json_response(201, body, NO_STORE)
-
-    def _create_app_client(
-        self, name: str, redirect_uris: tuple[str, ...], confidential: bool, error: str = "invalid_client_metadata"
-    ) -> AppClient:
-        """A Cognito app client in a reserved slot; the slot is given back if Cognito does not create it."""
-        self._reserve_slot()
-        try:
-            return self.clients.create(cognito_client_name(name), redirect_uris, confidential=confidential)
-        except RefusedByCognito as refused:
-            self.store.release_slot()
-            raise OAuthError(400, error, f"the user pool refused this client: {refused}") from None
-        except BaseException:
-            self.store.release_slot()
-            raise
+        return replace(made, stored=True)
 
     def _reserve_slot(self) -> None:
         try:
@@ -225,19 +294,21 @@ class Bridge:
 
     # ---- clients ------------------------------------------------------------------------------
     def _registered(
-        self, client_id: str, *, fetch: bool, redirect_uri: str | None = None, source_ip: str = "unknown"
+        self, client_id: str, *, fetch: bool, redirect_uri: str | None = None, source_ip: str = ""
     ) -> Registration:
-        """The registration behind a client id: a bridge-registered Cognito client, or a metadata
-        document (fetched and registered on first use when `fetch`, and only if it lists
-        `redirect_uri`: a refused request registers nothing)."""
+        """The registration behind a client id: a dynamic registration, or a metadata document (fetched
+        when `fetch` and unknown or stale, and only if it lists `redirect_uri`). An unknown document
+        comes back not stored: nothing is registered before a person approves."""
         if not client_id or len(client_id) > 2048:
             raise OAuthError(400, "invalid_client", "client_id is missing or too long")
         if not is_metadata_url(client_id):
             found = self.store.get(client_key(client_id)) if re.fullmatch(r"[A-Za-z0-9]{1,128}", client_id) else None
-            if found is None:
+            if found is None or found.legacy:
                 raise OAuthError(400, "invalid_client", "unknown client_id: register first")
             return found
         known = self.store.get(metadata_url_key(client_id))
+        if known is not None and known.legacy:
+            raise OAuthError(400, "invalid_client", "this client's registration is being renewed: retry in 15 minutes")
         if not fetch:
             if known is None:
                 raise OAuthError(400, "invalid_client", "unknown client_id: authorize first")
@@ -249,192 +320,22 @@ class Bridge:
         if redirect_uri is not None and redirect_uri not in document.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
         if known is not None:
-            if document.redirect_uris != known.redirect_uris:
-                try:
-                    self.clients.set_redirect_uris(
-                        known.cognito_client_id, cognito_client_name(document.client_name), document.redirect_uris
-                    )
-                except RefusedByCognito as refused:
-                    raise OAuthError(400, "invalid_client", f"the user pool refused the document: {refused}") from None
             with contextlib.suppress(ConditionFailed):  # refreshed concurrently: theirs is as new
                 self.store.refresh_document(known, document.redirect_uris)
-            return Registration(
-                known.key,
-                known.cognito_client_id,
-                document.redirect_uris,
-                "none",
-                known.last_used_at,
-                client_id,
-                client_name=document.client_name,
-            )
-        # A first use registers a client: limited per registrable domain (the fetch counted the address).
-        self._count_registration(source_ip, check_metadata_url(client_id)[0])
-        app = self._create_app_client(document.client_name, document.redirect_uris, False, "invalid_client")
-        registration = Registration(
+            return replace(known, redirect_uris=document.redirect_uris, client_name=document.client_name)
+        return Registration(
             metadata_url_key(client_id),
-            app.client_id,
+            "",
             document.redirect_uris,
             "none",
             0,
             client_id,
             client_name=document.client_name,
-        )
-        try:
-            self.store.add(registration, document.client_name)
-        except ConditionFailed:
-            # Another request registered this document first: use theirs, drop ours.
-            self.clients.delete(app.client_id)
-            self.store.release_slot()
-            winner = self.store.get(registration.key)
-            if winner is None:
-                raise BridgeUnavailable("a concurrent registration vanished") from None
-            return winner
-        return registration
-
-    # ---- authorization endpoint ---------------------------------------------------------------
-    def authorize(self, request: Request) -> dict[str, Any]:
-        """Checks the request, then asks the person (the consent page) unless this browser approved
-        this client and redirect URI before; only then on to Cognito's managed login."""
-        checked = self._check_authorization(request, request.query)
-        if not isinstance(checked, Authorization):
-            return checked
-        signer = self._signer()
-        cookies = read_cookies(request.cookie)
-        remembered = signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock())
-        if approval_digest(checked.client_id, checked.redirect_uri) in remembered:
-            return self._to_cognito(checked)
-        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
-        if not _CSRF_VALUE.fullmatch(csrf):
-            csrf = new_csrf_value()
-        token = signer.form_token(request.raw_query, csrf, self.clock())
-        ask = ConsentRequest(
-            client_name=checked.registration.client_name,
-            client_id=checked.client_id,
-            metadata_url=checked.registration.metadata_url,
-            redirect_uri=checked.redirect_uri,
-            resource=self._resource(request),
-            scopes=checked.scopes,
-            access_token_minutes=self.settings.access_token_minutes,
-            refresh_token_days=self.settings.refresh_token_days,
-        )
-        body, headers = consent_page(
-            ask, request.base_url + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
-        )
-        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
-        return html_response(200, body, headers, cookie)
-
-    def consent(self, request: Request) -> dict[str, Any]:
-        """The consent form's answer: approve (remembered, then Cognito), deny (access_denied to the
-        client, RFC 6749 §4.1.2.1), or forget this browser's approvals."""
-        origin = request.headers.get("origin")
-        if origin is not None and origin != request.base_url:
-            raise OAuthError(403, "access_denied", "the consent form was posted from another site")
-        form = request.form()
-        decision = request.single(form, "decision")
-        token = request.single(form, "token") or ""
-        csrf = read_cookies(request.cookie).get(cookie_name(request.base_url, CSRF_COOKIE))
-        signer = self._signer()
-        if decision == "forget":
-            if not signer.form_token_valid(token, FORGET_FORM, csrf, self.clock()):
-                raise OAuthError(403, "access_denied", _STALE_FORM)
-            cookie = set_cookie(request.base_url, APPROVALS_COOKIE, "", 0, "Lax")
-            body, headers = remembered_page(request.base_url + CONSENT_PATH, 0, "")
-            return html_response(200, body, headers, cookie)
-        raw = request.single(form, "request") or ""
-        if not signer.form_token_valid(token, raw, csrf, self.clock()):
-            raise OAuthError(403, "access_denied", _STALE_FORM)
-        checked = self._check_authorization(request, parse_pairs(raw))
-        if not isinstance(checked, Authorization):
-            return checked
-        if decision == "deny":
-            return checked.back("access_denied", "the user denied the request")
-        if decision != "approve":
-            raise OAuthError(400, "invalid_request", "decision must be approve or deny")
-        cookies = read_cookies(request.cookie)
-        remembered = signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock())
-        digests = [*remembered, approval_digest(checked.client_id, checked.redirect_uri)]
-        value = signer.approvals_cookie(digests, self.clock())
-        return self._to_cognito(checked, set_cookie(request.base_url, APPROVALS_COOKIE, value, REMEMBER_SECONDS, "Lax"))
-
-    def remembered(self, request: Request) -> dict[str, Any]:
-        """`GET /oauth2/consent`: how many approvals this browser remembers, and a form to forget them."""
-        signer = self._signer()
-        cookies = read_cookies(request.cookie)
-        count = len(signer.approvals(cookies.get(cookie_name(request.base_url, APPROVALS_COOKIE)), self.clock()))
-        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
-        if not _CSRF_VALUE.fullmatch(csrf):
-            csrf = new_csrf_value()
-        token = signer.form_token(FORGET_FORM, csrf, self.clock())
-        body, headers = remembered_page(request.base_url + CONSENT_PATH, count, token)
-        return html_response(
-            200, body, headers, set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+            stored=False,
         )
 
-    def _signer(self) -> Signer:
-        if self._signing_key is None:
-            self._signing_key = self.store.signing_key()
-        return Signer(self._signing_key)
-
-    def _check_authorization(self, request: Request, q: dict[str, list[str]]) -> Authorization | dict[str, Any]:
-        """The authorize request checked in full: an Authorization, or the error redirect to send
-        (errors that may not redirect are raised)."""
-        client_id = request.single(q, "client_id") or ""
-        redirect_uri = request.single(q, "redirect_uri")
-        if redirect_uri is None:
-            raise OAuthError(400, "invalid_request", "redirect_uri is required")
-        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri, source_ip=request.source_ip)
-        if redirect_uri not in registration.redirect_uris:
-            raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
-        state = request.single(q, "state")
-        back = Authorization(registration, client_id, redirect_uri, state, {}, ()).back
-        try:
-            response_type = request.single(q, "response_type")
-            challenge = request.single(q, "code_challenge")
-            method = request.single(q, "code_challenge_method")
-            scope = request.single(q, "scope")
-            nonce = request.single(q, "nonce")
-        except OAuthError as error:
-            return back(error.error, error.description)
-        if response_type != "code":
-            return back("unsupported_response_type", "response_type must be code")
-        if challenge is None:
-            return back("invalid_request", "PKCE is required: send code_challenge and code_challenge_method=S256")
-        if method != "S256":
-            return back("invalid_request", "code_challenge_method must be S256")
-        if not _PKCE_CHALLENGE.match(challenge):
-            return back("invalid_request", "code_challenge must be 43 to 128 characters of [A-Za-z0-9._~-]")
-        resources = q.get("resource") or []
-        if any(canonical_resource(value) != canonical_resource(self._resource(request)) for value in resources):
-            return back("invalid_target", f"this authorization server issues tokens for {self._resource(request)} only")
-        requested = [s for s in (scope or "").split() if s != "offline_access"]
-        unknown = sorted(set(requested) - set(self.settings.scopes))
-        if unknown:
-            return back("invalid_scope", f"unsupported scope: {' '.join(unknown)}")
-        scopes = list(dict.fromkeys([self.settings.resource_scope, *requested]))
-        params = {
-            "response_type": "code",
-            "client_id": registration.cognito_client_id,
-            "redirect_uri": redirect_uri,
-            "code_challenge": challenge,
-            "code_challenge_method": "S256",
-            "scope": " ".join(scopes),
-        }
-        if state is not None:
-            params["state"] = state
-        if nonce is not None:
-            params["nonce"] = nonce
-        return Authorization(registration, client_id, redirect_uri, state, params, tuple(scopes))
-
-    def _to_cognito(self, checked: Authorization, cookie: str | None = None) -> dict[str, Any]:
-        query = urlencode(checked.cognito_params, quote_via=quote)
-        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
-
-    # ---- token endpoint -----------------------------------------------------------------------
-    def token(self, request: Request) -> dict[str, Any]:
-        form = request.form()
-        grant_type = request.single(form, "grant_type")
-        if grant_type not in ("authorization_code", "refresh_token"):
-            raise OAuthError(400, "unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+    def _authenticated_client(self, request: Request, form: dict[str, list[str]]) -> Registration:
+        """The client of a token or revocation request, its secret checked if it has one (RFC 6749 §2.3)."""
         basic = _basic_credentials(request.headers.get("authorization"))
         client_id = basic[0] if basic else request.single(form, "client_id")
         if not client_id:
@@ -443,38 +344,505 @@ class Bridge:
             registration = self._registered(client_id, fetch=False)
         except OAuthError:
             raise OAuthError(401, "invalid_client", "client authentication failed: unknown client_id") from None
-        for value in form.get("resource") or []:
+        if registration.secret_hash:
+            secret = basic[1] if basic else request.single(form, "client_secret")
+            if not secret or not hmac.compare_digest(digest(secret), registration.secret_hash):
+                raise OAuthError(401, "invalid_client", "client authentication failed: wrong client secret")
+        return registration
+
+    # ---- authorization endpoint ---------------------------------------------------------------
+    def authorize(self, request: Request) -> dict[str, Any]:
+        """Checks the request, then asks the person (the consent page), unless the person this browser
+        signed in as approved this client for these scopes: then straight on to Cognito, which must sign
+        in that same person."""
+        checked = self._check_authorization(request, request.query)
+        now = self.clock()
+        signer = self._signer()
+        cookies = read_cookies(request.cookie)
+        person = signer.person(cookies.get(cookie_name(request.base_url, PERSON_COOKIE)), now)
+        if person is not None and checked.registration.cognito_client_id:
+            approval = self.grants.approval(person, checked.registration.key)
+            if approval is not None and approval.covers(checked.scopes, now):
+                return self._to_cognito(request, checked, "standing", person)
+        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        if not _CSRF_VALUE.fullmatch(csrf):
+            csrf = new_csrf_value()
+        token = signer.form_token(request.raw_query, csrf, now)
+        ask = ConsentRequest(
+            client_name=checked.registration.client_name,
+            client_id=checked.client_id,
+            metadata_url=checked.registration.metadata_url,
+            redirect_uri=checked.redirect_uri,
+            resource=checked.resource,
+            scopes=checked.scopes,
+            access_token_minutes=self.settings.access_token_minutes,
+            refresh_token_days=self.settings.refresh_token_days,
+            approval_days=self.settings.approval_days,
+        )
+        body, headers = consent_page(
+            ask, request.base_url + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
+        )
+        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        return html_response(200, body, headers, cookie)
+
+    def consent(self, request: Request) -> dict[str, Any]:
+        """The forms' answers: approve (on to Cognito) or deny (access_denied to the client) on the
+        consent page; sign in or revoke on the approvals page."""
+        origin = request.headers.get("origin")
+        if origin is not None and origin != request.base_url:
+            raise OAuthError(403, "access_denied", "the consent form was posted from another site")
+        form = request.form()
+        decision = request.single(form, "decision")
+        token = request.single(form, "token") or ""
+        csrf = read_cookies(request.cookie).get(cookie_name(request.base_url, CSRF_COOKIE))
+        signer = self._signer()
+        if decision in ("sign-in", "revoke"):
+            if not signer.form_token_valid(token, CONSOLE_FORM, csrf, self.clock()):
+                raise OAuthError(403, "access_denied", _STALE_FORM)
+            if decision == "sign-in":
+                return self._console_sign_in(request)
+            return self._revoke_on_page(request, form)
+        raw = request.single(form, "request") or ""
+        if not signer.form_token_valid(token, raw, csrf, self.clock()):
+            raise OAuthError(403, "access_denied", _STALE_FORM)
+        checked = self._check_authorization(request, parse_pairs(raw))
+        if decision == "deny":
+            return checked.back("access_denied", "the user denied the request")
+        if decision != "approve":
+            raise OAuthError(400, "invalid_request", "decision must be approve or deny")
+        registration = self._app_client_for(checked.registration, request)
+        return self._to_cognito(request, replace(checked, registration=registration), "consent", None)
+
+    def _to_cognito(self, request: Request, checked: Authorization, kind: str, person: str | None) -> dict[str, Any]:
+        """Store the approved sign-in (bound to this browser) and send the browser to Cognito's
+        managed login, which comes back to the bridge's callback only."""
+        browser = self._browser_value(request)
+        verifier = new_secret()
+        flow_id = new_secret()
+        registration = checked.registration
+        self.grants.put_pending(
+            flow_id,
+            Pending(
+                kind=kind,
+                client_key=registration.key,
+                client_id=checked.client_id,
+                redirect_uri=checked.redirect_uri,
+                code_challenge=checked.challenge,
+                state=checked.state,
+                resource=checked.resource,
+                scopes=checked.scopes,
+                verifier=verifier,
+                browser=digest(browser),
+                expires_at=int(self.clock()) + FLOW_SECONDS,
+                person=person,
+                nonce=checked.nonce,
+            ),
+        )
+        return self._cognito_login(
+            request, registration.cognito_client_id, flow_id, verifier, checked.scopes, browser, checked.nonce
+        )
+
+    def _cognito_login(
+        self,
+        request: Request,
+        app_client_id: str,
+        flow_id: str,
+        verifier: str,
+        scopes: tuple[str, ...],
+        browser: str,
+        nonce: str | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "response_type": "code",
+            "client_id": app_client_id,
+            "redirect_uri": request.base_url + CALLBACK_PATH,
+            "state": flow_id,
+            "code_challenge": _s256(verifier),
+            "code_challenge_method": "S256",
+            "scope": " ".join(scopes),
+        }
+        if nonce is not None:
+            params["nonce"] = nonce
+        cookie = set_cookie(request.base_url, FLOW_COOKIE, browser, FLOW_SECONDS, "Lax")
+        query = urlencode(params, quote_via=quote)
+        return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
+
+    def _browser_value(self, request: Request) -> str:
+        """This browser's sign-in cookie (kept, so two sign-ins at once in one browser both work)."""
+        value = read_cookies(request.cookie).get(cookie_name(request.base_url, FLOW_COOKIE)) or ""
+        return value if _SECRET_VALUE.fullmatch(value) else new_secret()
+
+    # ---- the callback from Cognito --------------------------------------------------------------
+    def callback(self, request: Request) -> dict[str, Any]:
+        """Cognito's answer for a sign-in the bridge sent: only for a stored, unexpired record, taken
+        once, in the browser that approved it. The MCP client gets a code of the bridge's."""
+        q = request.query
+        flow_id = request.single(q, "state") or ""
+        pending = self.grants.take_pending(flow_id) if _SECRET_VALUE.fullmatch(flow_id) else None
+        if pending is None:
+            raise OAuthError(400, "invalid_request", _STALE_SIGN_IN)
+        browser = read_cookies(request.cookie).get(cookie_name(request.base_url, FLOW_COOKIE)) or ""
+        if not hmac.compare_digest(digest(browser), pending.browser):
+            raise OAuthError(403, "access_denied", "this sign-in was started in another browser: start again there")
+        error, code = request.single(q, "error"), request.single(q, "code")
+        if pending.kind == "console":
+            console = self.grants.console_client()
+            if error is not None or not code or console is None:
+                raise OAuthError(400, "access_denied", "the sign-in did not complete")
+            tokens = self._redeem(request, console[0], console[1], code, pending.verifier)
+            return redirect(request.base_url + CONSENT_PATH, self._person_cookie(request, _subject(tokens)))
+        registration = self.store.get(pending.client_key)
+        if registration is None or not registration.cognito_client_id or registration.legacy:
+            raise OAuthError(400, "invalid_client", "the client is no longer registered: register again")
+        back = {} if pending.state is None else {"state": pending.state}
+        if error is not None or not code:  # the person acted at Cognito (cancelled): the client hears it
+            return redirect_with(
+                pending.redirect_uri,
+                {"error": "access_denied", "error_description": "the sign-in did not complete", **back},
+            )
+        tokens = self._redeem(
+            request, registration.cognito_client_id, registration.cognito_secret, code, pending.verifier
+        )
+        subject = _subject(tokens)
+        now = int(self.clock())
+        if pending.kind == "standing":
+            standing = self.grants.approval(subject, registration.key)
+            if subject != pending.person or standing is None or not standing.covers(pending.scopes, now):
+                self._revoke_at_cognito(registration, tokens.get("refresh_token"))
+                raise OAuthError(
+                    403,
+                    "access_denied",
+                    "another person signed in than the one who approved: open the sign-in link again",
+                )
+            approval = standing
+        else:
+            approval = self._approve(subject, registration, pending, now)
+        self._record_refresh(registration, approval, tokens, now)
+        client_code = new_secret()
+        self.grants.put_code(
+            client_code,
+            IssuedCode(
+                client_key=registration.key,
+                redirect_uri=pending.redirect_uri,
+                code_challenge=pending.code_challenge,
+                resource=pending.resource,
+                scopes=pending.scopes,
+                subject=subject,
+                tokens={k: tokens[k] for k in _TOKEN_FIELDS if k in tokens},
+                expires_at=now + CODE_SECONDS,
+            ),
+        )
+        answer = redirect_with(pending.redirect_uri, {"code": client_code, **back})
+        answer["cookies"] = [self._person_cookie(request, subject)]
+        return answer
+
+    def _person_cookie(self, request: Request, subject: str) -> str:
+        value = self._signer().person_cookie(subject, self.clock())
+        return set_cookie(request.base_url, PERSON_COOKIE, value, PERSON_SECONDS, "Lax")
+
+    def _redeem(self, request: Request, app_id: str, secret: str, code: str, verifier: str) -> dict[str, Any]:
+        """Cognito's tokens for its code (the bridge's callback, verifier and the app client's secret)."""
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": request.base_url + CALLBACK_PATH,
+            "code_verifier": verifier,
+        }
+        status, body = self._cognito_token(app_id, secret, form)
+        if status in (400, 401):
+            log.info("Cognito refused the code: %s", body[:300])
+            raise OAuthError(400, "access_denied", "Cognito did not accept the sign-in: start again from your client")
+        if status != 200:
+            raise BridgeUnavailable(f"Cognito's token endpoint answered {status}")
+        try:
+            tokens: Any = json.loads(body)
+        except ValueError:
+            raise BridgeUnavailable("Cognito's token endpoint answered no JSON") from None
+        if not isinstance(tokens, dict) or not isinstance(tokens.get("access_token"), str):
+            raise BridgeUnavailable("Cognito's token endpoint answered no access token")
+        return tokens
+
+    def _cognito_token(self, app_id: str, secret: str, form: dict[str, str]) -> tuple[int, bytes]:
+        return self.post(
+            f"{self.settings.cognito_domain_url}/oauth2/token",
+            urlencode({**form, "client_id": app_id}).encode(),
+            _app_client_headers(app_id, secret),
+        )
+
+    def _approve(self, subject: str, registration: Registration, pending: Pending, now: int) -> Approval:
+        """The person's approval, on record until it expires: the scopes approved now and before."""
+        for _ in range(3):
+            current = self.grants.approval(subject, registration.key)
+            standing = current is not None and current.expires_at > now
+            approval = Approval(
+                subject=subject,
+                client_key=registration.key,
+                client_id=pending.client_id,
+                client_name=registration.client_name,
+                scopes=tuple(dict.fromkeys([*(current.scopes if current and standing else ()), *pending.scopes])),
+                approved_at=now,
+                expires_at=now + self.settings.approval_days * 86_400,
+                grant=current.grant if current and standing else new_secret(),
+                refresh=current.refresh if current and standing else (),
+                revision=current.revision if current else 0,
+            )
+            try:
+                self.grants.save_approval(approval)
+            except ConditionFailed:
+                continue  # changed meanwhile: read it again
+            return replace(approval, revision=approval.revision + 1)
+        raise BridgeUnavailable("the approval kept changing concurrently")
+
+    def _record_refresh(self, registration: Registration, approval: Approval, tokens: dict[str, Any], now: int) -> None:
+        """A refresh token handed out under an approval: recorded, so it is refused and revoked with it."""
+        token = tokens.get("refresh_token")
+        if not isinstance(token, str) or not token:
+            return
+        expires = now + self.settings.refresh_token_days * 86_400
+        self.grants.put_refresh(
+            token, RefreshRecord(approval.subject, registration.key, approval.grant, token), expires
+        )
+        for _ in range(3):
+            current = self.grants.approval(approval.subject, registration.key)
+            if current is None or digest(token) in current.refresh:
+                return
+            kept = (*current.refresh, digest(token))
+            try:
+                self.grants.save_approval(replace(current, refresh=kept[-MAX_REFRESH_PER_APPROVAL:]))
+            except ConditionFailed:
+                continue
+            return
+
+    # ---- the approvals page ---------------------------------------------------------------------
+    def approvals(self, request: Request) -> dict[str, Any]:
+        """`GET /oauth2/consent`: the signed-in person's approvals, each revocable; sign in first."""
+        signer = self._signer()
+        cookies = read_cookies(request.cookie)
+        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        if not _CSRF_VALUE.fullmatch(csrf):
+            csrf = new_csrf_value()
+        token = signer.form_token(CONSOLE_FORM, csrf, self.clock())
+        action = request.base_url + CONSENT_PATH
+        person = signer.person(cookies.get(cookie_name(request.base_url, PERSON_COOKIE)), self.clock())
+        if person is None:
+            body, headers = sign_in_page(action, token, self.settings.cognito_domain_url)
+        else:
+            listed = [
+                ListedApproval(
+                    a.client_key,
+                    a.client_name,
+                    a.client_id,
+                    a.scopes,
+                    datetime.fromtimestamp(a.expires_at, UTC).strftime("%Y-%m-%d"),
+                )
+                for a in sorted(self.grants.approvals_of(person), key=lambda a: a.approved_at)
+                if a.expires_at > self.clock()
+            ]
+            body, headers = approvals_page(action, listed, token)
+        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        return html_response(200, body, headers, cookie)
+
+    def _console_sign_in(self, request: Request) -> dict[str, Any]:
+        """Sign the person in with Cognito (the bridge's own app client) to show their approvals."""
+        console = self.grants.console_client()
+        if console is None:
+            app = self.clients.create(CONSOLE_CLIENT_NAME, request.base_url + CALLBACK_PATH)
+            try:
+                self.grants.save_console_client(app.client_id, app.client_secret or "")
+                console = (app.client_id, app.client_secret or "")
+            except ConditionFailed:
+                self.clients.delete(app.client_id)
+                console = self.grants.console_client()
+                if console is None:
+                    raise BridgeUnavailable("the approvals page's app client vanished") from None
+        browser = self._browser_value(request)
+        verifier, flow_id = new_secret(), new_secret()
+        scopes = (self.settings.resource_scope,)
+        pending = Pending(
+            kind="console",
+            client_key=CONSOLE_CLIENT,
+            client_id="",
+            redirect_uri=request.base_url + CONSENT_PATH,
+            code_challenge="",
+            state=None,
+            resource="",
+            scopes=scopes,
+            verifier=verifier,
+            browser=digest(browser),
+            expires_at=int(self.clock()) + FLOW_SECONDS,
+        )
+        self.grants.put_pending(flow_id, pending)
+        return self._cognito_login(request, console[0], flow_id, verifier, scopes, browser)
+
+    def _revoke_on_page(self, request: Request, form: dict[str, list[str]]) -> dict[str, Any]:
+        person = self._signer().person(
+            read_cookies(request.cookie).get(cookie_name(request.base_url, PERSON_COOKIE)), self.clock()
+        )
+        if person is None:
+            raise OAuthError(403, "access_denied", "sign in again to revoke approvals")
+        approval = self.grants.approval(person, request.single(form, "client") or "")
+        if approval is not None:
+            self._revoke_approval(approval)
+        return redirect(request.base_url + CONSENT_PATH)
+
+    # ---- revocation -----------------------------------------------------------------------------
+    def _revoke_approval(self, approval: Approval) -> None:
+        """The approval goes, and every refresh token issued under it: refused here, revoked at Cognito."""
+        with contextlib.suppress(ConditionFailed):  # revoked concurrently: the tokens still go below
+            self.grants.remove_approval(approval)
+        registration = self.store.get(approval.client_key)
+        for token_digest in approval.refresh:
+            record = self.grants.take_refresh(token_digest)
+            if record is not None and registration is not None:
+                self._revoke_at_cognito(registration, record.token)
+
+    def _revoke_at_cognito(self, registration: Registration, token: Any) -> None:
+        """RFC 7009 at Cognito. A failure is logged: the bridge refuses the token anyway, and only the
+        bridge holds the app client's secret that Cognito wants with it."""
+        if not isinstance(token, str) or not token or not registration.cognito_client_id:
+            return
+        try:
+            status, body = self.post(
+                f"{self.settings.cognito_domain_url}/oauth2/revoke",
+                urlencode({"token": token, "client_id": registration.cognito_client_id}).encode(),
+                _app_client_headers(registration.cognito_client_id, registration.cognito_secret),
+            )
+        except BridgeUnavailable:
+            log.exception("revoking a refresh token at Cognito failed")
+            return
+        if status != 200:
+            log.warning("Cognito answered %s to a revocation: %s", status, body[:300])
+
+    def revoke(self, request: Request) -> dict[str, Any]:
+        """`POST /oauth2/revoke` (RFC 7009): a client gives up one of its refresh tokens. Always 200 for
+        an authenticated client (§2.2); access tokens run out on their own (minutes)."""
+        form = request.form()
+        registration = self._authenticated_client(request, form)
+        token = request.single(form, "token")
+        if not token:
+            raise OAuthError(400, "invalid_request", "token is required")
+        record = self.grants.refresh(token)
+        if record is not None and record.client_key == registration.key:
+            taken = self.grants.take_refresh(digest(token))
+            if taken is not None:
+                self._revoke_at_cognito(registration, taken.token)
+        return {"statusCode": 200, "headers": {**NO_STORE}, "body": "", "isBase64Encoded": False}
+
+    def revoke_client(self, client_id: str) -> dict[str, int]:
+        """The operator's command: every person's approval of a client, and its refresh tokens."""
+        registration = self._registered(client_id, fetch=False)
+        approvals = self.grants.approvals_for(registration.key)
+        for approval in approvals:
+            self._revoke_approval(approval)
+        log.info("revoked %d approvals of client %s", len(approvals), client_id)
+        return {"revokedApprovals": len(approvals)}
+
+    def rotate_signing_keys(self) -> dict[str, int]:
+        """The operator's command: a new key signs from now on; the older ones still verify."""
+        count = self.grants.rotate_signing_keys()
+        self._keys_read_at = 0.0
+        return {"signingKeys": count}
+
+    def _signer(self) -> Signer:
+        if not self._signing_keys or self.clock() - self._keys_read_at > SIGNING_KEYS_SECONDS:
+            self._signing_keys = self.grants.signing_keys()
+            self._keys_read_at = self.clock()
+        return Signer(self._signing_keys)
+
+    def _check_authorization(self, request: Request, q: dict[str, list[str]]) -> Authorization:
+        """The authorize request checked in full. Nobody has looked at it yet, so every error is
+        answered here, never at the redirect URI (no open redirector)."""
+        client_id = request.single(q, "client_id") or ""
+        redirect_uri = request.single(q, "redirect_uri")
+        if redirect_uri is None:
+            raise OAuthError(400, "invalid_request", "redirect_uri is required")
+        registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri, source_ip=request.source_ip)
+        if redirect_uri not in registration.redirect_uris:
+            raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
+        state = request.single(q, "state")
+        response_type = request.single(q, "response_type")
+        challenge = request.single(q, "code_challenge")
+        method = request.single(q, "code_challenge_method")
+        scope = request.single(q, "scope")
+        nonce = request.single(q, "nonce")
+        if response_type != "code":
+            raise OAuthError(400, "unsupported_response_type", "response_type must be code")
+        if challenge is None:
+            raise OAuthError(
+                400, "invalid_request", "PKCE is required: send code_challenge and code_challenge_method=S256"
+            )
+        if method != "S256":
+            raise OAuthError(400, "invalid_request", "code_challenge_method must be S256")
+        if not _PKCE_CHALLENGE.match(challenge):
+            raise OAuthError(400, "invalid_request", "code_challenge must be 43 to 128 characters of [A-Za-z0-9._~-]")
+        resource = self._resource(request)
+        if any(canonical_resource(value) != canonical_resource(resource) for value in q.get("resource") or []):
+            raise OAuthError(400, "invalid_target", f"this authorization server issues tokens for {resource} only")
+        requested = [s for s in (scope or "").split() if s != OFFLINE_ACCESS]
+        unknown = sorted(set(requested) - set(self.settings.scopes))
+        if unknown:
+            raise OAuthError(400, "invalid_scope", f"unsupported scope: {' '.join(unknown)}")
+        scopes = tuple(dict.fromkeys([self.settings.resource_scope, *requested]))
+        return Authorization(registration, client_id, redirect_uri, state, challenge, resource, scopes, nonce)
+
+    # ---- token endpoint -----------------------------------------------------------------------
+    def token(self, request: Request) -> dict[str, Any]:
+        form = request.form()
+        grant_type = request.single(form, "grant_type")
+        if grant_type not in ("authorization_code", "refresh_token"):
+            raise OAuthError(400, "unsupported_grant_type", "grant_type must be authorization_code or refresh_token")
+        registration = self._authenticated_client(request, form)
+        resources = form.get("resource") or []
+        for value in resources:
             if canonical_resource(value) != canonical_resource(self._resource(request)):
                 raise OAuthError(400, "invalid_target", f"tokens are issued for {self._resource(request)} only")
         if grant_type == "authorization_code":
-            redirect_uri = request.single(form, "redirect_uri")
-            if redirect_uri is not None:
-                check_redirect_uri(redirect_uri, "invalid_grant")
-            if not request.single(form, "code") or not request.single(form, "code_verifier"):
-                raise OAuthError(400, "invalid_request", "code and code_verifier are required")
-        elif not request.single(form, "refresh_token"):
+            return self._exchange_code(request, form, registration)
+        refresh_token = request.single(form, "refresh_token")
+        if not refresh_token:
             raise OAuthError(400, "invalid_request", "refresh_token is required")
-        upstream = {
-            key: values[0]
-            for key, values in form.items()
-            if key in ("grant_type", "code", "redirect_uri", "code_verifier", "refresh_token", "scope", "client_secret")
-        }
-        upstream["client_id"] = registration.cognito_client_id
-        headers = {"content-type": "application/x-www-form-urlencoded", "accept": "application/json"}
-        if basic is not None:
-            credentials = f"{quote(registration.cognito_client_id, safe='')}:{quote(basic[1], safe='')}"
-            headers["authorization"] = "Basic " + base64.b64encode(credentials.encode()).decode()
-        status, body = self.post(
-            f"{self.settings.cognito_domain_url}/oauth2/token", urlencode(upstream).encode(), headers
-        )
+        record = self.grants.refresh(refresh_token)
+        approval = None
+        if record is not None and record.client_key == registration.key:
+            approval = self.grants.approval(record.subject, registration.key)
+        if record is None or approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        upstream = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        scope = request.single(form, "scope")
+        if scope is not None:
+            upstream["scope"] = " ".join(s for s in scope.split() if s != OFFLINE_ACCESS)
+        status, body = self._cognito_token(registration.cognito_client_id, registration.cognito_secret, upstream)
         if status == 200:
             self.store.touch(registration)
+            with contextlib.suppress(ValueError, AttributeError):
+                self._record_refresh(registration, approval, json.loads(body), int(self.clock()))
         return {
             "statusCode": status if status in (200, 400, 401) else 503,
             "headers": {"content-type": "application/json", **NO_STORE},
             "body": body.decode("utf-8", "replace") if status in (200, 400, 401) else _unavailable(),
             "isBase64Encoded": False,
         }
+
+    def _exchange_code(
+        self, request: Request, form: dict[str, list[str]], registration: Registration
+    ) -> dict[str, Any]:
+        """The bridge's code for the tokens: once, by its client, with its redirect URI, verifier and resource."""
+        code = request.single(form, "code")
+        verifier = request.single(form, "code_verifier")
+        if not code or not verifier:
+            raise OAuthError(400, "invalid_request", "code and code_verifier are required")
+        issued = self.grants.take_code(code) if len(code) <= 128 else None  # taken: a second try finds nothing
+        if issued is None or issued.client_key != registration.key:
+            raise OAuthError(400, "invalid_grant", _BAD_CODE)
+        if request.single(form, "redirect_uri") != issued.redirect_uri:
+            raise OAuthError(400, "invalid_grant", "redirect_uri is not the one of the authorization request")
+        if not _PKCE_CHALLENGE.fullmatch(verifier) or not hmac.compare_digest(_s256(verifier), issued.code_challenge):
+            raise OAuthError(400, "invalid_grant", "the code_verifier does not match the code_challenge")
+        for value in form.get("resource") or []:
+            if canonical_resource(value) != canonical_resource(issued.resource):
+                raise OAuthError(400, "invalid_target", "the resource is not the one of the authorization request")
+        self.store.touch(registration)
+        return json_response(200, {**issued.tokens, "scope": " ".join(issued.scopes)}, NO_STORE)
 
     # ---- cleanup ------------------------------------------------------------------------------
     def cleanup(self) -> dict[str, int]:
@@ -516,3 +884,30 @@ def _basic_credentials(header: str | None) -> tuple[str, str] | None:
     if not separator:
         raise OAuthError(401, "invalid_client", "client authentication failed: malformed Basic credentials")
     return unquote(client_id), unquote(secret)
+
+
+def _s256(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+
+
+def _app_client_headers(app_id: str, secret: str) -> dict[str, str]:
+    credentials = f"{quote(app_id, safe='')}:{quote(secret, safe='')}"
+    return {
+        "content-type": "application/x-www-form-urlencoded",
+        "accept": "application/json",
+        "authorization": "Basic " + base64.b64encode(credentials.encode()).decode(),
+    }
+
+
+def _subject(tokens: dict[str, Any]) -> str:
+    """The person Cognito signed in: the `sub` of the access token it just answered the bridge (over TLS,
+    straight from its token endpoint, so its signature needs no check here: OIDC Core §3.1.3.7)."""
+    try:
+        payload = str(tokens["access_token"]).split(".")[1]
+        claims: Any = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        raise BridgeUnavailable("Cognito's access token is not a JWT") from None
+    subject = claims.get("sub") if isinstance(claims, dict) else None
+    if not isinstance(subject, str) or not subject:
+        raise BridgeUnavailable("Cognito's access token names no subject")
+    return subject

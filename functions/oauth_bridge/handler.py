@@ -1,8 +1,9 @@
 """The bridge's Lambda entry point: `oauth_bridge.handler.handle`.
 
-API Gateway (payload 2.0) routes the bridge's four endpoints here; its cleanup schedule (every 15 minutes) sends
-`{"action": "cleanup"}`. Clients get OAuth-shaped errors with a short description; the log gets
-everything. An unexpected failure is `server_error` (500) without detail.
+API Gateway (payload 2.0) routes the bridge's endpoints here; its cleanup schedule (every 15 minutes) sends
+`{"action": "cleanup"}`; the operator's commands (scripts/bridge_admin.py) send `{"action": "revoke-client",
+"clientId": ...}` and `{"action": "rotate-signing-keys"}`. Clients get OAuth-shaped errors with a short
+description; the log gets everything. An unexpected failure is `server_error` (500) without detail.
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ from functools import lru_cache
 from typing import Any
 
 from .aws import BridgeUnavailable, RegistrationStore, UserPoolClients
-from .flows import AUTHORIZE_PATH, CONSENT_PATH, METADATA_PATH, REGISTER_PATH, TOKEN_PATH, Bridge
+from .flows import (
+    AUTHORIZE_PATH,
+    CALLBACK_PATH,
+    CONSENT_PATH,
+    METADATA_PATH,
+    REGISTER_PATH,
+    REVOKE_PATH,
+    TOKEN_PATH,
+    Bridge,
+)
+from .grants import GrantStore
 from .settings import BridgeSettings, get_settings
 from .web import OAuthError, error_response, json_response, request_from_event
 
@@ -22,8 +33,10 @@ ROUTES = {
     ("POST", REGISTER_PATH): "register",
     ("GET", AUTHORIZE_PATH): "authorize",
     ("POST", TOKEN_PATH): "token",
-    ("GET", CONSENT_PATH): "remembered",
+    ("GET", CONSENT_PATH): "approvals",
     ("POST", CONSENT_PATH): "consent",
+    ("GET", CALLBACK_PATH): "callback",
+    ("POST", REVOKE_PATH): "revoke",
 }
 
 
@@ -38,6 +51,7 @@ def build_bridge(settings: BridgeSettings) -> Bridge:
             refresh_token_days=settings.refresh_token_days,
             endpoint_url=settings.aws_endpoint_url,
         ),
+        GrantStore(settings.table_name, settings.aws_endpoint_url),
     )
 
 
@@ -54,6 +68,13 @@ def handle(event: dict[str, Any], context: Any = None) -> dict[str, Any]:
 def dispatch(target: Bridge, event: dict[str, Any]) -> dict[str, Any]:
     if event.get("action") == "cleanup" or event.get("source") == "aws.events":
         return target.cleanup()
+    if event.get("action") == "revoke-client":
+        try:
+            return target.revoke_client(str(event.get("clientId") or ""))
+        except OAuthError as error:
+            return {"error": error.description}
+    if event.get("action") == "rotate-signing-keys":
+        return target.rotate_signing_keys()
     try:
         request = request_from_event(event)
         name = ROUTES.get((request.method, request.path))

@@ -33,6 +33,9 @@ class BridgeSettings(BaseModel):
     metrics_namespace: str = Field("serverless-mcp-tasks", alias="BRIDGE_METRICS_NAMESPACE")
     access_token_minutes: int = Field(60, alias="BRIDGE_ACCESS_TOKEN_MINUTES", ge=5, le=1440)
     refresh_token_days: int = Field(30, alias="BRIDGE_REFRESH_TOKEN_DAYS", ge=1, le=3650)
+    # A person's approval of a client lasts this long; then (and when the client asks for more scopes) the
+    # consent page asks again, and the refresh tokens issued under it stop working.
+    approval_days: int = Field(30, alias="BRIDGE_APPROVAL_DAYS", ge=1, le=3650)
     aws_endpoint_url: str | None = Field(None, alias="AWS_ENDPOINT_URL")
 
     @property

@@ -127,15 +127,15 @@ def error_response(error: OAuthError) -> dict[str, Any]:
     return json_response(error.status, document, {**NO_STORE, **error.headers})
 
 
-def redirect(location: str, cookie: str | None = None) -> dict[str, Any]:
+def redirect(location: str, cookie: str | list[str] | None = None) -> dict[str, Any]:
     answer: dict[str, Any] = {
         "statusCode": 302,
         "headers": {"location": location, **NO_STORE},
         "body": "",
         "isBase64Encoded": False,
     }
-    if cookie is not None:
-        answer["cookies"] = [cookie]
+    if cookie:
+        answer["cookies"] = [cookie] if isinstance(cookie, str) else cookie
     return answer
 
 
@@ -144,8 +144,10 @@ def redirect_with(uri: str, params: Mapping[str, str]) -> dict[str, Any]:
     return redirect(f"{uri}{separator}{urlencode(params)}")
 
 
-def html_response(status: int, body: str, headers: Mapping[str, str], cookie: str | None = None) -> dict[str, Any]:
+def html_response(
+    status: int, body: str, headers: Mapping[str, str], cookie: str | list[str] | None = None
+) -> dict[str, Any]:
     answer: dict[str, Any] = {"statusCode": status, "headers": dict(headers), "body": body, "isBase64Encoded": False}
-    if cookie is not None:
-        answer["cookies"] = [cookie]
+    if cookie:
+        answer["cookies"] = [cookie] if isinstance(cookie, str) else cookie
     return answer

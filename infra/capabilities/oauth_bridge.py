@@ -2,7 +2,8 @@
 
 Public routes on the same HTTP API as the MCP endpoint (so the bridge's issuer is the API's origin,
 the one the protected resource metadata names with "self"): RFC 8414 metadata, RFC 7591
-registration, the authorization and token endpoints. A function of its own with its own role
+registration, the authorization, consent, callback (Cognito's only redirect target), token and
+RFC 7009 revocation endpoints. A function of its own with its own role
 (app clients of this pool, items of its own table), its table, and a cleanup (every 15 minutes) of clients
 nobody used for `unusedClientDays` or that never completed a token exchange, and
 an alarm on the client slots used.
@@ -36,6 +37,8 @@ BRIDGE_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
     (apigwv2.HttpMethod.POST, "/oauth2/token"),
     (apigwv2.HttpMethod.GET, "/oauth2/consent"),
     (apigwv2.HttpMethod.POST, "/oauth2/consent"),
+    (apigwv2.HttpMethod.GET, "/oauth2/callback"),
+    (apigwv2.HttpMethod.POST, "/oauth2/revoke"),
 )
 # How often the cleanup runs (oauth_bridge.flows.CLEANUP_MINUTES): a client that never exchanged a
 # token is deleted 30 to 45 minutes after it registered.
@@ -44,7 +47,6 @@ SLOTS_ALARM_PERCENT = 80
 # What the bridge's code calls: app clients of this user pool, items of its table.
 BRIDGE_COGNITO_ACTIONS: tuple[str, ...] = (
     "cognito-idp:CreateUserPoolClient",
-    "cognito-idp:UpdateUserPoolClient",
     "cognito-idp:DeleteUserPoolClient",
 )
 BRIDGE_TABLE_ACTIONS: tuple[str, ...] = (

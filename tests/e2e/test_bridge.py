@@ -96,7 +96,10 @@ def nothing_stored(stack: RunningStack, clients_before: int, items_before: int) 
 
 
 # ---- registration (RFC 7591) -------------------------------------------------------------------
-def test_registration_creates_a_cognito_app_client_for_the_code_grant_with_pkce(stack: RunningStack) -> None:
+def test_registration_stores_the_client_and_its_app_client_comes_with_the_first_approved_sign_in(
+    stack: RunningStack,
+) -> None:
+    clients = {c["ClientId"] for c in app_clients(stack)}
     reply = register(stack, client_name="Claude Desktop", redirect_uris=[CALLBACK, "cursor://anysphere/callback"])
     assert reply.status_code == 201, reply.text
     assert reply.headers["cache-control"] == "no-store"
@@ -109,21 +112,24 @@ def test_registration_creates_a_cognito_app_client_for_the_code_grant_with_pkce(
         "response_types": ["code"],
         "scope": "mcp/invoke openid",
     }
-    (client,) = [c for c in app_clients(stack) if c["ClientId"] == body["client_id"]]
-    assert client["CallbackURLs"] == [CALLBACK, "cursor://anysphere/callback"]
+    assert {c["ClientId"] for c in app_clients(stack)} == clients  # nothing at Cognito yet
+    approve(stack, authorize(stack, client_id=body["client_id"]))
+    (client,) = [c for c in app_clients(stack) if c["ClientId"] not in clients]
+    assert client["CallbackURLs"] == [f"{base(stack)}/oauth2/callback"]  # the bridge's own, never the client's
     assert client["AllowedOAuthFlows"] == ["code"]
     assert client["AllowedOAuthScopes"] == ["mcp/invoke", "openid"]
     assert client["AllowedOAuthFlowsUserPoolClient"] is True
-    assert "ClientSecret" not in client
+    assert client["ClientSecret"]  # only the bridge holds it: only the bridge redeems Cognito's codes
 
 
-def test_a_confidential_registration_gets_the_app_clients_secret(stack: RunningStack) -> None:
+def test_a_confidential_registration_gets_a_secret_of_the_bridges(stack: RunningStack) -> None:
     reply = register(stack, token_endpoint_auth_method=None)  # RFC 7591's default: client_secret_basic
     assert reply.status_code == 201, reply.text
     body = reply.json()
     assert body["token_endpoint_auth_method"] == "client_secret_basic"
-    (client,) = [c for c in app_clients(stack) if c["ClientId"] == body["client_id"]]
-    assert body["client_secret"] == client["ClientSecret"] and body["client_secret_expires_at"] == 0
+    assert len(body["client_secret"]) == 43 and body["client_secret_expires_at"] == 0
+    (row,) = [r for r in registrations(stack) if r["pk"]["S"] == f"client#{body['client_id']}"]
+    assert body["client_secret"] not in json.dumps(row)  # kept as a digest only
 
 
 @pytest.mark.parametrize(
@@ -204,15 +210,21 @@ def test_authorize_asks_for_consent_then_sends_the_browser_to_cognitos_managed_l
     assert f"{location.scheme}://{location.netloc}{location.path}" == (
         f"https://{prefix}-123456789012.auth.us-east-1.amazoncognito.com/oauth2/authorize"
     )
-    assert parse_qs(location.query) == {
+    query = parse_qs(location.query)
+    (app_id,) = query.pop("client_id")
+    (state,) = query.pop("state")
+    (challenge,) = query.pop("code_challenge")
+    assert query == {
         "response_type": ["code"],
-        "client_id": [client_id],
-        "redirect_uri": [CALLBACK],
-        "code_challenge": [CHALLENGE],
+        "redirect_uri": [f"{base(stack)}/oauth2/callback"],  # Cognito sends back to the bridge only
         "code_challenge_method": ["S256"],
         "scope": ["mcp/invoke"],
-        "state": ["st-1"],
     }  # `resource` was checked here; Cognito gets the scope of this endpoint's resource server instead
+    assert app_id != client_id and app_id in {c["ClientId"] for c in app_clients(stack)}
+    assert state != "st-1" and challenge != CHALLENGE  # the bridge's own record and PKCE with Cognito
+    assert re.fullmatch(
+        r"mcp-sign-in=[A-Za-z0-9_-]{43}; Path=/; Max-Age=600; HttpOnly; SameSite=Lax", reply.headers["set-cookie"]
+    )
 
 
 def test_a_redirect_uri_that_was_not_registered_is_refused_without_redirecting(stack: RunningStack) -> None:
@@ -242,18 +254,15 @@ def test_an_unknown_client_is_refused_without_redirecting(stack: RunningStack) -
     ],
     ids=["no-pkce", "plain-pkce", "implicit", "other-resource", "unknown-scope"],
 )  # fmt: skip
-def test_other_authorization_errors_go_back_to_the_registered_redirect_uri(
+def test_other_authorization_errors_are_answered_here_and_never_redirect_before_the_person_acted(
     stack: RunningStack, params: dict[str, str], error: str, description: str | None
 ) -> None:
+    """A redirect for a request nobody looked at would make the API an open redirector (RFC 9700 §4.11.2)."""
     client_id = register(stack).json()["client_id"]
     reply = authorize(stack, client_id=client_id, **params)
-    assert reply.status_code == 302
-    location = urlsplit(reply.headers["location"])
-    assert f"{location.scheme}://{location.netloc}{location.path}" == CALLBACK
-    answer = parse_qs(location.query)
-    assert answer["error"] == [error] and answer["state"] == ["st-1"]
+    assert "location" not in reply.headers
     expected = description or f"this authorization server issues tokens for {stack.url} only"
-    assert answer["error_description"] == [expected]
+    assert (reply.status_code, reply.json()) == (400, {"error": error, "error_description": expected})
 
 
 # ---- Client ID Metadata Documents ---------------------------------------------------------------
@@ -422,8 +431,6 @@ def test_cleanup_deletes_only_clients_unused_for_the_configured_days(stack: Runn
         FunctionName=function, Payload=json.dumps({"action": "cleanup"}).encode()
     )
     assert json.loads(answer["Payload"].read())["removed"] >= 1
-    remaining = {c["ClientId"] for c in app_clients(stack)}
-    assert used in remaining and unused not in remaining
     keys = {item["pk"]["S"] for item in registrations(stack)}
     assert f"client#{used}" in keys and f"client#{unused}" not in keys
 

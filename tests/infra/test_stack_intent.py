@@ -604,6 +604,8 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         "POST /oauth2/token",
         "GET /oauth2/consent",
         "POST /oauth2/consent",
+        "GET /oauth2/callback",
+        "POST /oauth2/revoke",
         "POST /tasks/callbacks",  # the callback's token is its credential
     }
     assert {route["AuthorizationType"] for route in routes.values()} == {"NONE"}
@@ -614,6 +616,8 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         "POST /oauth2/register",
         "GET /oauth2/authorize",
         "POST /oauth2/consent",
+        "GET /oauth2/callback",
+        "POST /oauth2/revoke",
     ):
         integration = routes[key]["Target"]["Fn::Join"][1][1]["Ref"]
         assert integrations[integration]["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [bridge, "Arn"]}

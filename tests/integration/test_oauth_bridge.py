@@ -7,10 +7,11 @@ upstream token endpoint recorded (Cognito's managed login and token endpoint do 
 from __future__ import annotations
 
 import base64
+import hashlib
 import html
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,12 +27,15 @@ from mcp_runtime._aws import MAX_ATTEMPTS
 from oauth_bridge.aws import RegistrationStore, UserPoolClients, metadata_url_key
 from oauth_bridge.cimd import MetadataFetcher
 from oauth_bridge.flows import DOCUMENT_MAX_AGE_SECONDS, Bridge
+from oauth_bridge.grants import GrantStore
 from oauth_bridge.handler import dispatch
 from oauth_bridge.settings import BridgeSettings
 from tests.integration.task_harness import Clock
 from tests.tls_server import Routes, make_certificate, serve_https
 
 CALLBACK = "http://127.0.0.1:53682/callback"
+BRIDGE_CALLBACK = "http://127.0.0.1:3000/oauth2/callback"
+VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 HOST = "client.test"
 DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
@@ -39,25 +43,83 @@ DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
 WILDCARD_NAMES = ("*.evil.co.uk", "*.other.co.uk")
 
 
-@dataclass
-class Upstream:
-    """Cognito's token endpoint as the bridge calls it: each request recorded, a scripted answer."""
+def s256(verifier: str) -> str:
+    return base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
 
-    status: int = 200
-    body: bytes = b'{"access_token":"at","refresh_token":"rt","token_type":"Bearer","expires_in":3600}'
+
+def fake_jwt(claims: dict[str, Any]) -> str:
+    body = base64.urlsafe_b64encode(json.dumps(claims).encode()).rstrip(b"=").decode()
+    return f"eyJhbGciOiJSUzI1NiJ9.{body}.c2ln"
+
+
+@dataclass
+class Cognito:
+    """Cognito's managed login and its token and revocation endpoints, as far as the bridge meets them.
+    `login` plays the authorize endpoint with a live session for `person`: like Cognito, it refuses a
+    `redirect_uri` that is not exactly one of the app client's CallbackURLs. Its codes are redeemed once,
+    by that app client (Basic with its secret), with the callback and PKCE verifier they were issued for."""
+
+    describe: Callable[[str], dict[str, Any]]
+    person: str = "alice-sub"
     calls: list[tuple[str, dict[str, list[str]], dict[str, str]]] = field(default_factory=list)
+    codes: dict[str, tuple[str, str, str, str]] = field(default_factory=dict)
+    revoked: list[str] = field(default_factory=list)
+    refresh_answer: tuple[int, bytes] | None = None
+    issued: int = 0
+
+    def login(self, location: str) -> str:
+        parts = urlsplit(location)
+        assert f"{parts.scheme}://{parts.netloc}{parts.path}" == f"{DOMAIN}/oauth2/authorize", location
+        query = {k: v[0] for k, v in parse_qs(parts.query).items()}
+        app = self.describe(query["client_id"])
+        if query["redirect_uri"] not in app.get("CallbackURLs", []):
+            raise AssertionError(f"Cognito refuses redirect_uri {query['redirect_uri']}: not a callback URL")
+        code = f"cognito-code-{len(self.codes)}"
+        self.codes[code] = (query["client_id"], query["redirect_uri"], query["code_challenge"], self.person)
+        return f"{query['redirect_uri']}?{urlencode({'code': code, 'state': query['state']})}"
 
     def __call__(self, url: str, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
-        self.calls.append((url, parse_qs(body.decode()), headers))
-        return self.status, self.body
+        form = parse_qs(body.decode())
+        self.calls.append((url, form, headers))
+        app_id = form["client_id"][0]
+        secret = self.describe(app_id).get("ClientSecret")
+        if headers.get("authorization") != "Basic " + base64.b64encode(f"{app_id}:{secret}".encode()).decode():
+            return 401, b'{"error":"invalid_client"}'
+        if url == f"{DOMAIN}/oauth2/revoke":
+            self.revoked.append(form["token"][0])
+            return 200, b""
+        if form["grant_type"] == ["refresh_token"]:
+            if self.refresh_answer is not None:
+                return self.refresh_answer
+            return 200, json.dumps({"access_token": "refreshed", "token_type": "Bearer", "expires_in": 3600}).encode()
+        found = self.codes.pop(form["code"][0], None)
+        if found is None or found[:2] != (app_id, form["redirect_uri"][0]):
+            return 400, b'{"error":"invalid_grant"}'
+        if s256(form["code_verifier"][0]) != found[2]:
+            return 400, b'{"error":"invalid_grant"}'
+        self.issued += 1
+        tokens = {
+            "access_token": fake_jwt({"sub": found[3], "client_id": app_id, "n": self.issued}),
+            "id_token": fake_jwt({"sub": found[3]}),
+            "refresh_token": f"rt-{self.issued}",
+            "token_type": "Bearer",
+            "expires_in": 3600,
+        }
+        return 200, json.dumps(tokens).encode()
+
+    def token_calls(self) -> list[dict[str, list[str]]]:
+        return [form for url, form, _ in self.calls if url == f"{DOMAIN}/oauth2/token"]
+
+
+Jar = dict[str, str]
 
 
 @dataclass
 class BridgeUnderTest:
     bridge: Bridge
     clock: Clock
-    upstream: Upstream
-    cognito: Any
+    cognito: Cognito
+    cognito_idp: Any
     dynamodb: Any
     pool: str
     table: str
@@ -83,51 +145,107 @@ class BridgeUnderTest:
             headers["content-type"] = "application/x-www-form-urlencoded"
         return event
 
-    def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
-        return dispatch(self.bridge, self.event(method, path, **kwargs))
+    def call(self, method: str, path: str, *, jar: Jar | None = None, **kwargs: Any) -> dict[str, Any]:
+        """A request; with `jar`, as a browser: its cookies sent, the answer's kept."""
+        if jar:
+            kwargs["headers"] = {"cookie": "; ".join(f"{k}={v}" for k, v in jar.items()), **kwargs.get("headers", {})}
+        answer = dispatch(self.bridge, self.event(method, path, **kwargs))
+        if jar is not None:
+            for cookie in answer.get("cookies", []):
+                name, _, value = cookie.split(";")[0].partition("=")
+                if "Max-Age=0" in cookie:
+                    jar.pop(name, None)
+                else:
+                    jar[name] = value
+        return answer
 
     def register(self, ip: str = "203.0.113.9", **metadata: Any) -> dict[str, Any]:
         document = {"redirect_uris": [CALLBACK], "client_name": "t", "token_endpoint_auth_method": "none", **metadata}
         return self.call("POST", "/oauth2/register", json=document, ip=ip)
 
-    def authorize(self, client_id: str, **params: str) -> dict[str, Any]:
-        query = {
-            "response_type": "code",
-            "client_id": client_id,
-            "redirect_uri": CALLBACK,
-            "code_challenge": CHALLENGE,
-            "code_challenge_method": "S256",
-            "state": "s",
-            **params,
-        }
-        return self.call("GET", "/oauth2/authorize", query=query)
+    def client(self, **metadata: Any) -> str:
+        answer = self.register(**metadata)
+        assert answer["statusCode"] == 201, answer["body"]
+        return str(json.loads(answer["body"])["client_id"])
 
-    def approve(self, client_id: str, **params: str) -> dict[str, Any]:
+    def authorize(
+        self, client_id: str, jar: Jar | None = None, ip: str = "203.0.113.9", **params: str
+    ) -> dict[str, Any]:
+        return self.call("GET", "/oauth2/authorize", query=authorize_query(client_id, **params), jar=jar, ip=ip)
+
+    def approve(self, client_id: str, jar: Jar | None = None, ip: str = "203.0.113.9", **params: str) -> dict[str, Any]:
         """Authorize, and approve on the consent page as the person would (its form, its cookie)."""
-        page = self.authorize(client_id, **params)
+        jar = {} if jar is None else jar
+        page = self.authorize(client_id, jar, ip=ip, **params)
         if page["statusCode"] != 200:
             return page
-        cookie = page["cookies"][0].split(";")[0]
-        fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
-        form = {name: html.unescape(value) for name, value in fields.items()} | {"decision": "approve"}
-        return self.call("POST", "/oauth2/consent", form=form, headers={"cookie": cookie})
+        form, _ = consent_form(page)
+        return self.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar, ip=ip)
+
+    def sign_in(self, client_id: str, jar: Jar | None = None, **params: str) -> dict[str, Any]:
+        """The whole sign-in in one browser: consent (unless an approval stands), Cognito, the callback.
+        The answer is the bridge's redirect to the client (or whatever refused on the way)."""
+        jar = {} if jar is None else jar
+        answer = self.authorize(client_id, jar, **params)
+        if answer["statusCode"] == 200:
+            form, _ = consent_form(answer)
+            answer = self.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)
+        if answer["statusCode"] != 302 or not answer["headers"]["location"].startswith(DOMAIN):
+            return answer
+        back = urlsplit(self.cognito.login(answer["headers"]["location"]))
+        assert f"{back.scheme}://{back.netloc}{back.path}" == BRIDGE_CALLBACK
+        query = {k: v[0] for k, v in parse_qs(back.query).items()}
+        return self.call("GET", "/oauth2/callback", query=query, jar=jar)
+
+    def code(self, client_id: str, jar: Jar | None = None, **params: str) -> str:
+        answer = self.sign_in(client_id, jar, **params)
+        assert answer["statusCode"] == 302, answer["body"]
+        location = urlsplit(answer["headers"]["location"])
+        assert f"{location.scheme}://{location.netloc}{location.path}" == params.get("redirect_uri", CALLBACK)
+        return parse_qs(location.query)["code"][0]
+
+    def exchange(self, client_id: str, code: str, form: dict[str, str] | None = None) -> dict[str, Any]:
+        sent = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "code_verifier": VERIFIER,
+            "redirect_uri": CALLBACK,
+            "client_id": client_id,
+            "resource": "http://127.0.0.1:3000/mcp",
+            **(form or {}),
+        }
+        return self.call("POST", "/oauth2/token", form={k: v for k, v in sent.items() if v})
+
+    def tokens(self, client_id: str, jar: Jar | None = None, **params: str) -> dict[str, Any]:
+        answer = self.exchange(client_id, self.code(client_id, jar, **params))
+        assert answer["statusCode"] == 200, answer["body"]
+        return dict(json.loads(answer["body"]))
+
+    def refresh(self, client_id: str, refresh_token: str, **form: str) -> dict[str, Any]:
+        sent = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id, **form}
+        return self.call("POST", "/oauth2/token", form=sent)
+
+    def describe(self, app_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.cognito_idp.describe_user_pool_client(UserPoolId=self.pool, ClientId=app_id)[
+            "UserPoolClient"
+        ]
+        return found
 
     def app_clients(self) -> dict[str, dict[str, Any]]:
         """The app clients the bridge created."""
         listed = [
             c
-            for c in self.cognito.list_user_pool_clients(UserPoolId=self.pool, MaxResults=60)["UserPoolClients"]
+            for c in self.cognito_idp.list_user_pool_clients(UserPoolId=self.pool, MaxResults=60)["UserPoolClients"]
             if c["ClientId"] not in self.template_clients
         ]
-        return {
-            c["ClientId"]: self.cognito.describe_user_pool_client(UserPoolId=self.pool, ClientId=c["ClientId"])[
-                "UserPoolClient"
-            ]
-            for c in listed
-        }
+        return {c["ClientId"]: self.describe(c["ClientId"]) for c in listed}
 
     def items(self) -> dict[str, dict[str, Any]]:
         return {item["pk"]["S"]: item for item in self.dynamodb.scan(TableName=self.table)["Items"]}
+
+    def registration(self, client_id: str) -> dict[str, Any]:
+        key = metadata_url_key(client_id) if client_id.startswith("https://") else f"client#{client_id}"
+        return self.items()[key]
 
     def serve_document(self, path: str, redirect_uris: list[str]) -> str:
         url = f"https://{HOST}:{self.port}{path}"
@@ -158,8 +276,15 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
         }
     )
     clock = Clock(1_900_000_000.0)
-    cognito, dynamodb = embedded_aws.client("cognito-idp"), embedded_aws.client("dynamodb")
-    upstream = Upstream()
+    cognito_idp, dynamodb = embedded_aws.client("cognito-idp"), embedded_aws.client("dynamodb")
+
+    def describe(app_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = cognito_idp.describe_user_pool_client(UserPoolId=pool, ClientId=app_id)[
+            "UserPoolClient"
+        ]
+        return found
+
+    cognito = Cognito(describe)
     with serve_https(tls) as (port, routes):
         fetcher = MetadataFetcher(
             resolver=lambda host, p: ["127.0.0.1"],
@@ -169,24 +294,46 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
         bridge = Bridge(
             settings,
             RegistrationStore(table, clock=clock, client=dynamodb),
-            UserPoolClients(pool, settings.scopes, access_token_minutes=60, refresh_token_days=30, client=cognito),
+            UserPoolClients(pool, settings.scopes, access_token_minutes=60, refresh_token_days=30, client=cognito_idp),
+            GrantStore(table, clock=clock, client=dynamodb),
             fetcher=fetcher,
-            post=upstream,
+            post=cognito,
             clock=clock,
         )
         template_clients = frozenset(
-            c["ClientId"] for c in cognito.list_user_pool_clients(UserPoolId=pool, MaxResults=60)["UserPoolClients"]
+            c["ClientId"] for c in cognito_idp.list_user_pool_clients(UserPoolId=pool, MaxResults=60)["UserPoolClients"]
         )
-        yield BridgeUnderTest(bridge, clock, upstream, cognito, dynamodb, pool, table, routes, port, template_clients)
+        yield BridgeUnderTest(
+            bridge, clock, cognito, cognito_idp, dynamodb, pool, table, routes, port, template_clients
+        )
 
 
-def test_past_the_cap_of_registered_clients_a_registration_gets_429_and_creates_nothing(
+def consent_form(page: dict[str, Any]) -> tuple[dict[str, str], str]:
+    fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
+    return {name: html.unescape(value) for name, value in fields.items()}, page["cookies"][0].split(";")[0]
+
+
+def authorize_query(client_id: str, **params: str) -> dict[str, str]:
+    query = {
+        "response_type": "code",
+        "client_id": client_id,
+        "redirect_uri": CALLBACK,
+        "code_challenge": CHALLENGE,
+        "code_challenge_method": "S256",
+        "state": "s",
+        **params,
+    }
+    return {k: v for k, v in query.items() if v}
+
+
+def test_past_the_cap_of_registered_clients_an_approved_sign_in_gets_429_and_creates_nothing(
     bridge: BridgeUnderTest,
 ) -> None:
     for _ in range(3):
-        assert bridge.register()["statusCode"] == 201
+        assert bridge.approve(bridge.client())["statusCode"] == 302
+    fourth = bridge.client()  # registering takes no slot: the app client comes with the first approve
     clients, items = bridge.app_clients(), bridge.items()
-    refused = bridge.register()
+    refused = bridge.approve(fourth)
     assert refused["statusCode"] == 429
     assert json.loads(refused["body"]) == {
         "error": "temporarily_unavailable",
@@ -198,7 +345,14 @@ def test_past_the_cap_of_registered_clients_a_registration_gets_429_and_creates_
     assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
 
 
-def test_a_metadata_document_client_gets_one_app_client_which_follows_the_documents_redirect_uris(
+def test_registration_creates_no_app_client_and_takes_no_slot(bridge: BridgeUnderTest) -> None:
+    for _ in range(5):
+        bridge.client()
+    assert bridge.app_clients() == {}
+    assert "meta#clients" not in bridge.items()
+
+
+def test_a_metadata_document_client_gets_one_app_client_and_follows_the_documents_redirect_uris(
     bridge: BridgeUnderTest,
 ) -> None:
     url = bridge.serve_document("/mcp-client.json", [CALLBACK])
@@ -206,12 +360,11 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
     assert first["statusCode"] == 302, first["body"]
     (app_id,) = bridge.app_clients()
     assert parse_qs(urlsplit(first["headers"]["location"]).query)["client_id"] == [app_id]
-    assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]
     # Within the document's max age the same app client serves, without a second fetch or client.
     bridge.routes.clear()
     assert bridge.approve(url)["statusCode"] == 302
     assert list(bridge.app_clients()) == [app_id]
-    # Later, the document lists another redirect URI: the old one is refused, the app client follows the new.
+    # Later, the document lists another redirect URI: the old one is refused, the new one works.
     bridge.clock.advance(DOCUMENT_MAX_AGE_SECONDS + 1)
     moved = "http://127.0.0.1:53999/callback"
     bridge.serve_document("/mcp-client.json", [moved])
@@ -220,68 +373,141 @@ def test_a_metadata_document_client_gets_one_app_client_which_follows_the_docume
         400,
         "redirect_uri is not registered for this client",
     )
-    assert bridge.app_clients()[app_id]["CallbackURLs"] == [CALLBACK]  # a refused request changes nothing
-    assert bridge.approve(url, redirect_uri=moved)["statusCode"] == 302
-    assert bridge.app_clients()[app_id]["CallbackURLs"] == [moved]
+    assert bridge.code(url, redirect_uri=moved)
     assert list(bridge.app_clients()) == [app_id]
-    assert bridge.items()[metadata_url_key(url)]["client"]["S"] == app_id
+    assert bridge.app_clients()[app_id]["CallbackURLs"] == [BRIDGE_CALLBACK]  # Cognito never learns either
+    assert bridge.registration(url)["client"]["S"] == app_id
 
 
-def test_the_token_endpoint_forwards_with_the_cognito_client_id_and_records_the_use(bridge: BridgeUnderTest) -> None:
-    url = bridge.serve_document("/token-client.json", [CALLBACK])
-    bridge.authorize(url)
+def test_the_code_is_exchanged_for_cognitos_tokens_once_with_pkce_the_redirect_uri_and_the_resource(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    code = bridge.code(client_id)
     (app_id,) = bridge.app_clients()
-    bridge.clock.advance(600)
-    form = {
-        "grant_type": "authorization_code",
-        "code": "the-code",
-        "code_verifier": "v" * 43,
-        "redirect_uri": CALLBACK,
-        "client_id": url,
-        "resource": "http://127.0.0.1:3000/mcp",
-    }
-    answer = bridge.call("POST", "/oauth2/token", form=form)
-    assert (answer["statusCode"], json.loads(answer["body"])["access_token"]) == (200, "at")
-    assert answer["headers"]["cache-control"] == "no-store"
-    ((target, sent, headers),) = bridge.upstream.calls
-    assert target == f"{DOMAIN}/oauth2/token"
-    assert sent == {
-        "grant_type": ["authorization_code"],
-        "code": ["the-code"],
-        "code_verifier": ["v" * 43],
-        "redirect_uri": [CALLBACK],
-        "client_id": [app_id],  # the metadata document URL mapped to its app client; `resource` checked, not sent
-    }
-    assert "authorization" not in headers
-    assert bridge.items()[metadata_url_key(url)]["lastUsedAt"]["N"] == str(int(bridge.clock()))
+    (at_callback,) = bridge.cognito.token_calls()
+    assert at_callback["client_id"] == [app_id] and at_callback["redirect_uri"] == [BRIDGE_CALLBACK]
+    assert at_callback["code_verifier"] != [VERIFIER]  # the bridge's own PKCE with Cognito
+    bridge.clock.advance(30)
+    answer = bridge.exchange(client_id, code)
+    assert answer["statusCode"] == 200 and answer["headers"]["cache-control"] == "no-store"
+    tokens = json.loads(answer["body"])
+    assert tokens["refresh_token"] == "rt-1" and tokens["scope"] == "mcp/invoke"
+    assert json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))["client_id"] == app_id
+    assert bridge.registration(client_id)["lastUsedAt"]["N"] == str(int(bridge.clock()))
+    again = bridge.exchange(client_id, code)
+    assert (again["statusCode"], json.loads(again["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the code is invalid, expired, used already or not this client's",
+        },
+    )
 
 
-def test_basic_client_authentication_is_passed_on_for_the_app_clients_secret(bridge: BridgeUnderTest) -> None:
+@pytest.mark.parametrize(
+    ("form", "description"),
+    [
+        ({"code_verifier": "x" * 43}, "the code_verifier does not match the code_challenge"),
+        ({"redirect_uri": "http://127.0.0.1:53682/other"}, "redirect_uri is not the one of the authorization request"),
+        ({"redirect_uri": ""}, "redirect_uri is not the one of the authorization request"),
+        ({"client_id": "OTHER"}, "the code is invalid, expired, used already or not this client's"),
+        ({"code": "guessed"}, "the code is invalid, expired, used already or not this client's"),
+    ],
+    ids=["pkce", "redirect-uri", "no-redirect-uri", "other-client", "unknown-code"],
+)
+def test_a_code_exchange_that_does_not_match_the_authorization_is_invalid_grant_and_burns_the_code(
+    bridge: BridgeUnderTest, form: dict[str, str], description: str
+) -> None:
+    client_id = bridge.client()
+    code = bridge.code(client_id)
+    if form.get("client_id") == "OTHER":
+        form = {"client_id": bridge.client()}
+    answer = bridge.exchange(client_id, code, form)
+    assert (answer["statusCode"], json.loads(answer["body"])) == (
+        400,
+        {"error": "invalid_grant", "error_description": description},
+    )
+    if "code" not in form:
+        assert bridge.exchange(client_id, code)["statusCode"] == 400  # taken by the failed try
+
+
+def test_a_code_expires_after_two_minutes(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    code = bridge.code(client_id)
+    bridge.clock.advance(121)
+    assert json.loads(bridge.exchange(client_id, code)["body"])["error"] == "invalid_grant"
+
+
+def test_a_confidential_client_authenticates_with_the_secret_the_bridge_gave_it(bridge: BridgeUnderTest) -> None:
     registered = json.loads(bridge.register(token_endpoint_auth_method="client_secret_basic")["body"])
-    credentials = base64.b64encode(f"{registered['client_id']}:{registered['client_secret']}".encode()).decode()
-    form = {"grant_type": "refresh_token", "refresh_token": "rt"}
-    answer = bridge.call("POST", "/oauth2/token", form=form, headers={"authorization": f"Basic {credentials}"})
-    assert answer["statusCode"] == 200
-    ((_, sent, headers),) = bridge.upstream.calls
-    assert sent == {"grant_type": ["refresh_token"], "refresh_token": ["rt"], "client_id": [registered["client_id"]]}
-    assert headers["authorization"] == f"Basic {credentials}"
+    client_id, secret = registered["client_id"], registered["client_secret"]
+    code = bridge.code(client_id)
+    (app,) = bridge.app_clients().values()
+    assert secret != app["ClientSecret"]  # Cognito's secret never leaves the bridge
+    wrong = base64.b64encode(f"{client_id}:not-it".encode()).decode()
+    refused = bridge.exchange(client_id, code, {"client_id": ""})
+    assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (401, "invalid_client")
+    bad = bridge.call(
+        "POST",
+        "/oauth2/token",
+        form={"grant_type": "authorization_code", "code": code, "code_verifier": VERIFIER, "redirect_uri": CALLBACK},
+        headers={"authorization": f"Basic {wrong}"},
+    )
+    assert (bad["statusCode"], json.loads(bad["body"])["error"]) == (401, "invalid_client")
+    good = base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    answer = bridge.call(
+        "POST",
+        "/oauth2/token",
+        form={"grant_type": "authorization_code", "code": code, "code_verifier": VERIFIER, "redirect_uri": CALLBACK},
+        headers={"authorization": f"Basic {good}"},
+    )
+    assert answer["statusCode"] == 200, answer["body"]
+
+
+def test_a_refresh_goes_to_cognito_with_the_app_clients_secret_while_the_approval_stands(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    tokens = bridge.tokens(client_id)
+    (app,) = bridge.app_clients().values()
+    answer = bridge.refresh(client_id, tokens["refresh_token"], scope="mcp/invoke offline_access")
+    assert (answer["statusCode"], json.loads(answer["body"])["access_token"]) == (200, "refreshed")
+    url, sent, headers = bridge.cognito.calls[-1]
+    assert url == f"{DOMAIN}/oauth2/token"
+    assert sent == {
+        "grant_type": ["refresh_token"],
+        "refresh_token": [tokens["refresh_token"]],
+        "scope": ["mcp/invoke"],
+        "client_id": [app["ClientId"]],
+    }
+    assert headers["authorization"] == (
+        "Basic " + base64.b64encode(f"{app['ClientId']}:{app['ClientSecret']}".encode()).decode()
+    )
+    other = bridge.client()
+    stolen = bridge.refresh(other, tokens["refresh_token"])
+    assert (stolen["statusCode"], json.loads(stolen["body"])["error"]) == (400, "invalid_grant")
+    unknown = bridge.refresh(client_id, "rt-never-issued")
+    assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (400, "invalid_grant")
 
 
 @pytest.mark.parametrize(("status", "expected"), [(400, 400), (401, 401), (500, 503), (429, 503)])
-def test_cognitos_token_errors_pass_through_and_its_failures_are_503(
+def test_cognitos_refresh_errors_pass_through_and_its_failures_are_503(
     bridge: BridgeUnderTest, status: int, expected: int
 ) -> None:
-    client_id = json.loads(bridge.register()["body"])["client_id"]
-    bridge.upstream.status, bridge.upstream.body = status, b'{"error":"invalid_grant"}'
-    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": client_id}
-    answer = bridge.call("POST", "/oauth2/token", form=form)
+    client_id = bridge.client()
+    tokens = bridge.tokens(client_id)
+    used = bridge.registration(client_id)["lastUsedAt"]["N"]
+    bridge.clock.advance(60)
+    bridge.cognito.refresh_answer = (status, b'{"error":"invalid_grant"}')
+    answer = bridge.refresh(client_id, tokens["refresh_token"])
     assert answer["statusCode"] == expected
-    body = json.loads(answer["body"])
-    assert body["error"] == ("invalid_grant" if expected < 500 else "temporarily_unavailable")
-    assert bridge.items()[f"client#{client_id}"]["lastUsedAt"]["N"] == str(int(bridge.clock()))  # not touched
+    assert json.loads(answer["body"])["error"] == ("invalid_grant" if expected < 500 else "temporarily_unavailable")
+    assert bridge.registration(client_id)["lastUsedAt"]["N"] == used  # not touched
 
 
-def test_cognito_refusing_the_redirect_uris_is_400_and_gives_the_slot_back(bridge: BridgeUnderTest) -> None:
+def test_cognito_refusing_the_app_client_is_400_and_gives_the_slot_back(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
     client = bridge.bridge.clients.cognito.client()
     with Stubber(client) as stub:
         stub.add_client_error(
@@ -289,13 +515,10 @@ def test_cognito_refusing_the_redirect_uris_is_400_and_gives_the_slot_back(bridg
             service_error_code="InvalidParameterException",
             service_message="Invalid callback URL",
         )
-        answer = bridge.register()
+        answer = bridge.approve(client_id)
     assert (answer["statusCode"], json.loads(answer["body"])) == (
         400,
-        {
-            "error": "invalid_client_metadata",
-            "error_description": "the user pool refused this client: Invalid callback URL",
-        },
+        {"error": "invalid_client", "error_description": "the user pool refused this client: Invalid callback URL"},
     )
     assert bridge.app_clients() == {}
     assert bridge.items()["meta#clients"]["active"]["N"] == "0"
@@ -318,17 +541,18 @@ def test_an_aws_outage_is_a_503_with_a_generic_message(
 
 
 def test_cleanup_removes_clients_unused_for_thirty_days_and_keeps_the_others(bridge: BridgeUnderTest) -> None:
-    idle = json.loads(bridge.register()["body"])["client_id"]
-    busy = json.loads(bridge.register()["body"])["client_id"]
+    idle, busy = bridge.client(), bridge.client()
+    idle_tokens = bridge.tokens(idle)
+    busy_tokens = bridge.tokens(busy)
+    (idle_app,) = [k for k, v in bridge.app_clients().items() if k == bridge.registration(idle)["client"]["S"]]
     bridge.clock.advance(20 * 86_400)
-    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": busy}
-    assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
+    assert bridge.refresh(busy, busy_tokens["refresh_token"])["statusCode"] == 200
     bridge.clock.advance(11 * 86_400)
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
-    assert set(bridge.app_clients()) == {busy}
+    assert idle_app not in bridge.app_clients() and len(bridge.app_clients()) == 1
     assert f"client#{idle}" not in bridge.items() and f"client#{busy}" in bridge.items()
     assert bridge.items()["meta#clients"]["active"]["N"] == "1"
-    unknown = bridge.call("POST", "/oauth2/token", form={**form, "client_id": idle})
+    unknown = bridge.refresh(idle, idle_tokens["refresh_token"])
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (401, "invalid_client")
 
 
@@ -347,26 +571,23 @@ def test_a_metadata_document_request_with_a_redirect_uri_it_does_not_list_regist
 
 
 # ---- the consent step ---------------------------------------------------------------------------
-def consent_form(page: dict[str, Any]) -> tuple[dict[str, str], str]:
-    fields = dict(re.findall(r'name="(request|token)" value="([^"]*)"', page["body"]))
-    return {name: html.unescape(value) for name, value in fields.items()}, page["cookies"][0].split(";")[0]
-
-
 def test_authorize_answers_the_consent_page_and_nothing_goes_to_cognito_before_the_approve(
     bridge: BridgeUnderTest,
 ) -> None:
-    client_id = json.loads(bridge.register(client_name="<b>Evil</b> & co")["body"])["client_id"]
+    client_id = bridge.client(client_name="<b>Evil</b> & co")
     page = bridge.authorize(client_id)
     assert page["statusCode"] == 200 and "location" not in page["headers"]
     assert '<span id="client-name">&lt;b&gt;Evil&lt;/b&gt; &amp; co</span>' in page["body"]  # escaped, never markup
     assert page["cookies"][0].startswith("mcp-consent-csrf=")
     assert page["headers"]["cache-control"] == "no-store"
+    assert bridge.app_clients() == {} and bridge.cognito.calls == []
 
 
 def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(bridge: BridgeUnderTest) -> None:
-    client_id = json.loads(bridge.register()["body"])["client_id"]
-    form, cookie = consent_form(bridge.authorize(client_id, state="xyz"))
-    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "deny"}, headers={"cookie": cookie})
+    client_id = bridge.client()
+    jar: Jar = {}
+    form, _ = consent_form(bridge.authorize(client_id, jar, state="xyz"))
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "deny"}, jar=jar)
     assert answer["statusCode"] == 302
     location = urlsplit(answer["headers"]["location"])
     assert f"{location.scheme}://{location.netloc}{location.path}" == CALLBACK
@@ -375,7 +596,7 @@ def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(
         "error_description": ["the user denied the request"],
         "state": ["xyz"],
     }
-    assert "cookies" not in answer  # a denial is not remembered
+    assert "cookies" not in answer and bridge.app_clients() == {}
 
 
 @pytest.mark.parametrize(
@@ -385,7 +606,7 @@ def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(
 def test_a_consent_form_that_is_stale_or_not_this_browsers_is_refused_with_403(
     bridge: BridgeUnderTest, spoil: str
 ) -> None:
-    client_id = json.loads(bridge.register()["body"])["client_id"]
+    client_id = bridge.client()
     form, cookie = consent_form(bridge.authorize(client_id))
     headers = {"cookie": cookie}
     if spoil == "expired":
@@ -401,49 +622,208 @@ def test_a_consent_form_that_is_stale_or_not_this_browsers_is_refused_with_403(
     answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, headers=headers)
     assert answer["statusCode"] == 403
     assert json.loads(answer["body"])["error"] == "access_denied"
-    assert bridge.upstream.calls == [] and "location" not in answer["headers"]
+    assert bridge.cognito.calls == [] and "location" not in answer["headers"]
+    assert bridge.app_clients() == {}
 
 
-def test_an_approval_is_remembered_for_that_client_and_redirect_uri_only(bridge: BridgeUnderTest) -> None:
-    other = "http://127.0.0.1:53683/callback"
-    client_id = json.loads(bridge.register(redirect_uris=[CALLBACK, other])["body"])["client_id"]
-    approved = bridge.approve(client_id)
-    assert approved["statusCode"] == 302
-    (remember,) = approved["cookies"]
-    assert remember.endswith("; Path=/; Max-Age=2592000; HttpOnly; SameSite=Lax")
-    cookie = {"cookie": remember.split(";")[0]}
-    again = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers=cookie)
+def test_an_approval_stands_for_that_person_and_client_and_is_asked_again_when_the_scopes_grow(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.code(client_id, jar)
+    assert set(jar) == {"mcp-consent-csrf", "mcp-sign-in", "mcp-person"}
+    again = bridge.authorize(client_id, jar, state="again")
     assert again["statusCode"] == 302 and again["headers"]["location"].startswith(f"{DOMAIN}/oauth2/authorize?")
-    elsewhere = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, other), headers=cookie)
-    assert elsewhere["statusCode"] == 200  # another redirect URI asks again
-    second = json.loads(bridge.register()["body"])["client_id"]
-    assert (
-        bridge.call("GET", "/oauth2/authorize", query=authorize_query(second, CALLBACK), headers=cookie)["statusCode"]
-        == 200
-    )
-    forged = remember.split(";")[0][:-4] + "AAAA"
-    tampered = bridge.call(
-        "GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers={"cookie": forged}
-    )
-    assert tampered["statusCode"] == 200  # a cookie whose signature does not hold remembers nothing
+    assert bridge.code(client_id, jar, state="again")
+    # More scopes than approved: the page again.
+    assert bridge.authorize(client_id, jar, scope="mcp/invoke openid")["statusCode"] == 200
+    # Another client of the same person: the page.
+    assert bridge.authorize(bridge.client(), jar)["statusCode"] == 200
+    # Another browser (no person cookie): the page.
+    assert bridge.authorize(client_id)["statusCode"] == 200
+    # And none stands past the approval's days.
     bridge.clock.advance(31 * 86_400)
-    assert (
-        bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id, CALLBACK), headers=cookie)[
-            "statusCode"
-        ]
-        == 200
-    )  # and none is remembered past 30 days
+    jar["mcp-person"] = bridge.bridge._signer().person_cookie("alice-sub", bridge.clock())
+    assert bridge.authorize(client_id, jar)["statusCode"] == 200
 
 
-def authorize_query(client_id: str, redirect_uri: str) -> dict[str, str]:
-    return {
-        "response_type": "code",
-        "client_id": client_id,
-        "redirect_uri": redirect_uri,
-        "code_challenge": CHALLENGE,
-        "code_challenge_method": "S256",
-        "state": "s",
+def test_a_standing_approval_gives_no_code_when_another_person_signs_in_at_cognito(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.code(client_id, jar)
+    bridge.cognito.person = "mallory-sub"
+    answer = bridge.sign_in(client_id, jar)
+    assert (answer["statusCode"], json.loads(answer["body"])["error"]) == (403, "access_denied")
+    assert bridge.cognito.revoked == ["rt-2"]  # the tokens Cognito issued for the wrong person are revoked
+
+
+# ---- the callback: only a sign-in the bridge sent, in the browser that approved it ---------------
+def test_the_callback_refuses_a_state_it_never_issued_and_a_record_used_twice(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    approved = bridge.approve(client_id, jar)
+    back = bridge.cognito.login(approved["headers"]["location"])
+    query = {k: v[0] for k, v in parse_qs(urlsplit(back).query).items()}
+    forged = bridge.call("GET", "/oauth2/callback", query={**query, "state": "A" * 43}, jar=jar)
+    assert (forged["statusCode"], json.loads(forged["body"])) == (
+        400,
+        {
+            "error": "invalid_request",
+            "error_description": "this sign-in expired or was used already: start again from your client",
+        },
+    )
+    assert bridge.call("GET", "/oauth2/callback", query=query, jar=jar)["statusCode"] == 302
+    replay = bridge.call("GET", "/oauth2/callback", query=query, jar=jar)
+    assert replay["statusCode"] == 400 and "location" not in replay["headers"]
+
+
+def test_a_sign_in_link_opened_in_another_browser_gives_no_code(bridge: BridgeUnderTest) -> None:
+    """Login CSRF through the bridge: the attacker approves its own client, and sends Cognito's link
+    (with the attacker's state) to the victim, whose Cognito session answers at once."""
+    client_id = bridge.client(redirect_uris=["https://attacker.example/cb"])
+    approved = bridge.approve(client_id, {}, redirect_uri="https://attacker.example/cb")
+    back = bridge.cognito.login(approved["headers"]["location"])  # in the victim's browser
+    query = {k: v[0] for k, v in parse_qs(urlsplit(back).query).items()}
+    answer = bridge.call("GET", "/oauth2/callback", query=query, jar={"mcp-sign-in": "V" * 43})
+    assert (answer["statusCode"], json.loads(answer["body"])["error"]) == (403, "access_denied")
+    assert "location" not in answer["headers"]
+
+
+def test_cognito_cannot_send_a_code_to_an_mcp_clients_redirect_uri(bridge: BridgeUnderTest) -> None:
+    """The bypass of issue 29: straight to Cognito's authorize with the client's app client id."""
+    client_id = bridge.client(redirect_uris=["https://attacker.example/cb"])
+    assert bridge.approve(client_id, redirect_uri="https://attacker.example/cb")["statusCode"] == 302
+    (app_id,) = bridge.app_clients()
+    direct = f"{DOMAIN}/oauth2/authorize?" + urlencode(
+        {
+            "response_type": "code",
+            "client_id": app_id,
+            "redirect_uri": "https://attacker.example/cb",
+            "state": "x",
+            "code_challenge": CHALLENGE,
+            "code_challenge_method": "S256",
+        }
+    )
+    with pytest.raises(AssertionError, match=r"Cognito refuses redirect_uri https://attacker\.example/cb"):
+        bridge.cognito.login(direct)
+
+
+# ---- approvals on the server: the person's page, revocation ---------------------------------------
+def approvals_page(bridge: BridgeUnderTest, jar: Jar) -> dict[str, Any]:
+    page = bridge.call("GET", "/oauth2/consent", jar=jar)
+    assert page["statusCode"] == 200
+    return page
+
+
+def test_the_approvals_page_asks_to_sign_in_first_and_then_lists_the_persons_approvals(
+    bridge: BridgeUnderTest,
+) -> None:
+    jar: Jar = {}
+    page = approvals_page(bridge, jar)
+    assert '<p id="sign-in-first">' in page["body"]
+    token = re.search(r'name="token" value="([^"]*)"', page["body"])
+    assert token is not None
+    to_cognito = bridge.call("POST", "/oauth2/consent", form={"decision": "sign-in", "token": token.group(1)}, jar=jar)
+    assert to_cognito["statusCode"] == 302
+    back = urlsplit(bridge.cognito.login(to_cognito["headers"]["location"]))
+    signed_in = bridge.call(
+        "GET", "/oauth2/callback", query={k: v[0] for k, v in parse_qs(back.query).items()}, jar=jar
+    )
+    assert (signed_in["statusCode"], signed_in["headers"]["location"]) == (302, "http://127.0.0.1:3000/oauth2/consent")
+    assert '<p id="approvals">You approved 0 clients.</p>' in approvals_page(bridge, jar)["body"]
+    first, second = bridge.client(client_name="First"), bridge.client(client_name="Second")
+    bridge.code(first, jar)
+    bridge.code(second, {})  # the same person (Cognito's), another browser
+    listed = approvals_page(bridge, jar)["body"]
+    assert '<p id="approvals">You approved 2 clients.</p>' in listed
+    assert f"<td>First</td><td>{first}</td><td>mcp/invoke</td>" in listed
+    assert f"<td>Second</td><td>{second}</td>" in listed
+
+
+def test_revoking_an_approval_revokes_its_refresh_tokens_and_asks_again(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    tokens = bridge.tokens(client_id, jar)
+    page = approvals_page(bridge, jar)["body"]
+    form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)
+    assert (answer["statusCode"], answer["headers"]["location"]) == (302, "http://127.0.0.1:3000/oauth2/consent")
+    assert bridge.cognito.revoked == [tokens["refresh_token"]]
+    refused = bridge.refresh(client_id, tokens["refresh_token"])
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the refresh token was revoked, has expired or is not this client's",
+        },
+    )
+    assert '<p id="approvals">You approved 0 clients.</p>' in approvals_page(bridge, jar)["body"]
+    assert bridge.authorize(client_id, jar)["statusCode"] == 200  # asked again
+    # Approved again: the old refresh token stays refused (a new grant), the new one works.
+    renewed = bridge.tokens(client_id, jar)
+    assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
+    assert bridge.refresh(client_id, renewed["refresh_token"])["statusCode"] == 200
+
+
+def test_a_revoke_form_without_the_persons_cookie_or_token_revokes_nothing(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    tokens = bridge.tokens(client_id, jar)
+    form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', approvals_page(bridge, jar)["body"]))
+    other_browser = {"mcp-consent-csrf": jar["mcp-consent-csrf"]}
+    answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=other_browser)
+    assert answer["statusCode"] == 403
+    forged = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke", "token": "1.x"}, jar=jar)
+    assert forged["statusCode"] == 403
+    assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 200
+
+
+def test_a_client_revokes_its_refresh_token_at_the_bridge_rfc_7009(bridge: BridgeUnderTest) -> None:
+    client_id, other = bridge.client(), bridge.client()
+    tokens = bridge.tokens(client_id)
+    not_its_own = bridge.call("POST", "/oauth2/revoke", form={"token": tokens["refresh_token"], "client_id": other})
+    assert not_its_own["statusCode"] == 200 and bridge.cognito.revoked == []
+    answer = bridge.call("POST", "/oauth2/revoke", form={"token": tokens["refresh_token"], "client_id": client_id})
+    assert (answer["statusCode"], answer["body"]) == (200, "")
+    assert bridge.cognito.revoked == [tokens["refresh_token"]]
+    assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
+    unknown = bridge.call("POST", "/oauth2/revoke", form={"token": "whatever", "client_id": client_id})
+    assert unknown["statusCode"] == 200  # RFC 7009 §2.2: an unknown token is not an error
+
+
+def test_the_operator_revokes_a_client_for_everyone(bridge: BridgeUnderTest) -> None:
+    client_id, kept = bridge.client(), bridge.client()
+    alice = bridge.tokens(client_id)
+    bridge.cognito.person = "bob-sub"
+    bob = bridge.tokens(client_id)
+    bobs_other = bridge.tokens(kept)
+    assert dispatch(bridge.bridge, {"action": "revoke-client", "clientId": client_id}) == {"revokedApprovals": 2}
+    assert sorted(bridge.cognito.revoked) == sorted([alice["refresh_token"], bob["refresh_token"]])
+    assert bridge.refresh(client_id, alice["refresh_token"])["statusCode"] == 400
+    assert bridge.refresh(client_id, bob["refresh_token"])["statusCode"] == 400
+    assert bridge.refresh(kept, bobs_other["refresh_token"])["statusCode"] == 200
+    assert dispatch(bridge.bridge, {"action": "revoke-client", "clientId": "nosuchclient"}) == {
+        "error": "unknown client_id: register first"
     }
+
+
+def test_signing_keys_rotate_and_what_the_old_key_signed_still_verifies(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.code(client_id, jar)
+    form, _ = consent_form(bridge.authorize(bridge.client(), jar))
+    assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 2}
+    signer = bridge.bridge._signer()
+    assert len(signer.keys) == 2
+    assert signer.person(jar["mcp-person"], bridge.clock()) == "alice-sub"  # signed with the old key
+    assert bridge.authorize(client_id, jar)["statusCode"] == 302  # the old person cookie still stands
+    assert bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)["statusCode"] == 302
+    new = signer.person_cookie("alice-sub", bridge.clock())
+    assert new.split(".")[1] == signer.sign("person", new.split(".")[0])
+    assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 3}
+    assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 3}  # at most three kept
+    assert bridge.bridge._signer().person(jar["mcp-person"], bridge.clock()) is None  # the oldest is gone
 
 
 # ---- registration limits and the expiry of clients that never sign in -----------------------------
@@ -453,8 +833,7 @@ def limited(bridge: BridgeUnderTest, **limits: int) -> None:
 
 def first_use(bridge: BridgeUnderTest, path: str, ip: str) -> dict[str, Any]:
     url = bridge.serve_document(path, [CALLBACK])
-    query = authorize_query(url, CALLBACK)
-    return bridge.call("GET", "/oauth2/authorize", query=query, ip=ip)
+    return bridge.approve(url, ip=ip)
 
 
 def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_clients_still_register(
@@ -462,7 +841,7 @@ def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_client
 ) -> None:
     limited(bridge, registrations_per_host_per_hour=3)
     for n in range(3):  # each from another address: only the host is the same
-        assert first_use(bridge, f"/flood-{n}.json", f"198.51.100.{n}")["statusCode"] == 200
+        assert first_use(bridge, f"/flood-{n}.json", f"198.51.100.{n}")["statusCode"] == 302
     clients, items = bridge.app_clients(), bridge.items()
     refused = first_use(bridge, "/flood-3.json", "198.51.100.3")
     assert (refused["statusCode"], json.loads(refused["body"])) == (
@@ -474,9 +853,10 @@ def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_client
     )
     assert 0 < int(refused["headers"]["retry-after"]) <= 3600 and "location" not in refused["headers"]
     assert bridge.app_clients().keys() == clients.keys()
-    assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
+    new_items = {k for k in bridge.items() if not k.startswith(("rate#", "pending#"))}
+    assert new_items == {k for k in items if not k.startswith(("rate#", "pending#"))}
     # Known documents go on working, and a client registering from elsewhere still gets in.
-    assert first_use(bridge, "/flood-0.json", "198.51.100.3")["statusCode"] == 200
+    assert first_use(bridge, "/flood-0.json", "198.51.100.3")["statusCode"] == 302
     assert bridge.register(ip="192.0.2.50")["statusCode"] == 201
 
 
@@ -485,7 +865,7 @@ def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while
 ) -> None:
     limited(bridge, registrations_per_hour=2, registration_burst=2)
     assert bridge.register(ip="203.0.113.77")["statusCode"] == 201
-    assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 200
+    assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 302
     by_document = first_use(bridge, "/one-address-2.json", "203.0.113.77")
     by_registration = bridge.register(ip="203.0.113.77")
     for refused in (by_document, by_registration):
@@ -508,24 +888,23 @@ def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(
     bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str]
 ) -> None:
     limited(bridge)
-    never = json.loads(bridge.register()["body"])["client_id"]
-    assert first_use(bridge, "/never-signed-in.json", "198.51.100.20")["statusCode"] == 200
-    signed_in = json.loads(bridge.register()["body"])["client_id"]
-    form = {"grant_type": "authorization_code", "code": "c", "code_verifier": "v" * 43, "client_id": signed_in}
+    never = bridge.client()
+    assert first_use(bridge, "/never-signed-in.json", "198.51.100.20")["statusCode"] == 302
+    signed_in = bridge.client()
     bridge.clock.advance(60)
-    assert bridge.call("POST", "/oauth2/token", form=form)["statusCode"] == 200
+    bridge.tokens(signed_in)
     bridge.clock.advance(20 * 60)
-    recent = json.loads(bridge.register()["body"])["client_id"]
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}  # 21 min
+    recent = bridge.client()
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}  # 21 min: kept
     bridge.clock.advance(10 * 60)  # the first two are 31 minutes old, never exchanged a token
     capsys.readouterr()
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 2, "keptInUse": 0, "failed": 0}
-    assert set(bridge.app_clients()) == {signed_in, recent}
-    assert bridge.items()["meta#clients"]["active"]["N"] == "2"
+    assert list(bridge.app_clients()) == [bridge.registration(signed_in)["client"]["S"]]
+    assert bridge.items()["meta#clients"]["active"]["N"] == "1"
     assert metadata_url_key(f"https://{HOST}:{bridge.port}/never-signed-in.json") not in bridge.items()
-    assert f"client#{never}" not in bridge.items()
+    assert f"client#{never}" not in bridge.items() and f"client#{recent}" in bridge.items()
     (emf,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
-    assert emf["RegisteredClients"] == 2
+    assert emf["RegisteredClients"] == 1
     assert emf["_aws"]["CloudWatchMetrics"] == [
         {
             "Namespace": "serverless-mcp-tasks",
@@ -538,12 +917,37 @@ def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(
     assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 2
 
 
+def test_cleanup_removes_the_app_clients_of_an_earlier_version_which_list_the_clients_redirect_uris(
+    bridge: BridgeUnderTest,
+) -> None:
+    app = bridge.cognito_idp.create_user_pool_client(
+        UserPoolId=bridge.pool, ClientName="legacy", CallbackURLs=[CALLBACK], AllowedOAuthFlows=["code"]
+    )["UserPoolClient"]["ClientId"]
+    now = str(int(bridge.clock()))
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={
+            "pk": {"S": f"client#{app}"},
+            "client": {"S": app},
+            "redirectUris": {"L": [{"S": CALLBACK}]},
+            "createdAt": {"N": now},
+            "lastUsedAt": {"N": str(int(now) + 5)},
+            "exchangedAt": {"N": now},
+        },
+    )
+    refused = bridge.authorize(app)
+    assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (400, "invalid_client")
+    assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 1
+    assert bridge.app_clients() == {} and f"client#{app}" not in bridge.items()
+
+
 def test_the_metadata_names_both_registration_methods_and_says_metadata_documents_are_preferred(
     bridge: BridgeUnderTest,
 ) -> None:
     document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
     assert document["client_id_metadata_document_supported"] is True
     assert document["registration_endpoint"] == "http://127.0.0.1:3000/oauth2/register"
+    assert document["revocation_endpoint"] == "http://127.0.0.1:3000/oauth2/revoke"
     assert document["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert document["registration_note"] == (
         "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
@@ -552,11 +956,11 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
 
 
 def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: BridgeUnderTest) -> None:
-    client_id = json.loads(bridge.register()["body"])["client_id"]
+    client_id = bridge.client()
     for resource in ("HTTP://127.0.0.1:3000/mcp/", "http://127.0.0.1:3000/mcp"):
         assert bridge.authorize(client_id, resource=resource)["statusCode"] == 200
     refused = bridge.authorize(client_id, resource="https://127.0.0.1:3000/mcp")
-    assert parse_qs(urlsplit(refused["headers"]["location"]).query)["error"] == ["invalid_target"]
+    assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (400, "invalid_target")
 
 
 def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito_is_never_sent_that_scope(
@@ -574,7 +978,7 @@ def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito
 
 
 def test_a_client_removed_by_cleanup_gets_401_invalid_client_and_registers_again(bridge: BridgeUnderTest) -> None:
-    client_id = json.loads(bridge.register()["body"])["client_id"]
+    client_id = bridge.client()
     bridge.clock.advance(3600)  # never exchanged a token: removed by the next cleanup
     assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 1
     refresh = {"grant_type": "refresh_token", "refresh_token": "rt", "client_id": client_id}
@@ -717,3 +1121,46 @@ def test_concurrent_takes_from_one_bucket_never_give_out_more_than_its_burst(bri
     assert sorted(waits) == [0] * 11 + [360]  # conditional writes: a lost race reads again
     bucket = bridge.items()["rate#source#office"]
     assert (bucket["milliTokens"]["N"], bucket["takenAtMs"]["N"]) == ("0", str(1_900_000_000_000))
+    assert bridge.authorize(bridge.client())["statusCode"] == 200
+
+
+# ---- the proxy shape (issue 29): Cognito only ever redirects to the bridge --------------------------
+
+
+def test_no_cognito_app_client_ever_lists_an_mcp_clients_redirect_uri(bridge: BridgeUnderTest) -> None:
+    limited(bridge)
+    registered = json.loads(bridge.register(redirect_uris=[CALLBACK, "https://attacker.example/cb"])["body"])
+    assert bridge.approve(registered["client_id"])["statusCode"] == 302
+    url = bridge.serve_document("/proxy-shape.json", [CALLBACK])
+    assert bridge.approve(url)["statusCode"] == 302
+    clients = bridge.app_clients()
+    assert len(clients) == 2
+    assert {tuple(c["CallbackURLs"]) for c in clients.values()} == {(BRIDGE_CALLBACK,)}
+
+
+def test_opening_the_authorize_link_of_a_metadata_document_registers_nothing(bridge: BridgeUnderTest) -> None:
+    url = bridge.serve_document("/img-tag.json", [CALLBACK])
+    page = bridge.authorize(url)
+    assert page["statusCode"] == 200
+    assert bridge.app_clients() == {}
+    assert metadata_url_key(url) not in bridge.items()
+    assert "meta#clients" not in bridge.items() or bridge.items()["meta#clients"]["active"]["N"] == "0"
+
+
+@pytest.mark.parametrize(
+    ("params", "error"),
+    [
+        ({"code_challenge_method": "plain"}, "invalid_request"),
+        ({"response_type": "token"}, "unsupported_response_type"),
+        ({"scope": "mcp/invoke admin"}, "invalid_scope"),
+        ({"resource": "https://other.example.com/mcp"}, "invalid_target"),
+    ],
+    ids=["plain-pkce", "implicit", "unknown-scope", "other-resource"],
+)
+def test_an_error_before_the_person_acted_is_answered_here_and_never_redirects(
+    bridge: BridgeUnderTest, params: dict[str, str], error: str
+) -> None:
+    client_id = json.loads(bridge.register(redirect_uris=["https://attacker.example/cb"])["body"])["client_id"]
+    answer = bridge.authorize(client_id, redirect_uri="https://attacker.example/cb", **params)
+    assert "location" not in answer["headers"]
+    assert (answer["statusCode"], json.loads(answer["body"])["error"]) == (400, error)

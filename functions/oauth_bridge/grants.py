@@ -1,0 +1,325 @@
+"""What the sign-in keeps on the server, in the registrations table (conditional writes only).
+
+- `pending#<id>`: an approved sign-in on its way through Cognito (the `state` Cognito carries is the id):
+  the MCP client, its redirect URI, its PKCE challenge and `state`, the resource and scopes, the bridge's
+  own PKCE verifier for Cognito, and a digest of the cookie of the browser that approved. Taken (deleted)
+  once, at the callback; `FLOW_SECONDS` to live.
+- `code#<sha256>`: a code the bridge minted for an MCP client at the callback: bound to that record and
+  the tokens Cognito issued; taken once at `/oauth2/token`; `CODE_SECONDS` to live.
+- `approval#<subject>#<client key>`: a person's approval of a client for some scopes, until it expires,
+  with the digests of the refresh tokens issued under it (revoked with it).
+- `refresh#<sha256>`: a refresh token the bridge handed out: whose, for which client; the token itself,
+  to revoke it at Cognito. A refresh is forwarded only while this row and its approval exist.
+- `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Final
+
+from mcp_runtime._aws import AwsCaller
+
+from .aws import ConditionFailed, _aws
+
+PENDING_PREFIX: Final = "pending#"
+CODE_PREFIX: Final = "code#"
+APPROVAL_PREFIX: Final = "approval#"
+REFRESH_PREFIX: Final = "refresh#"
+SIGNING_KEYS: Final = "meta#signing-keys"
+LEGACY_SIGNING_KEY: Final = "meta#signing-key"
+CONSOLE_CLIENT: Final = "meta#console-client"
+FLOW_SECONDS: Final = 600
+CODE_SECONDS: Final = 120
+MAX_SIGNING_KEYS: Final = 3
+MAX_REFRESH_PER_APPROVAL: Final = 20
+
+
+def digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+@dataclass(frozen=True, slots=True)
+class Pending:
+    """An approved sign-in between the consent POST (or a standing approval) and the callback."""
+
+    kind: str  # "consent" (approved on the page), "standing" (an approval on record), "console" (the approvals page)
+    client_key: str
+    client_id: str
+    redirect_uri: str
+    code_challenge: str
+    state: str | None
+    resource: str
+    scopes: tuple[str, ...]
+    verifier: str  # PKCE between the bridge and Cognito
+    browser: str  # digest of the flow cookie of the browser that approved
+    expires_at: int
+    person: str | None = None  # a standing approval's subject: the person who must sign in
+    nonce: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedCode:
+    client_key: str
+    redirect_uri: str
+    code_challenge: str
+    resource: str
+    scopes: tuple[str, ...]
+    subject: str
+    tokens: dict[str, Any]
+    expires_at: int
+
+
+@dataclass(frozen=True, slots=True)
+class Approval:
+    subject: str
+    client_key: str
+    client_id: str
+    client_name: str
+    scopes: tuple[str, ...]
+    approved_at: int
+    expires_at: int
+    # Made when the person first approves; refresh tokens carry it, so a revoked and approved-again
+    # client's old refresh tokens stay refused.
+    grant: str
+    refresh: tuple[str, ...] = ()
+    revision: int = 0
+
+    def covers(self, scopes: tuple[str, ...], now: float) -> bool:
+        return self.expires_at > now and set(scopes) <= set(self.scopes)
+
+
+@dataclass(frozen=True, slots=True)
+class RefreshRecord:
+    subject: str
+    client_key: str
+    grant: str
+    token: str = field(repr=False)
+
+
+def _approval_key(subject: str, client_key: str) -> str:
+    return f"{APPROVAL_PREFIX}{subject}#{client_key}"
+
+
+class GrantStore:
+    def __init__(
+        self,
+        table: str,
+        endpoint_url: str | None = None,
+        clock: Callable[[], float] = time.time,
+        client: Any | None = None,
+    ) -> None:
+        self.table = table
+        self.dynamodb = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
+        self.clock = clock
+
+    # ---- single-use records ---------------------------------------------------------------------
+    def _put_new(self, key: str, document: dict[str, Any], expires_at: int, **extra: dict[str, Any]) -> None:
+        item = {
+            "pk": {"S": key},
+            "doc": {"S": json.dumps(document, separators=(",", ":"))},
+            "expiresAt": {"N": str(expires_at)},
+            **extra,
+        }
+        _aws(
+            lambda: self.dynamodb.call(
+                "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        )
+
+    def _take(self, key: str) -> dict[str, Any] | None:
+        """Delete a record and answer what it held; None if it is gone (taken already) or expired."""
+        try:
+            old = _aws(
+                lambda: self.dynamodb.call(
+                    "delete_item",
+                    TableName=self.table,
+                    Key={"pk": {"S": key}},
+                    ConditionExpression="attribute_exists(pk)",
+                    ReturnValues="ALL_OLD",
+                )
+            ).get("Attributes")
+        except ConditionFailed:
+            return None
+        if not old or int(old["expiresAt"]["N"]) <= self.clock():
+            return None
+        document: dict[str, Any] = json.loads(old["doc"]["S"])
+        return document
+
+    def put_pending(self, flow_id: str, pending: Pending) -> None:
+        self._put_new(PENDING_PREFIX + digest(flow_id), asdict(pending), pending.expires_at)
+
+    def take_pending(self, flow_id: str) -> Pending | None:
+        found = self._take(PENDING_PREFIX + digest(flow_id))
+        if found is None:
+            return None
+        return Pending(**{**found, "scopes": tuple(found["scopes"])})
+
+    def put_code(self, code: str, issued: IssuedCode) -> None:
+        self._put_new(CODE_PREFIX + digest(code), asdict(issued), issued.expires_at)
+
+    def take_code(self, code: str) -> IssuedCode | None:
+        found = self._take(CODE_PREFIX + digest(code))
+        if found is None:
+            return None
+        return IssuedCode(**{**found, "scopes": tuple(found["scopes"])})
+
+    # ---- approvals ------------------------------------------------------------------------------
+    def approval(self, subject: str, client_key: str) -> Approval | None:
+        item = _aws(
+            lambda: self.dynamodb.call(
+                "get_item",
+                TableName=self.table,
+                Key={"pk": {"S": _approval_key(subject, client_key)}},
+                ConsistentRead=True,
+            )
+        ).get("Item")
+        return _approval(item) if item else None
+
+    def save_approval(self, approval: Approval) -> None:
+        """Write an approval read at `approval.revision` (0: none was); ConditionFailed if it changed since."""
+        document = asdict(approval)
+        revision = document.pop("revision")
+        item = {
+            "pk": {"S": _approval_key(approval.subject, approval.client_key)},
+            "doc": {"S": json.dumps(document, separators=(",", ":"))},
+            "clientKey": {"S": approval.client_key},
+            "revision": {"N": str(revision + 1)},
+            "expiresAt": {"N": str(approval.expires_at)},
+        }
+        condition = "attribute_not_exists(pk)" if revision == 0 else "revision = :seen"
+        values: dict[str, Any] = {} if revision == 0 else {"ExpressionAttributeValues": {":seen": {"N": str(revision)}}}
+        _aws(
+            lambda: self.dynamodb.call(
+                "put_item", TableName=self.table, Item=item, ConditionExpression=condition, **values
+            )
+        )
+
+    def remove_approval(self, approval: Approval) -> None:
+        """ConditionFailed if it changed (or went) since it was read."""
+        _aws(
+            lambda: self.dynamodb.call(
+                "delete_item",
+                TableName=self.table,
+                Key={"pk": {"S": _approval_key(approval.subject, approval.client_key)}},
+                ConditionExpression="revision = :seen",
+                ExpressionAttributeValues={":seen": {"N": str(approval.revision)}},
+            )
+        )
+
+    def approvals_of(self, subject: str) -> list[Approval]:
+        return list(self._scan("begins_with(pk, :prefix)", {":prefix": {"S": f"{APPROVAL_PREFIX}{subject}#"}}))
+
+    def approvals_for(self, client_key: str) -> list[Approval]:
+        return list(
+            self._scan(
+                "begins_with(pk, :prefix) AND clientKey = :client",
+                {":prefix": {"S": APPROVAL_PREFIX}, ":client": {"S": client_key}},
+            )
+        )
+
+    def _scan(self, condition: str, values: dict[str, Any]) -> Iterator[Approval]:
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": condition,
+            "ExpressionAttributeValues": values,
+            "ConsistentRead": True,
+        }
+        while True:
+            page = _aws(lambda: self.dynamodb.call("scan", **query))
+            for item in page.get("Items", []):
+                yield _approval(item)
+            if "LastEvaluatedKey" not in page:
+                return
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    # ---- refresh tokens -------------------------------------------------------------------------
+    def put_refresh(self, token: str, record: RefreshRecord, expires_at: int) -> None:
+        try:
+            self._put_new(REFRESH_PREFIX + digest(token), asdict(record), expires_at)
+        except ConditionFailed:
+            return  # recorded already (Cognito answered a refresh with the same token)
+
+    def refresh(self, token: str) -> RefreshRecord | None:
+        item = _aws(
+            lambda: self.dynamodb.call(
+                "get_item", TableName=self.table, Key={"pk": {"S": REFRESH_PREFIX + digest(token)}}, ConsistentRead=True
+            )
+        ).get("Item")
+        if not item or int(item["expiresAt"]["N"]) <= self.clock():
+            return None
+        return RefreshRecord(**json.loads(item["doc"]["S"]))
+
+    def take_refresh(self, token_digest: str) -> RefreshRecord | None:
+        found = self._take(REFRESH_PREFIX + token_digest)
+        return RefreshRecord(**found) if found is not None else None
+
+    # ---- signing keys ---------------------------------------------------------------------------
+    def signing_keys(self) -> tuple[bytes, ...]:
+        """The keys, newest first: made on first use (from the one key of earlier versions, if any)."""
+        item = self._get(SIGNING_KEYS)
+        if item:
+            return tuple(bytes(value["B"]) for value in item["keys"]["L"])
+        legacy = self._get(LEGACY_SIGNING_KEY)
+        keys = (bytes(legacy["key"]["B"]),) if legacy else (secrets.token_bytes(32),)
+        try:
+            self._put_keys(keys, None)
+        except ConditionFailed:
+            return self.signing_keys()  # another container made them first
+        return keys
+
+    def rotate_signing_keys(self) -> int:
+        """A new key signs from now on; the older ones still verify (at most `MAX_SIGNING_KEYS` kept)."""
+        current = self.signing_keys()
+        keys = (secrets.token_bytes(32), *current)[:MAX_SIGNING_KEYS]
+        self._put_keys(keys, current[0])
+        return len(keys)
+
+    def _put_keys(self, keys: tuple[bytes, ...], newest: bytes | None) -> None:
+        item = {"pk": {"S": SIGNING_KEYS}, "keys": {"L": [{"B": key} for key in keys]}, "newest": {"B": keys[0]}}
+        if newest is None:
+            condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            condition = {"ConditionExpression": "newest = :seen", "ExpressionAttributeValues": {":seen": {"B": newest}}}
+        _aws(lambda: self.dynamodb.call("put_item", TableName=self.table, Item=item, **condition))
+
+    def _get(self, key: str) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = _aws(
+            lambda: self.dynamodb.call("get_item", TableName=self.table, Key={"pk": {"S": key}}, ConsistentRead=True)
+        ).get("Item")
+        return found
+
+    # ---- the approvals page's own app client ----------------------------------------------------
+    def console_client(self) -> tuple[str, str] | None:
+        item = self._get(CONSOLE_CLIENT)
+        return (item["client"]["S"], item["secret"]["S"]) if item else None
+
+    def save_console_client(self, client_id: str, client_secret: str) -> None:
+        """ConditionFailed if another container saved one first."""
+        item = {"pk": {"S": CONSOLE_CLIENT}, "client": {"S": client_id}, "secret": {"S": client_secret}}
+        _aws(
+            lambda: self.dynamodb.call(
+                "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
+            )
+        )
+
+
+def _approval(item: dict[str, Any]) -> Approval:
+    document = json.loads(item["doc"]["S"])
+    return Approval(
+        **{
+            **document,
+            "scopes": tuple(document["scopes"]),
+            "refresh": tuple(document.get("refresh", ())),
+            "revision": int(item["revision"]["N"]),
+        }
+    )

@@ -1,0 +1,95 @@
+"""`make revoke-client` and `make rotate-signing-keys`: the OAuth bridge's operator commands (auth=cognito).
+
+Each invokes the bridge's function with an action of its own, as the cleanup schedule does:
+
+- `revoke-client CLIENT=<client_id>`: every person's approval of that client goes, with the refresh tokens
+  issued under it (refused by the bridge from now on, and revoked at Cognito); each person is asked again
+  on the client's next sign-in. Access tokens already issued run out on their own (`accessTokenMinutes`).
+- `rotate-signing-keys`: a new key signs the consent forms and the person cookie from now on; the previous
+  two still verify, so nothing in flight breaks. Run it twice to retire a leaked key at once.
+
+    make revoke-client CLIENT=3f9c...                         # the local stack `make run` started
+    make revoke-client CLIENT=https://app.example/client.json STACK=ServerlessMcpTasks
+    make rotate-signing-keys STACK=ServerlessMcpTasks          # boto3's default credentials
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # local_stack, for the local state
+
+BRIDGE_PREFIX: Final = "OAuthBridge"
+
+
+def local_target(port: int | None) -> tuple[Any, str]:
+    """The running local stack's Lambda client (as its administrator) and the bridge's function name."""
+    import boto3
+    from local_stack.sam_env import local_state
+
+    state = local_state(port)
+    admin = state["administrator"]
+    session = boto3.session.Session(
+        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
+        region_name="us-east-1",
+    )
+    names = [f["name"] for lid, f in state["functions"].items() if lid.startswith(BRIDGE_PREFIX)]
+    if not names:
+        raise SystemExit("this stack has no OAuth bridge (auth=cognito only)")
+    return session.client("lambda", endpoint_url=state["awsEndpoint"]), names[0]
+
+
+def deployed_target(stack_name: str) -> tuple[Any, str]:
+    import boto3
+
+    session = boto3.session.Session()
+    resources = session.client("cloudformation").describe_stack_resources(StackName=stack_name)["StackResources"]
+    names = [
+        r["PhysicalResourceId"]
+        for r in resources
+        if r["ResourceType"] == "AWS::Lambda::Function" and r["LogicalResourceId"].startswith(BRIDGE_PREFIX)
+    ]
+    if not names:
+        raise SystemExit(f"{stack_name} has no OAuth bridge (auth=cognito only)")
+    return session.client("lambda"), names[0]
+
+
+def invoke(lambda_: Any, function: str, action: dict[str, str]) -> dict[str, Any]:
+    answer = lambda_.invoke(FunctionName=function, Payload=json.dumps(action).encode())
+    result: dict[str, Any] = json.loads(answer["Payload"].read())
+    if answer.get("FunctionError"):
+        raise SystemExit(f"the bridge failed: {result}")
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["revoke-client", "rotate-signing-keys"])
+    parser.add_argument("--client", help="the client_id to revoke (revoke-client)")
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--stack", help="a deployed stack's name")
+    where.add_argument("--port", type=int, help="the local stack's port (default: the newest)")
+    args = parser.parse_args(argv)
+    lambda_, function = deployed_target(args.stack) if args.stack else local_target(args.port)
+    if args.command == "revoke-client":
+        if not args.client:
+            parser.error("revoke-client needs --client (CLIENT=... with make)")
+        result = invoke(lambda_, function, {"action": "revoke-client", "clientId": args.client})
+        if "error" in result:
+            print(f"not revoked: {result['error']}", file=sys.stderr)
+            return 1
+        print(f"revoked {result['revokedApprovals']} approvals of {args.client} and their refresh tokens")
+    else:
+        result = invoke(lambda_, function, {"action": "rotate-signing-keys"})
+        print(f"a new signing key signs from now on; {result['signingKeys']} keys verify")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
