@@ -200,7 +200,7 @@ def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: floa
 # test first asks for it by its fixture name, and stops it after the last test that uses it), and the
 # modules that use each: they run one after another on one xdist worker. A module that needs another
 # configuration starts its own with `local_stack_process`.
-SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5}
+SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5, "apiTimeoutSeconds": 8}
 
 
 @dataclass(frozen=True)
@@ -235,9 +235,13 @@ SHARED_STACKS: dict[str, SharedStack] = {
             "tests/e2e/test_tasks_conformance.py",
         ),
     ),
-    # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; both fixture sets.
+    # A 5 s worker and 8 s API timeout, short enough to test, long enough for the ordinary tools; both fixture sets.
     "short_timeout_stack": SharedStack(
         {"fixtures": "conformance,lifecycle", "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps(SHORT_TIMEOUT_CONTEXT)}},
-        ("tests/local_stack/test_task_lifecycle.py", "tests/local_stack/test_operator_view.py"),
+        (
+            "tests/local_stack/test_inline_deadline.py",
+            "tests/local_stack/test_task_lifecycle.py",
+            "tests/local_stack/test_operator_view.py",
+        ),
     ),
 }

@@ -171,6 +171,16 @@ def test_removal_policy_comes_from_context(synth: Any) -> None:
 
 
 # ---- functions ----------------------------------------------------------------------------------
+def test_the_api_function_times_out_before_the_http_api_gives_up_at_30_s_or_at_api_timeout_seconds(
+    synth: Any, default_stack: Synthesized
+) -> None:
+    api = {"Handler": "app.handlers.api_handler"}
+    default_stack.template.has_resource_properties("AWS::Lambda::Function", {**api, "Timeout": 29})
+    synth(apiTimeoutSeconds=8).template.has_resource_properties("AWS::Lambda::Function", {**api, "Timeout": 8})
+    with pytest.raises(ValueError, match=re.escape("context 'apiTimeoutSeconds' must be between 3 and 29, got 30")):
+        synth(apiTimeoutSeconds=30)
+
+
 @pytest.mark.parametrize(
     ("construct", "handler"),
     [
@@ -807,7 +817,10 @@ def test_function_url_is_optional_and_iam_only(synth: Any) -> None:
         ),
         ({"logRetentionDays": "a month"}, "context 'logRetentionDays' must be a whole number between 1 and 3653"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
-        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, auth, "),
+        (
+            {"workerTimeout": "60"},
+            "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, apiTimeoutSeconds, auth, ",
+        ),
     ],
 )
 def test_bad_context_stops_the_synth_with_a_clear_message(synth: Any, context: dict[str, str], message: str) -> None:
