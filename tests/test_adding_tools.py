@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO
+from tests.support import REPO, copy_project
 
 PLAIN_TOOL = '''"""Greet someone: a plain call, as count_words is."""
 
@@ -51,27 +51,11 @@ def readme_block(marker: str) -> str:
 
 @pytest.fixture
 def project_with_three_more_tools(tmp_path: Path) -> Path:
-    target = tmp_path / "project"
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
-    for name in filter(None, files.split("\0")):
-        if (REPO / name).is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, target / name)
-    for installed in (".venv", "node_modules", ".tools"):
-        if (REPO / installed).exists():
-            (target / installed).symlink_to((REPO / installed).resolve())
+    target = copy_project(tmp_path / "project")
     # mypy's cache from this checkout's `make lint` (run before the tests): the copy's lint checks
     # what changed, as a team's second `make lint` does.
     if (REPO / ".mypy_cache").is_dir():
         shutil.copytree(REPO / ".mypy_cache", target / ".mypy_cache", symlinks=True)
-    # Likewise the synthesized templates: a tool is not among their inputs (local_stack.synth), so the
-    # copy's would be these, made again by the CDK.
-    synthesized = REPO / "build" / "local-stack" / "synth"
-    if synthesized.is_dir():
-        shutil.copytree(synthesized, target / "build" / "local-stack" / "synth", symlinks=True)
-    # The installs are the repository's: make must not see the copied pins as newer and reinstall.
-    for pins in ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json"):
-        os.utime(target / pins, (0, 0))
     tools = target / "functions" / "tools"
     (tools / "greet.py").write_text(PLAIN_TOOL, encoding="utf-8")
     (tools / "export_dataset.py").write_text(readme_block("walkthrough"), encoding="utf-8")
