@@ -93,6 +93,9 @@ MAX_TOKEN_WAIT_SECONDS: Final = ONE_YEAR_SECONDS  # AWS quota: the longest task 
 
 # ---- the 2025 leg's streams ---------------------------------------------------------------------
 MAX_KEPT_STREAM_EVENTS: Final = 32  # our choice: events kept for a resumed stream (`Last-Event-ID`)
+# A task's latest `ctx.log` lines, kept on its item for a 2025 client that follows it on a stream.
+MAX_KEPT_TASK_LOG_LINES: Final = 16  # our choice: what one relay sends at most
+MAX_TASK_LOG_LINE_BYTES: Final = 512  # our choice: a longer line's data is kept as its text, cut
 
 
 def encoded_size(value: Any) -> int:

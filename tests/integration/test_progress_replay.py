@@ -7,18 +7,26 @@ with the deployed throttling made certain (one write a minute)."""
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+import time
 from functools import partial
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from mcp_runtime import ToolContext, ToolMode, tool
+from mcp_runtime import ToolContext, ToolMode, tool, wire
+from mcp_runtime.legacy._leg import LegacyLeg
+from mcp_runtime.legacy._store import DynamoLegacyStore
+from mcp_runtime.sealing import StateSealer
+from mcp_runtime.server import McpServer
 from mcp_runtime.tasks.models import COMPLETED, TERMINAL_STATUSES
 from mcp_runtime.tasks.store import DynamoTaskStore
-from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+from mcp_runtime.transport import HttpRequest, McpHttpTransport
+from tests.integration.task_harness import ALICE, TaskEnvironment, request_context, wait_until
+from tests.unit.conftest import TEST_KEY, make_settings
 
 SHARDS = 4
 # What the tool saw of its own task at the start of each shard's work: (shard, statusMessage).
@@ -110,3 +118,44 @@ def test_ctx_log_inside_a_task_goes_to_the_functions_log_with_the_task_id_and_re
     assert {(line.task_id, line.tool, line.levelname, line.level_mcp) for line in lines} == {  # type: ignore[attr-defined]
         (task_id, "sharded", "INFO", "info")
     }
+
+
+# ---- a 2025 client following the task on its event stream gets the log lines as notifications ---------------------
+def sse_messages(body: str) -> list[dict[str, Any]]:
+    return [json.loads(line[len("data: ") :]) for line in body.splitlines() if line.startswith("data: {")]
+
+
+def test_a_2025_client_following_a_task_on_its_stream_gets_its_log_lines_as_notifications_once(
+    env: TaskEnvironment,
+) -> None:
+    settings = make_settings(MCP_LEGACY_STREAM_WAIT_SECONDS="1")
+    server = McpServer(settings, StateSealer([TEST_KEY]), tools=env.tools, tasks=env.service())
+    leg = LegacyLeg(server, DynamoLegacyStore(env.resources.table_name, env.dynamodb), wait_seconds=1.0)
+    transport = McpHttpTransport(server, legacy=leg)
+    headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+    def send(method: str, body: dict[str, Any] | None, extra: dict[str, str]) -> Any:
+        raw = b"" if body is None else json.dumps({"jsonrpc": "2.0", **body}).encode()
+        return transport.handle(HttpRequest(method, "/mcp", {**headers, **extra}, raw, ALICE))
+
+    init = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t"}}
+    session = {
+        wire.HEADER_SESSION_ID: send("POST", {"id": 1, "method": "initialize", "params": init}, {}).headers[
+            wire.HEADER_SESSION_ID
+        ]
+    }
+    assert send("POST", {"id": 2, "method": "logging/setLevel", "params": {"level": "info"}}, session).status == 200
+    call = {"name": "sharded", "arguments": {}, "_meta": {"progressToken": "p"}}
+    opened = send("POST", {"id": 3, "method": "tools/call", "params": call}, session)
+    received = sse_messages(opened.body)
+    last_event = [line for line in opened.body.splitlines() if line.startswith("id: ")][-1][len("id: ") :]
+    deadline = time.monotonic() + 60
+    while not any(message.get("id") == 3 for message in received) and time.monotonic() < deadline:
+        resumed = send("GET", None, {**session, wire.HEADER_LAST_EVENT_ID: last_event})
+        received += sse_messages(resumed.body)
+        last_event = [line for line in resumed.body.splitlines() if line.startswith("id: ")][-1][len("id: ") :]
+
+    logged = [m["params"] for m in received if m.get("method") == wire.NOTIFICATION_MESSAGE]
+    assert logged == [{"level": "info", "data": {"shard": shard}, "logger": "sharded"} for shard in range(SHARDS)]
+    (result,) = [m["result"] for m in received if m.get("id") == 3]
+    assert result["content"] == [{"type": "text", "text": "all shards"}]

@@ -45,9 +45,11 @@ from ..limits import (
     MAX_ANSWER_BYTES,
     MAX_INLINE_RESULT_BYTES,
     MAX_INPUT_REQUESTS_BYTES,
+    MAX_KEPT_TASK_LOG_LINES,
     MAX_RESULT_BYTES,
     MAX_SCRATCH_BYTES,
     MAX_SETTLE_RESULT_BYTES,
+    MAX_TASK_LOG_LINE_BYTES,
     MAX_TOKEN_WAIT_SECONDS,
     answer_size,
     encoded_size,
@@ -57,6 +59,7 @@ from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from ..wire import (
+    LEGACY_PROTOCOL_VERSIONS,
     OUTCOME_AWAITING,
     OUTCOME_CALLBACK,
     OUTCOME_COMPLETED,
@@ -215,12 +218,31 @@ class ProgressReporter:
 
 class TaskLog:
     """`ctx.log` inside a task: each line goes to the function's log (structured, with the task id and
-    the tool), marked `replayed` when the run replays what an earlier run logged already."""
+    the tool), marked `replayed` when the run replays what an earlier run logged already. For a client
+    that follows the task on a 2025 event stream (`keep`), new lines are also kept on the task item (the
+    latest few, written at most once per interval and before the invocation ends), and the stream
+    relays them as `notifications/message`."""
 
-    def __init__(self, task_id: str, tool_name: str, durable: DurableRun) -> None:
-        self._task_id = task_id
-        self._tool_name = tool_name
+    def __init__(
+        self,
+        store: TaskStore,
+        record: TaskRecord,
+        durable: DurableRun,
+        *,
+        keep: bool,
+        min_interval_seconds: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._task_id = record.task_id
+        self._tool_name = record.tool_name
         self._durable = durable
+        self._keep = keep
+        self._lines = list(record.log_lines)
+        self._unwritten = False
+        self._min_interval = min_interval_seconds
+        self._clock = clock
+        self._last_write: float | None = None
 
     def __call__(self, level: str, data: Any) -> None:
         number = TOOL_LOG_LEVELS.get(level, logging.INFO)
@@ -228,6 +250,28 @@ class TaskLog:
         if self._durable.replaying:
             extra["replayed"] = True
         tool_log.log(number, "tool %s: %s", self._tool_name, _readable(data), extra=extra)
+        if not self._keep or self._durable.replaying or level not in TOOL_LOG_LEVELS:
+            return
+        seq = int(self._lines[-1]["seq"]) + 1 if self._lines else 1
+        if encoded_size(data) > MAX_TASK_LOG_LINE_BYTES:
+            data = _readable(data)[:MAX_TASK_LOG_LINE_BYTES] + "..."
+        self._lines = [*self._lines, {"seq": seq, "level": level, "data": data, "logger": self._tool_name}]
+        self._lines = self._lines[-MAX_KEPT_TASK_LOG_LINES:]
+        self._unwritten = True
+        now = self._clock()
+        if self._last_write is None or now - self._last_write >= self._min_interval:
+            self.flush()
+
+    def flush(self) -> None:
+        """Keep the lines not written yet on the task item (best effort: the log has them anyway)."""
+        if not self._unwritten:
+            return
+        self._unwritten = False
+        self._last_write = self._clock()
+        try:
+            self._store.set_log_lines(self._task_id, self._lines)
+        except (TaskConflict, TaskStoreUnavailable, TaskStoreRefused) as exc:
+            log.info("task %s: log lines not kept for its stream (%s)", self._task_id, exc)
 
 
 class TaskWorker:
@@ -316,22 +360,34 @@ class TaskWorker:
             durable=durable,
             recorded=record.progress,
         )
-        ctx = holder["ctx"] = self._tool_context(record, durable, progress)
+        task_log = TaskLog(
+            self.store,
+            record,
+            durable,
+            keep=record.client.protocol_version in LEGACY_PROTOCOL_VERSIONS,  # a 2025 client's event stream
+            min_interval_seconds=self.progress_interval_seconds,
+            clock=self._clock,
+        )
+        ctx = holder["ctx"] = self._tool_context(record, durable, progress, task_log)
         try:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
         except ToolError as exc:  # arguments that no longer validate
             result = ToolResult([text(str(exc))], is_error=True)
         except InputNeeded as needed:
+            task_log.flush()
             return self._ask(record, needed, ctx)
         except ContinueLater:
             progress.flush()
+            task_log.flush()
             return self._continue(record, ctx)
         except WaitFor as wait:
             progress.flush()
+            task_log.flush()
             return {**_outcome(OUTCOME_WAIT), "wait": {"seconds": wait.seconds}}
         except AwaitCallback as waiting:
             progress.flush()
+            task_log.flush()
             return self._callback_token_wait(record, waiting)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled while the tool ran: noticed at a write
@@ -344,6 +400,7 @@ class TaskWorker:
             log.error("task %s: tool %s raised: %s", task_id, record.tool_name, exc, exc_info=exc)
             settled = self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
             return _outcome(OUTCOME_CRASHED) if settled["outcome"] == OUTCOME_FAILED else settled
+        task_log.flush()
         return self._complete(record, result.to_wire())
 
     def _complete(self, record: TaskRecord, payload: dict[str, Any]) -> dict[str, Any]:
@@ -445,7 +502,9 @@ class TaskWorker:
         left = record.expires_at - self._wall_clock() + TOKEN_WAIT_MARGIN_SECONDS
         return max(1, min(MAX_TOKEN_WAIT_SECONDS, int(left)))
 
-    def _tool_context(self, record: TaskRecord, durable: DurableRun, progress: ProgressReporter) -> ToolContext:
+    def _tool_context(
+        self, record: TaskRecord, durable: DurableRun, progress: ProgressReporter, task_log: TaskLog
+    ) -> ToolContext:
         meta = RequestMeta(record.client.protocol_version, dict(record.client.capabilities), record.client.client_info)
         return ToolContext(
             meta,
@@ -453,7 +512,7 @@ class TaskWorker:
             answers=record.answers_by_tool_key(),
             scratch=record.scratch,
             progress=progress,
-            log=TaskLog(record.task_id, record.tool_name, durable),
+            log=task_log,
             task_id=record.task_id,
             prepared=record.prepared,
             handle_store=self.handles,
