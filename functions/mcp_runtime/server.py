@@ -292,7 +292,7 @@ class McpServer:
             and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
-        if spec.task_required and not wants_task:
+        if spec.task_support == "required" and not wants_task:
             raise MissingRequiredClientCapability(
                 f"Tool {spec.name} runs only as a task", {"extensions": {wire.TASKS_EXTENSION: {}}}
             )
@@ -319,7 +319,7 @@ class McpServer:
                 return self.tasks.create(spec, arguments, ctx, prepared)
             if spec.prepare is not None:
                 tool_ctx.prepared = spec.prepare(args, tool_ctx)
-            if spec.mode is ToolMode.TASK:
+            if spec.task_support == "optional":  # a task tool this client cannot follow as a task
                 return _run_inline(spec, args, tool_ctx).to_wire()
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:

@@ -19,10 +19,10 @@ from mcp_runtime.context import Principal
 from mcp_runtime.legacy import build_legacy_leg
 from mcp_runtime.limits import INLINE_TASK_MARGIN_SECONDS
 from mcp_runtime.server import INLINE_TASK_TIMED_OUT
-from mcp_runtime.tools import ToolContext, ToolMode, tool
+from mcp_runtime.tools import ToolContext, ToolMode, task_flags, tool
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
 from tests.unit.conftest import error_of, make_server, make_settings, result_of
-from tests.unit.test_tool_authoring import client_for, module_with
+from tests.unit.test_tool_authoring import client_for, module_with, spec_of
 
 # The invocation's remaining time each call gets: the tool's deadline is this less the answer's reserve
 # and the inline margin, half a second.
@@ -193,3 +193,31 @@ def test_a_2025_client_without_event_streams_gets_the_inline_deadline_tool_error
         "content": [{"type": "text", "text": INLINE_TASK_TIMED_OUT}],
         "isError": True,
     }
+
+
+# ---- the one place a tool's task support is stated, for FastMCP's `task=` ----------------------------------------
+@pytest.mark.parametrize(
+    ("task", "flags", "support"),
+    [
+        (True, (True, False), "optional"),
+        ("optional", (True, False), "optional"),
+        ("required", (True, True), "required"),
+        (False, (False, False), "forbidden"),
+    ],
+)
+def test_fastmcps_task_argument_maps_onto_mode_and_task_required(
+    task: bool | str, flags: tuple[bool, bool], support: str
+) -> None:
+    assert task_flags(task) == flags
+    is_task, required = flags
+
+    @tool(description="T.", mode=ToolMode.TASK if is_task else ToolMode.PLAIN, task_required=required)
+    def mapped(args: None, ctx: ToolContext) -> str:
+        return "t"
+
+    assert spec_of(mapped).task_support == support
+
+
+def test_an_unknown_task_argument_is_refused_naming_the_allowed_values() -> None:
+    with pytest.raises(ValueError, match=r"task= takes True, False, 'optional' or 'required', not 'sometimes'"):
+        task_flags("sometimes")
