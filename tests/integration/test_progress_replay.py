@@ -20,13 +20,13 @@ from pydantic import BaseModel
 from mcp_runtime import ToolContext, ToolMode, tool, wire
 from mcp_runtime.legacy._leg import LegacyLeg
 from mcp_runtime.legacy._store import DynamoLegacyStore
-from mcp_runtime.sealing import StateSealer
+from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer
+from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.models import COMPLETED, TERMINAL_STATUSES
 from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
 from tests.integration.task_harness import ALICE, TaskEnvironment, request_context, wait_until
-from tests.unit.conftest import TEST_KEY, make_settings
 
 SHARDS = 4
 # What the tool saw of its own task at the start of each shard's work: (shard, statusMessage).
@@ -128,8 +128,9 @@ def sse_messages(body: str) -> list[dict[str, Any]]:
 def test_a_2025_client_following_a_task_on_its_stream_gets_its_log_lines_as_notifications_once(
     env: TaskEnvironment,
 ) -> None:
-    settings = make_settings(MCP_LEGACY_STREAM_WAIT_SECONDS="1")
-    server = McpServer(settings, StateSealer([TEST_KEY]), tools=env.tools, tasks=env.service())
+    settings = Settings.model_validate({"MCP_STATE_KEY": "integration-only-requestState-key-0123456789"})
+    sealer = StateSealer([SealingKey("k1", b"integration-test-sealing-key-0123456789")])
+    server = McpServer(settings, sealer, tools=env.tools, tasks=env.service())
     leg = LegacyLeg(server, DynamoLegacyStore(env.resources.table_name, env.dynamodb), wait_seconds=1.0)
     transport = McpHttpTransport(server, legacy=leg)
     headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
