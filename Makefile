@@ -63,10 +63,12 @@ node_modules/.installed: package.json package-lock.json
 # Tasks and handles are kept across restarts in LOCAL_STATE_DIR; FRESH=1 starts clean.
 LOCAL_DEFAULT_USER ?= developer
 LOCAL_STATE_DIR ?= $(CURDIR)/build/local-stack/state
+# An edit under functions/ restarts the functions on the edited code (LOCAL_RELOAD=0: never).
+LOCAL_RELOAD ?= 1
 run: install
 	$(if $(FRESH),rm -rf "$(LOCAL_STATE_DIR)")
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" PORT=$(PORT) LOCAL_DEFAULT_USER=$(LOCAL_DEFAULT_USER) \
-		LOCAL_STATE_DIR="$(LOCAL_STATE_DIR)" $(PY) -m local_stack
+		LOCAL_STATE_DIR="$(LOCAL_STATE_DIR)" LOCAL_RELOAD=$(LOCAL_RELOAD) $(PY) -m local_stack
 
 # The template and its assets in cdk.out/, as `cdk deploy` builds them (offline, no AWS credentials):
 # what `sam local invoke -t cdk.out/<stack>.template.json` reads (README: "Try a function with SAM").

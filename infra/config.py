@@ -518,6 +518,9 @@ class DeploymentConfig:
     throttle_burst_limit: int = 100
     log_retention_days: int = 30
     api_memory_mb: int = 512
+    # The API function's timeout: at most 29 s, since the HTTP API's integration gives up at 30 s. A task
+    # tool called by a client without tasks support runs inline and ends, with a tool error, before it.
+    api_timeout_seconds: int = 29
     worker_memory_mb: int = 1024
     worker_timeout_seconds: int = 300
     # How long a task stays retrievable (its ttlMs); the payload bucket keeps objects a day longer.
@@ -593,6 +596,7 @@ class DeploymentConfig:
             throttle_burst_limit=burst,
             log_retention_days=_int(get("logRetentionDays") or 30, "logRetentionDays", 1, 3653),
             api_memory_mb=_int(get("apiMemoryMb") or 512, "apiMemoryMb", 128, 10_240),
+            api_timeout_seconds=_int(get("apiTimeoutSeconds") or 29, "apiTimeoutSeconds", 3, 29),
             worker_memory_mb=_int(get("workerMemoryMb") or 1024, "workerMemoryMb", 128, 10_240),
             worker_timeout_seconds=_int(get("workerTimeoutSeconds") or 300, "workerTimeoutSeconds", 1, 900),
             task_ttl_hours=_int(get("taskTtlHours") or 24, "taskTtlHours", 1, 24 * 365),

@@ -83,6 +83,7 @@ class McpTasksStack(Stack):
             worker_reserved_concurrency=config.concurrency.worker,
             task_ttl_hours=config.task_ttl_hours,
             api_memory_mb=config.api_memory_mb,
+            api_timeout=Duration.seconds(config.api_timeout_seconds),
             worker_memory_mb=config.worker_memory_mb,
             worker_timeout=Duration.seconds(config.worker_timeout_seconds),
             allowed_origins=config.cors_allow_origins,

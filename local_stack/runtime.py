@@ -136,6 +136,7 @@ class _Environment:
     ) -> None:
         self.spec = spec
         self.sink = sink
+        self.generation = 0  # the pool's code generation it was started on (`FunctionPool.reload`)
         self.init_error: dict[str, Any] | None = None
         self.init_ms = 0.0
         child_in, self._to_child = os.pipe()
@@ -363,6 +364,8 @@ class FunctionPool:
     limits: ConcurrencyLimits = UNLIMITED
     _idle: list[_Environment] = field(default_factory=list)
     _running: int = 0
+    # Bumped by `reload`: an environment of an earlier generation serves no further invocation.
+    _generation: int = 0
     _closed: bool = False
     _lock: threading.Condition = field(default_factory=threading.Condition)
 
@@ -381,7 +384,7 @@ class FunctionPool:
         reusable = False
         try:
             if environment is None:
-                environment = _Environment(self.spec, self.code, self.layers, self.environment, self.sink)
+                environment = self._start_environment()
             if environment.init_error is not None:
                 self.sink(
                     self.spec.name, f"INIT_REPORT Status: error\tError Type: {environment.init_error['errorType']}"
@@ -401,8 +404,25 @@ class FunctionPool:
         """Start one environment ahead of the first invocation (Lambda would on the first call)."""
         environment = self._acquire()
         if environment is None:
-            environment = _Environment(self.spec, self.code, self.layers, self.environment, self.sink)
+            environment = self._start_environment()
         self._release(environment if environment.alive else None)
+
+    def reload(self, code: FunctionCode) -> None:
+        """Serve `code` from now on: idle environments stop at once, busy ones once their invocation ends."""
+        with self._lock:
+            self.code = code
+            self.environment = {**self.environment, "LAMBDA_TASK_ROOT": str(code.task_root)}
+            self._generation += 1
+            idle, self._idle = self._idle, []
+        for environment in idle:
+            environment.kill()
+
+    def _start_environment(self) -> _Environment:
+        with self._lock:
+            code, environment_variables, generation = self.code, self.environment, self._generation
+        environment = _Environment(self.spec, code, self.layers, environment_variables, self.sink)
+        environment.generation = generation
+        return environment
 
     def _acquire(self) -> _Environment | None:
         """An idle environment, or None to start a new one; waits while the pool is full."""
@@ -421,6 +441,9 @@ class FunctionPool:
     def _release(self, environment: _Environment | None) -> None:
         with self._lock:
             self._running -= 1
+            if environment is not None and environment.generation != self._generation:
+                environment.kill()  # started on code that a reload replaced
+                environment = None
             if environment is not None and not self._closed:
                 self._idle.append(environment)
             elif environment is not None:

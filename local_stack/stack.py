@@ -25,6 +25,8 @@ JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and rest
 retry waits of about 1 and 2 minutes, and the template's rate schedules; default 1, AWS's own);
 LOCAL_DROP_STATUS_EVENTS=all|P|P@seed (lose every Step Functions status event, or each with
 probability P, as best-effort delivery may; default none). Both are read once, at start.
+LOCAL_RELOAD=1 (the Makefile's `run` sets it): an edit under functions/ runs the import check again and
+restarts every function's interpreters on the edited code (`local_stack.reload`).
 
 Sign-in (the API function validates tokens itself, as deployed):
 - AUTH=dev (default): the functions also get DEV_AUTH=1, so `Authorization: Bearer dev:<user>` is the
@@ -73,6 +75,7 @@ from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.provision import ProvisionedStack, provision
+from local_stack.reload import SourceWatcher
 from local_stack.runtime import (
     DEFAULT_ACCOUNT_CONCURRENCY,
     DEFAULT_MAX_ENVIRONMENTS,
@@ -124,6 +127,7 @@ class Options:
     # functions trust for it: the OAuth bridge sends browsers there and redeems codes there.
     cognito_login: str | None = None
     cognito_ca: str | None = None
+    reload: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] | None = None) -> Options:
@@ -153,6 +157,7 @@ class Options:
             warm_environments=int(env.get("LOCAL_WARM_ENVIRONMENTS") or 0),
             cognito_login=env.get("LOCAL_COGNITO_LOGIN") or None,
             cognito_ca=env.get("LOCAL_COGNITO_CA") or None,
+            reload=(env.get("LOCAL_RELOAD") or "").lower() in ("1", "on", "true", "yes"),
         )
 
 
@@ -227,6 +232,11 @@ class LogSink:
                 self._out.write(f"[{self._short.get(function_name, function_name)}] {shown}\n")
                 self._out.flush()
 
+    def map_sources(self, sources: Mapping[str, str]) -> None:
+        """Also read these built paths as the source files' (a reload's new asset)."""
+        with self._lock:
+            self._sources.update(sources)
+
     def close(self) -> None:
         with self._lock:
             for handle in self._files.values():
@@ -249,6 +259,7 @@ class LocalStack:
     provider: LocalAuthorizationServer | None = None
     state_dir: Path | None = None
     state_lock: IO[str] | None = None
+    watcher: SourceWatcher | None = None
 
     @property
     def url(self) -> str:
@@ -260,6 +271,8 @@ class LocalStack:
         return self.pools[logical_id].invoke(payload)
 
     def stop(self) -> None:
+        if self.watcher is not None:
+            self.watcher.stop()
         self.delivery.stop()
         self.http.shutdown()
         self.http.server_close()
@@ -419,10 +432,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         out,
         everything=options.all_logs,
         short_names={spec.name: _short_name(spec) for spec in provisioned.functions.values()},
-        sources={
-            f"{code.task_root / package}{os.sep}": f"{REPO / 'functions' / package}{os.sep}"
-            for package in SOURCE_PACKAGES
-        },
+        sources=_source_paths(code),
     )
     pools: dict[str, FunctionPool] = {}
     limits = ConcurrencyLimits(
@@ -497,6 +507,12 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         out.write(f"state: the execution of task {task_id} did not survive the restart: reported ABORTED\n")
     _describe(stack, code, options, additions, out)
     _write_state(stack, additions, credentials)
+    if options.reload:
+        stack.watcher = SourceWatcher(
+            REPO / "functions", SOURCE_PACKAGES, lambda paths: reload(stack, paths, out, options.layers)
+        )
+        stack.watcher.start()
+        out.write("reload: on (LOCAL_RELOAD): an edit under functions/ restarts the functions on the edited code\n")
     return stack
 
 
@@ -557,6 +573,43 @@ def _warm_the_endpoint(url: str, environments: int) -> None:
         thread.start()
     for thread in threads:
         thread.join()
+
+
+def _source_paths(code: FunctionCode) -> dict[str, str]:
+    """The built asset's paths of the project's packages, and the source files they come from."""
+    return {
+        f"{code.task_root / package}{os.sep}": f"{REPO / 'functions' / package}{os.sep}" for package in SOURCE_PACKAGES
+    }
+
+
+def reload(stack: LocalStack, paths: list[str], out: TextIO, layers: Sequence[Path] = ()) -> None:
+    """After an edit under functions/: the import check again, then every function on a new asset (the
+    interpreters restart); a tool that does not import leaves the previous code serving."""
+    shown = ", ".join(paths[:3]) + (f" and {len(paths) - 3} more" if len(paths) > 3 else "")
+    out.write(f"reload: {shown} changed\n")
+    out.flush()
+    started = time.monotonic()
+    try:
+        code = build_function_code()
+        built = time.monotonic()
+        check_tools_import(code, layers=layers)
+        checked = time.monotonic()
+    except StartRefused as refused:
+        out.write(f"reload: {refused}\nreload: the previous code goes on serving until the next edit\n")
+        out.flush()
+        return
+    except Exception as exc:  # the asset could not be built: say so, keep serving
+        out.write(f"reload: the functions could not be built ({exc}); the previous code goes on serving\n")
+        out.flush()
+        return
+    stack.sink.map_sources(_source_paths(code))
+    for pool in stack.pools.values():
+        pool.reload(code)  # the next invocation of each starts a fresh interpreter, as a new Lambda version's does
+    out.write(
+        f"reload: serving the edited code (asset {code.task_root.name}), asset built in "
+        f"{built - started:.1f} s, import check passed in {checked - built:.1f} s\n"
+    )
+    out.flush()
 
 
 def _free_port() -> int:

@@ -187,6 +187,7 @@ def local_stack_process(
     timeout: float = 180.0,
     default_user: str | None = None,
     patterns: bool = True,
+    root: Path = REPO,
 ) -> Iterator[RunningStack]:
     """`make run` as a child process on a free port; yields once it prints its endpoint.
 
@@ -195,12 +196,13 @@ def local_stack_process(
 
     Its output is drained all the time (a full pipe would stop the stack) and kept in `output`.
     `default_user`: requests without a token are taken as this development user's (LOCAL_DEFAULT_USER).
+    `root`: the project it runs (a `copy_project` copy; by default this checkout).
     """
     port = free_port()
     env = {
         **os.environ,
         "PORT": str(port),
-        "PYTHONPATH": f"{REPO / 'functions'}{os.pathsep}{REPO}",
+        "PYTHONPATH": f"{root / 'functions'}{os.pathsep}{root}",
         **(extra_env or {}),
     }
     env.pop("FIXTURES", None)
@@ -210,17 +212,38 @@ def local_stack_process(
     if default_user:
         env["LOCAL_DEFAULT_USER"] = default_user
     process, output, url = start_announced(
-        [sys.executable, "-m", "local_stack"], cwd=REPO, env=env, announcement=_endpoint, timeout=timeout
+        [sys.executable, "-m", "local_stack"], cwd=root, env=env, announcement=_endpoint, timeout=timeout
     )
     if url is None:
         tail = "\n".join(output[-60:])
         raise RuntimeError(f"local stack did not start:\n{tail}")
-    state_file = REPO / "build" / "local-stack" / "run" / f"{port}.json"
+    state_file = root / "build" / "local-stack" / "run" / f"{port}.json"
     running = RunningStack(url, process, output, json.loads(state_file.read_text()))
     try:
         yield running
     finally:
         stop_process(process, timeout=15)
+
+
+def copy_project(target: Path) -> Path:
+    """A copy of this checkout's tracked files at `target`, as a team's clone is, sharing this checkout's
+    installs (.venv, node_modules, .tools) and its synthesized templates (a tool is not among their
+    inputs, `local_stack.synth`), so nothing is installed or synthesized again."""
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
+    for name in filter(None, files.split("\0")):
+        if (REPO / name).is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, target / name)
+    for installed in (".venv", "node_modules", ".tools"):
+        if (REPO / installed).exists():
+            (target / installed).symlink_to((REPO / installed).resolve())
+    synthesized = REPO / "build" / "local-stack" / "synth"
+    if synthesized.is_dir():
+        shutil.copytree(synthesized, target / "build" / "local-stack" / "synth", symlinks=True)
+    # The installs are the repository's: make must not see the copied pins as newer and reinstall.
+    for pins in ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json"):
+        os.utime(target / pins, (0, 0))
+    return target
 
 
 def _endpoint(line: str) -> str | None:
@@ -247,7 +270,7 @@ def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: floa
 # test first asks for it by its fixture name, and stops it after the last test that uses it), and the
 # modules that use each: they run one after another on one xdist worker. A module that needs another
 # configuration starts its own with `local_stack_process`.
-SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5}
+SHORT_TIMEOUT_CONTEXT: dict[str, Any] = {"workerTimeoutSeconds": 5, "apiTimeoutSeconds": 8}
 # What cdk.json gives the tools (docs/configuration.md), for the fixtures of `fixtures/configuration.py`:
 # a variable, a secret by name (created on the stack with `make secret`), and one object of a bucket.
 TOOL_BUCKET = "acme-tool-reports"
@@ -294,14 +317,15 @@ SHARED_STACKS: dict[str, SharedStack] = {
             "tests/e2e/test_tasks_conformance.py",
         ),
     ),
-    # A 5 s worker timeout, short enough to test, long enough for the ordinary tools; the lifecycle fixtures;
-    # and the tools configured from cdk.json (TOOL_CONTEXT) with the fixtures that use it.
+    # A 5 s worker and 8 s API timeout, short enough to test, long enough for the ordinary tools; the lifecycle
+    # fixtures; and the tools configured from cdk.json (TOOL_CONTEXT) with the fixtures that use it.
     "short_timeout_stack": SharedStack(
         {
             "fixtures": "conformance,lifecycle,configuration",
             "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps({**SHORT_TIMEOUT_CONTEXT, **TOOL_CONTEXT})},
         },
         (
+            "tests/local_stack/test_inline_deadline.py",
             "tests/local_stack/test_task_lifecycle.py",
             "tests/local_stack/test_operator_view.py",
             "tests/local_stack/test_tool_configuration.py",

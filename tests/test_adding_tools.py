@@ -62,14 +62,6 @@ def project_made_ours(tmp_path: Path) -> Path:
     # what changed, as a team's second `make lint` does.
     if (REPO / ".mypy_cache").is_dir():
         shutil.copytree(REPO / ".mypy_cache", target / ".mypy_cache", symlinks=True)
-    # Likewise the synthesized templates: a tool is not among their inputs (local_stack.synth), so the
-    # copy's would be these, made again by the CDK.
-    synthesized = REPO / "build" / "local-stack" / "synth"
-    if synthesized.is_dir():
-        shutil.copytree(synthesized, target / "build" / "local-stack" / "synth", symlinks=True)
-    # The installs are the repository's: make must not see the copied pins as newer and reinstall.
-    for pins in ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json"):
-        os.utime(target / pins, (0, 0))
     tools = target / "functions" / "tools"
     examples = [path for path in tools.glob("*.py") if path.name != "__init__.py"]
     for example in examples:

@@ -45,6 +45,9 @@ MAX_INPUT_REQUEST_KEYS: Final = 32  # our choice: questions one round may ask
 MAX_INPUT_RESPONSES: Final = 64  # our choice: answers one request may bring
 # The longest `ctx.wait` a synchronous call (no task) sleeps through instead of refusing.
 SYNC_WAIT_LIMIT_SECONDS: Final = 5.0  # our choice: a synchronous call stays short
+# A task tool run inline (its client declared no tasks support) ends this long before the invocation's
+# answer reserve (`_aws.ANSWER_RESERVE_SECONDS`), with a tool error, instead of at the function's timeout.
+INLINE_TASK_MARGIN_SECONDS: Final = 1.0  # our choice: room to unwind the tool and answer
 
 # ---- handles ------------------------------------------------------------------------------------
 MAX_HANDLE_DATA_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
@@ -90,6 +93,9 @@ MAX_TOKEN_WAIT_SECONDS: Final = ONE_YEAR_SECONDS  # AWS quota: the longest task 
 
 # ---- the 2025 leg's streams ---------------------------------------------------------------------
 MAX_KEPT_STREAM_EVENTS: Final = 32  # our choice: events kept for a resumed stream (`Last-Event-ID`)
+# A task's latest `ctx.log` lines, kept on its item for a 2025 client that follows it on a stream.
+MAX_KEPT_TASK_LOG_LINES: Final = 16  # our choice: what one relay sends at most
+MAX_TASK_LOG_LINE_BYTES: Final = 512  # our choice: a longer line's data is kept as its text, cut
 
 
 def encoded_size(value: Any) -> int:

@@ -5,19 +5,22 @@ Handlers raise `McpError`s; the transport maps every exception to the wire in on
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ValidationError
 
 from . import wire
+from ._aws import seconds_left
+from ._deadline import DeadlinePassed, ToolDeadline
 from ._value import ValueObject
 from .catalog import PromptRegistry, ResourceRegistry
 from .context import RequestContext
 from .cursors import InvalidCursor, decode_cursor, encode_cursor
 from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
 from .headers import decode_header_value, header_matches
-from .limits import LIST_PAGE_SIZE, MAX_INPUT_REQUEST_KEYS, MAX_INPUT_RESPONSES
+from .limits import INLINE_TASK_MARGIN_SECONDS, LIST_PAGE_SIZE, MAX_INPUT_REQUEST_KEYS, MAX_INPUT_RESPONSES
 from .mrtr import Asker, InputNeeded
 from .observability import MRTR_ROUNDS, NO_TELEMETRY, Telemetry
 from .params import (
@@ -41,6 +44,13 @@ if TYPE_CHECKING:  # loaded only where the task table is configured
     from .tasks.history import TaskHistory
 
 Handler = Callable[[Any, RequestContext], dict[str, Any]]
+log = logging.getLogger(__name__)
+
+# The tool error of a task tool that ran inline (its client declared no tasks support) out of time.
+INLINE_TASK_TIMED_OUT = (
+    "This tool needs more time than one request allows: call it from a client with tasks support "
+    f"(the {wire.TASKS_EXTENSION} extension), where it runs as a task."
+)
 
 
 class MethodSpec(ValueObject):
@@ -72,6 +82,10 @@ class TaskOperations(Protocol):
     ) -> dict[str, Any]: ...
 
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]: ...
+
+    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+        """`get`'s answer and the tool's latest `ctx.log` lines (`{seq, level, data, logger}`), from one read."""
+        ...
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None: ...
 
@@ -283,7 +297,7 @@ class McpServer:
             and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
-        if spec.task_required and not wants_task:
+        if spec.task_support == "required" and not wants_task:
             raise MissingRequiredClientCapability(
                 f"Tool {spec.name} runs only as a task", {"extensions": {wire.TASKS_EXTENSION: {}}}
             )
@@ -311,6 +325,8 @@ class McpServer:
                 return self.tasks.create(spec, arguments, ctx, prepared)
             if spec.prepare is not None:
                 tool_ctx.prepared = spec.prepare(args, tool_ctx)
+            if spec.task_support == "optional":  # a task tool this client cannot follow as a task
+                return _run_inline(spec, args, tool_ctx).to_wire()
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:
             return self._input_required(needed, tool_ctx, tool_ctx.scratch, binding, {"tool": spec.name})
@@ -404,6 +420,21 @@ class McpServer:
         assert self.tasks is not None
         self.tasks.cancel(params.task_id, ctx)
         return {"resultType": wire.RESULT_COMPLETE}
+
+
+def _run_inline(spec: ToolSpec, args: Any, tool_ctx: ToolContext) -> ToolResult:
+    """A task tool for a client that cannot follow a task: it runs in this request, until a deadline
+    short of the invocation's end, then answers with a tool error that names what it needs."""
+    left = seconds_left()
+    seconds = None if left is None else left - INLINE_TASK_MARGIN_SECONDS
+    try:
+        if seconds is not None and seconds <= 0:
+            raise DeadlinePassed
+        with ToolDeadline(seconds):
+            return spec.run(args, tool_ctx)
+    except DeadlinePassed:
+        log.warning("tool %s ran inline past its deadline of %.1f s: ended with a tool error", spec.name, seconds)
+        return ToolResult([text(INLINE_TASK_TIMED_OUT)], is_error=True)
 
 
 def _decode_offset(cursor: str | None, total: int) -> int:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from functools import lru_cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -55,6 +55,28 @@ class ToolMode(StrEnum):
     INPUT_REQUIRED = "input_required"  # needs a short answer from the client first (MRTR)
     TASK = "task"  # may outlive a request, needs input mid-flight, or must be cancellable
     HANDLE = "handle"  # hands out server-minted handles for cross-call application state
+
+
+TaskSupport = Literal["forbidden", "optional", "required"]
+# FastMCP's `task=` in this API's terms, the one place it is said: `mode=ToolMode.TASK` with
+# `task_required` False is an optional task tool (a task for a client that declared the tasks
+# extension; otherwise it runs inline, under the request's deadline); with True, a required one
+# (-32021 for any other client). Not a task tool: forbidden.
+TASK_SUPPORT: Final[dict[bool | str, TaskSupport]] = {
+    False: "forbidden",
+    True: "optional",
+    "forbidden": "forbidden",
+    "optional": "optional",
+    "required": "required",
+}
+
+
+def task_flags(task: bool | str) -> tuple[bool, bool]:
+    """(is a task tool, requires a task) for FastMCP's `task=True | "optional" | "required" | False`."""
+    support = TASK_SUPPORT.get(task)
+    if support is None:
+        raise ValueError(f"task= takes True, False, 'optional' or 'required', not {task!r}")
+    return support != "forbidden", support == "required"
 
 
 class ToolError(Exception):
@@ -279,6 +301,13 @@ class ToolSpec:
         self.header_params = {} if header_params is None else header_params
         # Client capabilities the tool may ask for: a call from a client without them is refused up front.
         self.asks = asks
+
+    @property
+    def task_support(self) -> TaskSupport:
+        """How this tool runs for a client without the tasks extension (see TASK_SUPPORT)."""
+        if self.mode is not ToolMode.TASK:
+            return "forbidden"
+        return "required" if self.task_required else "optional"
 
     def to_wire(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}

@@ -106,6 +106,7 @@ METHOD_UNSUBSCRIBE: Final = "resources/unsubscribe"
 NOTIFICATION_INITIALIZED: Final = "notifications/initialized"
 NOTIFICATION_CANCELLED: Final = "notifications/cancelled"
 NOTIFICATION_PROGRESS: Final = "notifications/progress"
+NOTIFICATION_MESSAGE: Final = "notifications/message"
 
 # Result members that exist only in 2026-07-28 and are dropped from 2025 results.
 MODERN_ONLY_RESULT_KEYS: Final[frozenset[str]] = frozenset({"resultType", "ttlMs", "cacheScope"})

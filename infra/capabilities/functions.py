@@ -83,6 +83,7 @@ class TaskFunctions(Construct):
         task_ttl_hours: int,
         api_memory_mb: int,
         worker_memory_mb: int,
+        api_timeout: Duration,
         worker_timeout: Duration,
         allowed_origins: tuple[str, ...] = (),
         function_url: bool = False,
@@ -98,7 +99,7 @@ class TaskFunctions(Construct):
             description="MCP endpoint: one stateless JSON-RPC call per invocation",
             handler=API_HANDLER,
             memory_mb=api_memory_mb,
-            timeout=Duration.seconds(29),  # the HTTP API integration gives up at 30 s
+            timeout=api_timeout,  # at most 29 s: the HTTP API integration gives up at 30 s
             reserved_concurrency=api_reserved_concurrency,
             environment={
                 # Behind the JWT authorizer or IAM auth: a request that reaches the function without an

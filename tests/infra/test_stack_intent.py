@@ -171,6 +171,16 @@ def test_removal_policy_comes_from_context(synth: Any) -> None:
 
 
 # ---- functions ----------------------------------------------------------------------------------
+def test_the_api_function_times_out_before_the_http_api_gives_up_at_30_s_or_at_api_timeout_seconds(
+    synth: Any, default_stack: Synthesized
+) -> None:
+    api = {"Handler": "app.handlers.api_handler"}
+    default_stack.template.has_resource_properties("AWS::Lambda::Function", {**api, "Timeout": 29})
+    synth(apiTimeoutSeconds=8).template.has_resource_properties("AWS::Lambda::Function", {**api, "Timeout": 8})
+    with pytest.raises(ValueError, match=re.escape("context 'apiTimeoutSeconds' must be between 3 and 29, got 30")):
+        synth(apiTimeoutSeconds=30)
+
+
 @pytest.mark.parametrize(
     ("construct", "handler"),
     [
@@ -855,7 +865,10 @@ def test_the_asset_ceiling_is_50_mb_unless_cdk_json_says_otherwise(synth: Any) -
         ({"iamPrincipal": "key"}, "context 'iamPrincipal' must be one of ['session', 'accessKey'], got 'key'"),
         ({"registrationBurst": "-1"}, "context 'registrationBurst' must be between 1 and 10000, got -1"),
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
-        ({"workerTimeout": "60"}, "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, assetSizeLimitMb, "),
+        (
+            {"workerTimeout": "60"},
+            "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, apiTimeoutSeconds, assetSizeLimitMb, ",
+        ),
         ({"assetSizeLimitMb": "big"}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 'big'"),
         ({"assetSizeLimitMb": 12.5}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 12.5"),
         ({"assetSizeLimitMb": True}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got True"),

@@ -83,7 +83,7 @@ class StackClient:
 
 @pytest.fixture(scope="module")
 def lifecycle_stack(short_timeout_stack: RunningStack) -> StackClient:
-    """The template with a 5 s worker timeout; the conformance and lifecycle fixtures as a layer."""
+    """The template with a 5 s worker and an 8 s API timeout; the conformance and lifecycle fixtures as a layer."""
     return StackClient(short_timeout_stack)
 
 

@@ -228,7 +228,7 @@ class MemoryTaskStore:
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
         raise NotImplementedError
 
-    def set_status_message(self, task_id: str, message: str) -> None:
+    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
         raise NotImplementedError
 
     def await_input(

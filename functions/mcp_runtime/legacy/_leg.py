@@ -469,13 +469,16 @@ class LegacyLeg:
         """New progress, questions or the result of the stream's task, recorded before they are sent."""
         assert self.store is not None and self.server.tasks is not None and record.task_id is not None
         ctx = self._context(session, state, principal, record.request_id, record.method, record.params, headers)
+        lines: tuple[dict[str, Any], ...] = ()
         try:
-            task = self.server.tasks.get(record.task_id, ctx)
+            task, lines = self.server.tasks.follow(record.task_id, ctx)
         except McpError as exc:
             task = {"status": "failed", "error": exc.to_error_object()}
         status, message = str(task.get("status")), task.get("statusMessage")
         fingerprint = f"{status}|{message or ''}"
-        events: list[Any] = []
+        fresh = [line for line in lines if int(line.get("seq") or 0) > record.log_seq]
+        log_seq = max([record.log_seq, *(int(line["seq"]) for line in fresh)])
+        events: list[Any] = [_log_message(line) for line in fresh if _wanted(line, ctx.meta.log_level)]
         progress = record.progress
         pending = dict(record.pending)
         finished = False
@@ -506,13 +509,14 @@ class LegacyLeg:
             cancelled = ToolResult([text(TASK_CANCELLED_TEXT)], is_error=True).to_wire()
             events.append(shapes.response(record.request_id, shapes.legacy_result("tools/call", cancelled, "")))
             finished = True
-        if not events and fingerprint == record.last_status:
+        if not events and fingerprint == record.last_status and log_seq == record.log_seq:
             return None
         updated = replace(
             record.with_events(events),
             pending=pending,
             last_status=fingerprint,
             progress=progress,
+            log_seq=log_seq,
             status=DONE if finished else record.status,
             expires_at=self._stream_expiry(),
         )
@@ -621,6 +625,20 @@ class LegacyLeg:
     @staticmethod
     def _accepted() -> HttpResponse:
         return HttpResponse(202)
+
+
+def _wanted(line: dict[str, Any], level: str | None) -> bool:
+    """A task's log line goes to a 2025 client only at or above the level its `logging/setLevel` asked for."""
+    return (
+        level is not None
+        and line.get("level") in LOG_LEVELS
+        and (LOG_LEVELS.index(str(line["level"])) >= LOG_LEVELS.index(level))
+    )
+
+
+def _log_message(line: dict[str, Any]) -> dict[str, Any]:
+    params = {"level": line["level"], "data": line.get("data"), "logger": line.get("logger")}
+    return {"jsonrpc": wire.JSONRPC_VERSION, "method": wire.NOTIFICATION_MESSAGE, "params": params}
 
 
 def _accepts_event_stream(headers: dict[str, str]) -> bool:

@@ -81,6 +81,8 @@ class StreamRecord:
     last_status: str | None = None
     progress: int = 0
     lease_until: int = 0
+    # Task streams: the `seq` of the task's last log line relayed (or passed over, below the session's level).
+    log_seq: int = 0
 
     def with_events(self, messages: list[Any]) -> StreamRecord:
         seq = self.seq
@@ -166,6 +168,7 @@ def to_item(record: StreamRecord) -> dict[str, Any]:
         "seq": _n(record.seq),
         "progress": _n(record.progress),
         "leaseUntil": _n(record.lease_until),
+        "logSeq": _n(record.log_seq),
     }
     if record.request_state is not None:
         item["requestState"] = _s(record.request_state)
@@ -204,6 +207,7 @@ def from_item(item: dict[str, Any]) -> StreamRecord:
         last_status=text("lastStatus"),
         progress=number("progress"),
         lease_until=number("leaseUntil"),
+        log_seq=number("logSeq"),
     )
 
 

@@ -210,6 +210,11 @@ class DurableRun:
         # Steps recorded in this invocation: a run that recorded none never ends early (it must progress).
         self.recorded_here = 0
         self.run_id = secrets.token_urlsafe(12)
+        # A run replays while it has records and has not yet asked for an operation they do not hold:
+        # what the tool reports meanwhile, an earlier run reported already. `on_live` is called when the
+        # first new operation begins (before it runs).
+        self.replaying = any(not is_step_mark(record) for record in self.records.values())
+        self.on_live: Callable[[], None] | None = None
 
     # ---- keys and time ----------------------------------------------------------------------------
     def _key(self, kind: str, name: str) -> str:
@@ -217,7 +222,12 @@ class DurableRun:
             raise RuntimeError("durable operations cannot be nested inside a step")
         self._seen[(kind, name)] += 1
         count = self._seen[(kind, name)]
-        return f"{kind}:{name}" + (f"#{count}" if count > 1 else "")
+        key = f"{kind}:{name}" + (f"#{count}" if count > 1 else "")
+        if self.replaying and (key not in self.records or is_step_mark(self.records[key])):
+            self.replaying = False
+            if self.on_live is not None:
+                self.on_live()
+        return key
 
     def idempotency_key(self, name: str) -> str:
         """Stable for this task and name across every run: for external systems that deduplicate."""

@@ -98,6 +98,12 @@ class TaskRecord:
     prepared: Any = None
     poll_interval_ms: int | None = None
     status_message: str | None = None
+    # The progress value of the report `status_message` came from: a later run of the tool writes
+    # only reports above it (its replayed reports never are).
+    progress: float | None = None
+    # The latest `ctx.log` lines of the tool (`{"seq", "level", "data", "logger"}`), kept for clients
+    # that follow the task on a 2025 event stream (`tasks.worker.TaskLog`).
+    log_lines: tuple[dict[str, Any], ...] = ()
     # Outstanding requests, wire key -> `{method, params}`.
     input_requests: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Every answer received, wire key -> the raw `inputResponses` value.

@@ -150,6 +150,10 @@ class TaskService:
         return create_task_result(record)
 
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
+        return self.follow(task_id, ctx)[0]
+
+    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+        """`tasks/get`'s answer and the tool's latest log lines, from one read (a 2025 task stream relays both)."""
         self.telemetry.correlate(task_id=task_id)
         try:
             record = self.store.get(task_id, ctx.principal.id)
@@ -166,7 +170,7 @@ class TaskService:
             except (TaskStoreUnavailable, TaskStoreRefused) as exc:
                 raise InternalError("Failed to retrieve task") from exc
         try:
-            return get_task_result(record, result)
+            return get_task_result(record, result), record.log_lines
         except BrokenTaskRecord as exc:  # never answer with an invented result
             raise InternalError("Failed to retrieve task") from exc
 

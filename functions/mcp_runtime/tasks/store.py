@@ -27,7 +27,7 @@ import contextlib
 import json
 import math
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -57,6 +57,9 @@ Item = dict[str, dict[str, Any]]
 # What the answers take on the item (`limits.kept_answer_bytes`): every answer write adds to it,
 # conditioned on staying within MAX_TASK_KEPT_ANSWERS_BYTES.
 ANSWERS_BYTES = "answersBytes"
+# The progress value of the report the statusMessage came from (`TaskRecord.progress`).
+PROGRESS = "progress"
+LOG_LINES = "logLines"
 
 # How long an active task may go without a write before the sweeper looks at its execution.
 DEFAULT_LEASE_SECONDS: Final = 600
@@ -116,7 +119,9 @@ class TaskStore(Protocol):
 
     def cancel(self, task_id: str, owner: str) -> CancelOutcome: ...
 
-    def set_status_message(self, task_id: str, message: str) -> None: ...
+    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None: ...
+
+    def set_log_lines(self, task_id: str, lines: Sequence[dict[str, Any]]) -> None: ...
 
     def await_input(
         self,
@@ -209,6 +214,10 @@ def to_item(record: TaskRecord) -> Item:
         item["pollIntervalMs"] = {"N": str(record.poll_interval_ms)}
     if record.status_message is not None:
         item["statusMessage"] = {"S": record.status_message}
+    if record.progress is not None:
+        item[PROGRESS] = {"N": repr(float(record.progress))}
+    if record.log_lines:
+        item[LOG_LINES] = _json(list(record.log_lines))
     if record.task_token is not None:
         item["taskToken"] = {"S": record.task_token}
     if record.result is not None:
@@ -285,6 +294,8 @@ def from_item(item: Item) -> TaskRecord:
         prepared=_loads(item.get("prepared")),
         poll_interval_ms=number("pollIntervalMs"),
         status_message=text("statusMessage"),
+        progress=float(item[PROGRESS]["N"]) if PROGRESS in item and "N" in item[PROGRESS] else None,
+        log_lines=tuple(_loads(item.get(LOG_LINES), [])),
         input_requests={k: json.loads(v["S"]) for k, v in (item.get("inputRequests") or {}).get("M", {}).items()},
         answers={k: json.loads(v["S"]) for k, v in (item.get("answers") or {}).get("M", {}).items()},
         answers_bytes=number(ANSWERS_BYTES) or 0,
@@ -588,11 +599,21 @@ class DynamoTaskStore:
 
     # ---- writes from the worker -----------------------------------------------------------------
     @traced("TaskStore.set_status_message")
-    def set_status_message(self, task_id: str, message: str) -> None:
-        """Progress from a running tool; raises TaskConflict once the task stopped working. Like every
-        write of a running tool, it consumes the token and the effect that started or resumed it."""
+    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
+        """Progress from a running tool (and the progress value its message reports); raises TaskConflict
+        once the task stopped working. Like every write of a running tool, it consumes the token and the
+        effect that started or resumed it."""
         expression = _Expression()
         expression.set("statusMessage", {"S": message})
+        if progress is not None:
+            expression.set(PROGRESS, {"N": repr(float(progress))})
+        self._update_while_working(task_id, self._running_tool_write(expression))
+
+    @traced("TaskStore.set_log_lines")
+    def set_log_lines(self, task_id: str, lines: Sequence[dict[str, Any]]) -> None:
+        """The tool's latest log lines, for a 2025 client following the task; TaskConflict once it stopped working."""
+        expression = _Expression()
+        expression.set(LOG_LINES, _json(list(lines)))
         self._update_while_working(task_id, self._running_tool_write(expression))
 
     @traced("TaskStore.await_input")

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
@@ -44,9 +45,11 @@ from ..limits import (
     MAX_ANSWER_BYTES,
     MAX_INLINE_RESULT_BYTES,
     MAX_INPUT_REQUESTS_BYTES,
+    MAX_KEPT_TASK_LOG_LINES,
     MAX_RESULT_BYTES,
     MAX_SCRATCH_BYTES,
     MAX_SETTLE_RESULT_BYTES,
+    MAX_TASK_LOG_LINE_BYTES,
     MAX_TOKEN_WAIT_SECONDS,
     answer_size,
     encoded_size,
@@ -57,6 +60,7 @@ from ..observability import NO_TELEMETRY, Telemetry
 from ..tool_secrets import NO_SECRETS, ToolSecrets
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from ..wire import (
+    LEGACY_PROTOCOL_VERSIONS,
     OUTCOME_AWAITING,
     OUTCOME_CALLBACK,
     OUTCOME_COMPLETED,
@@ -95,6 +99,18 @@ if TYPE_CHECKING:
     from .history import TaskHistory
 
 log = logging.getLogger(__name__)
+# Lines a tool logs with `ctx.log` inside a task (the function's log; a runtime logger, so Powertools').
+tool_log = logging.getLogger("mcp_runtime.tool")
+TOOL_LOG_LEVELS: Final[dict[str, int]] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
 
 # Rounds (tool runs) per execution before a new one takes over: Step Functions ends an execution at
 # 25,000 history events, and a round adds 9 to 20 without retries, up to 179 with every retry the
@@ -135,7 +151,13 @@ def allocate_wire_keys(
 
 class ProgressReporter:
     """Turns `ctx.report_progress` into throttled `statusMessage` writes; notices a cancel at each write,
-    and ends the invocation there when its time runs short after a step was recorded in it."""
+    and ends the invocation there when its time runs short after a step was recorded in it.
+
+    A report that does not increase the progress value recorded with the task is never written: the
+    reports a run replays (the tool runs from the top after every wait, answer or continuation) came
+    from an earlier run, and `statusMessage` never goes back. While the run replays, and while the
+    throttle holds, the latest report waits; it is written when the first new durable operation
+    begins, or before the invocation ends at a durable boundary (`flush`)."""
 
     def __init__(
         self,
@@ -144,6 +166,7 @@ class ProgressReporter:
         min_interval_seconds: float,
         clock: Callable[[], float],
         durable: DurableRun | None = None,
+        recorded: float | None = None,
     ) -> None:
         self._store = store
         self._task_id = task_id
@@ -151,22 +174,105 @@ class ProgressReporter:
         self._clock = clock
         self._durable = durable
         self._last_write: float | None = None
+        self._recorded = recorded
+        self._pending: tuple[float, str] | None = None
+        if durable is not None:
+            durable.on_live = self.flush
 
     def __call__(self, progress: float, total: float | None, message: str | None) -> None:
+        if message is None:
+            message = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+        report = (float(progress), message)
+        if not math.isfinite(report[0]) or (self._recorded is not None and report[0] <= self._recorded):
+            return  # not an increase: replayed, or out of order
+        self._pending = report
         if self._durable is not None and not self._durable.in_step and self._durable.time_is_short():
             raise ContinueLater("progress")  # between steps only: a step is never cut in two
+        if self._durable is not None and self._durable.replaying:
+            return
         now = self._clock()
         if self._last_write is not None and now - self._last_write < self._min_interval:
             return
-        self._last_write = now
-        if message is None:
-            message = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
+        self._write(raise_on_conflict=True)
+
+    def flush(self) -> None:
+        """Write the report that waits, if one does (a cancel is noticed by the write that follows)."""
+        if self._pending is not None:
+            self._write(raise_on_conflict=False)
+
+    def _write(self, *, raise_on_conflict: bool) -> None:
+        assert self._pending is not None
+        progress, message = self._pending
+        self._pending = None
+        self._last_write = self._clock()
         try:
-            self._store.set_status_message(self._task_id, message)
+            self._store.set_status_message(self._task_id, message, progress)
         except TaskConflict:
-            raise TaskNoLongerRunning(self._task_id) from None
+            if raise_on_conflict:
+                raise TaskNoLongerRunning(self._task_id) from None
+            return
         except (TaskStoreUnavailable, TaskStoreRefused) as exc:
             log.info("task %s: progress not recorded (%s)", self._task_id, exc)
+            return
+        self._recorded = progress
+
+
+class TaskLog:
+    """`ctx.log` inside a task: each line goes to the function's log (structured, with the task id and
+    the tool), marked `replayed` when the run replays what an earlier run logged already. For a client
+    that follows the task on a 2025 event stream (`keep`), new lines are also kept on the task item (the
+    latest few, written at most once per interval and before the invocation ends), and the stream
+    relays them as `notifications/message`."""
+
+    def __init__(
+        self,
+        store: TaskStore,
+        record: TaskRecord,
+        durable: DurableRun,
+        *,
+        keep: bool,
+        min_interval_seconds: float,
+        clock: Callable[[], float],
+    ) -> None:
+        self._store = store
+        self._task_id = record.task_id
+        self._tool_name = record.tool_name
+        self._durable = durable
+        self._keep = keep
+        self._lines = list(record.log_lines)
+        self._unwritten = False
+        self._min_interval = min_interval_seconds
+        self._clock = clock
+        self._last_write: float | None = None
+
+    def __call__(self, level: str, data: Any) -> None:
+        number = TOOL_LOG_LEVELS.get(level, logging.INFO)
+        extra = {"task_id": self._task_id, "tool": self._tool_name, "level_mcp": level, "data": data}
+        if self._durable.replaying:
+            extra["replayed"] = True
+        tool_log.log(number, "tool %s: %s", self._tool_name, _readable(data), extra=extra)
+        if not self._keep or self._durable.replaying or level not in TOOL_LOG_LEVELS:
+            return
+        seq = int(self._lines[-1]["seq"]) + 1 if self._lines else 1
+        if encoded_size(data) > MAX_TASK_LOG_LINE_BYTES:
+            data = _readable(data)[:MAX_TASK_LOG_LINE_BYTES] + "..."
+        self._lines = [*self._lines, {"seq": seq, "level": level, "data": data, "logger": self._tool_name}]
+        self._lines = self._lines[-MAX_KEPT_TASK_LOG_LINES:]
+        self._unwritten = True
+        now = self._clock()
+        if self._last_write is None or now - self._last_write >= self._min_interval:
+            self.flush()
+
+    def flush(self) -> None:
+        """Keep the lines not written yet on the task item (best effort: the log has them anyway)."""
+        if not self._unwritten:
+            return
+        self._unwritten = False
+        self._last_write = self._clock()
+        try:
+            self._store.set_log_lines(self._task_id, self._lines)
+        except (TaskConflict, TaskStoreUnavailable, TaskStoreRefused) as exc:
+            log.info("task %s: log lines not kept for its stream (%s)", self._task_id, exc)
 
 
 class TaskWorker:
@@ -249,19 +355,42 @@ class TaskWorker:
             scratch=lambda: holder["ctx"].scratch,
             callback_url=self.callback_url,
         )
-        ctx = holder["ctx"] = self._tool_context(record, durable)
+        progress = ProgressReporter(
+            self.store,
+            record.task_id,
+            self.progress_interval_seconds,
+            self._clock,
+            durable=durable,
+            recorded=record.progress,
+        )
+        task_log = TaskLog(
+            self.store,
+            record,
+            durable,
+            keep=record.client.protocol_version in LEGACY_PROTOCOL_VERSIONS,  # a 2025 client's event stream
+            min_interval_seconds=self.progress_interval_seconds,
+            clock=self._clock,
+        )
+        ctx = holder["ctx"] = self._tool_context(record, durable, progress, task_log)
         try:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
         except ToolError as exc:  # arguments that no longer validate
             result = ToolResult([text(str(exc))], is_error=True)
         except InputNeeded as needed:
+            task_log.flush()
             return self._ask(record, needed, ctx)
         except ContinueLater:
+            progress.flush()
+            task_log.flush()
             return self._continue(record, ctx)
         except WaitFor as wait:
+            progress.flush()
+            task_log.flush()
             return {**_outcome(OUTCOME_WAIT), "wait": {"seconds": wait.seconds}}
         except AwaitCallback as waiting:
+            progress.flush()
+            task_log.flush()
             return self._callback_token_wait(record, waiting)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled while the tool ran: noticed at a write
@@ -274,6 +403,7 @@ class TaskWorker:
             log.error("task %s: tool %s raised: %s", task_id, record.tool_name, exc, exc_info=exc)
             settled = self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
             return _outcome(OUTCOME_CRASHED) if settled["outcome"] == OUTCOME_FAILED else settled
+        task_log.flush()
         return self._complete(record, result.to_wire())
 
     def _complete(self, record: TaskRecord, payload: dict[str, Any]) -> dict[str, Any]:
@@ -375,17 +505,17 @@ class TaskWorker:
         left = record.expires_at - self._wall_clock() + TOKEN_WAIT_MARGIN_SECONDS
         return max(1, min(MAX_TOKEN_WAIT_SECONDS, int(left)))
 
-    def _tool_context(self, record: TaskRecord, durable: DurableRun) -> ToolContext:
+    def _tool_context(
+        self, record: TaskRecord, durable: DurableRun, progress: ProgressReporter, task_log: TaskLog
+    ) -> ToolContext:
         meta = RequestMeta(record.client.protocol_version, dict(record.client.capabilities), record.client.client_info)
-        progress = ProgressReporter(
-            self.store, record.task_id, self.progress_interval_seconds, self._clock, durable=durable
-        )
         return ToolContext(
             meta,
             Principal(record.owner, "task"),
             answers=record.answers_by_tool_key(),
             scratch=record.scratch,
             progress=progress,
+            log=task_log,
             task_id=record.task_id,
             prepared=record.prepared,
             handle_store=self.handles,
@@ -529,6 +659,10 @@ def _cause(failure: Mapping[str, Any]) -> str:
     if isinstance(trace, list) and trace:
         told += "\n" + "".join(str(line) for line in trace)
     return told
+
+
+def _readable(data: Any) -> str:
+    return data if isinstance(data, str) else json.dumps(data, ensure_ascii=False, default=str)
 
 
 def _outcome(outcome: WorkerOutcome) -> dict[str, Any]:
