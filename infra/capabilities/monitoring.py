@@ -121,6 +121,17 @@ class Monitoring(Construct):
                 "Working tasks wrote nothing for a whole lease while their execution runs: a tool may hang "
                 "(make tasks STALE=10m lists them)",
             ),
+            # A write the table refuses for good (an item it will not take, access) is that task's
+            # failure: logged with the task id, the task set aside, every other task goes on.
+            "TaskWritesRefused": (
+                self._sum(
+                    obs.TASK_WRITES_REFUSED,
+                    "by",
+                    ("sweeper", "supervisor", "worker"),
+                    "Task writes the table refused",
+                ),
+                "The task table refused a task's write for good: that task is stuck or failed (its id is in the logs)",
+            ),
             # The transport turns an unexpected exception into -32603 on the wire, so the function
             # itself succeeds: Lambda's Errors never sees these.
             "InternalErrors": (
@@ -373,6 +384,11 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Working tasks silent for a whole lease while their execution runs (make tasks STALE=)",
                 left=[self._search("status", obs.TASKS_STALE, "Sum", "${PROP('Dim.status')}")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Task writes the table refused for good, by writer",
+                left=[self._search("by", obs.TASK_WRITES_REFUSED, "Sum", "${PROP('Dim.by')}")],
                 width=12,
             ),
         )

@@ -845,6 +845,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "RegisteredClients",  # the OAuth bridge's client slots
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "SweepBehind",  # the sweeper falls behind (tests/infra/test_sweeper_intent.py)
+        "TaskWritesRefused",  # a task's write refused for good (tests/infra/test_sweeper_intent.py)
         "TasksRepaired",  # the sweeper's repairs
         "TasksStale",  # working tasks silent for a lease while their execution runs (a hanging tool)
         "Throttles",

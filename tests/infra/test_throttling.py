@@ -21,7 +21,7 @@ from infra.config import ThrottleRetry
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import ACTIVE_STATUSES, EXECUTION_FAILED_ERROR, FAILED
-from mcp_runtime.tasks.store import DynamoTaskStore
+from mcp_runtime.tasks.store import WORKING_PARTS, DynamoTaskStore
 from mcp_runtime.tasks.worker import DEFAULT_ROUNDS_PER_EXECUTION
 from tests.infra.conftest import Synthesized
 
@@ -118,18 +118,18 @@ def test_the_state_machines_fail_write_is_the_workers_fail_write() -> None:
     params = _definition()["States"]["MarkFailedInTable"]["Parameters"]
     names, values = params["ExpressionAttributeNames"], params["ExpressionAttributeValues"]
     update = params["UpdateExpression"]
-    sets, removes = update.removeprefix("SET ").split(" REMOVE ")
+    removes, sets = update.removeprefix("REMOVE ").split(" SET ")  # removals first, as the store writes it
     assigned = {names[part.split(" = ")[0].strip()]: part.split(" = ", 1)[1].strip() for part in sets.split(", ")}
-    assert set(assigned) == {"status", "error", "lastUpdatedAt", "writeId", "version", "inputRequests"}
+    assert set(assigned) == {"status", "error", "lastUpdatedAt", "writeId", "version"}
     assert values[assigned["status"]] == {"S": FAILED}
     assert json.loads(values[assigned["error"]]["S"]) == EXECUTION_FAILED_ERROR
     assert values[assigned["error"]]["S"] == json.dumps(EXECUTION_FAILED_ERROR, separators=(",", ":"))
     assert values[assigned["lastUpdatedAt"]] == {"S.$": "$$.State.EnteredTime"}
-    assert values[assigned["inputRequests"]] == {"M": {}}
     assert assigned["version"] == "#version + :one" and values[":one"] == {"N": "1"}
     removed = {names[name.strip()] for name in removes.split(",")}
-    # What every terminal write removes, and the active-task index attribute (its sparse index).
-    assert removed == {"taskToken", "statusMessage", "effect", "leaseExpiresAt"}
+    # What every terminal write removes, the active-task index attribute (its sparse index), and what
+    # only a working task needs (so the write fits whatever the task carried).
+    assert removed == {"taskToken", "statusMessage", "effect", "leaseExpiresAt", *WORKING_PARTS}
     # The store's own terminal write, attribute for attribute: change one, change the other.
     terminal, _ = DynamoTaskStore("tasks")._terminal(FAILED, dict(EXECUTION_FAILED_ERROR))
     assert {terminal.names[part.split(" = ")[0]] for part in terminal.sets} == set(assigned)

@@ -53,7 +53,7 @@ from ..limits import (
     too_large_error,
 )
 from ..mrtr import InputNeeded, InputRequest
-from ..observability import NO_TELEMETRY, Telemetry
+from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from ..wire import (
     OUTCOME_AWAITING,
@@ -412,6 +412,7 @@ class TaskWorker:
     def _refused(self, task_id: str, exc: TaskStoreRefused) -> dict[str, Any]:
         """Storage refused the terminal write for good: fail the task with a small error saying so."""
         log.error("task %s: terminal write refused (%s)", task_id, exc)
+        self.telemetry.count(TASK_WRITES_REFUSED, by="worker")
         error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored"}
         settled = self.store.finish(task_id, FAILED, error)  # refused again: Lambda reports it, the Catch fails it
         report_settled(self.telemetry, settled)
@@ -457,6 +458,7 @@ class TaskWorker:
                 issued,
                 token_wait.get("state") or {},
                 task_token,
+                parked_until=self._parked_until(token_wait),
             )
         except TaskNotFound:
             self._resume(task_token)  # the task is gone: end the wait
@@ -478,7 +480,9 @@ class TaskWorker:
     def _await_callback(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
         key, name = str(token_wait["key"]), str(token_wait.get("name") or "")
         try:
-            outcome = self.store.await_callback(task_id, key, task_token, f"Waiting for {name}")
+            outcome = self.store.await_callback(
+                task_id, key, task_token, f"Waiting for {name}", parked_until=self._parked_until(token_wait)
+            )
         except TaskNotFound:
             self._resume(task_token)
             return _outcome(OUTCOME_GONE)
@@ -489,6 +493,11 @@ class TaskWorker:
         self._resume(task_token)
         done = (outcome.record.steps.get(key) or {}).get("state") == "done"
         return _outcome(OUTCOME_AWAITING if done and outcome.record.status == WORKING else OUTCOME_OVERTAKEN)
+
+    def _parked_until(self, token_wait: Mapping[str, Any]) -> float | None:
+        """When this step's wait on its token times out (it began just now): the parked task's deadline."""
+        timeout = token_wait.get("timeoutSeconds")
+        return None if timeout is None else self._wall_clock() + float(timeout)
 
     def _resume(self, task_token: str) -> None:
         try:
