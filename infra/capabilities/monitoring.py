@@ -89,6 +89,8 @@ class Monitoring(Construct):
                 supervisor_function.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
                 "Task starts, resumes or stops waited over a minute in the table's stream",
             ),
+            # The runtime's failures (a worker crash, a timeout, a write it could not make): a tool
+            # that raises fails its task and counts ToolExceptions instead (dashboard, no page).
             "ExecutionsFailed": (
                 state_machine.metric_failed(period=PERIOD, statistic="Sum"),
                 "A task execution failed",
@@ -389,6 +391,11 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Task writes the table refused for good, by writer",
                 left=[self._search("by", obs.TASK_WRITES_REFUSED, "Sum", "${PROP('Dim.by')}")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Tools that raised (their tasks failed), by tool",
+                left=[self._search("tool", obs.TOOL_EXCEPTIONS, "Sum", "${PROP('Dim.tool')}")],
                 width=12,
             ),
         )

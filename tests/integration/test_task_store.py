@@ -748,3 +748,25 @@ def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore
 
     with pytest.raises(TaskConflict):
         store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
+
+
+# ---- the execution-level failure writes check which execution is current ---------------------------
+
+
+def test_the_fail_of_an_execution_the_task_moved_on_from_leaves_the_task_to_the_current_one(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    from mcp_runtime.tasks.worker import TaskWorker
+    from mcp_runtime.tools import ToolRegistry
+
+    task_id = create(store, clock).task_id
+    store.renew(task_id, task_id, f"{task_id}.2")  # the task continues in a new execution
+    worker = TaskWorker(store, task_env.executor(), ToolRegistry())
+
+    stale = worker.handle({"action": "fail", "taskId": task_id, "executionName": task_id, "failure": {}})
+
+    assert stale["outcome"] == wire.OUTCOME_OVERTAKEN
+    assert (store.get(task_id).status, store.get(task_id).execution) == (WORKING, f"{task_id}.2")
+    current = worker.handle({"action": "fail", "taskId": task_id, "executionName": f"{task_id}.2", "failure": {}})
+    assert current["outcome"] == wire.OUTCOME_FAILED
+    assert (store.get(task_id).status, store.get(task_id).error) == (FAILED, ERROR)

@@ -38,6 +38,7 @@ from mcp_runtime.observability import (
     TASKS_REPAIRED,
     TASKS_STALE,
     TIME_TO_TERMINAL,
+    TOOL_EXCEPTIONS,
 )
 from mcp_runtime.server import McpServer
 from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
@@ -683,6 +684,7 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
         SWEEP_BEHIND,
         TASKS_STALE,
         TASK_WRITES_REFUSED,
+        TOOL_EXCEPTIONS,  # tests/integration/test_task_workflow.py
     }
 
 

@@ -53,14 +53,13 @@ from ..limits import (
     too_large_error,
 )
 from ..mrtr import InputNeeded, InputRequest
-from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, Telemetry
+from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, TOOL_EXCEPTIONS, Telemetry
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from ..wire import (
     OUTCOME_AWAITING,
     OUTCOME_CALLBACK,
     OUTCOME_COMPLETED,
     OUTCOME_CONTINUE,
-    OUTCOME_CRASHED,
     OUTCOME_FAILED,
     OUTCOME_GONE,
     OUTCOME_INPUT_REQUIRED,
@@ -217,7 +216,7 @@ class TaskWorker:
         if action == "settle":
             return self.settle(task_id, event["settle"])
         if action == "fail":
-            return self.fail(task_id, event.get("failure") or {})
+            return self.fail(task_id, event.get("failure") or {}, execution)
         raise ValueError(f"unknown worker action {action!r}")
 
     # ---- run ----------------------------------------------------------------------------------
@@ -268,9 +267,11 @@ class TaskWorker:
             raise  # the task side's own (a store that did not answer): the state machine retries or fails it
         except Exception as exc:
             # As on the synchronous path: the client gets a generic error, the log gets everything.
+            # A bug in the tool is its task's failure and a metric by tool; the execution ends as
+            # the task did (a failed execution, and its paging alarm, is for the runtime's failures).
             log.error("task %s: tool %s raised: %s", task_id, record.tool_name, exc, exc_info=exc)
-            settled = self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
-            return _outcome(OUTCOME_CRASHED) if settled["outcome"] == OUTCOME_FAILED else settled
+            self.telemetry.count(TOOL_EXCEPTIONS, tool=record.tool_name)
+            return self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
         return self._complete(record, result.to_wire())
 
     def _complete(self, record: TaskRecord, payload: dict[str, Any]) -> dict[str, Any]:
@@ -506,12 +507,16 @@ class TaskWorker:
             log.warning("could not end a wait with its own token (%s); the execution's timeout will", exc)
 
     # ---- fail ---------------------------------------------------------------------------------
-    def fail(self, task_id: str, failure: Mapping[str, Any]) -> dict[str, Any]:
+    def fail(self, task_id: str, failure: Mapping[str, Any], execution: str = "") -> dict[str, Any]:
         """MarkFailed: what Step Functions caught (`Error`, `Cause`) goes to the log; the task gets the
-        generic error (an error name such as Runtime.ExitError means nothing to a client)."""
+        generic error (an error name such as Runtime.ExitError means nothing to a client). Only for
+        the execution that carries the task now: an older one's failure leaves the task to it."""
         log.error("task %s: execution failed with %s: %s", task_id, failure.get("Error"), _cause(failure))
         try:
-            settled = self.store.finish(task_id, FAILED, dict(EXECUTION_FAILED_ERROR))
+            if execution:
+                settled = self.store.settle_lost(task_id, execution, dict(EXECUTION_FAILED_ERROR))
+            else:
+                settled = self.store.finish(task_id, FAILED, dict(EXECUTION_FAILED_ERROR))
         except TaskNotFound:
             return _outcome(OUTCOME_GONE)
         except TaskConflict:
