@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import random
 import sys
@@ -770,3 +771,39 @@ def test_the_fail_of_an_execution_the_task_moved_on_from_leaves_the_task_to_the_
     current = worker.handle({"action": "fail", "taskId": task_id, "executionName": f"{task_id}.2", "failure": {}})
     assert current["outcome"] == wire.OUTCOME_FAILED
     assert (store.get(task_id).status, store.get(task_id).error) == (FAILED, ERROR)
+
+
+# ---- a callback completed after its deadline -------------------------------------------------------
+
+
+def test_a_callback_completed_after_its_deadline_is_refused_409_saying_why_and_nothing_is_written(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    from mcp_runtime.tasks.callbacks import LATE, REFUSED, CallbackService
+    from mcp_runtime.tasks.durable import encode_callback_token, token_hash
+
+    late, timely = create(store, clock, ttl_ms=None).task_id, create(store, clock, ttl_ms=None).task_id
+    for task_id in (late, timely):
+        waiting = {
+            "state": "waiting",
+            "name": "ci",
+            "hash": token_hash("s3cret"),
+            "timeout": 60,
+            "deadline": clock() + 60,
+        }
+        store.record_operation(task_id, "callback:ci", waiting, {})
+    callbacks = CallbackService(store, None)
+
+    def complete(task_id: str, secret: str = "s3cret") -> tuple[int, dict[str, Any]]:
+        body = {"token": encode_callback_token(task_id, "callback:ci", secret), "result": {"ok": True}}
+        answer = callbacks.complete(json.dumps(body).encode())
+        return answer.status, answer.body
+
+    assert complete(timely) == (200, {"completed": True})
+    clock.advance(61)
+    before = store.get(late)
+
+    assert complete(late) == (409, LATE)
+    assert LATE == {"message": "The callback's deadline has passed: the task no longer takes a completion"}
+    assert store.get(late) == before  # nothing written: the run after the timeout reports it timed out
+    assert complete(late, "forged") == (404, REFUSED)  # only the token's holder learns it was late

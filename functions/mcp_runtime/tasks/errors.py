@@ -43,6 +43,11 @@ class TaskAnswersFull(TaskError):
         self.limit_bytes = limit_bytes
 
 
+class CallbackLate(TaskError):
+    """A completion, by the token's holder, of a callback whose deadline has passed: the task went on
+    (or goes on) without it; nothing was written."""
+
+
 class TaskTooLarge(TaskError):
     """What a create would store is over `limits.MAX_TASK_CREATED_BYTES`; nothing was written."""
 

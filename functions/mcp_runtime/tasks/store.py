@@ -40,6 +40,7 @@ from ..limits import MAX_TASK_CREATED_BYTES, MAX_TASK_KEPT_ANSWERS_BYTES, bounde
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
 from .errors import (
+    CallbackLate,
     TaskAnswersFull,
     TaskConflict,
     TaskNotFound,
@@ -859,8 +860,10 @@ class DynamoTaskStore:
 
     @traced("TaskStore.complete_callback")
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
-        """The external system's completion: once, for the holder of the token, while the task works.
-        Asks for the waiting execution to be resumed. False when refused (unknown, used, forged, ended)."""
+        """The external system's completion: once, for the holder of the token, while the task works
+        and before the callback's deadline. Asks for the waiting execution to be resumed. False when
+        refused (unknown, used, forged, ended); CallbackLate, with nothing written, for the holder of
+        the token after the deadline."""
         now = self._clock()
         write_id = new_write_id()
         expression = _Expression()
@@ -874,11 +877,24 @@ class DynamoTaskStore:
         expression.require_equals("status", {"S": WORKING})
         expression.require(f"{path}.{expression.name('hash')} = {expression.value({'S': secret_hash})}")
         expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
+        deadline = f"{path}.{expression.name('deadline')}"
+        no_deadline = (
+            f"attribute_not_exists({deadline}) OR attribute_type({deadline}, {expression.value({'S': 'NULL'})})"
+        )
+        expression.require(f"({no_deadline} OR {deadline} > {expression.value({'N': repr(float(now))})})")
         expression.require_live(now)
         try:
             self._update(task_id, expression)
         except _ConditionFailed as failure:
-            return failure.record is not None and failure.record.write_id == write_id  # this write, answer lost
+            record = failure.record
+            if record is not None and record.write_id == write_id:
+                return True  # this write, applied, its answer lost
+            waiting = (record.steps.get(key) or {}) if record is not None and record.status == WORKING else {}
+            ends = waiting.get("deadline")
+            holder = waiting.get("hash") == secret_hash and waiting.get("state") == "waiting"
+            if holder and ends is not None and float(ends) <= now:
+                raise CallbackLate(f"task {task_id}: callback {key} completed after its deadline") from None
+            return False
         return True
 
     @traced("TaskStore.finish")
