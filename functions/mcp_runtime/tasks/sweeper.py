@@ -12,8 +12,9 @@ low, and the read path never makes it):
   conditional write: nothing is settled twice, and a newer execution is never settled for an old one);
 - it still runs (a quiet task, or one parked on input, a callback or a timer past its deadline: a
   parked task's lease runs to its wait's deadline, so it is not asked about while it waits): renew
-  the lease, so it is asked about again one lease later; a `working` one is also reported stale (`TasksStale`): its tool wrote
-  nothing for a whole lease, so it may hang (`make tasks STALE=10m` lists such tasks);
+  the lease, so it is asked about again one lease later; a `working` one is also reported stale
+  (`TasksStale`): its tool wrote nothing for a whole lease, so it may hang (`make tasks STALE=10m`
+  lists such tasks);
 - it does not exist (its start was lost): a working task is started again, idempotently (the same
   name and input, so a start that did happen meanwhile is the same execution); the tool resumes
   from its recorded steps, so the client's task goes on instead of failing. A task waiting for input
