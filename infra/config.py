@@ -129,15 +129,18 @@ def _concurrency_from_context(get: Any, *, with_bridge: bool) -> ConcurrencyConf
 class ThrottleRetry:
     """How the workflow waits out a throttled worker (Lambda.TooManyRequestsException): full-jitter
     exponential backoff, each wait a random time up to min(interval * 2^n, max delay), `attempts` times.
-    Deployed: up to 60 s, 2 min, 4 min, 8 min, then 15 min each; at most about 4 h 15 min in all."""
+    Deployed: up to 2 s, 4 s, 8 s, ... 8.5 min, then 15 min each; at most about 3 h in all. The first
+    waits are short because a worker slot may free in a second."""
 
-    interval_seconds: int = 60
+    interval_seconds: int = 2
     max_delay_seconds: int = 900
     attempts: int = 20
 
 
 def _throttle_retry_from_context(get: Any) -> ThrottleRetry:
-    interval = _int(get("throttleRetryIntervalSeconds") or 60, "throttleRetryIntervalSeconds", 1, 3_600)
+    interval = _int(
+        get("throttleRetryIntervalSeconds") or ThrottleRetry.interval_seconds, "throttleRetryIntervalSeconds", 1, 3_600
+    )
     max_delay = _int(get("throttleRetryMaxDelaySeconds") or 900, "throttleRetryMaxDelaySeconds", 1, 86_400)
     if max_delay < interval:
         raise ValueError(

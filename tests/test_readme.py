@@ -177,3 +177,14 @@ def test_every_relative_link_names_a_file_that_exists_and_one_of_its_headings(pa
         elif anchor and anchor not in heading_anchors(linked):
             broken.append(f"{target}: no heading #{anchor}")
     assert broken == []
+
+
+def test_the_scale_sheet_works_with_the_worker_concurrency_cdk_json_deploys() -> None:
+    import json
+
+    context = json.loads((REPO / "cdk.json").read_text())["context"]
+    reserved = context["workerReservedConcurrency"]
+    sheet = (REPO / "docs" / "performance.md").read_text().split("## Scale sheet", 1)[1]
+    (row,) = [line for line in sheet.splitlines() if line.startswith("| Lambda concurrency")]
+    assert f"`workerReservedConcurrency` {reserved} (cdk.json)" in row
+    assert "800 concurrency" not in sheet  # what the sheet assumed while cdk.json deployed 50

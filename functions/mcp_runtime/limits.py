@@ -54,12 +54,21 @@ MAX_HANDLE_DATA_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB i
 
 # ---- tasks: from the client (checked before any lookup, so they answer the same for every task id)
 MAX_TASK_ARGUMENTS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
+# A task keeps only what its worker needs of the client (its protocol version and the names of its
+# capabilities), but the declaration it came with is bounded too: real clients declare well under 1 KB.
+MAX_TASK_CLIENT_BYTES: Final = 16 * KB  # our choice: inside DynamoDB's 400 KB item
+# Everything a create stores on the item, counted as DynamoDB counts an item's size: the arguments,
+# the client's version and capability names, what the tool's `prepare` returned, and the task's own
+# bookkeeping. Over it, the call is refused with -32602 and nothing is written.
+MAX_TASK_CREATED_BYTES: Final = 80 * KB  # our choice: inside DynamoDB's 400 KB item, with the rest below
 MAX_TASK_ANSWERS: Final = 64  # our choice: answers one `tasks/update` may bring
 MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
 # What a task keeps of its answers across every round (`kept_answer_bytes` of each): an update that
-# would take it past this is refused with -32602 and changes nothing. With the arguments (64 KB),
-# the inline records (128 KB), the scratch (32 KB) and the questions or the result (32 KB), the
-# item stays under DynamoDB's 400 KB with 48 KB for the rest of it.
+# would take it past this is refused with -32602 and changes nothing. With what the create stored
+# (80 KB), the inline records (128 KB), the scratch (32 KB) and the questions (32 KB), the item stays
+# under DynamoDB's 400 KB with 32 KB for the rest of it (issued keys, the task token, the message).
+# A terminal write removes all of these and keeps the result (32 KB inline) or an error (bounded by
+# MAX_TERMINAL_ERROR_BYTES), so it always fits.
 MAX_TASK_KEPT_ANSWERS_BYTES: Final = 96 * KB  # our choice: inside DynamoDB's 400 KB item
 # A task's ttlMs: at least 1 ms, at most a Standard execution's life.
 MAX_TASK_TTL_MS: Final = ONE_YEAR_SECONDS * 1000  # AWS quota: a Standard execution lasts a year at most
@@ -73,6 +82,10 @@ MAX_INLINE_RESULT_BYTES: Final = 32 * KB  # our choice: inside Step Functions' 2
 MAX_RESULT_BYTES: Final = 5 * 1024 * KB  # our choice: under Lambda's 6 MB response, with the envelope
 # A result the payload bucket would not take in the run's own invocation travels to the Settle step,
 # which stores it; measured as JSON with every non-ASCII character escaped (its worst case on the way).
+# A failed task's error as its terminal write keeps it: one larger (a tool's McpError with a large
+# `data`) keeps its code and the first MAX_TERMINAL_ERROR_MESSAGE_CHARS of its message.
+MAX_TERMINAL_ERROR_BYTES: Final = 32 * KB  # our choice: like an inline result
+MAX_TERMINAL_ERROR_MESSAGE_CHARS: Final = 1000  # our choice: a message a person reads
 MAX_SETTLE_RESULT_BYTES: Final = 192 * KB  # our choice: inside Step Functions' 256 KB payload, with the state
 # What a `tasks/get` answer may take at most: the response limit less the envelope and the proxy
 # response's own escaping of the body.
@@ -121,3 +134,11 @@ def too_large_error(what: str, size: int, limit: int) -> dict[str, Any]:
         "message": f"Task {what} is {size} bytes, over the limit of {limit} bytes",
         "data": {"limitBytes": limit, "sizeBytes": size},
     }
+
+
+def bounded_error(error: dict[str, Any]) -> dict[str, Any]:
+    """`error` as a terminal write keeps it: whole up to MAX_TERMINAL_ERROR_BYTES, else its code and
+    the start of its message."""
+    if encoded_size(error) <= MAX_TERMINAL_ERROR_BYTES:
+        return error
+    return {"code": error.get("code"), "message": str(error.get("message") or "")[:MAX_TERMINAL_ERROR_MESSAGE_CHARS]}

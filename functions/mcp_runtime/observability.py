@@ -38,6 +38,13 @@ SWEEP_BEHIND: Final = "SweepBehind"
 # Working tasks whose execution still runs although nothing was written for a whole lease (a tool
 # that hangs without reporting), one per task each sweep that finds it, dimension `status`: "working".
 TASKS_STALE: Final = "TasksStale"
+# One per task whose tool raised (a bug in the tool: the task fails with -32603 and the traceback is
+# logged), dimension `tool`. Not an execution failure: the execution ends as the task does.
+TOOL_EXCEPTIONS: Final = "ToolExceptions"
+# One per task write the table refused for good (validation, access) where the writer can do no more
+# than report it, dimension `by`: "sweeper", "supervisor" or "worker". The task's other writes and every
+# other task go on; the sweeper looks at the task again an hour later.
+TASK_WRITES_REFUSED: Final = "TaskWritesRefused"
 
 # Terminal task status -> its counter.
 TERMINAL_METRICS: Final[dict[str, str]] = {
@@ -58,6 +65,8 @@ METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     TASKS_REPAIRED: (("repair",),),
     SWEEP_BEHIND: (("cause",),),
     TASKS_STALE: (("status",),),
+    TASK_WRITES_REFUSED: (("by",),),
+    TOOL_EXCEPTIONS: (("tool",),),
 }
 ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 

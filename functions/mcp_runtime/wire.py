@@ -134,7 +134,9 @@ WorkerOutcome = Literal[
 # The run settled the task itself (completed, also for a result with isError: true; or failed).
 OUTCOME_COMPLETED: Final = "completed"
 OUTCOME_FAILED: Final = "failed"
-# The tool raised: the task is settled failed, and the execution ends FAILED so its alarm sees it.
+# Routed to a FAILED execution. The worker no longer answers it (a tool that raises settles its task
+# failed and answers "failed", counted as ToolExceptions); kept so a run of the previous worker
+# during a deployment still routes.
 OUTCOME_CRASHED: Final = "crashed"
 # The run ended at a durable boundary; what comes next: a token wait for input or for a callback,
 # a Wait state, another round in a fresh invocation, or a new execution of the same task.

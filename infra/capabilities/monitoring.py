@@ -89,6 +89,8 @@ class Monitoring(Construct):
                 supervisor_function.metric("IteratorAge", period=PERIOD, statistic="Maximum"),
                 "Task starts, resumes or stops waited over a minute in the table's stream",
             ),
+            # The runtime's failures (a worker crash, a timeout, a write it could not make): a tool
+            # that raises fails its task and counts ToolExceptions instead (dashboard, no page).
             "ExecutionsFailed": (
                 state_machine.metric_failed(period=PERIOD, statistic="Sum"),
                 "A task execution failed",
@@ -120,6 +122,17 @@ class Monitoring(Construct):
                 self._sum(obs.TASKS_STALE, "status", ("working",), "Working tasks silent for a lease"),
                 "Working tasks wrote nothing for a whole lease while their execution runs: a tool may hang "
                 "(make tasks STALE=10m lists them)",
+            ),
+            # A write the table refuses for good (an item it will not take, access) is that task's
+            # failure: logged with the task id, the task set aside, every other task goes on.
+            "TaskWritesRefused": (
+                self._sum(
+                    obs.TASK_WRITES_REFUSED,
+                    "by",
+                    ("sweeper", "supervisor", "worker"),
+                    "Task writes the table refused",
+                ),
+                "The task table refused a task's write for good: that task is stuck or failed (its id is in the logs)",
             ),
             # The transport turns an unexpected exception into -32603 on the wire, so the function
             # itself succeeds: Lambda's Errors never sees these.
@@ -373,6 +386,16 @@ class Monitoring(Construct):
             cloudwatch.GraphWidget(
                 title="Working tasks silent for a whole lease while their execution runs (make tasks STALE=)",
                 left=[self._search("status", obs.TASKS_STALE, "Sum", "${PROP('Dim.status')}")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Task writes the table refused for good, by writer",
+                left=[self._search("by", obs.TASK_WRITES_REFUSED, "Sum", "${PROP('Dim.by')}")],
+                width=12,
+            ),
+            cloudwatch.GraphWidget(
+                title="Tools that raised (their tasks failed), by tool",
+                left=[self._search("tool", obs.TOOL_EXCEPTIONS, "Sum", "${PROP('Dim.tool')}")],
                 width=12,
             ),
         )

@@ -451,7 +451,9 @@ def test_ended_executions_of_the_task_state_machine_go_to_the_supervisor_and_wha
                 "detail-type": [schema.EXECUTION_STATUS_CHANGE],
                 "detail": {
                     "stateMachineArn": [_arn("stateMachine", STATE_MACHINE_NAME)],
-                    "status": list(schema.ENDED_STATUSES),
+                    # A SUCCEEDED execution wrote its task's terminal status itself or handed the
+                    # task on: finished tasks do not invoke the supervisor on its reserved slots.
+                    "status": ["ABORTED", "FAILED", "TIMED_OUT"],
                 },
             },
             "Targets": [
@@ -911,6 +913,7 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "RegisteredClients",  # the OAuth bridge's client slots
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "SweepBehind",  # the sweeper falls behind (tests/infra/test_sweeper_intent.py)
+        "TaskWritesRefused",  # a task's write refused for good (tests/infra/test_sweeper_intent.py)
         "TasksRepaired",  # the sweeper's repairs
         "TasksStale",  # working tasks silent for a lease while their execution runs (a hanging tool)
         "Throttles",

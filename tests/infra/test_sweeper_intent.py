@@ -138,6 +138,23 @@ def test_an_alarm_fires_when_sweeps_leave_stale_leases_behind_for_three_periods_
     _assert_sum(metrics, obs.SWEEP_BEHIND, "cause", ("cap", "unavailable"))
 
 
+def test_an_alarm_fires_on_any_task_write_the_table_refused_for_good(synth: Any) -> None:
+    stack: Synthesized = synth(**FULL_OPTIONS)
+    metrics = Capture()
+    stack.template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "AlarmDescription": Match.string_like_regexp("task table refused a task's write"),
+            "Threshold": 1,
+            "EvaluationPeriods": 1,
+            "TreatMissingData": "notBreaching",
+            "Metrics": metrics,
+            "AlarmActions": Match.any_value(),
+        },
+    )
+    _assert_sum(metrics, obs.TASK_WRITES_REFUSED, "by", ("sweeper", "supervisor", "worker"))
+
+
 def _assert_sum(metrics: Capture, metric: str, dimension: str, values: tuple[str, ...]) -> None:
     by_id = {entry["Id"]: entry for entry in metrics.as_array()}
     assert by_id["expr_1"]["Expression"] == " + ".join(f"FILL({value}, 0)" for value in values)

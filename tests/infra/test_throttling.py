@@ -22,7 +22,7 @@ from infra.config import ThrottleRetry
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import ACTIVE_STATUSES, EXECUTION_FAILED_ERROR, FAILED
-from mcp_runtime.tasks.store import DynamoTaskStore
+from mcp_runtime.tasks.store import WORKING_PARTS, DynamoTaskStore
 from mcp_runtime.tasks.worker import DEFAULT_ROUNDS_PER_EXECUTION
 from tests.infra.conftest import Synthesized
 
@@ -67,20 +67,23 @@ def test_every_worker_step_waits_out_throttling_with_full_jitter_backoff_from_su
     assert all("States.ALL" not in retrier["ErrorEquals"] for retrier in retriers)
 
 
-def test_the_deployed_throttle_backoff_is_minutes_and_cdk_fills_it_in(default_stack: Synthesized) -> None:
+def test_the_deployed_throttle_backoff_starts_at_seconds_keeps_its_cap_and_cdk_fills_it_in(
+    default_stack: Synthesized,
+) -> None:
     substitutions = Capture()
     default_stack.template.has_resource_properties(
         "AWS::StepFunctions::StateMachine", {"DefinitionSubstitutions": substitutions}
     )
     values = substitutions.as_object()
     assert {key: values[key] for key in values if key.startswith("Throttle")} == {
-        "ThrottleRetryIntervalSeconds": "60",
+        "ThrottleRetryIntervalSeconds": "2",  # a slot may free in a second: the first wait is short
         "ThrottleRetryMaxDelaySeconds": "900",
         "ThrottleRetryMaxAttempts": "20",
     }
-    # Each wait is random in [0, min(60 * 2^n, 900)] s: the bound on all the waits of one step.
-    caps = [min(60 * 2**attempt, 900) for attempt in range(20)]
-    assert sum(caps) == 15_300  # 4 h 15 min
+    # Each wait is random in [0, min(2 * 2^n, 900)] s: the bound on all the waits of one step.
+    caps = [min(2 * 2**attempt, 900) for attempt in range(20)]
+    assert caps[:3] == [2, 4, 8] and caps[-1] == 900
+    assert sum(caps) == 10_922  # 3 h 2 min
 
 
 def test_the_throttle_intervals_come_from_context_so_tests_can_scale_them_down(synth: Any) -> None:
@@ -119,24 +122,28 @@ def test_the_state_machines_fail_write_is_the_workers_fail_write() -> None:
     params = _definition()["States"]["MarkFailedInTable"]["Parameters"]
     names, values = params["ExpressionAttributeNames"], params["ExpressionAttributeValues"]
     update = params["UpdateExpression"]
-    sets, removes = update.removeprefix("SET ").split(" REMOVE ")
+    removes, sets = update.removeprefix("REMOVE ").split(" SET ")  # removals first, as the store writes it
     assigned = {names[part.split(" = ")[0].strip()]: part.split(" = ", 1)[1].strip() for part in sets.split(", ")}
-    assert set(assigned) == {"status", "error", "lastUpdatedAt", "writeId", "version", "inputRequests"}
+    assert set(assigned) == {"status", "error", "lastUpdatedAt", "writeId", "version"}
     assert values[assigned["status"]] == {"S": FAILED}
     assert json.loads(values[assigned["error"]]["S"]) == EXECUTION_FAILED_ERROR
     assert values[assigned["error"]]["S"] == json.dumps(EXECUTION_FAILED_ERROR, separators=(",", ":"))
     assert values[assigned["lastUpdatedAt"]] == {"S.$": "$$.State.EnteredTime"}
-    assert values[assigned["inputRequests"]] == {"M": {}}
     assert assigned["version"] == "#version + :one" and values[":one"] == {"N": "1"}
     removed = {names[name.strip()] for name in removes.split(",")}
-    # What every terminal write removes, and the active-task index attribute (its sparse index).
-    assert removed == {"taskToken", "statusMessage", "effect", "leaseExpiresAt"}
+    # What every terminal write removes, the active-task index attribute (its sparse index), and what
+    # only a working task needs (so the write fits whatever the task carried).
+    assert removed == {"taskToken", "statusMessage", "effect", "leaseExpiresAt", *WORKING_PARTS}
     # The store's own terminal write, attribute for attribute: change one, change the other.
     terminal, _ = DynamoTaskStore("tasks")._terminal(FAILED, dict(EXECUTION_FAILED_ERROR))
     assert {terminal.names[part.split(" = ")[0]] for part in terminal.sets} == set(assigned)
     assert {terminal.names[name] for name in terminal.removes} | {"leaseExpiresAt"} == removed
     condition = params["ConditionExpression"]
-    assert condition == "attribute_exists(#pk) AND #status IN (:working, :inputRequired)"
+    assert condition == (
+        "attribute_exists(#pk) AND #status IN (:working, :inputRequired)"
+        " AND (#executionName = :execution OR attribute_not_exists(#executionName))"
+    )  # as TaskStore.settle_lost requires the execution: only the current one fails the task
+    assert (names["#executionName"], values[":execution"]) == ("executionName", {"S.$": "$$.Execution.Name"})
     assert {values[":working"]["S"], values[":inputRequired"]["S"]} == set(ACTIVE_STATUSES)
 
 

@@ -25,6 +25,7 @@ from local_stack.template import DeployedTemplate
 
 from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
+from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.tasks.executor import StepFunctionsExecutor, execution_arn
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
@@ -101,6 +102,7 @@ class TaskEnvironment:
     clock: Callable[[], float] = time.time
     rounds_per_execution: int = 1000
     progress_interval_seconds: float = 0.0  # every report written; the deployed default is 1 s
+    telemetry: Telemetry = NO_TELEMETRY  # what the worker reports
 
     def store(self, clock: Callable[[], float] | None = None) -> DynamoTaskStore:
         return DynamoTaskStore(self.resources.table_name, self.dynamodb, clock=clock or self.clock)
@@ -123,6 +125,7 @@ class TaskEnvironment:
             callback_url=CALLBACK_URL,
             rounds_per_execution=self.rounds_per_execution,
             progress_interval_seconds=self.progress_interval_seconds,
+            telemetry=self.telemetry,
         )
 
     def supervisor(self) -> TaskSupervisor:

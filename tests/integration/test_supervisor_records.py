@@ -15,6 +15,7 @@ from fixtures import conformance_tasks
 from local_stack.aws import EmbeddedAws
 from local_stack.provision import ProvisionedStack
 
+from mcp_runtime.observability import TASK_WRITES_REFUSED
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.service import TaskService
@@ -22,6 +23,7 @@ from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.supervisor import TaskSupervisor
 from mcp_runtime.tools import ToolRegistry
 from tests.integration.task_harness import TaskResources, request_context
+from tests.telemetry_support import RecordingTelemetry
 
 
 class Tasks:
@@ -97,15 +99,20 @@ def test_a_record_whose_item_does_not_parse_fails_alone_and_the_other_tasks_star
     assert not tasks.started(broken)
 
 
-def test_a_refused_write_while_settling_a_refused_start_is_that_records_failure(tasks: Tasks) -> None:
-    """StartExecution refused (no such state machine), then the settle refused (no such table):
-    TaskStoreRefused is reported for that record, not raised out of the batch."""
+def test_a_refused_write_while_settling_a_refused_start_is_counted_as_that_tasks_failure_not_retried(
+    tasks: Tasks,
+) -> None:
+    """StartExecution refused (no such state machine), then the settle refused (no such table): the
+    task's failure, logged and counted (TaskWritesRefused alarms); retrying the record cannot help, so
+    it is not reported failed, and nothing is raised out of the batch."""
     task_id = tasks.create()
     machine = tasks.resources.state_machine_arn + "-gone"
-    supervisor = TaskSupervisor(tasks.store("no-such-table"), tasks.executor(machine))
+    telemetry = RecordingTelemetry()
+    supervisor = TaskSupervisor(tasks.store("no-such-table"), tasks.executor(machine), telemetry=telemetry)
     records = [tasks.record(task_id)]
 
-    assert failures(supervisor.process_stream_batch(records)) == [sequence(records[0])]
+    assert failures(supervisor.process_stream_batch(records)) == []
+    assert [(s.value, s.dimensions) for s in telemetry.of(TASK_WRITES_REFUSED)] == [(1, {"by": "supervisor"})]
 
 
 def test_once_a_record_of_a_task_fails_its_later_records_wait_and_other_tasks_go_on(tasks: Tasks) -> None:

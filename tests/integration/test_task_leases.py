@@ -4,6 +4,7 @@ active tasks, and the sweeper's query finds the ones whose lease ran out, oldest
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from local_stack.provision import ProvisionedStack
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import TaskConflict
 from mcp_runtime.tasks.models import COMPLETED, EXECUTION_LOST_ERROR, FAILED, INPUT_REQUIRED, WORKING
-from mcp_runtime.tasks.store import DynamoTaskStore, lease_until, task_key
+from mcp_runtime.tasks.store import DynamoTaskStore, lease_until, parked_lease_until, task_key
 from tests.integration.task_harness import ALICE, Clock, TaskEnvironment, TaskResources
 from tests.integration.test_task_store import RESULT, accept, await_input, create
 
@@ -194,3 +195,42 @@ def test_a_task_awaiting_input_is_in_the_index_until_it_is_settled(
     with pytest.raises(TaskConflict):
         store.settle_lost(task_id, task_id, dict(EXECUTION_LOST_ERROR))
     assert indexed(task_env) == set()
+
+
+# ---- parked tasks: a lease that matches their own deadline ----------------------------------------
+
+
+def test_a_task_parked_on_input_holds_a_lease_of_one_lease_past_its_waits_deadline(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    task_id = create(store, clock, ttl_ms=None).task_id
+    record = store.get(task_id)
+    deadline = clock() + 86_400  # the execution waits a day for the answers
+
+    store.await_input(
+        task_id, record.version, {"ok": {"method": "elicitation/create"}}, (("ok", "ok"),), {}, "t", deadline
+    )
+
+    assert lease_of(task_env, task_id) == parked_lease_until(deadline, LEASE) == math.ceil(deadline) + LEASE
+    clock.advance(86_400)
+    assert store.stale_leases(clock(), 10) == []  # not asked about while it waits as it should
+    clock.advance(LEASE + 1)
+    assert [lease.task_id for lease in store.stale_leases(clock(), 10)] == [task_id]
+    store.answer(task_id, ALICE.id, {"ok": accept(ok=True)})  # answered: an ordinary lease again
+    assert lease_of(task_env, task_id) == lease_until(clock(), LEASE)
+
+
+def test_a_task_parked_on_a_callback_or_a_timer_holds_a_lease_past_that_deadline(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    waiting = create(store, clock, ttl_ms=None).task_id
+    called = create(store, clock, ttl_ms=None).task_id
+    ends = clock() + 3 * 3600
+
+    store.record_operation(waiting, "wait:", {"until": ends}, {}, parked_until=ends)
+    store.record_operation(called, "callback:ci", {"state": "waiting", "hash": "h"}, {})
+    store.await_callback(called, "callback:ci", "token", "Waiting for ci", parked_until=ends)
+
+    assert lease_of(task_env, waiting) == lease_of(task_env, called) == math.ceil(ends) + LEASE
+    store.record_operation(waiting, "step:after", {"v": 1}, {})  # the run after the wait
+    assert lease_of(task_env, waiting) == lease_until(clock(), LEASE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import random
 import sys
@@ -549,7 +550,10 @@ class Interleaving:
             assert now.input_requests == {}
         assert set(now.input_requests) <= issued and set(now.answers) <= issued
         assert not set(now.input_requests) & set(now.answers), "a key is both answered and outstanding"
-        assert now.answers == self.first_answers, "an answer was lost or overwritten"
+        if now.is_terminal:  # settled: what only a working task needs is gone, whatever it carried
+            assert (now.answers, now.issued_keys, now.arguments) == ({}, (), {})
+        else:
+            assert now.answers == self.first_answers, "an answer was lost or overwritten"
 
 
 # The 300 seeded interleavings in six parts of 50, so parallel test workers share them.
@@ -745,3 +749,61 @@ def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore
 
     with pytest.raises(TaskConflict):
         store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
+
+
+# ---- the execution-level failure writes check which execution is current ---------------------------
+
+
+def test_the_fail_of_an_execution_the_task_moved_on_from_leaves_the_task_to_the_current_one(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    from mcp_runtime.tasks.worker import TaskWorker
+    from mcp_runtime.tools import ToolRegistry
+
+    task_id = create(store, clock).task_id
+    store.renew(task_id, task_id, f"{task_id}.2")  # the task continues in a new execution
+    worker = TaskWorker(store, task_env.executor(), ToolRegistry())
+
+    stale = worker.handle({"action": "fail", "taskId": task_id, "executionName": task_id, "failure": {}})
+
+    assert stale["outcome"] == wire.OUTCOME_OVERTAKEN
+    assert (store.get(task_id).status, store.get(task_id).execution) == (WORKING, f"{task_id}.2")
+    current = worker.handle({"action": "fail", "taskId": task_id, "executionName": f"{task_id}.2", "failure": {}})
+    assert current["outcome"] == wire.OUTCOME_FAILED
+    assert (store.get(task_id).status, store.get(task_id).error) == (FAILED, ERROR)
+
+
+# ---- a callback completed after its deadline -------------------------------------------------------
+
+
+def test_a_callback_completed_after_its_deadline_is_refused_409_saying_why_and_nothing_is_written(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    from mcp_runtime.tasks.callbacks import LATE, REFUSED, CallbackService
+    from mcp_runtime.tasks.durable import encode_callback_token, token_hash
+
+    late, timely = create(store, clock, ttl_ms=None).task_id, create(store, clock, ttl_ms=None).task_id
+    for task_id in (late, timely):
+        waiting = {
+            "state": "waiting",
+            "name": "ci",
+            "hash": token_hash("s3cret"),
+            "timeout": 60,
+            "deadline": clock() + 60,
+        }
+        store.record_operation(task_id, "callback:ci", waiting, {})
+    callbacks = CallbackService(store, None)
+
+    def complete(task_id: str, secret: str = "s3cret") -> tuple[int, dict[str, Any]]:
+        body = {"token": encode_callback_token(task_id, "callback:ci", secret), "result": {"ok": True}}
+        answer = callbacks.complete(json.dumps(body).encode())
+        return answer.status, answer.body
+
+    assert complete(timely) == (200, {"completed": True})
+    clock.advance(61)
+    before = store.get(late)
+
+    assert complete(late) == (409, LATE)
+    assert LATE == {"message": "The callback's deadline has passed: the task no longer takes a completion"}
+    assert store.get(late) == before  # nothing written: the run after the timeout reports it timed out
+    assert complete(late, "forged") == (404, REFUSED)  # only the token's holder learns it was late

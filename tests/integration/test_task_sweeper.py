@@ -6,23 +6,27 @@ lease, one whose start was lost is started, and each run asks Step Functions at 
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 from local_stack.aws import EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
 
-from mcp_runtime.observability import SWEEP_BEHIND, TASKS_REPAIRED, TASKS_STALE
+from mcp_runtime.observability import SWEEP_BEHIND, TASK_WRITES_REFUSED, TASKS_REPAIRED, TASKS_STALE
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.errors import ExecutorUnavailable
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.models import EXECUTION_LOST_ERROR, FAILED, INPUT_REQUIRED, WORKING
 from mcp_runtime.tasks.store import DynamoTaskStore, lease_until, task_key
+from mcp_runtime.tasks.supervisor import TaskSupervisor
 from mcp_runtime.tasks.sweeper import (
     BEHIND_CAP,
     BEHIND_UNAVAILABLE,
+    REFUSED_RECHECK_SECONDS,
     REPAIR_RESTARTED,
     REPAIR_SETTLED,
     SCHEDULED_EVENT,
@@ -147,8 +151,18 @@ def test_a_task_whose_execution_ended_without_a_word_is_settled_failed_once_its_
     clock.advance(LEASE)
     late = sweeper().handle(SCHEDULED)
 
-    assert early == {"checked": 0, "settled": 0, "restarted": 0, "extended": 0, "dropped": 0, "stale": 0, "left": False}
-    assert late == {"checked": 1, "settled": 1, "restarted": 0, "extended": 0, "dropped": 0, "stale": 0, "left": False}
+    nothing = {
+        "checked": 0,
+        "settled": 0,
+        "restarted": 0,
+        "extended": 0,
+        "dropped": 0,
+        "stale": 0,
+        "refused": 0,
+        "left": False,
+    }
+    assert early == nothing
+    assert late == {**nothing, "checked": 1, "settled": 1}
     settled = store.get(task_id)
     assert (settled.status, settled.error) == (FAILED, EXECUTION_LOST_ERROR)
     assert lease_of(task_env, task_id) is None
@@ -352,4 +366,156 @@ def test_a_settled_task_a_stray_write_left_a_lease_leaves_the_index_without_bein
     assert (report.checked, report.settled, report.extended, report.dropped) == (1, 0, 0, 1)
     assert lease_of(task_env, task_id) is None
     assert store.get(task_id).status == FAILED
+    assert sweeper().sweep().checked == 0
+
+
+class RefusingTable:
+    """The task table's client, refusing the writes to the tasks in `refused` as DynamoDB refuses a
+    write that would take an item past 400 KB (what a task created before items were bounded met):
+    a write of the lease alone (a number for a number) still goes through, unless `refuse_all`."""
+
+    MESSAGE = "Item size to update has exceeded the maximum allowed size"
+    LEASE_ONLY = {schema.PARTITION_KEY, schema.LEASE_ATTRIBUTE, schema.LEASE_SHARD_ATTRIBUTE, "status"}
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.refused: set[str] = set()
+        self.refuse_all = False
+
+    def update_item(self, **params: Any) -> Any:
+        task_id = params["Key"][schema.PARTITION_KEY]["S"].removeprefix(schema.TASK_KEY_PREFIX)
+        lease_only = set(params["ExpressionAttributeNames"].values()) <= self.LEASE_ONLY
+        if task_id in self.refused and (self.refuse_all or not lease_only):
+            error = {"Error": {"Code": "ValidationException", "Message": self.MESSAGE}}
+            raise ClientError(error, "UpdateItem")  # type: ignore[arg-type]
+        return self._client.update_item(**params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("refusing", ["growing writes", "every write"])
+def test_a_task_whose_writes_are_refused_is_counted_and_set_aside_and_the_sweeper_repairs_the_others(
+    refusing: str,
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    telemetry: RecordingTelemetry,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    table = RefusingTable(task_env.dynamodb)
+    store = DynamoTaskStore(task_env.resources.table_name, table, clock=clock, lease_seconds=LEASE)
+    refused = started(store, clock, executor, task_env)  # the oldest lease: the first the sweeper takes
+    clock.advance(60)
+    others = [started(store, clock, executor, task_env) for _ in range(2)]
+    for task_id in [refused, *others]:
+        wait_until(lambda task_id=task_id: task_env.execution_status(task_id), lambda s: s != "RUNNING")
+    seen = lease_of(task_env, refused)
+    table.refused.add(refused)
+    table.refuse_all = refusing == "every write"
+    clock.advance(LEASE)
+
+    first = TaskSweeper(store, executor, clock=clock, telemetry=telemetry).sweep()
+
+    assert (first.checked, first.settled, first.refused, first.behind) == (3, 2, 1, None)
+    assert {store.get(task_id).status for task_id in others} == {FAILED}
+    assert store.get(refused).status == WORKING
+    assert [(s.value, s.dimensions) for s in telemetry.of(TASK_WRITES_REFUSED)] == [(1, {"by": "sweeper"})]
+    assert f"task {refused}: the task table refused its write; looked at again in 3600 s" in caplog.text
+    assert RefusingTable.MESSAGE in caplog.text
+    if refusing == "growing writes":  # moved aside: the runs that follow do not meet it first
+        assert lease_of(task_env, refused) == math.floor(clock()) + REFUSED_RECHECK_SECONDS
+        assert TaskSweeper(store, executor, clock=clock).sweep().checked == 0
+    else:  # nothing can be written to it: it takes one check of each run, and the run goes on
+        assert lease_of(task_env, refused) == seen
+        assert f"task {refused}: its lease could not be set aside" in caplog.text
+    table.refused.clear()
+    clock.advance(REFUSED_RECHECK_SECONDS)
+    assert TaskSweeper(store, executor, clock=clock).sweep().settled == 1  # refused no more: repaired
+    assert store.get(refused).status == FAILED
+
+
+def test_a_lease_the_sweeper_sets_aside_comes_back_one_recheck_period_later(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    task_id = create(store, clock, ttl_ms=None).task_id
+    clock.advance(LEASE)
+    (lease,) = store.stale_leases(clock(), 10)
+
+    assert store.set_lease_aside(task_id, lease.lease_expires_at, REFUSED_RECHECK_SECONDS)
+
+    assert lease_of(task_env, task_id) == math.floor(clock()) + REFUSED_RECHECK_SECONDS
+    assert store.stale_leases(clock(), 10) == []
+    assert [found.task_id for found in store.stale_leases(clock() + REFUSED_RECHECK_SECONDS, 10)] == [task_id]
+    assert not store.set_lease_aside(task_id, lease.lease_expires_at, 1)  # only the lease it saw
+
+
+def test_the_supervisor_counts_a_refused_settle_as_that_tasks_failure_and_does_not_raise(
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    telemetry: RecordingTelemetry,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    table = RefusingTable(task_env.dynamodb)
+    store = DynamoTaskStore(task_env.resources.table_name, table, clock=clock, lease_seconds=LEASE)
+    task_id = started(store, clock, executor, task_env)
+    assert wait_until(lambda: task_env.execution_status(task_id), lambda s: s != "RUNNING") == "SUCCEEDED"
+    table.refused.add(task_id)
+    supervisor = TaskSupervisor(store, executor, telemetry=telemetry)
+
+    supervisor.reconcile({"status": "ABORTED", "name": task_id, "input": json.dumps({"taskId": task_id})})
+
+    assert store.get(task_id).status == WORKING  # left to the sweeper, which sets it aside
+    assert [(s.value, s.dimensions) for s in telemetry.of(TASK_WRITES_REFUSED)] == [(1, {"by": "supervisor"})]
+    assert f"task {task_id}: the task table refused its write" in caplog.text
+
+
+# Parked tasks at once: with one uniform lease, these many (10 times what one run checks) held a lost
+# task behind them for 20 runs, 100 minutes (issue 31). Parked, they cost the sweeper nothing.
+PARKED_TASKS = 2_000
+
+
+def test_two_thousand_parked_tasks_cost_the_sweeper_nothing_and_a_lost_one_among_them_is_repaired_in_one_run(
+    store: DynamoTaskStore,
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    sweeper: Callable[..., TaskSweeper],
+) -> None:
+    parked = create(store, clock, ttl_ms=None).task_id
+    record = store.get(parked)
+    store.await_input(  # waiting a day for a person, as the worker's store_token step parks it
+        parked, record.version, {"ok": {"method": "elicitation/create"}}, (("ok", "ok"),), {}, "t", clock() + 86_400
+    )
+    template = task_env.dynamodb.get_item(TableName=task_env.resources.table_name, Key=task_key(parked))["Item"]
+    copies = []
+    for number in range(PARKED_TASKS - 1):  # the same task, parked 1,999 more times under other ids
+        task_id = f"parked-{number:05d}-{parked}"
+        copies.append(
+            {
+                **template,
+                **task_key(task_id),
+                "taskId": {"S": task_id},
+                schema.LEASE_SHARD_ATTRIBUTE: {"S": schema.lease_shard(task_id)},
+            }
+        )
+    for start in range(0, len(copies), 25):
+        batch = [{"PutRequest": {"Item": item}} for item in copies[start : start + 25]]
+        task_env.dynamodb.batch_write_item(RequestItems={task_env.resources.table_name: batch})
+    clock.advance(60)
+    lost = started(store, clock, executor, task_env)  # the newest lease of all: behind every parked one
+    assert wait_until(lambda: task_env.execution_status(lost), lambda s: s != "RUNNING") == "SUCCEEDED"
+    clock.advance(LEASE)
+
+    report = sweeper().sweep()  # one run, at its default cap of 100 checks
+
+    assert (report.checked, report.settled, report.behind) == (1, 1, None)
+    assert executor.described == [lost]
+    assert (store.get(lost).status, store.get(lost).error) == (FAILED, EXECUTION_LOST_ERROR)
+    assert store.get(parked).status == INPUT_REQUIRED
+    clock.advance(12 * 3600)  # half a day later, every run still finds nothing to ask about
     assert sweeper().sweep().checked == 0

@@ -19,6 +19,7 @@ from mcp_runtime.observability import (
     TASKS_CREATED,
     TASKS_FAILED,
     TIME_TO_TERMINAL,
+    TOOL_EXCEPTIONS,
 )
 from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRED, parse_timestamp
@@ -138,15 +139,16 @@ def test_a_protocol_error_is_reported_failed_by_the_worker(
     ]
 
 
-def test_a_crash_is_reported_failed_once_through_the_state_machines_catch(
+def test_a_tool_that_raises_is_reported_once_as_a_tool_exception_and_a_failed_task(
     service: TaskService, task_env: TaskEnvironment, worker_telemetry: RecordingTelemetry
 ) -> None:
     task_id = start(service, task_env, "crash_for_metrics")
     done = settle(service, task_id)
-    assert wait_until(lambda: task_env.execution_status(task_id), lambda s: s == "FAILED") == "FAILED"
+    assert wait_until(lambda: task_env.execution_status(task_id), lambda s: s != "RUNNING") == "SUCCEEDED"
 
     assert done["status"] == FAILED
-    assert reported(worker_telemetry) == [
+    assert reported(worker_telemetry, 3) == [
+        Sample(TOOL_EXCEPTIONS, "Count", 1.0, {"tool": "crash_for_metrics"}),
         Sample(TASKS_FAILED, "Count", 1.0, {"tool": "crash_for_metrics"}),
         Sample(TIME_TO_TERMINAL, "Milliseconds", elapsed_ms(done), {"tool": "crash_for_metrics", "status": FAILED}),
     ]

@@ -13,6 +13,7 @@ from fixtures import conformance_tasks
 from pydantic import BaseModel
 
 from mcp_runtime import wire
+from mcp_runtime.observability import TOOL_EXCEPTIONS
 from mcp_runtime.tasks.models import (
     CANCELLED,
     COMPLETED,
@@ -24,6 +25,7 @@ from mcp_runtime.tasks.models import (
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tools import ToolContext, ToolMode, tool
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+from tests.telemetry_support import RecordingTelemetry
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
 
@@ -195,17 +197,20 @@ def test_a_protocol_error_settles_failed_with_that_error_inline(service: TaskSer
     assert "result" not in done
 
 
-def test_a_tool_that_raises_fails_its_task_with_a_generic_error_and_logs_its_traceback(
+def test_a_tool_that_raises_fails_its_task_with_a_generic_error_counts_it_and_logs_its_traceback(
     service: TaskService, env: TaskEnvironment, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR, logger="mcp_runtime.tasks.worker")
+    env.telemetry = telemetry = RecordingTelemetry()
     task_id = start(service, env, "crash")
 
     done = poll(service, task_id, TERMINAL)
 
     assert done["status"] == FAILED
     assert done["error"] == {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}  # no class names
-    assert wait_until(lambda: env.execution_status(task_id), lambda s: s == "FAILED") == "FAILED"
+    # A tool's bug is the task's failure and a metric by tool, not a failed execution (which pages).
+    assert wait_until(lambda: env.execution_status(task_id), lambda s: s != "RUNNING") == "SUCCEEDED"
+    assert [(s.value, s.dimensions) for s in telemetry.of(TOOL_EXCEPTIONS)] == [(1, {"tool": "crash"})]
     logged = [r for r in caplog.records if r.name == "mcp_runtime.tasks.worker" and task_id in r.getMessage()]
     assert [r.getMessage() for r in logged] == [f"task {task_id}: tool crash raised: disk on fire"]
     assert logged[0].exc_info is not None and logged[0].exc_info[0] is RuntimeError  # the traceback

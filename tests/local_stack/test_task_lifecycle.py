@@ -11,10 +11,12 @@ from __future__ import annotations
 import pytest
 
 from mcp_runtime import wire
-from mcp_runtime.limits import MAX_TASK_KEPT_ANSWERS_BYTES
+from mcp_runtime.limits import MAX_TASK_CLIENT_BYTES, MAX_TASK_KEPT_ANSWERS_BYTES
+from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import EXECUTION_FAILED_ERROR
 from mcp_runtime.tasks.service import answers_full_message
-from tests.local_stack.conftest import StackClient
+from mcp_runtime.tasks.store import task_key
+from tests.local_stack.conftest import TASKS, StackClient
 
 pytestmark = pytest.mark.e2e
 
@@ -140,3 +142,29 @@ def test_an_interview_whose_answers_would_outgrow_the_task_is_refused_cleanly_an
         "completed",
         f"3 answers, {90 * 1024 + 1} characters",
     )
+
+
+def test_a_task_call_whose_client_capabilities_carry_300_kb_is_refused_and_nothing_is_stored(
+    lifecycle_stack: StackClient,
+) -> None:
+    heavy = StackClient(lifecycle_stack.running, user="heavy-capabilities")
+    capabilities = {**TASKS, "experimental": {"padding": ["x" * 100_000] * 3}}
+
+    body = heavy.call("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}}, capabilities)
+
+    assert body["error"] == {
+        "code": wire.INVALID_PARAMS,
+        "message": f"Invalid params: clientCapabilities of a task may be at most {MAX_TASK_CLIENT_BYTES} bytes",
+    }
+    created = heavy.result("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0}})
+    dynamodb = heavy.running.aws_client("dynamodb")
+    table = heavy.running.physical_id("TaskTable", "AWS::DynamoDB::Table")
+    owner = dynamodb.get_item(TableName=table, Key=task_key(created["taskId"]), ConsistentRead=True)["Item"]["owner"]
+    owned = dynamodb.query(
+        TableName=table,
+        IndexName=schema.OWNER_INDEX,
+        KeyConditionExpression="#owner = :owner",
+        ExpressionAttributeNames={"#owner": schema.OWNER_INDEX_PARTITION_KEY},
+        ExpressionAttributeValues={":owner": owner},
+    )["Items"]
+    assert [item["taskId"]["S"] for item in owned] == [created["taskId"]]  # the refused call stored nothing

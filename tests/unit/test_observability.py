@@ -30,6 +30,7 @@ from mcp_runtime.observability import (
     NO_TELEMETRY,
     REJECTED_REQUESTS,
     SWEEP_BEHIND,
+    TASK_WRITES_REFUSED,
     TASKS_CANCELLED,
     TASKS_COMPLETED,
     TASKS_CREATED,
@@ -37,6 +38,7 @@ from mcp_runtime.observability import (
     TASKS_REPAIRED,
     TASKS_STALE,
     TIME_TO_TERMINAL,
+    TOOL_EXCEPTIONS,
 )
 from mcp_runtime.server import McpServer
 from mcp_runtime.tasks.errors import TaskConflict, TaskNotFound, TaskStoreUnavailable
@@ -239,6 +241,7 @@ class MemoryTaskStore:
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
+        parked_until: float | None = None,
     ) -> AwaitOutcome:
         raise NotImplementedError
 
@@ -673,12 +676,15 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}
     declared = {(metric, dims) for metric, sets in METRIC_DIMENSIONS.items() for dims in sets}
     assert reported <= declared
-    # The sweeper's repairs and stale tasks are reported in its own tests (tests/integration/test_task_sweeper.py).
+    # The sweeper's repairs, stale tasks and refused writes are reported in its own tests
+    # (tests/integration/test_task_sweeper.py).
     assert {metric for metric, _ in reported} == set(METRIC_DIMENSIONS) - {
         TASKS_COMPLETED,
         TASKS_REPAIRED,
         SWEEP_BEHIND,
         TASKS_STALE,
+        TASK_WRITES_REFUSED,
+        TOOL_EXCEPTIONS,  # tests/integration/test_task_workflow.py
     }
 
 

@@ -6,7 +6,8 @@ credential (the route has no other authorizer): it names the task and the callba
 256-bit secret whose hash the callback's record holds. A completion is one conditional write:
 for the holder of the token, while the callback waits and the task works, once. The write asks
 for the waiting execution to be resumed (the supervisor sends its task token, as for `tasks/update`).
-An unknown, forged, already used or expired token gets the same answer, so tokens cannot be probed.
+An unknown, forged, already used or expired token gets the same answer, so tokens cannot be probed;
+the holder of a valid token whose callback's deadline has passed gets 409, saying so.
 """
 
 from __future__ import annotations
@@ -19,13 +20,15 @@ from typing import Any, Final
 from ..limits import MAX_CALLBACK_BYTES, MAX_CALLBACK_ERROR_CHARS, MAX_INLINE_RECORD_BYTES, encoded_size
 from ..observability import NO_TELEMETRY, Telemetry
 from .durable import CALLBACK_WAITING, decode_callback_token, token_hash
-from .errors import TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
+from .errors import CallbackLate, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .payloads import PayloadStore
 from .store import TaskStore
 
 log = logging.getLogger(__name__)
 
 REFUSED: Final[dict[str, Any]] = {"message": "Unknown, expired or already completed callback token"}
+# For the holder of the token only (its secret matched), so it tells nothing to a prober.
+LATE: Final[dict[str, Any]] = {"message": "The callback's deadline has passed: the task no longer takes a completion"}
 USAGE: Final = 'Send {"token": ..., "result": ...} or {"token": ..., "error": {"message": ...}}'
 
 
@@ -67,6 +70,9 @@ class CallbackService:
             if outcome is None:
                 return CallbackAnswer(404, REFUSED)
             completed = self.store.complete_callback(task_id, key, token_hash(secret), outcome)
+        except CallbackLate as exc:
+            log.warning("%s; refused", exc)
+            return CallbackAnswer(409, LATE)
         except TaskStoreUnavailable as exc:
             log.warning("callback for task %s not recorded yet (%s)", task_id, exc)
             return CallbackAnswer(503, {"message": "Not recorded: send it again"})

@@ -136,10 +136,18 @@ class OperationStore(Protocol):
         ...
 
     def record_operation(
-        self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
+        self,
+        task_id: str,
+        key: str,
+        record: dict[str, Any],
+        scratch: Mapping[str, Any],
+        *,
+        replace: bool = False,
+        parked_until: float | None = None,
     ) -> dict[str, Any]:
         """Write the operation's record (first writer wins unless `replace`); returns the record kept.
-        Raises TaskNoLongerRunning once the task stopped working."""
+        Raises TaskNoLongerRunning once the task stopped working. `parked_until`: when the wait this
+        record starts ends (the task's lease runs past it)."""
         ...
 
 
@@ -305,7 +313,7 @@ class DurableRun:
         found = self.records.get(key)
         now = self._clock()
         if found is None:
-            found = self._record(key, {"until": now + seconds})
+            found = self._record(key, {"until": now + seconds}, parked_until=now + seconds)
         left = float(found["until"]) - now
         if left <= 0:
             return
@@ -373,10 +381,14 @@ class DurableRun:
             raise ToolError(f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item")
         return adding
 
-    def _record(self, key: str, record: dict[str, Any], replace: bool = False) -> dict[str, Any]:
+    def _record(
+        self, key: str, record: dict[str, Any], replace: bool = False, parked_until: float | None = None
+    ) -> dict[str, Any]:
         adding = self._check_room(key, record)
         try:
-            kept = self.store.record_operation(self.task_id, key, record, self._scratch(), replace=replace)
+            kept = self.store.record_operation(
+                self.task_id, key, record, self._scratch(), replace=replace, parked_until=parked_until
+            )
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
         self.records[key] = kept

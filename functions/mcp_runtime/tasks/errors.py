@@ -43,6 +43,20 @@ class TaskAnswersFull(TaskError):
         self.limit_bytes = limit_bytes
 
 
+class CallbackLate(TaskError):
+    """A completion, by the token's holder, of a callback whose deadline has passed: the task went on
+    (or goes on) without it; nothing was written."""
+
+
+class TaskTooLarge(TaskError):
+    """What a create would store is over `limits.MAX_TASK_CREATED_BYTES`; nothing was written."""
+
+    def __init__(self, size_bytes: int, limit_bytes: int) -> None:
+        super().__init__(f"task item of {size_bytes} bytes > {limit_bytes} bytes")
+        self.size_bytes = size_bytes
+        self.limit_bytes = limit_bytes
+
+
 class ExecutorUnavailable(TaskError):
     """Step Functions throttled, failed or was unreachable for the whole budget; safe to retry."""
 

@@ -60,9 +60,25 @@ def expiry_epoch(created_epoch_seconds: float, ttl_ms: int | None) -> int | None
     return math.ceil(created_epoch_seconds + ttl_ms / 1000)
 
 
+def capability_names(capabilities: dict[str, Any]) -> dict[str, Any]:
+    """The declared capabilities as names only, two levels deep (a capability, and the names inside it:
+    elicitation's modes, the extensions): an object becomes `{}`, any other value `None`. Every question
+    `RequestMeta` answers (`declares`, `declares_extension`, `declares_elicitation_mode`) answers the
+    same on the names as on the declaration, which may carry any amount of settings."""
+
+    def name_of(value: Any) -> Any:
+        return {} if isinstance(value, dict) else None
+
+    return {
+        name: {inner: name_of(setting) for inner, setting in value.items()} if isinstance(value, dict) else None
+        for name, value in capabilities.items()
+    }
+
+
 @dataclass(frozen=True, slots=True)
 class ClientSnapshot:
-    """What the creating request declared; the worker rebuilds the tool's `RequestMeta` from it."""
+    """What the worker needs of the creating request's client: its protocol version and the names of
+    its capabilities (`capability_names`); the worker rebuilds the tool's `RequestMeta` from it."""
 
     protocol_version: str
     capabilities: dict[str, Any]
@@ -73,6 +89,11 @@ class ClientSnapshot:
         if self.client_info is not None:
             data["clientInfo"] = self.client_info
         return data
+
+    @classmethod
+    def of(cls, protocol_version: str, capabilities: dict[str, Any]) -> ClientSnapshot:
+        """What a task keeps of the client that created it."""
+        return cls(protocol_version, capability_names(capabilities))
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ClientSnapshot:

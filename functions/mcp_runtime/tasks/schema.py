@@ -53,9 +53,12 @@ EFFECT_RESUME: Final = "resume"  # send `taskToken` to the execution waiting on 
 EFFECT_STOP: Final = "stop"  # stop the execution named `executionName`
 EFFECTS: Final[tuple[str, ...]] = (EFFECT_START, EFFECT_RESUME, EFFECT_STOP)
 
-# The EventBridge events the supervisor settles lost executions from.
+# The EventBridge events the supervisor settles lost executions from: only the ends that can leave a
+# task active. A SUCCEEDED execution wrote its task's terminal status itself, or found the task settled
+# or carried on by another execution (and the sweeper covers anything else), so a finished task does
+# not invoke the supervisor on its reserved concurrency.
 EXECUTION_STATUS_CHANGE: Final = "Step Functions Execution Status Change"
-ENDED_STATUSES: Final[tuple[str, ...]] = ("ABORTED", "FAILED", "SUCCEEDED", "TIMED_OUT")
+ENDED_STATUSES: Final[tuple[str, ...]] = ("ABORTED", "FAILED", "TIMED_OUT")
 
 # The legacy (2025) leg: a terminated or re-levelled session, and a resumable event stream.
 SESSION_KEY_PREFIX: Final = "session#"

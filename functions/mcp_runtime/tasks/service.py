@@ -28,7 +28,13 @@ from typing import Any, Final
 
 from ..context import RequestContext
 from ..errors import InternalError, InvalidParams
-from ..limits import MAX_TASK_ANSWERS, MAX_TASK_ANSWERS_BYTES, MAX_TASK_ARGUMENTS_BYTES, encoded_size
+from ..limits import (
+    MAX_TASK_ANSWERS,
+    MAX_TASK_ANSWERS_BYTES,
+    MAX_TASK_ARGUMENTS_BYTES,
+    MAX_TASK_CLIENT_BYTES,
+    encoded_size,
+)
 from ..observability import NO_TELEMETRY, TASKS_CREATED, Telemetry
 from ..tools import ToolSpec
 from .errors import (
@@ -39,6 +45,7 @@ from .errors import (
     TaskNotFound,
     TaskStoreRefused,
     TaskStoreUnavailable,
+    TaskTooLarge,
 )
 from .executor import TaskExecutor
 from .models import (
@@ -68,11 +75,19 @@ def answers_full_message(limit_bytes: int) -> str:
     return f"Invalid params: a task keeps at most {limit_bytes} bytes of answers; these would exceed it"
 
 
+def created_too_large_message(limit_bytes: int) -> str:
+    return (
+        f"Invalid params: a task may store at most {limit_bytes} bytes of its request "
+        "(arguments, client capabilities, prepared state)"
+    )
+
+
 __all__ = [
     "DIRECT_CALL_ATTEMPTS",
     "TASK_NOT_FOUND_MESSAGE",
     "TaskService",
     "answers_full_message",
+    "created_too_large_message",
     "new_task_id",
 ]
 
@@ -112,6 +127,10 @@ class TaskService:
     def create(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext, prepared: Any) -> dict[str, Any]:
         if encoded_size(arguments) > MAX_TASK_ARGUMENTS_BYTES:
             raise InvalidParams(f"Invalid params: arguments of a task may be at most {MAX_TASK_ARGUMENTS_BYTES} bytes")
+        if encoded_size(ctx.meta.client_capabilities) > MAX_TASK_CLIENT_BYTES:
+            raise InvalidParams(
+                f"Invalid params: clientCapabilities of a task may be at most {MAX_TASK_CLIENT_BYTES} bytes"
+            )
         now = self._clock()
         stamp = iso_timestamp(now)
         task_id = self._new_id()
@@ -125,7 +144,7 @@ class TaskService:
             version=1,
             tool_name=spec.name,
             arguments=dict(arguments),
-            client=ClientSnapshot(ctx.meta.protocol_version, dict(ctx.meta.client_capabilities), ctx.meta.client_info),
+            client=ClientSnapshot.of(ctx.meta.protocol_version, ctx.meta.client_capabilities),
             prepared=prepared,
             poll_interval_ms=self.poll_interval_ms,
             expires_at=expiry_epoch(now, self.ttl_ms),
@@ -137,6 +156,8 @@ class TaskService:
         self.telemetry.correlate(task_id=record.task_id)
         try:
             self.store.create(record)  # durable before the CreateTaskResult leaves
+        except TaskTooLarge as exc:
+            raise InvalidParams(created_too_large_message(exc.limit_bytes)) from exc
         except TaskStoreUnavailable as exc:
             # Perhaps written with its answer lost (and the stream may have started it already): a
             # consistent read says. Only a create that cannot be confirmed is taken back, all of it.

@@ -8,10 +8,14 @@ taskToken the execution waits on, the final result or error, the execution's nam
 has to carry out (start, resume, stop; see `models.EFFECTS`). Big or free-form values are JSON.
 
 Rules every write follows:
-- a terminal status is written once: every transition requires an active status;
+- a terminal status is written once: every transition requires an active status; it removes what
+  only a working task needs (`WORKING_PARTS`: the tool call, answers, records, scratch), so a
+  settled item is small, and its write fits whatever the task carried;
+- a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
-  down to a tenth of it, in the same request, so no write is added for it), and every terminal write
-  removes it: the sparse
+  down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
+  on input, a callback or a timer sets it to one lease past that wait's deadline instead, so a parked
+  task costs the sweeper nothing while it waits), and every terminal write removes it: the sparse
   `ActiveTasks` index holds exactly the active tasks, and a stale lease means a task nothing wrote
   for a whole lease period (the sweeper then asks Step Functions about it, `tasks.sweeper`);
 - an item past `expiresAt` is treated as absent (DynamoDB deletes late), on reads and in conditions;
@@ -32,10 +36,18 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from .._aws import CONDITION_FAILED, AwsCaller, AwsCallError, AwsRejected, AwsUnavailable
-from ..limits import MAX_TASK_KEPT_ANSWERS_BYTES, kept_answer_bytes
+from ..limits import MAX_TASK_CREATED_BYTES, MAX_TASK_KEPT_ANSWERS_BYTES, bounded_error, kept_answer_bytes
 from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
-from .errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
+from .errors import (
+    CallbackLate,
+    TaskAnswersFull,
+    TaskConflict,
+    TaskNotFound,
+    TaskStoreRefused,
+    TaskStoreUnavailable,
+    TaskTooLarge,
+)
 from .models import (
     ACTIVE_STATUSES,
     CANCELLED,
@@ -131,6 +143,7 @@ class TaskStore(Protocol):
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
+        parked_until: float | None = None,
     ) -> AwaitOutcome: ...
 
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool: ...
@@ -147,7 +160,14 @@ class TaskStore(Protocol):
     def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord: ...
 
     def record_operation(
-        self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
+        self,
+        task_id: str,
+        key: str,
+        record: dict[str, Any],
+        scratch: Mapping[str, Any],
+        *,
+        replace: bool = False,
+        parked_until: float | None = None,
     ) -> dict[str, Any]: ...
 
     def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]: ...
@@ -158,7 +178,9 @@ class TaskStore(Protocol):
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
 
-    def await_callback(self, task_id: str, key: str, task_token: str, message: str) -> AwaitOutcome: ...
+    def await_callback(
+        self, task_id: str, key: str, task_token: str, message: str, parked_until: float | None = None
+    ) -> AwaitOutcome: ...
 
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool: ...
 
@@ -182,6 +204,56 @@ def _loads(attribute: dict[str, Any] | None, default: Any = None) -> Any:
     if not attribute or "S" not in attribute:
         return default
     return json.loads(attribute["S"])
+
+
+# What only a working task needs (the tool call, its answers, records and scratch): every terminal
+# write removes them, so a settled item is small whatever the task carried, and the write always fits.
+WORKING_PARTS: Final[tuple[str, ...]] = (
+    "arguments",
+    "client",
+    "prepared",
+    "inputRequests",
+    "answers",
+    ANSWERS_BYTES,
+    "issuedKeys",
+    "scratch",
+    "steps",
+)
+
+
+def item_bytes(item: Mapping[str, Mapping[str, Any]]) -> int:
+    """An item's size as DynamoDB counts it (what the 400 KB limit and the write and read units use):
+    each attribute's name in UTF-8 and its value (docs: "Item sizes and formats")."""
+    return sum(len(name.encode()) + _value_bytes(value) for name, value in item.items())
+
+
+def _value_bytes(value: Mapping[str, Any]) -> int:
+    kind, data = next(iter(value.items()))
+    if kind == "S":
+        return len(str(data).encode())
+    if kind == "N":
+        return _number_bytes(str(data))
+    if kind == "B":
+        return len(data)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "SS":
+        return sum(len(str(entry).encode()) for entry in data)
+    if kind == "NS":
+        return sum(_number_bytes(str(entry)) for entry in data)
+    if kind == "BS":
+        return sum(len(entry) for entry in data)
+    if kind == "L":
+        return 3 + sum(1 + _value_bytes(entry) for entry in data)
+    if kind == "M":
+        return 3 + sum(1 + len(name.encode()) + _value_bytes(entry) for name, entry in data.items())
+    raise ValueError(f"unknown DynamoDB type {kind}")
+
+
+def _number_bytes(text: str) -> int:
+    """1 byte per two significant digits, plus 1."""
+    mantissa = text.lower().split("e")[0].lstrip("+-").replace(".", "").strip("0")
+    return (max(1, len(mantissa)) + 1) // 2 + 1
 
 
 def to_item(record: TaskRecord) -> Item:
@@ -325,9 +397,12 @@ class _Expression:
         self.values: dict[str, dict[str, Any]] = {}
         # A terminal write (or one that takes an expired task out of the index): removes the lease.
         self.ends_lease = False
-        # A write that may land on a settled task (it does not require an active status): leaves the
-        # lease as it is, so a settled task never gets one back.
+        # A write that sets the lease itself (the sweeper's), or may land on a settled task: the lease
+        # rule leaves it alone, so a settled task never gets one back.
         self.keeps_lease = False
+        # A write that parks the task (on input, a callback or a timer) until then: its lease runs to
+        # then plus one lease, so the sweeper does not ask about it while it waits as it should.
+        self.parked_until: float | None = None
 
     def name(self, attribute: str) -> str:
         for placeholder, existing in self.names.items():
@@ -350,6 +425,12 @@ class _Expression:
 
     def remove(self, attribute: str) -> None:
         self.removes.append(self.name(attribute))
+
+    def ends_settled_task(self) -> None:
+        """A terminal write: removes the lease and what only a working task needs (`WORKING_PARTS`)."""
+        self.ends_lease = True
+        for attribute in WORKING_PARTS:
+            self.remove(attribute)
 
     def remove_entry(self, map_attribute: str, key: str) -> None:
         self.removes.append(f"{self.name(map_attribute)}.{self.name(key)}")
@@ -380,8 +461,10 @@ class _Expression:
         self.conditions.append(f"(attribute_not_exists({ttl}) OR {ttl} > {self.value({'N': str(math.floor(now))})})")
 
     def request(self) -> dict[str, Any]:
+        # REMOVE first: the order DynamoDB applies them in does not matter, but moto checks the item's
+        # size after each action, and a terminal write's removals make room for what it sets.
         update = " ".join(
-            f"{verb} {', '.join(parts)}" for verb, parts in (("SET", self.sets), ("REMOVE", self.removes)) if parts
+            f"{verb} {', '.join(parts)}" for verb, parts in (("REMOVE", self.removes), ("SET", self.sets)) if parts
         )
         request: dict[str, Any] = {
             "UpdateExpression": update,
@@ -433,10 +516,14 @@ class DynamoTaskStore:
     @traced("TaskStore.create")
     def create(self, record: TaskRecord) -> None:
         """Put the new item (its `effect` asks for the execution to start); a create that meets its own
-        earlier attempt (same create token) succeeded."""
+        earlier attempt (same create token) succeeded. TaskTooLarge, with nothing written, when the item
+        would be over MAX_TASK_CREATED_BYTES."""
         item = to_item(record)
         if record.status in ACTIVE_STATUSES:
             item.update(self._lease(record.task_id))
+        size = item_bytes(item)
+        if size > MAX_TASK_CREATED_BYTES:
+            raise TaskTooLarge(size, MAX_TASK_CREATED_BYTES)
         try:
             self._call(
                 "put_item",
@@ -581,8 +668,7 @@ class DynamoTaskStore:
         expression.set("effect", {"S": EFFECT_STOP})
         expression.bump_version()
         expression.remove("taskToken")
-        expression.set("inputRequests", {"M": {}})
-        expression.ends_lease = True
+        expression.ends_settled_task()
         expression.require_equals("owner", {"S": owner})
         expression.require_status_in(ACTIVE_STATUSES)
         expression.require_live(now)
@@ -625,8 +711,10 @@ class DynamoTaskStore:
         issued_keys: tuple[tuple[str, str], ...],
         scratch: Mapping[str, Any],
         task_token: str,
+        parked_until: float | None = None,
     ) -> AwaitOutcome:
         """working -> input_required, with the requests and the task token that resumes the execution.
+        `parked_until`: when the execution's wait for the answers times out (its lease runs to then).
 
         The requests' own keys are new (never issued before), so an item whose issued keys begin with
         `issued_keys` shows this write: applied by an earlier attempt whose answer was lost (possibly
@@ -642,6 +730,7 @@ class DynamoTaskStore:
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
         expression.set("writeId", {"S": new_write_id()})
         expression.remove("effect")
+        expression.parked_until = parked_until
         expression.bump_version()
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("version", {"N": str(expected_version)})
@@ -674,11 +763,20 @@ class DynamoTaskStore:
     # ---- durable operations (mcp_runtime.tasks.durable) -------------------------------------------
     @traced("TaskStore.record_operation")
     def record_operation(
-        self, task_id: str, key: str, record: dict[str, Any], scratch: Mapping[str, Any], *, replace: bool = False
+        self,
+        task_id: str,
+        key: str,
+        record: dict[str, Any],
+        scratch: Mapping[str, Any],
+        *,
+        replace: bool = False,
+        parked_until: float | None = None,
     ) -> dict[str, Any]:
         """A step's, wait's or callback's record; the first writer wins (a callback that was never
-        awaited is replaced). Raises TaskConflict once the task stopped working."""
+        awaited is replaced). Raises TaskConflict once the task stopped working. `parked_until`: when a
+        wait this record starts ends (the task's lease runs to then)."""
         expression = _Expression()
+        expression.parked_until = parked_until
         expression.set_entry("steps", key, record_to_attribute(record))
         expression.set("scratch", _json(dict(scratch)))
         self._running_tool_write(expression)
@@ -723,11 +821,11 @@ class DynamoTaskStore:
     def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
         """Remove this run's running mark of a step; anything else there stays."""
         expression = _Expression()
-        expression.keeps_lease = True  # no status condition: it may land on a settled task
         expression.remove_entry("steps", key)
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         path = f"{expression.name('steps')}.{expression.name(key)}"
         expression.require(f"{path}.{expression.name('run')} = {expression.value({'S': run_id})}")
+        expression.require_equals("status", {"S": WORKING})  # a settled task keeps what it settled with
         with contextlib.suppress(_ConditionFailed):
             self._update(task_id, expression)
 
@@ -758,10 +856,14 @@ class DynamoTaskStore:
             raise TaskConflict(f"task {task_id} moved on before it could continue in a new execution") from None
 
     @traced("TaskStore.await_callback")
-    def await_callback(self, task_id: str, key: str, task_token: str, message: str) -> AwaitOutcome:
+    def await_callback(
+        self, task_id: str, key: str, task_token: str, message: str, parked_until: float | None = None
+    ) -> AwaitOutcome:
         """Store the task token a callback's completion resumes the execution with, and mark the
-        callback `awaited` (its token went out; the task stays working)."""
+        callback `awaited` (its token went out; the task stays working). `parked_until`: when the
+        execution's wait for the completion times out (the task's lease runs to then)."""
         expression = _Expression()
+        expression.parked_until = parked_until
         path = f"{expression.name('steps')}.{expression.name(key)}"
         expression.set("taskToken", {"S": task_token})
         expression.sets.append(f"{path}.{expression.name('awaited')} = {expression.value({'BOOL': True})}")
@@ -779,8 +881,10 @@ class DynamoTaskStore:
 
     @traced("TaskStore.complete_callback")
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
-        """The external system's completion: once, for the holder of the token, while the task works.
-        Asks for the waiting execution to be resumed. False when refused (unknown, used, forged, ended)."""
+        """The external system's completion: once, for the holder of the token, while the task works
+        and before the callback's deadline. Asks for the waiting execution to be resumed. False when
+        refused (unknown, used, forged, ended); CallbackLate, with nothing written, for the holder of
+        the token after the deadline."""
         now = self._clock()
         write_id = new_write_id()
         expression = _Expression()
@@ -794,11 +898,24 @@ class DynamoTaskStore:
         expression.require_equals("status", {"S": WORKING})
         expression.require(f"{path}.{expression.name('hash')} = {expression.value({'S': secret_hash})}")
         expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
+        deadline = f"{path}.{expression.name('deadline')}"
+        no_deadline = (
+            f"attribute_not_exists({deadline}) OR attribute_type({deadline}, {expression.value({'S': 'NULL'})})"
+        )
+        expression.require(f"({no_deadline} OR {deadline} > {expression.value({'N': repr(float(now))})})")
         expression.require_live(now)
         try:
             self._update(task_id, expression)
         except _ConditionFailed as failure:
-            return failure.record is not None and failure.record.write_id == write_id  # this write, answer lost
+            record = failure.record
+            if record is not None and record.write_id == write_id:
+                return True  # this write, applied, its answer lost
+            waiting = (record.steps.get(key) or {}) if record is not None and record.status == WORKING else {}
+            ends = waiting.get("deadline")
+            holder = waiting.get("hash") == secret_hash and waiting.get("state") == "waiting"
+            if holder and ends is not None and float(ends) <= now:
+                raise CallbackLate(f"task {task_id}: callback {key} completed after its deadline") from None
+            return False
         return True
 
     @traced("TaskStore.finish")
@@ -834,16 +951,17 @@ class DynamoTaskStore:
         expression.set("status", {"S": status})
         if result_ref is not None:
             expression.set("resultRef", _json(result_ref))
+        elif status == COMPLETED:
+            expression.set("result", _json(payload))
         else:
-            expression.set("result" if status == COMPLETED else "error", _json(payload))
+            expression.set("error", _json(bounded_error(payload)))
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         expression.set("writeId", {"S": write_id})
         expression.bump_version()
         expression.remove("taskToken")
         expression.remove("statusMessage")
         expression.remove("effect")
-        expression.set("inputRequests", {"M": {}})
-        expression.ends_lease = True
+        expression.ends_settled_task()
         expression.require_status_in(ACTIVE_STATUSES)
         return expression, write_id
 
@@ -886,6 +1004,21 @@ class DynamoTaskStore:
             return False
         return True
 
+    @traced("TaskStore.set_lease_aside")
+    def set_lease_aside(self, task_id: str, seen: int, seconds: int) -> bool:
+        """Move the lease the sweeper saw `seconds` ahead (a task whose writes the table refuses), so the
+        runs that follow take the tasks behind it; a number for a number, the item does not grow. False
+        when a write renewed or removed it since."""
+        expression = _Expression()
+        expression.keeps_lease = True
+        expression.set(schema.LEASE_ATTRIBUTE, {"N": str(math.floor(self._clock()) + seconds)})
+        expression.require_equals(schema.LEASE_ATTRIBUTE, {"N": str(seen)})
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed:
+            return False
+        return True
+
     @traced("TaskStore.clear_settled_lease")
     def clear_settled_lease(self, task_id: str, seen: int) -> bool:
         """Take a settled task out of the index should a write have left it a lease (no write that can
@@ -914,9 +1047,12 @@ class DynamoTaskStore:
             return False
         return True
 
-    def _lease(self, task_id: str) -> Item:
+    def _lease(self, task_id: str, parked_until: float | None = None) -> Item:
+        until = lease_until(self._clock(), self.lease_seconds)
+        if parked_until is not None:
+            until = max(until, parked_lease_until(parked_until, self.lease_seconds))
         return {
-            schema.LEASE_ATTRIBUTE: {"N": str(lease_until(self._clock(), self.lease_seconds))},
+            schema.LEASE_ATTRIBUTE: {"N": str(until)},
             schema.LEASE_SHARD_ATTRIBUTE: {"S": schema.lease_shard(task_id)},
         }
 
@@ -944,7 +1080,7 @@ class DynamoTaskStore:
         if expression.ends_lease:
             expression.remove(schema.LEASE_ATTRIBUTE)
         elif not expression.keeps_lease:
-            for attribute, value in self._lease(task_id).items():
+            for attribute, value in self._lease(task_id, expression.parked_until).items():
                 expression.set(attribute, value)
         expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
         response = self._call(
@@ -977,6 +1113,12 @@ def lease_until(now: float, lease_seconds: int) -> int:
     step = max(1, lease_seconds // 10)
     until = math.floor(now) + lease_seconds
     return until - until % step
+
+
+def parked_lease_until(parked_until: float, lease_seconds: int) -> int:
+    """The lease of a task parked until `parked_until` (its wait's deadline): one lease past it, since
+    the run that follows the wait writes within one lease, as any running task does."""
+    return math.ceil(parked_until) + lease_seconds
 
 
 def _lease_of(item: Item) -> Lease:

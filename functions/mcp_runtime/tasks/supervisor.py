@@ -27,9 +27,16 @@ from typing import Any, Final
 
 from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType
 
-from ..observability import NO_TELEMETRY, Telemetry
+from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, Telemetry
 from . import schema
-from .errors import ExecutorRefused, ExecutorUnavailable, TaskConflict, TaskNotFound, TaskStoreUnavailable
+from .errors import (
+    ExecutorRefused,
+    ExecutorUnavailable,
+    TaskConflict,
+    TaskNotFound,
+    TaskStoreRefused,
+    TaskStoreUnavailable,
+)
 from .executor import TaskExecutor
 from .models import (
     ACTIVE_STATUSES,
@@ -143,6 +150,13 @@ class TaskSupervisor:
         try:
             settled = self.store.settle_lost(task.task_id, task.execution, dict(error))
         except (TaskConflict, TaskNotFound):
+            return
+        except TaskStoreRefused as exc:
+            # Retrying cannot help: this task's failure, counted; the sweeper looks at it again.
+            log.error(
+                "task %s: the task table refused its write (%s); the sweeper looks at it again", task.task_id, exc
+            )
+            self.telemetry.count(TASK_WRITES_REFUSED, by="supervisor")
             return
         report_settled(self.telemetry, settled)
 

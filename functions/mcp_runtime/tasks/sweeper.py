@@ -10,14 +10,21 @@ low, and the read path never makes it):
 
 - the execution ended: settle the task `failed` with the lost-execution error (the supervisor's own
   conditional write: nothing is settled twice, and a newer execution is never settled for an old one);
-- it still runs (a task waiting for input, a callback or a timer): renew the lease, so it is asked
-  about again one lease later; a `working` one is also reported stale (`TasksStale`): its tool wrote
-  nothing for a whole lease, so it may hang (`make tasks STALE=10m` lists such tasks);
+- it still runs (a quiet task, or one parked on input, a callback or a timer past its deadline: a
+  parked task's lease runs to its wait's deadline, so it is not asked about while it waits): renew
+  the lease, so it is asked about again one lease later; a `working` one is also reported stale
+  (`TasksStale`): its tool wrote nothing for a whole lease, so it may hang (`make tasks STALE=10m`
+  lists such tasks);
 - it does not exist (its start was lost): a working task is started again, idempotently (the same
   name and input, so a start that did happen meanwhile is the same execution); the tool resumes
   from its recorded steps, so the client's task goes on instead of failing. A task waiting for input
   without an execution has nothing that could resume it, and is settled `failed`;
 - the task is past its expiry: it reads as absent, so it only leaves the index (no Step Functions call).
+
+A write the table refuses for good (validation, access: an item it will not take) is that task's
+failure, never the run's: it is logged, counted (`TaskWritesRefused`, which alarms), and the task's
+lease is moved `REFUSED_RECHECK_SECONDS` ahead, so the tasks behind it are repaired in this run and
+the next; the sweeper looks at it again then.
 
 The bound: a task whose execution ended is settled at most one lease plus one schedule period
 after its execution ended (plus the run itself), while each run's stale leases fit in `max_checks`.
@@ -31,8 +38,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
-from ..observability import NO_TELEMETRY, SWEEP_BEHIND, TASKS_REPAIRED, TASKS_STALE, Telemetry
-from .errors import ExecutorRefused, ExecutorUnavailable, TaskConflict, TaskNotFound, TaskStoreUnavailable
+from ..observability import NO_TELEMETRY, SWEEP_BEHIND, TASK_WRITES_REFUSED, TASKS_REPAIRED, TASKS_STALE, Telemetry
+from .errors import (
+    ExecutorRefused,
+    ExecutorUnavailable,
+    TaskConflict,
+    TaskNotFound,
+    TaskStoreRefused,
+    TaskStoreUnavailable,
+)
 from .models import EXECUTION_FAILED_ERROR, EXECUTION_LOST_ERROR, WORKING, TaskRecord
 from .store import Lease
 from .telemetry import report_settled
@@ -49,6 +63,12 @@ REPAIR_RESTARTED: Final = "restarted"
 BEHIND_CAP: Final = "cap"
 BEHIND_UNAVAILABLE: Final = "unavailable"
 RESTART_REFUSED_ERROR: Final[dict[str, Any]] = {**EXECUTION_FAILED_ERROR, "message": "Task could not be started"}
+# A task the sweeper cannot repair (the table refuses its writes, Step Functions refuses to describe its
+# execution) has its lease moved this far ahead: the runs that follow take the tasks behind it, and it
+# is looked at again an hour later (TaskWritesRefused alarms meanwhile).
+REFUSED_RECHECK_SECONDS: Final = 3600
+# The `by` dimension of TaskWritesRefused.
+REFUSED_BY_SWEEPER: Final = "sweeper"
 
 
 class LeaseStore(Protocol):
@@ -61,6 +81,8 @@ class LeaseStore(Protocol):
     def drop_lease(self, task_id: str, seen: int) -> bool: ...
 
     def clear_settled_lease(self, task_id: str, seen: int) -> bool: ...
+
+    def set_lease_aside(self, task_id: str, seen: int, seconds: int) -> bool: ...
 
     def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord: ...
 
@@ -81,6 +103,7 @@ class SweepReport:
     extended: int = 0
     dropped: int = 0
     stale: int = 0  # working tasks whose execution runs although nothing was written for a lease
+    refused: int = 0  # tasks whose writes the table refused: counted, set aside, the run goes on
     # Why stale leases were left for the next run (None: none were): BEHIND_CAP or BEHIND_UNAVAILABLE.
     behind: str | None = None
 
@@ -96,6 +119,7 @@ class SweepReport:
             "extended": self.extended,
             "dropped": self.dropped,
             "stale": self.stale,
+            "refused": self.refused,
             "left": self.left,
         }
 
@@ -136,15 +160,27 @@ class TaskSweeper:
                 log.warning("sweep stopped at task %s (%s); the next run goes on", lease.task_id, exc)
                 report.behind = BEHIND_UNAVAILABLE
                 break
+            except TaskStoreRefused as exc:  # this task's failure, never the run's
+                log.error(
+                    "task %s: the task table refused its write; looked at again in %d s (%s)",
+                    lease.task_id,
+                    REFUSED_RECHECK_SECONDS,
+                    exc,
+                )
+                report.refused += 1
+                self._set_aside(lease)
         if report.settled:
             self.telemetry.count(TASKS_REPAIRED, report.settled, repair=REPAIR_SETTLED)
         if report.restarted:
             self.telemetry.count(TASKS_REPAIRED, report.restarted, repair=REPAIR_RESTARTED)
         if report.stale:
             self.telemetry.count(TASKS_STALE, report.stale, status=WORKING)
+        if report.refused:
+            self.telemetry.count(TASK_WRITES_REFUSED, report.refused, by=REFUSED_BY_SWEEPER)
         if report.behind is not None:
             self.telemetry.count(SWEEP_BEHIND, cause=report.behind)
-        level = logging.WARNING if report.settled or report.restarted or report.stale or report.left else logging.INFO
+        noteworthy = report.settled or report.restarted or report.stale or report.refused or report.left
+        level = logging.WARNING if noteworthy else logging.INFO
         log.log(level, "sweep: %s", report.to_json())
         return report
 
@@ -157,6 +193,7 @@ class TaskSweeper:
             status = self.executor.describe(lease.execution)
         except ExecutorRefused as exc:
             log.error("task %s: its execution could not be described (%s)", lease.task_id, exc)
+            self._set_aside(lease)
             return
         if status == RUNNING:
             if lease.status == WORKING:
@@ -185,6 +222,14 @@ class TaskSweeper:
                 report.settled += 1
             else:
                 report.dropped += self.store.clear_settled_lease(lease.task_id, lease.lease_expires_at)
+
+    def _set_aside(self, lease: Lease) -> None:
+        """Move the lease out of the way of the next runs (a write of the lease alone, which a table
+        refusing the task's other writes for their size still takes)."""
+        try:
+            self.store.set_lease_aside(lease.task_id, lease.lease_expires_at, REFUSED_RECHECK_SECONDS)
+        except (TaskStoreRefused, TaskStoreUnavailable) as exc:
+            log.error("task %s: its lease could not be set aside (%s)", lease.task_id, exc)
 
     def _restart(self, lease: Lease, report: SweepReport) -> None:
         log.warning("task %s: execution %s never started; starting it", lease.task_id, lease.execution)

@@ -56,7 +56,7 @@ from ..limits import (
     too_large_error,
 )
 from ..mrtr import InputNeeded, InputRequest
-from ..observability import NO_TELEMETRY, Telemetry
+from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, TOOL_EXCEPTIONS, Telemetry
 from ..tool_secrets import NO_SECRETS, ToolSecrets
 from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
 from ..wire import (
@@ -65,7 +65,6 @@ from ..wire import (
     OUTCOME_CALLBACK,
     OUTCOME_COMPLETED,
     OUTCOME_CONTINUE,
-    OUTCOME_CRASHED,
     OUTCOME_FAILED,
     OUTCOME_GONE,
     OUTCOME_INPUT_REQUIRED,
@@ -326,7 +325,7 @@ class TaskWorker:
         if action == "settle":
             return self.settle(task_id, event["settle"])
         if action == "fail":
-            return self.fail(task_id, event.get("failure") or {})
+            return self.fail(task_id, event.get("failure") or {}, execution)
         raise ValueError(f"unknown worker action {action!r}")
 
     # ---- run ----------------------------------------------------------------------------------
@@ -400,9 +399,11 @@ class TaskWorker:
             raise  # the task side's own (a store that did not answer): the state machine retries or fails it
         except Exception as exc:
             # As on the synchronous path: the client gets a generic error, the log gets everything.
+            # A bug in the tool is its task's failure and a metric by tool; the execution ends as
+            # the task did (a failed execution, and its paging alarm, is for the runtime's failures).
             log.error("task %s: tool %s raised: %s", task_id, record.tool_name, exc, exc_info=exc)
-            settled = self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
-            return _outcome(OUTCOME_CRASHED) if settled["outcome"] == OUTCOME_FAILED else settled
+            self.telemetry.count(TOOL_EXCEPTIONS, tool=record.tool_name)
+            return self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
         task_log.flush()
         return self._complete(record, result.to_wire())
 
@@ -546,6 +547,7 @@ class TaskWorker:
     def _refused(self, task_id: str, exc: TaskStoreRefused) -> dict[str, Any]:
         """Storage refused the terminal write for good: fail the task with a small error saying so."""
         log.error("task %s: terminal write refused (%s)", task_id, exc)
+        self.telemetry.count(TASK_WRITES_REFUSED, by="worker")
         error = {**EXECUTION_FAILED_ERROR, "message": "Task result could not be stored"}
         settled = self.store.finish(task_id, FAILED, error)  # refused again: Lambda reports it, the Catch fails it
         report_settled(self.telemetry, settled)
@@ -591,6 +593,7 @@ class TaskWorker:
                 issued,
                 token_wait.get("state") or {},
                 task_token,
+                parked_until=self._parked_until(token_wait),
             )
         except TaskNotFound:
             self._resume(task_token)  # the task is gone: end the wait
@@ -612,7 +615,9 @@ class TaskWorker:
     def _await_callback(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
         key, name = str(token_wait["key"]), str(token_wait.get("name") or "")
         try:
-            outcome = self.store.await_callback(task_id, key, task_token, f"Waiting for {name}")
+            outcome = self.store.await_callback(
+                task_id, key, task_token, f"Waiting for {name}", parked_until=self._parked_until(token_wait)
+            )
         except TaskNotFound:
             self._resume(task_token)
             return _outcome(OUTCOME_GONE)
@@ -624,6 +629,11 @@ class TaskWorker:
         done = (outcome.record.steps.get(key) or {}).get("state") == "done"
         return _outcome(OUTCOME_AWAITING if done and outcome.record.status == WORKING else OUTCOME_OVERTAKEN)
 
+    def _parked_until(self, token_wait: Mapping[str, Any]) -> float | None:
+        """When this step's wait on its token times out (it began just now): the parked task's deadline."""
+        timeout = token_wait.get("timeoutSeconds")
+        return None if timeout is None else self._wall_clock() + float(timeout)
+
     def _resume(self, task_token: str) -> None:
         try:
             self.executor.resume(task_token)
@@ -631,12 +641,16 @@ class TaskWorker:
             log.warning("could not end a wait with its own token (%s); the execution's timeout will", exc)
 
     # ---- fail ---------------------------------------------------------------------------------
-    def fail(self, task_id: str, failure: Mapping[str, Any]) -> dict[str, Any]:
+    def fail(self, task_id: str, failure: Mapping[str, Any], execution: str = "") -> dict[str, Any]:
         """MarkFailed: what Step Functions caught (`Error`, `Cause`) goes to the log; the task gets the
-        generic error (an error name such as Runtime.ExitError means nothing to a client)."""
+        generic error (an error name such as Runtime.ExitError means nothing to a client). Only for
+        the execution that carries the task now: an older one's failure leaves the task to it."""
         log.error("task %s: execution failed with %s: %s", task_id, failure.get("Error"), _cause(failure))
         try:
-            settled = self.store.finish(task_id, FAILED, dict(EXECUTION_FAILED_ERROR))
+            if execution:
+                settled = self.store.settle_lost(task_id, execution, dict(EXECUTION_FAILED_ERROR))
+            else:
+                settled = self.store.finish(task_id, FAILED, dict(EXECUTION_FAILED_ERROR))
         except TaskNotFound:
             return _outcome(OUTCOME_GONE)
         except TaskConflict:
