@@ -212,9 +212,11 @@ def test_the_sweeper_event_through_the_handler_finds_no_stale_lease_in_an_empty_
         "checked": 0,
         "settled": 0,
         "restarted": 0,
+        "resumed": 0,
         "extended": 0,
         "dropped": 0,
         "stale": 0,
+        "refused": 0,
         "left": False,
     }
 

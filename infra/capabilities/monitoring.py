@@ -107,8 +107,10 @@ class Monitoring(Construct):
             # Each repair is a task a lost status event (or a lost start) left active for up to the
             # sweep bound: worth a look even when the repair worked.
             "TasksRepaired": (
-                self._sum(obs.TASKS_REPAIRED, "repair", ("settled", "restarted"), "Tasks repaired by the sweeper"),
-                "The sweeper settled or started tasks their lost status event or start left active",
+                self._sum(
+                    obs.TASKS_REPAIRED, "repair", ("settled", "restarted", "resumed"), "Tasks repaired by the sweeper"
+                ),
+                "The sweeper settled, started or resumed tasks a lost status event, start or resume left active",
             ),
             # Behind for SWEEP_BEHIND_PERIODS runs in a row: lost events are no longer repaired within
             # the stated bound (raise sweepMaxChecks, or look at what throttles Step Functions).

@@ -120,7 +120,7 @@ def test_an_alarm_fires_on_any_task_the_sweeper_repaired(synth: Any) -> None:
             "AlarmActions": Match.any_value(),
         },
     )
-    _assert_sum(metrics, obs.TASKS_REPAIRED, "repair", ("settled", "restarted"))
+    _assert_sum(metrics, obs.TASKS_REPAIRED, "repair", ("settled", "restarted", "resumed"))
 
 
 def test_an_alarm_fires_when_sweeps_leave_stale_leases_behind_for_three_periods_in_a_row(synth: Any) -> None:

@@ -28,6 +28,7 @@ from mcp_runtime.tasks.sweeper import (
     BEHIND_UNAVAILABLE,
     REFUSED_RECHECK_SECONDS,
     REPAIR_RESTARTED,
+    REPAIR_RESUMED,
     REPAIR_SETTLED,
     SCHEDULED_EVENT,
     TaskSweeper,
@@ -62,7 +63,12 @@ class CountingExecutor(StepFunctionsExecutor):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.described: list[str] = []
+        self.resumed: list[str] = []
         self.throttle_after: int | None = None
+
+    def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool:
+        self.resumed.append(task_token)  # the tests' tokens are made up: nothing waits on them in moto
+        return True
 
     def describe(self, execution_name: str) -> str | None:
         if self.throttle_after is not None and len(self.described) >= self.throttle_after:
@@ -155,6 +161,7 @@ def test_a_task_whose_execution_ended_without_a_word_is_settled_failed_once_its_
         "checked": 0,
         "settled": 0,
         "restarted": 0,
+        "resumed": 0,
         "extended": 0,
         "dropped": 0,
         "stale": 0,
@@ -215,6 +222,58 @@ def test_a_working_task_whose_execution_runs_silent_for_a_lease_is_reported_stal
     assert store.get(task_id).status == WORKING
     assert [(sample.value, sample.dimensions) for sample in telemetry.of(TASKS_STALE)] == [(1, {"status": "working"})]
     assert sweeper().sweep().stale == 0  # reported again one lease later, not at every run
+
+
+def test_an_answers_resume_whose_direct_call_and_stream_retries_were_lost_is_made_one_lease_later(
+    store: DynamoTaskStore,
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    sweeper: Callable[..., TaskSweeper],
+    telemetry: RecordingTelemetry,
+) -> None:
+    worker.hold = True  # the execution runs, parked as it would be on the task token
+    task_id = started(store, clock, executor, task_env)
+    wait_until(lambda: worker.runs, bool)
+    await_input(store, task_id, ["ok"], token="token-of-the-answer")
+    owner = store.get(task_id).owner
+    assert store.answer(task_id, owner, {"ok": {"action": "accept", "content": {}}}).resumed
+    # Nothing sends the token: the API's direct SendTaskSuccess and the supervisor's retries were lost.
+    early = sweeper().sweep()
+    clock.advance(LEASE)
+
+    report = sweeper().sweep()
+
+    assert (early.checked, executor.resumed) == (0, ["token-of-the-answer"])
+    assert (report.checked, report.resumed, report.stale, report.extended) == (1, 1, 0, 1)
+    assert repaired(telemetry) == [(1, {"repair": REPAIR_RESUMED})]
+    assert store.get(task_id).status == WORKING
+
+
+def test_a_callback_completions_resume_that_was_lost_is_made_one_lease_later(
+    store: DynamoTaskStore,
+    clock: Clock,
+    executor: CountingExecutor,
+    task_env: TaskEnvironment,
+    worker: Worker,
+    sweeper: Callable[..., TaskSweeper],
+    telemetry: RecordingTelemetry,
+) -> None:
+    worker.hold = True
+    task_id = started(store, clock, executor, task_env)
+    wait_until(lambda: worker.runs, bool)
+    waiting = {"state": "waiting", "name": "build", "hash": "hash-of-the-secret", "timeout": None, "deadline": None}
+    store.mark_step(task_id, "cb.build", waiting, clock())
+    assert store.await_callback(task_id, "cb.build", "token-of-the-callback", "waiting for build").applied
+    assert store.complete_callback(task_id, "cb.build", "hash-of-the-secret", {"v": {"built": True}})
+    clock.advance(LEASE)
+
+    report = sweeper().sweep()
+
+    assert executor.resumed == ["token-of-the-callback"]
+    assert (report.resumed, report.stale) == (1, 0)
+    assert repaired(telemetry) == [(1, {"repair": REPAIR_RESUMED})]
 
 
 def test_a_working_task_whose_start_was_lost_is_started_with_its_own_name_and_input(

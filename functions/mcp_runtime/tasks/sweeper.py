@@ -10,6 +10,11 @@ low, and the read path never makes it):
 
 - the execution ended: settle the task `failed` with the lost-execution error (the supervisor's own
   conditional write: nothing is settled twice, and a newer execution is never settled for an old one);
+- it still runs and the task is working with a resume still due (`effect` resume: an answer, or an
+  external system's callback completion, was recorded but the direct SendTaskSuccess and the
+  supervisor's retries from the stream were all lost): send the stored token now (idempotent: a token
+  answered meanwhile is "already done"), so the task resumes within one lease and one schedule period
+  of the lost resume (`TasksRepaired` repair `resumed`);
 - it still runs (a quiet task, or one parked on input, a callback or a timer past its deadline: a
   parked task's lease runs to its wait's deadline, so it is not asked about while it waits): renew
   the lease, so it is asked about again one lease later; a `working` one is also reported stale
@@ -47,7 +52,7 @@ from .errors import (
     TaskStoreRefused,
     TaskStoreUnavailable,
 )
-from .models import EXECUTION_FAILED_ERROR, EXECUTION_LOST_ERROR, WORKING, TaskRecord
+from .models import EFFECT_RESUME, EXECUTION_FAILED_ERROR, EXECUTION_LOST_ERROR, WORKING, TaskRecord
 from .store import Lease
 from .telemetry import report_settled
 
@@ -59,6 +64,7 @@ DEFAULT_MAX_CHECKS: Final = 100
 # The `repair` dimension of TasksRepaired.
 REPAIR_SETTLED: Final = "settled"
 REPAIR_RESTARTED: Final = "restarted"
+REPAIR_RESUMED: Final = "resumed"
 # The `cause` dimension of SweepBehind.
 BEHIND_CAP: Final = "cap"
 BEHIND_UNAVAILABLE: Final = "unavailable"
@@ -86,6 +92,8 @@ class LeaseStore(Protocol):
 
     def settle_lost(self, task_id: str, execution_name: str, error: dict[str, Any]) -> TaskRecord: ...
 
+    def get(self, task_id: str, owner: str | None = None) -> TaskRecord: ...
+
 
 class ExecutionLookup(Protocol):
     """What the sweeper needs of the executor (`StepFunctionsExecutor` implements it)."""
@@ -94,12 +102,15 @@ class ExecutionLookup(Protocol):
 
     def start(self, task_id: str, execution_name: str) -> None: ...
 
+    def resume(self, task_token: str, output: dict[str, Any] | None = None) -> bool: ...
+
 
 @dataclass
 class SweepReport:
     checked: int = 0  # DescribeExecution calls made
     settled: int = 0
     restarted: int = 0
+    resumed: int = 0  # lost resumes (an answer's or a callback completion's) made by the sweeper
     extended: int = 0
     dropped: int = 0
     stale: int = 0  # working tasks whose execution runs although nothing was written for a lease
@@ -116,6 +127,7 @@ class SweepReport:
             "checked": self.checked,
             "settled": self.settled,
             "restarted": self.restarted,
+            "resumed": self.resumed,
             "extended": self.extended,
             "dropped": self.dropped,
             "stale": self.stale,
@@ -173,13 +185,16 @@ class TaskSweeper:
             self.telemetry.count(TASKS_REPAIRED, report.settled, repair=REPAIR_SETTLED)
         if report.restarted:
             self.telemetry.count(TASKS_REPAIRED, report.restarted, repair=REPAIR_RESTARTED)
+        if report.resumed:
+            self.telemetry.count(TASKS_REPAIRED, report.resumed, repair=REPAIR_RESUMED)
         if report.stale:
             self.telemetry.count(TASKS_STALE, report.stale, status=WORKING)
         if report.refused:
             self.telemetry.count(TASK_WRITES_REFUSED, report.refused, by=REFUSED_BY_SWEEPER)
         if report.behind is not None:
             self.telemetry.count(SWEEP_BEHIND, cause=report.behind)
-        noteworthy = report.settled or report.restarted or report.stale or report.refused or report.left
+        repaired = report.settled or report.restarted or report.resumed
+        noteworthy = repaired or report.stale or report.refused or report.left
         level = logging.WARNING if noteworthy else logging.INFO
         log.log(level, "sweep: %s", report.to_json())
         return report
@@ -196,7 +211,9 @@ class TaskSweeper:
             self._set_aside(lease)
             return
         if status == RUNNING:
-            if lease.status == WORKING:
+            if lease.status == WORKING and self._resume_due(lease, report):
+                pass  # a lost resume, made now: not a hang
+            elif lease.status == WORKING:
                 log.warning(
                     "task %s: working, its execution %s runs, and nothing was written for a whole lease "
                     "(a tool that hangs without reporting?)",
@@ -222,6 +239,22 @@ class TaskSweeper:
                 report.settled += 1
             else:
                 report.dropped += self.store.clear_settled_lease(lease.task_id, lease.lease_expires_at)
+
+    def _resume_due(self, lease: Lease, report: SweepReport) -> bool:
+        """Send the token of a resume the task still asks for (its `effect`): True when one was due."""
+        try:
+            task = self.store.get(lease.task_id)
+        except TaskNotFound:
+            return False
+        if task.effect != EFFECT_RESUME or not task.task_token or task.execution != lease.execution:
+            return False
+        log.warning("task %s: its resume was never made (answer or callback recorded); resuming it", lease.task_id)
+        try:
+            if self.executor.resume(task.task_token):
+                report.resumed += 1
+        except ExecutorRefused as exc:
+            log.error("task %s: its execution could not be resumed (%s)", lease.task_id, exc)
+        return True
 
     def _set_aside(self, lease: Lease) -> None:
         """Move the lease out of the way of the next runs (a write of the lease alone, which a table
