@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ValidationError
 
-from . import _json, _loop, wire
+from . import _json, wire
 from ._value import ValueObject
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
@@ -399,6 +399,8 @@ class ToolSpec:
         try:
             produced = self.fn(args, ctx)
             if inspect.iscoroutine(produced):  # an `async def` tool: on the process's one loop
+                from . import _loop  # asyncio loads with the first async tool, never on a cold discover
+
                 produced = _loop.run(produced, f"tool {self.name}")
         except ToolError as exc:
             return ToolResult([text(str(exc))], is_error=True)
