@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 import sys
 import types
 from collections.abc import Callable, Iterator
@@ -498,3 +499,26 @@ def test_a_tool_that_leaves_tasks_pending_on_the_loop_is_warned_about_in_the_log
 
     assert result["content"] == [{"type": "text", "text": "done"}]
     assert "tool leaves_work left 1 asyncio task(s) pending when it returned (left-behind)" in caplog.text
+
+
+# ---- the README ---------------------------------------------------------------------------------------------------
+def test_the_readmes_fastmcp_style_count_words_answers_and_publishes_as_the_native_one() -> None:
+    import tools.count_words
+
+    blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
+    (source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" in block]
+    ported, native = served(load(source, "readme_count_words")), served(tools.count_words)
+
+    answers = [result_of(client.call_tool("count_words", {"text": "two words"})) for client in (ported, native)]
+    assert [answer["structuredContent"] for answer in answers] == [{"words": 2, "characters": 9}] * 2
+    schemas = [listed(client)["count_words"] for client in (ported, native)]
+    # FastMCP closes the arguments object; the native model leaves that to its own config.
+    assert without_titles(schemas[0]["inputSchema"]) == {
+        **without_titles(schemas[1]["inputSchema"]),
+        "additionalProperties": False,
+    }
+    assert without_titles(schemas[0]["outputSchema"]) == without_titles(schemas[1]["outputSchema"])
+    assert (schemas[0]["description"], schemas[0]["annotations"]) == (
+        schemas[1]["description"],
+        schemas[1]["annotations"],
+    )
