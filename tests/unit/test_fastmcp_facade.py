@@ -522,3 +522,15 @@ def test_the_readmes_fastmcp_style_count_words_answers_and_publishes_as_the_nati
         schemas[1]["description"],
         schemas[1]["annotations"],
     )
+
+
+def test_the_same_names_used_on_other_objects_port() -> None:
+    module = load(
+        "import asyncio, random\nfrom mcp_runtime.fastmcp import Context, FastMCP\nmcp = FastMCP('x')\n"
+        "@mcp.tool\nasync def pick(items: list[str], ctx: Context) -> list[str]:\n"
+        "    async with asyncio.TaskGroup() as group:\n        group.create_task(asyncio.sleep(0))\n"
+        "    return random.sample(items, 1)\n",
+        "ports",
+    )
+
+    assert result_of(served(module).call_tool("pick", {"items": ["only"]}))["structuredContent"] == {"result": ["only"]}

@@ -323,17 +323,14 @@ class FastMCP:
 
     @staticmethod
     def _refuse_unsupported_code(fn: Callable[..., Any], what: str) -> None:
-        """Refuse, when the module loads, what a function's code uses that cannot work here."""
-        names = _names_used(getattr(fn, "__code__", None))
-        for used, feature in (
-            ("sample", "ctx.sample"),
-            ("get_state", "ctx.get_state"),
-            ("set_state", "ctx.set_state"),
-            ("create_task", "asyncio.create_task"),
-            ("ensure_future", "asyncio.create_task"),
-        ):
-            if used in names:
-                raise NotImplementedError(f"{what}: {UNSUPPORTED[feature]}")
+        """Refuse, when the module loads, what a function's code uses that cannot work here: `ctx.sample`,
+        `ctx.get_state`/`set_state` on its context parameter, and `asyncio.create_task`/`ensure_future`."""
+        code = getattr(fn, "__code__", None)
+        if code is None:
+            return
+        contexts = _context_parameters(fn)
+        for used in _uses(code, contexts, getattr(fn, "__globals__", {})):
+            raise NotImplementedError(f"{what}: {UNSUPPORTED[used]}")
 
     # ---- what the runtime serves ---------------------------------------------------------------------------
     def __mcp_register__(self, companions: Any) -> list[ToolSpec]:
@@ -360,14 +357,46 @@ def _plain(value: Any) -> Any:
     return dict(value) if isinstance(value, dict) else value
 
 
-def _names_used(code: CodeType | None) -> set[str]:
-    if code is None:
-        return set()
-    names = set(code.co_names)
+_CONTEXT_FEATURES: Final = {"sample": "ctx.sample", "get_state": "ctx.get_state", "set_state": "ctx.set_state"}
+_BACKGROUND: Final = ("create_task", "ensure_future")
+
+
+def _context_parameters(fn: Callable[..., Any]) -> set[str]:
+    """The parameters annotated with a context (read as written: the module may still be loading)."""
+    found = set()
+    for parameter in inspect.signature(fn).parameters.values():
+        written = parameter.annotation
+        if (isinstance(written, str) and "Context" in written) or (
+            not isinstance(written, str) and injected_context(written) is not None
+        ):
+            found.add(parameter.name)
+    return found
+
+
+def _uses(code: CodeType, contexts: set[str], module_globals: dict[str, Any]) -> list[str]:
+    """The unsupported features a function's bytecode (and its nested functions') uses."""
+    import asyncio
+    import dis
+
+    used: list[str] = []
+    previous: dis.Instruction | None = None
+    for instruction in dis.get_instructions(code):
+        name = instruction.argval
+        if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None:
+            loaded = previous.argval[-1] if isinstance(previous.argval, tuple) else previous.argval
+            on_context = previous.opname.startswith(("LOAD_FAST", "LOAD_DEREF")) and loaded in contexts
+            if on_context and name in _CONTEXT_FEATURES:
+                used.append(_CONTEXT_FEATURES[name])
+            if previous.opname == "LOAD_GLOBAL" and loaded == "asyncio" and name in _BACKGROUND:
+                used.append("asyncio.create_task")
+        imported = instruction.opname == "LOAD_GLOBAL" and name in _BACKGROUND
+        if imported and module_globals.get(name) is getattr(asyncio, name):
+            used.append("asyncio.create_task")
+        previous = instruction
     for constant in code.co_consts:
         if isinstance(constant, CodeType):
-            names |= _names_used(constant)
-    return names
+            used.extend(_uses(constant, contexts, module_globals))
+    return used
 
 
 # ---- docstrings ---------------------------------------------------------------------------------------------
