@@ -250,8 +250,7 @@ class ToolContext(Asker, _Injectable):
         return self._durable.idempotency_key(name)
 
     def log(self, level: str, data: Any) -> None:
-        """A log line: to the client's stream when its request asked for logs at this level (plain
-        calls), and to the function's logs."""
+        """A log line for the client: on its stream when its request asked for logs at this level."""
         if self._log is not None:
             self._log(level, data)
 
