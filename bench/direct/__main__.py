@@ -1,6 +1,6 @@
 """Why not run FastMCP or the MCP SDK on Lambda directly: what this project measures itself.
 
-    python -m bench.direct        (PYTHONPATH=functions:.; needs mangum, which `make bench` installs)
+    python -m bench.direct [--no-instructions]   (PYTHONPATH=functions:.; needs mangum, which `make bench` installs)
 
 1. mcp 2.3.0's `MCPServer` streamable HTTP app (stateless, JSON) behind Mangum: two invocations in one
    interpreter, as a warm Lambda environment would make them.
@@ -80,14 +80,15 @@ def _min_wall_ms(code: str, runs: int = 7) -> float:
     return min(walls)
 
 
-def run() -> dict[str, Any]:
+def run(instructions: bool = True) -> dict[str, Any]:
     mangum = _child("mangum")
     created = _child("task-create")
     elsewhere = _child("task-get", created["task_id"])
     imports: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-direct-") as tmp:
         for name, code in IMPORTS.items():
-            imports[name] = {"instructions": _instructions(code, Path(tmp)), "min_wall_ms": _min_wall_ms(code)}
+            counted = _instructions(code, Path(tmp)) if instructions else None
+            imports[name] = {"instructions": counted, "min_wall_ms": _min_wall_ms(code)}
     base = imports["boto3"]
     for entry in imports.values():
         if entry["instructions"] and base["instructions"]:
@@ -119,6 +120,6 @@ def report(result: dict[str, Any]) -> list[str]:
 
 
 if __name__ == "__main__":
-    outcome = run()
+    outcome = run(instructions="--no-instructions" not in sys.argv)
     print(json.dumps(outcome))
     print("\n".join(report(outcome)))
