@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from functools import partial
 from typing import Annotated, Literal
 
 from pydantic import Field
@@ -85,13 +86,19 @@ async def close_ticket(ticket_id: int, ctx: Context) -> str:
     return f"Closed ticket #{ticket_id}."
 
 
+async def export_batch(batch: int) -> int:
+    """The real work goes here: write a batch of tickets out. Returns how many it wrote."""
+    await asyncio.sleep(0.6)  # a stand-in for that work, so the progress can be watched
+    return len(TICKETS)
+
+
 @mcp.tool(task=True)
 async def export_tickets(batches: Annotated[int, Field(ge=1, le=10)], ctx: Context) -> str:
     """Export every ticket, batch by batch: a durable task that reports its progress."""
     exported = 0
     for batch in range(batches):
         # A durable step: runs once for the task; a later run of the task gets its value back.
-        exported += await ctx.step(f"batch-{batch}", lambda: len(TICKETS))
+        exported += await ctx.step(f"batch-{batch}", partial(export_batch, batch))
         await ctx.report_progress(batch + 1, batches, f"batch {batch + 1} of {batches}")
     await ctx.info(f"exported {exported} tickets")
     return f"Exported {exported} tickets in {batches} batches."
