@@ -92,7 +92,7 @@ def inlined(node: Any, definitions: dict[str, Any] | None = None) -> Any:
 
 
 def served(module: types.ModuleType) -> Client:
-    server = make_server(fixtures=False, examples=False)
+    server = make_server(fixtures=False, patterns=False)
     server.tools.include(module)
     return Client(McpHttpTransport(server))
 
@@ -284,24 +284,20 @@ def test_malformed_arguments_are_invalid_params(shapes: tuple[types.ModuleType, 
 
 
 # ---- the context ---------------------------------------------------------------------------------------------------
-def support_desk() -> types.ModuleType:
-    import tools.support_desk
-
-    return tools.support_desk
-
-
-def test_ctx_elicit_is_an_mrtr_round_and_the_retry_with_the_answer_finishes_the_call() -> None:
-    client = served(support_desk())
+def test_ctx_elicit_is_an_mrtr_round_and_the_retry_with_the_answer_finishes_the_call(
+    shapes: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    client = served(shapes[0])
     elicitation = {"elicitation": {}}
 
-    first = result_of(client.call_tool("close_ticket", {"ticket_id": 101}, capabilities=elicitation))
+    first = result_of(client.call_tool("confirm", {"question": "Close #101?"}, capabilities=elicitation))
     assert first["resultType"] == wire.RESULT_INPUT_REQUIRED
     assert first["inputRequests"] == {
         "elicit-1": {
             "method": "elicitation/create",
             "params": {
                 "mode": "form",
-                "message": "Close ticket #101?",
+                "message": "Close #101?",
                 "requestedSchema": {
                     "type": "object",
                     "properties": {"value": {"type": "boolean"}},
@@ -310,66 +306,60 @@ def test_ctx_elicit_is_an_mrtr_round_and_the_retry_with_the_answer_finishes_the_
             },
         }
     }
-    answered = result_of(
-        client.call_tool(
-            "close_ticket",
-            {"ticket_id": 101},
-            capabilities=elicitation,
-            inputResponses={"elicit-1": {"action": "accept", "content": {"value": True}}},
-            requestState=first["requestState"],
+
+    def answered(answer: dict[str, Any]) -> dict[str, Any]:
+        return result_of(
+            client.call_tool(
+                "confirm",
+                {"question": "Close #101?"},
+                capabilities=elicitation,
+                inputResponses={"elicit-1": answer},
+                requestState=first["requestState"],
+            )
         )
-    )
-    assert answered["content"] == [{"type": "text", "text": "Closed ticket #101."}]
-    declined = result_of(
-        client.call_tool(
-            "close_ticket",
-            {"ticket_id": 101},
-            capabilities=elicitation,
-            inputResponses={"elicit-1": {"action": "decline"}},
-            requestState=first["requestState"],
-        )
-    )
-    assert declined["content"] == [{"type": "text", "text": "Ticket #101 stays open."}]
+
+    assert answered({"action": "accept", "content": {"value": True}})["content"][0]["text"] == "yes"
+    assert answered({"action": "decline"})["content"][0]["text"] == "declined"
 
 
-def test_ctx_elicit_for_a_client_without_elicitation_is_minus_32021_naming_it() -> None:
-    error = error_of(served(support_desk()).call_tool("close_ticket", {"ticket_id": 101}))
+def test_ctx_elicit_for_a_client_without_elicitation_is_minus_32021_naming_it(
+    shapes: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    error = error_of(served(shapes[0]).call_tool("confirm", {"question": "Close?"}))
 
     assert error["code"] == wire.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert error["message"] == "This request needs the elicitation capability"
 
 
-def test_an_elicited_model_comes_back_as_that_model() -> None:
-    import tools.weather_station
-
-    client = served(tools.weather_station)
-    first = result_of(client.call_tool("forecast", {"station": "oslo"}, capabilities={"elicitation": {}}))
+def test_an_elicited_model_comes_back_as_that_model(shapes: tuple[types.ModuleType, types.ModuleType]) -> None:
+    client = served(shapes[0])
+    first = result_of(client.call_tool("pick_item", {}, capabilities={"elicitation": {}}))
     answered = result_of(
         client.call_tool(
-            "forecast",
-            {"station": "oslo"},
+            "pick_item",
+            {},
             capabilities={"elicitation": {}},
-            inputResponses={"elicit-1": {"action": "accept", "content": {"fahrenheit": True}}},
+            inputResponses={"elicit-1": {"action": "accept", "content": {"name": "bolt", "quantity": 3}}},
             requestState=first["requestState"],
         )
     )
-    assert answered["content"] == [{"type": "text", "text": "oslo: sunny, 73.4 F"}]
+    assert answered["content"] == [{"type": "text", "text": "bolt x3"}]
 
 
-def test_progress_and_logs_of_a_call_reach_the_clients_stream() -> None:
-    import tools.weather_station
-
-    message = rpc("tools/call", {"name": "average_temperature", "arguments": {"stations": ["a", "b"]}}, "p")
+def test_progress_and_logs_of_a_call_reach_the_clients_stream(
+    shapes: tuple[types.ModuleType, types.ModuleType],
+) -> None:
+    message = rpc("tools/call", {"name": "report_work", "arguments": {"parts": ["a", "b"]}}, "p")
     message["params"]["_meta"].update({"progressToken": "tok", wire.META_LOG_LEVEL: "info"})
-    response = served(tools.weather_station).post(message)
+    response = served(shapes[0]).post(message)
     *notifications, final = sse_messages(response.body)
 
     assert [(n["method"], n["params"].get("message") or n["params"].get("data")) for n in notifications] == [
-        ("notifications/progress", "read a"),
-        ("notifications/progress", "read b"),
-        ("notifications/message", "averaged 2 stations"),
+        ("notifications/progress", "did a"),
+        ("notifications/progress", "did b"),
+        ("notifications/message", "did 2 parts"),
     ]
-    assert final["result"]["structuredContent"] == {"result": 21.5}
+    assert final["result"]["structuredContent"] == {"result": 2}
 
 
 # ---- registration --------------------------------------------------------------------------------------------------
@@ -436,7 +426,7 @@ def test_a_ported_module_is_served_by_the_project_registry_with_its_resources_an
 
     catalog = Catalog()
     catalog.tools.add_loader(lambda: catalog.tools.include(module))
-    server = make_server(fixtures=False, examples=False)
+    server = make_server(fixtures=False, patterns=False)
     server.tools, server.prompts, server.resources = catalog.tools, catalog.prompts, catalog.resources
     client = Client(McpHttpTransport(server))
 
@@ -467,17 +457,17 @@ def test_an_async_tool_holding_a_module_level_lock_answers_three_warm_calls_thro
 ) -> None:
     from app import handlers
 
-    configure_app(DEV_AUTH="1")
+    configure_app(DEV_AUTH="1", MCP_FIXTURES="fastmcp")
     answers = []
     for call in range(3):
         event = api_event(
-            rpc("tools/call", {"name": "find_customer", "arguments": {"email": "ada.lovelace@example.com"}}, call),
+            rpc("tools/call", {"name": "locked_lookup", "arguments": {"email": "ada@example.com"}}, call),
             headers={"authorization": "Bearer dev:alice"},
         )
         proxy = handlers.api_handler(event)
         answers.append((proxy["statusCode"], json.loads(proxy["body"])["result"].get("structuredContent")))
 
-    assert answers == [(200, {"email": "ada.lovelace@example.com", "name": "Ada Lovelace", "open_tickets": 2})] * 3
+    assert answers == [(200, {"x": 15, "y": 0.0})] * 3
 
 
 def test_a_tool_that_leaves_tasks_pending_on_the_loop_is_warned_about_in_the_log(
@@ -502,12 +492,12 @@ def test_a_tool_that_leaves_tasks_pending_on_the_loop_is_warned_about_in_the_log
 
 
 # ---- the README ---------------------------------------------------------------------------------------------------
-def test_the_readmes_fastmcp_style_count_words_answers_and_publishes_as_the_native_one() -> None:
-    import tools.count_words
-
+def test_the_readmes_fastmcp_style_count_words_answers_and_publishes_as_its_native_one() -> None:
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
-    (source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" in block]
-    ported, native = served(load(source, "readme_count_words")), served(tools.count_words)
+    (ported_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" in block]
+    (native_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" not in block]
+    ported = served(load(ported_source, "readme_count_words_ported"))
+    native = served(load(native_source, "readme_count_words_native"))
 
     answers = [result_of(client.call_tool("count_words", {"text": "two words"})) for client in (ported, native)]
     assert [answer["structuredContent"] for answer in answers] == [{"words": 2, "characters": 9}] * 2
