@@ -29,6 +29,7 @@ from ..tools import (
     injected_context,
     published_schema,
     signature_model,
+    task_flags,
 )
 from ._content import WRAP_KEY, Audio, File, Image, shape_result
 from ._context import UNSUPPORTED
@@ -77,17 +78,11 @@ UNSUPPORTED_METHODS: Final[dict[str, str]] = {
 
 
 def task_mode(task: Any) -> tuple[ToolMode, bool]:
-    """The native mode (and whether a task is required) of a FastMCP `task=` option: True or "optional"
-    is a task tool that runs inline for a client without tasks; "required" only runs as a task;
-    False, None or "forbidden" is a plain tool. The one place this mapping lives."""
-    mode = getattr(task, "mode", task)  # FastMCP's TaskConfig(mode=...)
-    if mode in (None, False, "forbidden"):
-        return ToolMode.PLAIN, False
-    if mode in (True, "optional"):
-        return ToolMode.TASK, False
-    if mode == "required":
-        return ToolMode.TASK, True
-    raise ValueError(f"task={task!r}: use True, False, 'optional', 'required' or 'forbidden'")
+    """The native mode (and whether a task is required) of a FastMCP `task=` option (also a TaskConfig's
+    `mode`, or None): the mapping itself is `mcp_runtime.tools.task_flags`, its one place."""
+    option = getattr(task, "mode", task)
+    is_task, required = task_flags(False if option is None else option)
+    return (ToolMode.TASK if is_task else ToolMode.PLAIN), required
 
 
 @dataclasses.dataclass
