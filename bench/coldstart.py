@@ -22,6 +22,9 @@ moto) and the issuer on loopback:
   packaged_call_sealing   first `tools/call` of archive_project: elicits, so it reads the secret
                           (boto3, Powertools parameters, one Secrets Manager call) and seals a requestState
   packaged_no_bytecode    packaged_discover_token on a copy of the asset without its __pycache__
+  packaged_call_native    first `tools/call` of count_words (a native tool: no secret, nothing sealed)
+  packaged_call_ported    first `tools/call` of find_customer, an async tool of the FastMCP-style
+                          example (functions/tools/support_desk.py, over mcp_runtime.fastmcp)
 The api_* variants above run the development tree (functions/ on PYTHONPATH, the venv's site,
 MCP_STATE_KEY instead of the secret): kept beside, labelled "dev tree".
 Budgets (DESIGN.md): packaged_discover_token / boto3_runtime <= 1.0 (wall and instructions),
@@ -63,6 +66,8 @@ def _commands(event_dir: Path, fast_exit: bool = False) -> dict[str, list[str]]:
         "packaged_discover_token": [*packaged, str(event_dir / "packaged-discover.json")],
         "packaged_call_sealing": [*packaged, str(event_dir / "packaged-call-sealing.json")],
         "packaged_no_bytecode": [*packaged, str(event_dir / "packaged-discover.json")],
+        "packaged_call_native": [*packaged, str(event_dir / "packaged-call-native.json")],
+        "packaged_call_ported": [*packaged, str(event_dir / "packaged-call-ported.json")],
         "python_pass": [py, "-c", "print('ready', flush=True)" + tail],
         "boto3": [py, "-c", "import boto3; print('ready', flush=True)" + tail],
         "api_discover": [py, str(CHILD), "api", str(event_dir / "discover.json")],
@@ -139,10 +144,16 @@ def _packaged_envs(event_dir: Path, issuer: Any, secret: SecretOnMoto) -> dict[s
     elicit = rpc("tools/call", {"name": "archive_project", "arguments": {"project": "apollo"}}, 1, {"elicitation": {}})
     (event_dir / "packaged-discover.json").write_text(json.dumps(bearer_event(rpc("server/discover"), issuer)))
     (event_dir / "packaged-call-sealing.json").write_text(json.dumps(bearer_event(elicit, issuer)))
+    native = rpc("tools/call", {"name": "count_words", "arguments": {"text": "the quick brown fox"}})
+    ported = rpc("tools/call", {"name": "find_customer", "arguments": {"email": "ada.lovelace@example.com"}})
+    (event_dir / "packaged-call-native.json").write_text(json.dumps(bearer_event(native, issuer)))
+    (event_dir / "packaged-call-ported.json").write_text(json.dumps(bearer_event(ported, issuer)))
     return {
         "boto3_runtime": {**deployed, "PYTHONPATH": str(code.runtime_dir)},
         "packaged_discover_token": deployed,
         "packaged_call_sealing": deployed,
+        "packaged_call_native": deployed,
+        "packaged_call_ported": deployed,
         "packaged_no_bytecode": {
             **deployed,
             "LAMBDA_TASK_ROOT": str(stripped),
@@ -217,6 +228,9 @@ def _run(
         "packaged_discover_token/boto3_runtime": med["packaged_discover_token"] / med["boto3_runtime"],
         "packaged_call_sealing/boto3_runtime": med["packaged_call_sealing"] / med["boto3_runtime"],
         "packaged_no_bytecode/packaged_discover_token": med["packaged_no_bytecode"] / med["packaged_discover_token"],
+        "packaged_call_native/boto3_runtime": med["packaged_call_native"] / med["boto3_runtime"],
+        "packaged_call_ported/boto3_runtime": med["packaged_call_ported"] / med["boto3_runtime"],
+        "packaged_call_ported/packaged_call_native": med["packaged_call_ported"] / med["packaged_call_native"],
         "p90 packaged_discover_token/boto3_runtime": p90["packaged_discover_token"] / p90["boto3_runtime"],
         "api_discover/boto3": med["api_discover"] / med["boto3"],
         "api_call/boto3": med["api_call"] / med["boto3"],
@@ -236,8 +250,18 @@ def _run(
         ratios["instructions sdk_discover/api_discover"] = ins["sdk_discover"] / ins["api_discover"]
     if all(counts.get(name) for name in ("boto3_runtime", "packaged_discover_token", "packaged_call_sealing")):
         ins = {name: float(counts[name] or 0) for name in counts}
-        for name in ("packaged_discover_token", "packaged_call_sealing"):
-            ratios[f"instructions {name}/boto3_runtime"] = ins[name] / ins["boto3_runtime"]
+        for name in (
+            "packaged_discover_token",
+            "packaged_call_sealing",
+            "packaged_call_native",
+            "packaged_call_ported",
+        ):
+            if ins.get(name):
+                ratios[f"instructions {name}/boto3_runtime"] = ins[name] / ins["boto3_runtime"]
+        if ins.get("packaged_call_ported") and ins.get("packaged_call_native"):
+            ratios["instructions packaged_call_ported/packaged_call_native"] = (
+                ins["packaged_call_ported"] / ins["packaged_call_native"]
+            )
         if ins.get("packaged_no_bytecode"):
             ratios["instructions packaged_no_bytecode/packaged_discover_token"] = (
                 ins["packaged_no_bytecode"] / ins["packaged_discover_token"]

@@ -304,7 +304,7 @@ SHARED_STACKS: dict[str, SharedStack] = {
     # As `make run` starts it: a request without a token is the development user's.
     "developer_stack": SharedStack(
         {"default_user": "developer"},
-        ("tests/e2e/test_legacy_clients.py", "tests/e2e/test_readme_snippets.py"),
+        ("tests/e2e/test_fastmcp_port.py", "tests/e2e/test_legacy_clients.py", "tests/e2e/test_readme_snippets.py"),
     ),
     # The conformance fixtures (the suite calls them by name); the suite sends no token.
     # Its API environments warmed first (LOCAL_WARM_ENVIRONMENTS): the suite reads some streams within 600 ms.

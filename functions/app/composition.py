@@ -72,6 +72,10 @@ def build_catalog(settings: Settings) -> Catalog:
         from fixtures import configuration
 
         configuration.register(catalog)
+    if "fastmcp" in settings.fixture_sets:
+        from fixtures import fastmcp_shapes
+
+        catalog.tools.include(fastmcp_shapes, fixture=True)
     return catalog
 
 

@@ -15,6 +15,10 @@ ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
 Completer = Callable[[str, dict[str, str]], list[str]]
 
 
+def _nothing() -> None:
+    return None
+
+
 class PromptSpec:
     """A registered prompt: its wire description, its function and the completers of its arguments."""
 
@@ -104,6 +108,8 @@ class ResourceSpec:
 class PromptRegistry:
     def __init__(self) -> None:
         self._prompts: dict[str, PromptSpec] = {}
+        # Runs before every lookup: the catalog's deferred tool modules may hold ported prompts.
+        self.before: Callable[[], None] = _nothing
 
     def prompt(
         self,
@@ -114,27 +120,38 @@ class PromptRegistry:
         completers: dict[str, Completer] | None = None,
     ) -> Callable[[PromptFunction], PromptFunction]:
         def register(fn: PromptFunction) -> PromptFunction:
-            spec = PromptSpec(name or fn.__name__, description, fn, arguments or [], completers or {})
-            if spec.name in self._prompts:
-                raise ValueError(f"prompt {spec.name!r} is registered twice")
-            self._prompts[spec.name] = spec
+            self.add(PromptSpec(name or fn.__name__, description, fn, arguments or [], completers or {}))
             return fn
 
         return register
 
+    def add(self, spec: PromptSpec) -> None:
+        if spec.name in self._prompts:
+            raise ValueError(f"prompt {spec.name!r} is registered twice")
+        self._prompts[spec.name] = spec
+
     def get(self, name: str) -> PromptSpec | None:
+        self.before()
         return self._prompts.get(name)
 
     def __iter__(self) -> Iterator[PromptSpec]:
+        self.before()
         return iter(sorted(self._prompts.values(), key=lambda spec: spec.name))
 
     def __len__(self) -> int:
+        self.before()
+        return len(self._prompts)
+
+    def known(self) -> int:
+        """How many are registered so far, without loading deferred modules (server/discover)."""
         return len(self._prompts)
 
 
 class ResourceRegistry:
     def __init__(self) -> None:
         self._resources: list[ResourceSpec] = []
+        # Runs before every lookup: the catalog's deferred tool modules may hold ported resources.
+        self.before: Callable[[], None] = _nothing
 
     def resource(
         self, uri: str, *, name: str, mime_type: str = "text/plain", description: str | None = None
@@ -150,17 +167,22 @@ class ResourceRegistry:
         self, uri: str, name: str, mime_type: str, description: str | None, *, template: bool
     ) -> Callable[[ResourceFunction], ResourceFunction]:
         def register(fn: ResourceFunction) -> ResourceFunction:
-            if any(existing.uri == uri for existing in self._resources):
-                raise ValueError(f"resource {uri!r} is registered twice")
-            self._resources.append(ResourceSpec(uri, name, mime_type, fn, description, template))
+            self.add(ResourceSpec(uri, name, mime_type, fn, description, template))
             return fn
 
         return register
 
+    def add(self, spec: ResourceSpec) -> None:
+        if any(existing.uri == spec.uri for existing in self._resources):
+            raise ValueError(f"resource {spec.uri!r} is registered twice")
+        self._resources.append(spec)
+
     def static(self) -> list[ResourceSpec]:
+        self.before()
         return sorted((r for r in self._resources if not r.template), key=lambda r: r.uri)
 
     def templates(self) -> list[ResourceSpec]:
+        self.before()
         return sorted((r for r in self._resources if r.template), key=lambda r: r.uri)
 
     def resolve(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
@@ -171,6 +193,11 @@ class ResourceRegistry:
         return None
 
     def __len__(self) -> int:
+        self.before()
+        return len(self._resources)
+
+    def known(self) -> int:
+        """How many are registered so far, without loading deferred modules (server/discover)."""
         return len(self._resources)
 
 
@@ -192,3 +219,8 @@ class Catalog:
         self.tools = ToolRegistry() if tools is None else tools
         self.prompts = PromptRegistry() if prompts is None else prompts
         self.resources = ResourceRegistry() if resources is None else resources
+        # Ported server objects (mcp_runtime.fastmcp) found among the tools put their prompts and
+        # resources here; asking for a prompt or a resource loads the tools' deferred modules first.
+        self.tools.companions = self
+        self.prompts.before = self.tools.load
+        self.resources.before = self.tools.load

@@ -163,10 +163,12 @@ class McpServer:
         capabilities: dict[str, Any] = {}
         if self.tools.declares_tools():
             capabilities["tools"] = {}
-        if len(self.prompts):
+        # Without loading the deferred tool modules (a cold server/discover never imports them): the
+        # prompts and resources of ported modules count once those are loaded (docs/fastmcp.md).
+        if self.prompts.known():
             capabilities["prompts"] = {}
             capabilities["completions"] = {}
-        if len(self.resources):
+        if self.resources.known():
             capabilities["resources"] = {}
         if self.tasks is not None:
             capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
@@ -317,6 +319,7 @@ class McpServer:
             handle_store=self.handles,
             history=self.history,
             secrets=self.secrets,
+            request_id=ctx.request_id,
         )
         try:
             if wants_task:

@@ -25,7 +25,7 @@ class MissingSetting(RuntimeError):
     """The environment lacks a variable this function needs (its template sets it)."""
 
 
-_FIXTURE_SET = "(conformance|lifecycle|patterns|configuration)"
+_FIXTURE_SET = "(conformance|lifecycle|patterns|configuration|fastmcp)"
 
 
 class Settings(BaseModel):
@@ -36,7 +36,8 @@ class Settings(BaseModel):
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
     # Test fixtures to serve besides the project's tools (comma-separated): "conformance" (the suite's),
     # "lifecycle" (tools that crash, hang or exhaust memory), "patterns" (one tool of each pattern, for the
-    # runtime's own tests), "configuration" (tools that use what cdk.json gives the tools). Never set in a
+    # runtime's own tests), "configuration" (tools that use what cdk.json gives the tools), "fastmcp" (the
+    # facade's shapes, fixtures/fastmcp_shapes.py). Never set in a
     # deployment: the asset has none.
     fixtures: str = Field("", alias="MCP_FIXTURES", pattern=rf"^({_FIXTURE_SET}(,{_FIXTURE_SET})*)?$")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the

@@ -1,17 +1,24 @@
 """The tool authoring API: one decorated function per tool.
 
-    @registry.tool(description="Say hello.", mode=ToolMode.PLAIN)
+    @tool(description="Say hello.", mode=ToolMode.PLAIN)
     def greet(args: GreetArgs, ctx: ToolContext) -> str:
         return f"Hello, {args.name}!"
 
-The decorator reads the pydantic input model from the first parameter's annotation and publishes
-its JSON schema as `inputSchema`. `mode` states, in one place, which of the four patterns of the
-decision order the tool uses to answer; the runtime does the protocol for it.
+    @tool(description="Say hello.")
+    async def greet(name: str, ctx: ToolContext) -> str:  # keyword parameters: the model is made from them
+        return f"Hello, {name}!"
+
+The decorator reads the pydantic input model from the first parameter's annotation (`args: Model`),
+or makes one from the keyword parameters, and publishes its JSON schema as `inputSchema`. `mode`
+states, in one place, which of the four patterns of the decision order the tool uses to answer; the
+runtime does the protocol for it. An `async def` tool runs on the process's one event loop
+(`mcp_runtime._loop`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import re
 import threading
@@ -21,6 +28,7 @@ from collections.abc import Callable, Mapping
 from enum import StrEnum
 from functools import lru_cache
 from types import ModuleType
+from types import UnionType as _UnionType
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import BaseModel, ValidationError
@@ -30,7 +38,7 @@ from ._value import ValueObject
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound
 from .limits import SYNC_WAIT_LIMIT_SECONDS
-from .mrtr import Asker
+from .mrtr import Asker, Elicited, ModelT
 from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
@@ -86,15 +94,23 @@ class ToolError(Exception):
 class ToolResult(ValueObject):
     """What a tool answers: its content blocks, the structured result, and whether it is an error."""
 
-    __slots__ = ("content", "is_error", "structured")
+    __slots__ = ("content", "is_error", "meta", "structured")
     content: list[dict[str, Any]]
     structured: Any
     is_error: bool
+    meta: dict[str, Any] | None
 
-    def __init__(self, content: list[dict[str, Any]], structured: Any = None, is_error: bool = False) -> None:
+    def __init__(
+        self,
+        content: list[dict[str, Any]],
+        structured: Any = None,
+        is_error: bool = False,
+        meta: dict[str, Any] | None = None,
+    ) -> None:
         self.content = content
         self.structured = structured
         self.is_error = is_error
+        self.meta = meta
 
     def to_wire(self) -> dict[str, Any]:
         result: dict[str, Any] = {"resultType": "complete", "content": self.content}
@@ -102,6 +118,8 @@ class ToolResult(ValueObject):
             result["structuredContent"] = self.structured
         if self.is_error:
             result["isError"] = True
+        if self.meta:
+            result["_meta"] = self.meta
         return result
 
 
@@ -121,7 +139,11 @@ def embedded_text(uri: str, body: str, mime_type: str = "text/plain") -> dict[st
     return {"type": "resource", "resource": {"uri": uri, "mimeType": mime_type, "text": body}}
 
 
-class ToolContext(Asker):
+class _Injectable:
+    """Marks the classes a tool's parameter may be annotated with to receive its context."""
+
+
+class ToolContext(Asker, _Injectable):
     """What a tool sees besides its arguments: the caller, the client's answers, progress, its scratch data."""
 
     def __init__(
@@ -138,9 +160,11 @@ class ToolContext(Asker):
         history: TaskHistory | None = None,
         durable: DurableRun | None = None,
         secrets: ToolSecrets = NO_SECRETS,
+        request_id: wire.RequestId | None = None,
     ) -> None:
         super().__init__(meta, dict(answers or {}))
         self.principal = principal
+        self.request_id = request_id
         # Data the tool wants back on its next run: sealed into requestState between MRTR rounds, kept
         # on the task item between a task's runs.
         self.scratch: dict[str, Any] = dict(scratch or {})
@@ -226,8 +250,50 @@ class ToolContext(Asker):
         return self._durable.idempotency_key(name)
 
     def log(self, level: str, data: Any) -> None:
+        """A log line for the client: on its stream when its request asked for logs at this level."""
         if self._log is not None:
             self._log(level, data)
+
+    @classmethod
+    def injected(cls, ctx: ToolContext) -> ToolContext:
+        """What a parameter annotated with this class receives (keyword-signature tools)."""
+        return ctx
+
+    # ---- awaitable forms, for `async def` tools ------------------------------------------------
+    async def report_progress_async(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        self.report_progress(progress, total, message)
+
+    async def log_async(self, level: str, data: Any) -> None:
+        self.log(level, data)
+
+    async def elicit_async(self, key: str, message: str, schema: type[ModelT]) -> Elicited[ModelT]:
+        return self.elicit(key, message, schema)
+
+    async def step_async(self, name: str, fn: Callable[[], Any]) -> Any:
+        """`step` for async tools: `fn` may be a plain function or an async one."""
+        if self._durable is None:
+            produced = fn()
+            if inspect.isawaitable(produced):
+                produced = await produced
+            return json.loads(json.dumps(_dumpable(produced), ensure_ascii=False))
+        return await self._durable.step_async(name, fn)
+
+    async def wait_async(self, seconds: float) -> None:
+        if self._durable is not None:
+            self._durable.wait(seconds)
+            return
+        if seconds > SYNC_WAIT_LIMIT_SECONDS:
+            self.wait(seconds)  # refused as in the sync form
+        import asyncio
+
+        await asyncio.sleep(max(0.0, seconds))
+
+    async def wait_for_callback_async(
+        self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None
+    ) -> Any:
+        return self.wait_for_callback(name, submit, timeout_seconds)
 
 
 def _dumpable(value: Any) -> Any:
@@ -331,6 +397,10 @@ class ToolSpec:
     def run(self, args: Any, ctx: ToolContext) -> ToolResult:
         try:
             produced = self.fn(args, ctx)
+            if inspect.iscoroutine(produced):  # an `async def` tool: on the process's one loop
+                from . import _loop  # asyncio loads with the first async tool, never on a cold discover
+
+                produced = _loop.run(produced, f"tool {self.name}")
         except ToolError as exc:
             return ToolResult([text(str(exc))], is_error=True)
         except HandleNotFound:
@@ -349,9 +419,14 @@ class ToolSpec:
         if isinstance(produced, BaseModel):
             structured = produced.model_dump(mode="json")
             return ToolResult([text(_json.readable(structured))], structured=structured)
+        if isinstance(produced, dict):
+            structured = json.loads(json.dumps(produced, ensure_ascii=False, default=str))
+            return ToolResult([text(_json.readable(structured))], structured=structured)
         if isinstance(produced, list):
             return ToolResult(produced)
-        raise TypeError(f"tool {self.name} returned {type(produced).__name__}; return str, ToolResult or a model")
+        raise TypeError(
+            f"tool {self.name} returned {type(produced).__name__}; return str, a dict, a model, content or a ToolResult"
+        )
 
 
 _ERROR_PHRASES: Final[dict[str, str]] = {
@@ -400,6 +475,157 @@ def _input_model_of(fn: ToolFunction) -> type[BaseModel] | None:
     return None
 
 
+def takes_model(fn: Callable[..., Any]) -> bool:
+    """Whether `fn` is written `(args, ctx: ToolContext)`, its arguments one model (or None, or a dict
+    with an explicit schema); otherwise its keyword parameters are the arguments."""
+    parameters = list(inspect.signature(fn).parameters.values())
+    if len(parameters) != 2:
+        return False
+    hints = typing.get_type_hints(fn)
+    if injected_context(hints.get(parameters[1].name)) is None:
+        return False
+    first = hints.get(parameters[0].name)
+    return (
+        parameters[0].name == "args"
+        or first is type(None)
+        or (isinstance(first, type) and issubclass(first, BaseModel))
+    )
+
+
+def injected_context(hint: Any) -> Callable[[ToolContext], Any] | None:
+    """How a parameter annotated `hint` gets its context (`ToolContext`, the facade's `Context`, or
+    either `| None`): a class with an `injected(ctx)` classmethod; None for an ordinary argument."""
+    candidates = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, _UnionType) else (hint,)
+    for candidate in candidates:
+        factory = getattr(candidate, "injected", None) if isinstance(candidate, type) else None
+        if callable(factory) and issubclass(candidate, _Injectable):
+            return typing.cast("Callable[[ToolContext], Any]", factory)
+    return None
+
+
+class KeywordCall:
+    """A keyword-signature function as a `ToolFunction`: the validated model's fields become its keyword
+    arguments, and each context parameter gets its context."""
+
+    __slots__ = ("__name__", "fields", "fn", "injected")
+    fn: Callable[..., Any]
+    fields: tuple[str, ...]
+    injected: dict[str, Callable[[ToolContext], Any]]
+
+    def __init__(
+        self, fn: Callable[..., Any], fields: tuple[str, ...], injected: dict[str, Callable[[ToolContext], Any]]
+    ) -> None:
+        self.fn = fn
+        self.fields = fields
+        self.injected = injected
+        self.__name__ = getattr(fn, "__name__", "tool")
+
+    def __call__(self, args: BaseModel, ctx: ToolContext) -> Any:
+        values = args.__dict__
+        keywords = {name: values[name] for name in self.fields}
+        for name, factory in self.injected.items():
+            keywords[name] = factory(ctx)
+        return self.fn(**keywords)
+
+
+def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseModel], KeywordCall, dict[str, Any]]:
+    """A pydantic model of `fn`'s keyword parameters (type hints, defaults, `Annotated[..., Field()]`),
+    closed to other keys, without the context parameters; the call that spreads it over `fn`; and the
+    published schema of those parameters (as FastMCP publishes it)."""
+    from pydantic import ConfigDict, create_model
+
+    hints = typing.get_type_hints(fn, include_extras=True)
+    fields: dict[str, Any] = {}
+    injected: dict[str, Callable[[ToolContext], Any]] = {}
+    for parameter in inspect.signature(fn).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD, parameter.POSITIONAL_ONLY):
+            raise ValueError(
+                f"tool {tool_name!r}: *args, **kwargs and positional-only parameters cannot be tool arguments "
+                "(MCP passes arguments by name); use ordinary keyword parameters"
+            )
+        hint = hints.get(parameter.name, Any)
+        factory = injected_context(hint)
+        if factory is not None:
+            injected[parameter.name] = factory
+            continue
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (hint, default)
+    config = ConfigDict(extra="forbid", protected_namespaces=())
+    model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    # The schema from a model without `extra="forbid"`, which pydantic would pass on to nested
+    # dataclasses and TypedDicts (FastMCP closes the top level only).
+    open_model: type[BaseModel] = create_model(
+        f"{tool_name}_arguments", __config__=ConfigDict(protected_namespaces=()), **fields
+    )
+    schema = published_schema(open_model.model_json_schema())
+    schema["additionalProperties"] = False
+    return model, KeywordCall(fn, tuple(fields), injected), schema
+
+
+def published_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """A generated schema as FastMCP publishes it: `$ref`s to `$defs` inlined (kept where recursive),
+    and pydantic's generated titles dropped (a property's own `Field(title=)` stays)."""
+    definitions = schema.get("$defs") or {}
+
+    def inline(node: Any, expanding: frozenset[str]) -> Any:
+        if isinstance(node, list):
+            return [inline(item, expanding) for item in node]
+        if not isinstance(node, dict):
+            return node
+        ref = node.get("$ref")
+        if isinstance(ref, str) and ref.startswith("#/$defs/"):
+            name = ref[len("#/$defs/") :]
+            if name in expanding or name not in definitions:
+                raise _Recursive
+            target = inline(definitions[name], expanding | {name})
+            siblings = {key: inline(value, expanding) for key, value in node.items() if key != "$ref"}
+            return {**target, **siblings}
+        return {key: inline(value, expanding) for key, value in node.items() if key != "$defs"}
+
+    try:
+        result = inline(schema, frozenset())
+    except _Recursive:
+        result = dict(schema)
+    published: dict[str, Any] = _without_titles(result, top=True)
+    return published
+
+
+class _Recursive(Exception):
+    """A schema that refers to itself: published with its `$defs`."""
+
+
+def _without_titles(node: Any, top: bool = False) -> Any:
+    if isinstance(node, list):
+        return [_without_titles(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in ("properties", "$defs", "patternProperties") and isinstance(value, dict):
+            kept[key] = {
+                name: _property_without_titles(name, prop, keep_own_title=top and key == "properties")
+                for name, prop in value.items()
+            }
+        else:
+            kept[key] = _without_titles(value)
+    return kept
+
+
+def _property_without_titles(name: str, prop: Any, *, keep_own_title: bool) -> Any:
+    cleaned = _without_titles(prop)
+    own = prop.get("title") if isinstance(prop, dict) else None
+    if keep_own_title and isinstance(own, str) and own != _generated_title(name):
+        cleaned["title"] = own
+    return cleaned
+
+
+def _generated_title(name: str) -> str:
+    """The title pydantic makes of a field name (`max_items` -> `Max Items`)."""
+    return name.title().replace("_", " ").strip()
+
+
 def _header_params(schema: dict[str, Any]) -> dict[str, str]:
     """Map of `Mcp-Param-*` header name (lower case) to the root property it mirrors."""
     found: dict[str, str] = {}
@@ -442,12 +668,17 @@ def _build_spec(
         raise ValueError(
             f"tool {name or fn.__name__!r} asks for {unknown}; a client can be asked for {sorted(ASKABLE)}"
         )
-    model = _input_model_of(fn)
-    schema = input_schema if input_schema is not None else _schema_of(model)
+    call: ToolFunction = fn
+    if takes_model(fn):
+        model = _input_model_of(fn)
+        schema = input_schema if input_schema is not None else _schema_of(model)
+    else:  # keyword parameters: the model is made from them
+        model, call, generated = signature_model(fn, name or fn.__name__)
+        schema = input_schema if input_schema is not None else generated
     return ToolSpec(
         name=name or fn.__name__,
         description=description,
-        fn=fn,
+        fn=call,
         input_model=model,
         input_schema=schema,
         mode=mode,
@@ -462,6 +693,8 @@ def _build_spec(
 
 
 SPEC_ATTRIBUTE: Final = "__mcp_tool__"
+# A server object's method that gives its tools (and puts its prompts and resources in the companions).
+REGISTER_ATTRIBUTE: Final = "__mcp_register__"
 
 
 def tool(
@@ -515,6 +748,10 @@ class ToolRegistry:
         # served in its place, since the suites that call fixtures call them by name.
         self._fixtures: set[str] = set()
         self.shadowed: list[str] = []
+        # Server objects (mcp_runtime.fastmcp) already included, and the catalog's prompt and resource
+        # registries, where their prompts and resources go (None outside a catalog: tools only).
+        self._servers: set[int] = set()
+        self.companions: Any = None
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """Register tools later: `loader` runs once, before the first lookup or listing."""
@@ -523,6 +760,10 @@ class ToolRegistry:
     def declares_tools(self) -> bool:
         """Whether this registry serves tools, without loading deferred ones."""
         return bool(self._tools or self._loaders)
+
+    def load(self) -> None:
+        """Run the deferred registrations now (what every lookup does first)."""
+        self._load()
 
     def _load(self) -> None:
         # A loader leaves the list only once it has run, so concurrent first requests wait for it
@@ -546,12 +787,19 @@ class ToolRegistry:
                 self._loader_thread = None
 
     def include(self, module: ModuleType, *, fixture: bool = False) -> None:
-        """Serve every `@tool` function defined in a module, in definition order (`fixture`: a test
-        fixture's module, whose tools take the place of project tools of the same names)."""
+        """Serve every `@tool` function defined in a module, in definition order, and every tool,
+        prompt and resource registered on a server object it holds (`mcp_runtime.fastmcp`: FastMCP
+        or MCPServer style). `fixture`: a test fixture's module, whose tools take the place of project
+        tools of the same names."""
         for value in vars(module).values():
             spec = getattr(value, SPEC_ATTRIBUTE, None)
             if isinstance(spec, ToolSpec) and getattr(value, "__module__", None) == module.__name__:
                 self.add(spec, fixture=fixture)
+            register = getattr(type(value), REGISTER_ATTRIBUTE, None)
+            if callable(register) and id(value) not in self._servers:
+                self._servers.add(id(value))  # one server object imported by two modules is served once
+                for ported in register(value, self.companions):
+                    self.add(ported, fixture=fixture)
 
     def add(self, spec: ToolSpec, *, fixture: bool = False) -> None:
         if not TOOL_NAME_PATTERN.match(spec.name):

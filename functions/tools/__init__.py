@@ -17,6 +17,8 @@ MODULES = _modules(
     "count_words",
     "archive_project",
     "deploy_release",
+    "support_desk",
+    "weather_station",
 )
 # Served where the task table is configured (AWS, and the local stack): they keep state in it.
 TABLE_BACKED_MODULES = _modules("cart", "my_tasks")

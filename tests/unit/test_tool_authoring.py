@@ -372,3 +372,29 @@ def test_deploy_release_with_a_stage_length_that_repeats_a_progress_value_runs_s
     body = response.json()
     assert "error" not in body, body
     assert body["result"]["resultType"] == wire.RESULT_INPUT_REQUIRED
+
+
+# ---- keyword signatures, async tools and dict results ------------------------------------------------------------
+def test_a_keyword_signature_async_tool_gets_a_model_made_from_its_parameters_and_may_return_a_dict() -> None:
+    @tool(description="Scale a vector.")
+    async def scale(vector: list[float], ctx: ToolContext, factor: float = Field(2.0, gt=0)) -> dict[str, Any]:
+        await ctx.report_progress_async(1, 1, "scaled")
+        doubled = await ctx.step_async("scale", lambda: [value * factor for value in vector])
+        return {"vector": doubled}
+
+    client = client_for(scale)
+    (listed,) = result_of(client.request("tools/list"))["tools"]
+    result = result_of(client.call_tool("scale", {"vector": [1, 2.5]}))
+    refused = result_of(client.call_tool("scale", {"vector": [1], "factor": 0}))
+
+    assert listed["inputSchema"] == {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "vector": {"items": {"type": "number"}, "type": "array"},
+            "factor": {"default": 2.0, "exclusiveMinimum": 0, "type": "number"},
+        },
+        "required": ["vector"],
+    }
+    assert (result["structuredContent"], json.loads(result["content"][0]["text"])) == ({"vector": [2.0, 5.0]},) * 2
+    assert (refused["isError"], refused["content"][0]["text"]) == (True, "Invalid arguments: 'factor' is too small")

@@ -29,6 +29,7 @@ Operations are keyed by kind, name and how often the name came up in this run (`
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import logging
 import math
@@ -100,6 +101,21 @@ class CallbackFailed(ToolError):
 
 class CallbackTimedOut(ToolError):
     """Nobody completed the callback within its timeout."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """A step whose value is recorded: it returns at once."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Started:
+    """A step this run marked as running, started at `at` (monotonic seconds)."""
+
+    key: str
+    at: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,32 +275,64 @@ class DurableRun:
 
     # ---- step ------------------------------------------------------------------------------------
     def step(self, name: str, fn: Callable[[], T]) -> Any:
+        started = self._begin_step(name)
+        if isinstance(started, _Recorded):
+            return started.value
+        self._in_step = True
+        try:
+            produced = fn()
+        except BaseException:
+            self._unmark(started.key)
+            raise
+        finally:
+            self._in_step = False
+        return self._finish_step(started, produced)
+
+    async def step_async(self, name: str, fn: Callable[[], Any]) -> Any:
+        """`step` for async tools: `fn` may be sync or async (its awaitable is awaited inside the step)."""
+        started = self._begin_step(name)
+        if isinstance(started, _Recorded):
+            return started.value
+        self._in_step = True
+        try:
+            produced = fn()
+            if inspect.isawaitable(produced):
+                produced = await produced
+        except BaseException:
+            self._unmark(started.key)
+            raise
+        finally:
+            self._in_step = False
+        return self._finish_step(started, produced)
+
+    def _begin_step(self, name: str) -> _Recorded | _Started:
+        """The step's recorded value, or this run's mark on it (then the caller runs `fn`)."""
         key = self._key("step", name)
         found = self.records.get(key)
         if found is not None and not is_step_mark(found):
-            return self._value_of(found)
+            return _Recorded(self._value_of(found))
         if self.time_is_short():
             raise ContinueLater(key)
         self._check_room(key)
         found = self._mark(key)
         if not is_step_mark(found):
             self.records[key] = found
-            return self._value_of(found)  # recorded by another run meanwhile
+            return _Recorded(self._value_of(found))  # recorded by another run meanwhile
         if found.get("run") != self.run_id:
             # Another run is in this step now: look again once it has had time to record it.
             raise WaitFor(max(1, min(STEP_BUSY_RECHECK_SECONDS, math.ceil(float(found["expires"]) - self._clock()))))
-        started = self._monotonic()
-        self._in_step = True
+        return _Started(key, self._monotonic())
+
+    def _finish_step(self, started: _Started, produced: Any) -> Any:
+        key = started.key
         try:
-            value = _json_value(fn())
+            value = _json_value(produced)
             record = self._stored_record(key, value)
-            record["ms"] = round((self._monotonic() - started) * 1000)
+            record["ms"] = round((self._monotonic() - started.at) * 1000)
             self._check_room(key, record)
         except BaseException:
             self._unmark(key)
             raise
-        finally:
-            self._in_step = False
         kept = self._record(key, record)
         self.recorded_here += 1
         return self._value_of(kept)
