@@ -22,7 +22,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import dependencies
 
 UV = next(iter(sorted((REPO / ".tools").glob("uv-*/bin/uv"))), None)
-POWERTOOLS_LINE = '    "aws-lambda-powertools==3.37.0",\n'
+LAST_RUNTIME_LINE = '    "publicsuffixlist==1.1.2.20261023",\n'
 
 
 def _uv() -> Path:
@@ -77,7 +77,7 @@ def test_adding_httpx_ships_it_for_arm64_cpython_3_13_and_removing_it_restores_b
     report = dependencies.add(project, "httpx==0.28.1", python=None, offline=offline)
 
     assert project.pyproject.read_text() == pyproject.decode().replace(
-        POWERTOOLS_LINE, POWERTOOLS_LINE + '    "httpx==0.28.1",\n'
+        LAST_RUNTIME_LINE, LAST_RUNTIME_LINE + '    "httpx==0.28.1",\n'
     )
     assert dependencies.runtime_entries(project.pyproject.read_text())[-1] == "httpx==0.28.1"
     assert project.lock.read_bytes() == lock  # pinned already, as a dev dependency: the same lock
@@ -107,7 +107,12 @@ def test_a_bare_name_or_a_range_is_written_as_given_and_replaces_the_earlier_req
     assert dependencies.runtime_entries(project.pyproject.read_text())[-1] == "httpx"
     dependencies.add(project, "HTTPX >= 0.28, < 1", python=None, check_lambda=False, offline=offline)
     entries = dependencies.runtime_entries(project.pyproject.read_text())
-    assert entries == ["pydantic==2.14.3", "aws-lambda-powertools==3.37.0", "HTTPX<1,>=0.28"]
+    assert entries == [
+        "pydantic==2.14.3",
+        "aws-lambda-powertools==3.37.0",
+        "publicsuffixlist==1.1.2.20261023",
+        "HTTPX<1,>=0.28",
+    ]
     assert project.lock.read_bytes() == lock  # the lock pins the version: httpx==0.28.1
     assert "\nhttpx==0.28.1\n" in project.lock.read_text()
 
@@ -151,7 +156,7 @@ def test_make_lock_after_a_dev_dependency_is_removed_by_hand_drops_it_and_what_o
             "remove",
             "requests",
             "requests is not a runtime dependency (pyproject.toml [project] dependencies: pydantic, "
-            "aws-lambda-powertools); dev dependencies are edited in the dev extra, then `make lock`",
+            "aws-lambda-powertools, publicsuffixlist); dev dependencies are edited in the dev extra, then `make lock`",
         ),
     ],
 )

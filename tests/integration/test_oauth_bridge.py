@@ -863,7 +863,9 @@ def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_client
 def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while_another_address_registers(
     bridge: BridgeUnderTest,
 ) -> None:
-    limited(bridge, registrations_per_hour=2, registration_burst=2)
+    # A registration takes one token; a metadata document's first use two: the authorize page and the
+    # approving POST each fetch it (nothing is stored before the approval), and every fetch counts.
+    limited(bridge, registrations_per_hour=3, registration_burst=3)
     assert bridge.register(ip="203.0.113.77")["statusCode"] == 201
     assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 302
     by_document = first_use(bridge, "/one-address-2.json", "203.0.113.77")
@@ -871,7 +873,7 @@ def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while
     for refused in (by_document, by_registration):
         assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
             429,
-            "too many registrations from one address: a burst of 2, then 2 an hour",
+            "too many registrations from one address: a burst of 3, then 3 an hour",
         )
         assert refused["headers"]["retry-after"].isdigit()
     assert bridge.register(ip="203.0.113.78")["statusCode"] == 201
@@ -1051,12 +1053,12 @@ def test_a_metadata_fetch_counts_against_its_source_even_when_it_fails(bridge: B
     limited(bridge, registrations_per_hour=1, registration_burst=2)
     url = f"https://{HOST}:{bridge.port}/missing.json"  # answers 404
     for _ in range(2):
-        failed = bridge.call("GET", "/oauth2/authorize", query=authorize_query(url, CALLBACK), ip="192.0.2.77")
+        failed = bridge.call("GET", "/oauth2/authorize", query=authorize_query(url), ip="192.0.2.77")
         assert (failed["statusCode"], json.loads(failed["body"])["error_description"]) == (
             400,
             "the client_id URL answered HTTP 404 (redirects are not followed)",
         )
-    refused = bridge.call("GET", "/oauth2/authorize", query=authorize_query(url, CALLBACK), ip="192.0.2.77")
+    refused = bridge.call("GET", "/oauth2/authorize", query=authorize_query(url), ip="192.0.2.77")
     assert (refused["statusCode"], json.loads(refused["body"])["error_description"]) == (
         429,
         "too many registrations from one address: a burst of 2, then 1 an hour",
@@ -1082,15 +1084,18 @@ class FailingDeletes:
 def test_a_cognito_delete_that_fails_leaves_the_slot_counted_and_the_next_cleanup_finishes_it(
     bridge: BridgeUnderTest, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stuck, other = (json.loads(bridge.register()["body"])["client_id"] for _ in range(2))
+    stuck, other = (bridge.client() for _ in range(2))
+    for client_id in (stuck, other):  # an approved sign-in makes each one's app client and takes its slot
+        assert bridge.approve(client_id)["statusCode"] == 302
+    app = {client_id: bridge.registration(client_id)["client"]["S"] for client_id in (stuck, other)}
     deletes = FailingDeletes(bridge.bridge.clients.cognito.client())
-    deletes.failing = {stuck}
+    deletes.failing = {app[stuck]}
     bridge.clock.advance(3600)  # neither ever exchanged a token
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 1}
-    assert set(bridge.app_clients()) == {stuck}  # its Cognito client still exists, and so
+    assert set(bridge.app_clients()) == {app[stuck]}  # its Cognito client still exists, and so
     assert f"client#{stuck}" in bridge.items()  # its registration, and its slot
     assert bridge.items()["meta#clients"]["active"]["N"] == "1"
-    assert f"cleanup: could not remove client {stuck}" in caplog.text
+    assert f"cleanup: could not remove client {app[stuck]}" in caplog.text
     deletes.failing = set()
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
     assert bridge.app_clients() == {} and f"client#{stuck}" not in bridge.items()
@@ -1102,8 +1107,9 @@ def test_a_cognito_delete_that_fails_leaves_the_slot_counted_and_the_next_cleanu
 def test_each_cleanup_recounts_the_slots_from_the_registrations(
     bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str], drifted: str
 ) -> None:
-    for _ in range(2):
-        assert bridge.register()["statusCode"] == 201
+    for _ in range(2):  # each with its app client (an approved sign-in): a slot each
+        assert bridge.approve(bridge.client())["statusCode"] == 302
+    assert bridge.register()["statusCode"] == 201  # a registration nobody approved holds no slot
     bridge.dynamodb.put_item(TableName=bridge.table, Item={"pk": {"S": "meta#clients"}, "active": {"N": drifted}})
     capsys.readouterr()
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}

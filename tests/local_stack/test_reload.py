@@ -1,5 +1,6 @@
 """`make run` reloads (LOCAL_RELOAD, which the Makefile's `run` sets): in a copy of the project, a stack
-process serves `count_words`; an edit of its file reaches the next call without a restart, the import
+process serves a tool the test adds as the README says (`reload_probe`, never an example); an edit
+of its file reaches the next call without a restart, the import
 check runs again, and an edit that does not import is reported with its file and line while the
 previous code goes on serving."""
 
@@ -11,17 +12,34 @@ from pathlib import Path
 import pytest
 
 from tests.local_stack.conftest import StackClient
-from tests.support import REPO, RunningStack, copy_project, local_stack_process
+from tests.support import REPO, RunningStack, copy_project, local_stack_process, register_tool_modules
 
 pytestmark = pytest.mark.e2e
 
 RELOADED = "reload: serving the edited code"
-REFUSED = "reload: a tool does not import: functions/tools/count_words.py, line"
+REFUSED = "reload: a tool does not import: functions/tools/reload_probe.py, line"
+PROBE = '''"""A tool the reload test edits."""
+
+from pydantic import BaseModel, Field
+
+from mcp_runtime import ToolContext, tool
+
+
+class ProbeArgs(BaseModel):
+    text: str = Field(description="Any text.")
+
+
+@tool(description="Counts the words of a text.")
+def reload_probe(args: ProbeArgs, ctx: ToolContext) -> str:
+    return f"{len(args.text.split())} words"
+'''
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
     copy = copy_project(tmp_path / "project")
+    (copy / "functions" / "tools" / "reload_probe.py").write_text(PROBE, encoding="utf-8")
+    register_tool_modules(copy / "functions" / "tools" / "__init__.py", "reload_probe")
     # The runtime dependencies this checkout installed for the local asset: the copy builds its own
     # asset from its own sources on them, as a second start of `make run` does.
     code = copy / "build" / "local-stack" / "code"
@@ -43,7 +61,7 @@ def printed_again(running: RunningStack, text: str, seen: int, timeout: float = 
 
 
 def words(client: StackClient, text: str) -> str:
-    result = client.result("tools/call", {"name": "count_words", "arguments": {"text": text}})
+    result = client.result("tools/call", {"name": "reload_probe", "arguments": {"text": text}})
     content: str = result["content"][0]["text"]
     return content
 
@@ -51,18 +69,18 @@ def words(client: StackClient, text: str) -> str:
 def test_an_edit_under_functions_reaches_the_next_call_and_one_that_does_not_import_leaves_the_previous_code(
     project: Path,
 ) -> None:
-    tool = project / "functions" / "tools" / "count_words.py"
+    tool = project / "functions" / "tools" / "reload_probe.py"
     source = tool.read_text(encoding="utf-8")
-    counted = "return WordCount(words=len(args.text.split()), characters=len(args.text))"
+    counted = 'return f"{len(args.text.split())} words"'
     assert source.count(counted) == 1
     with local_stack_process(root=project, extra_env={"LOCAL_RELOAD": "1"}) as running:
         client = StackClient(running)
-        assert words(client, "hello reload") == '{"words": 2, "characters": 12}'
+        assert words(client, "hello reload") == "2 words"
 
-        tool.write_text(source.replace(counted, counted.replace("len(args.text))", "-1)")), encoding="utf-8")
+        tool.write_text(source.replace(counted, 'return "edited"'), encoding="utf-8")
         assert printed_again(running, RELOADED, 0), "\n".join(running.output[-40:])
-        assert words(client, "hello reload") == '{"words": 2, "characters": -1}'
+        assert words(client, "hello reload") == "edited"
 
-        tool.write_text(source.replace(counted, "return WordCount(words=)"), encoding="utf-8")
+        tool.write_text(source.replace(counted, "return len(=)"), encoding="utf-8")
         assert printed_again(running, REFUSED, 0), "\n".join(running.output[-40:])
-        assert words(client, "hello reload") == '{"words": 2, "characters": -1}'
+        assert words(client, "hello reload") == "edited"

@@ -10,6 +10,7 @@ import json
 import time
 from collections.abc import Iterator
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -66,10 +67,21 @@ def awaiting_input(stack: StackClient, tool_file: str) -> str:
     return task_id
 
 
+def holding(stack: StackClient, gate: Path) -> str:
+    """A working task whose tool holds its worker (silent after 'holding') until `gate` exists."""
+    task_id = stack.start("gate_worker", {"gate": str(gate), "seconds": 120})
+    task = stack.wait_for(task_id, lambda t: t.get("statusMessage") == "holding")
+    assert task["status"] == "working", task
+    return task_id
+
+
 def test_a_task_whose_execution_was_stopped_and_whose_status_event_was_lost_is_settled_failed_within_the_bound(
-    stack: StackClient,
+    stack: StackClient, tmp_path: Path
 ) -> None:
-    task_id = awaiting_input(stack, "lost-event.txt")
+    # Parked on a callback with a 2 s timeout: its lease runs one lease past that deadline.
+    inbox = tmp_path / "inbox.jsonl"
+    task_id = stack.start("external_job", {"inbox": str(inbox), "timeout_seconds": 2})
+    assert stack.wait_for(task_id, lambda t: inbox.exists() and bool(inbox.read_text()))["status"] == "working"
     sfn = stack.running.aws_client("stepfunctions")
 
     # An operator, behind the task's back (the local stack aborts a token wait at once, as AWS does).
@@ -84,26 +96,32 @@ def test_a_task_whose_execution_was_stopped_and_whose_status_event_was_lost_is_s
     assert stack.wait_for_output(f"task {task_id}: execution {task_id} ended ABORTED without a terminal write")
     assert schema.LEASE_ATTRIBUTE not in item(stack, task_id)
     took = parse_timestamp(settled["lastUpdatedAt"]) - _epoch(stopped)
-    assert 0 < took <= BOUND_SECONDS, f"settled {took:.1f} s after the execution ended"
+    assert 0 < took <= 2 + BOUND_SECONDS, f"settled {took:.1f} s after the execution ended"
 
 
-def test_a_task_whose_execution_still_runs_gets_its_lease_renewed_by_the_sweeper_and_stays_active(
-    stack: StackClient,
+def test_a_quiet_running_task_gets_its_lease_renewed_by_the_sweeper_and_a_parked_one_is_left_alone(
+    stack: StackClient, tmp_path: Path
 ) -> None:
-    task_id = awaiting_input(stack, "still-running.txt")
-    first = lease(stack, task_id)
-    assert first is not None
+    gate = tmp_path / "gate"
+    running = holding(stack, gate)
+    parked = awaiting_input(stack, "still-parked.txt")
+    first, parked_lease = lease(stack, running), lease(stack, parked)
+    assert first is not None and parked_lease is not None
 
     deadline = time.monotonic() + 60
-    renewed = lease(stack, task_id)
+    renewed = lease(stack, running)
     while (renewed or 0) <= first and time.monotonic() < deadline:
         time.sleep(0.2)
-        renewed = lease(stack, task_id)
+        renewed = lease(stack, running)
 
-    assert renewed is not None and renewed > first  # nothing but the sweeper writes a task waiting for input
-    assert stack.task(task_id)["status"] == "input_required"
-    assert stack.execution_status(task_id) == "RUNNING"
-    stack.result("tasks/cancel", {"taskId": task_id})
+    assert renewed is not None and renewed > first  # nothing but the sweeper writes a task whose tool is silent
+    # A task waiting for its client carries a lease to its wait's deadline: no sweep asks about it meanwhile.
+    assert lease(stack, parked) == parked_lease > renewed
+    assert stack.task(parked)["status"] == "input_required"
+    assert stack.execution_status(running) == "RUNNING"
+    gate.touch()
+    assert stack.settled(running)["status"] == "completed"
+    stack.result("tasks/cancel", {"taskId": parked})
 
 
 def _epoch(value: Any) -> float:

@@ -169,7 +169,7 @@ def test_an_async_task_tool_blocking_its_loop_is_ended_after_the_grace() -> None
 
 # ---- the 2025 leg: a client that accepts no event stream gets task tools inline, with the same deadline ------------
 def test_a_2025_client_without_event_streams_gets_the_inline_deadline_tool_error() -> None:
-    server = make_server(fixtures=False, examples=False)
+    server = make_server(fixtures=False, patterns=False)
     server.tools.include(module_with(sleeps))
     transport = McpHttpTransport(server, legacy=build_legacy_leg(server, make_settings()))
     principal = Principal("test:alice", "test")

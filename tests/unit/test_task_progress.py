@@ -28,7 +28,14 @@ class RecordingStore:
         return mark
 
     def record_operation(
-        self, task_id: str, key: str, record: dict[str, Any], scratch: Any, *, replace: bool = False
+        self,
+        task_id: str,
+        key: str,
+        record: dict[str, Any],
+        scratch: Any,
+        *,
+        replace: bool = False,
+        parked_until: float | None = None,
     ) -> dict[str, Any]:
         return record
 
