@@ -229,16 +229,10 @@ def _work_since(logs: dict[str, Path], offsets: dict[str, int]) -> dict[str, Any
 
 def _given_up(port: int) -> int:
     """Messages in the stream mapping's on-failure queue (stream batches the supervisor gave up)."""
-    import boto3
+    from local_stack.sam_env import admin_client
 
     state = json.loads((REPO / "build" / "local-stack" / "run" / f"{port}.json").read_text())
-    admin = state["administrator"]
-    sqs = boto3.session.Session(
-        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
-        region_name="us-east-1",
-    ).client("sqs", endpoint_url=state["awsEndpoint"])
+    sqs = admin_client(state, "sqs")
     (url,) = [u for lid, u in state["queues"].items() if lid.startswith("SupervisorStreamFailures")]
     attributes = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
@@ -246,16 +240,10 @@ def _given_up(port: int) -> int:
 
 def _executions(port: int, task_ids: list[str]) -> dict[str, str]:
     """Each task's execution status, as Step Functions has it at the end."""
-    import boto3
+    from local_stack.sam_env import admin_client
 
     state = json.loads((REPO / "build" / "local-stack" / "run" / f"{port}.json").read_text())
-    admin = state["administrator"]
-    sfn = boto3.session.Session(
-        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
-        region_name="us-east-1",
-    ).client("stepfunctions", endpoint_url=state["awsEndpoint"])
+    sfn = admin_client(state, "stepfunctions")
     (machine,) = [
         state["physicalIds"][lid]
         for lid, kind in state["resourceTypes"].items()

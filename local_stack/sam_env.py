@@ -81,6 +81,20 @@ def local_state(port: int | None, run_dir: Path = RUN_DIR) -> dict[str, Any]:
     raise SystemExit(f"no local stack is running {on}now{earlier}: start `make run` first, or pass STACK=<name>")
 
 
+def admin_client(state: Mapping[str, Any], service: str) -> Any:
+    """A boto3 client of the running local stack's embedded AWS, as its administrator."""
+    import boto3
+
+    admin = state["administrator"]
+    session = boto3.session.Session(
+        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
+        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
+        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
+        region_name="us-east-1",
+    )
+    return session.client(service, endpoint_url=state["awsEndpoint"])
+
+
 def write(out_dir: Path, name: str, document: Mapping[str, Any]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / name

@@ -57,26 +57,17 @@ class Outcome:
 
 def local_target(port: int | None) -> Target:
     """The running local stack: its moto endpoint, as its administrator (`build/local-stack/run/<port>.json`)."""
-    import boto3
-    from local_stack.sam_env import local_state
+    from local_stack.sam_env import admin_client, local_state
 
     state = local_state(port)
-    admin = state["administrator"]
-    session = boto3.session.Session(
-        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
-        region_name="us-east-1",
-    )
-    endpoint = state["awsEndpoint"]
     (queue_url,) = [url for lid, url in state["queues"].items() if lid.startswith(STREAM_FAILURES_PREFIX)]
     (function,) = [f["name"] for lid, f in state["functions"].items() if lid.startswith(SUPERVISOR_PREFIX)]
     return Target(
         queue_url,
         function,
-        session.client("sqs", endpoint_url=endpoint),
-        session.client("dynamodbstreams", endpoint_url=endpoint),
-        session.client("lambda", endpoint_url=endpoint),
+        admin_client(state, "sqs"),
+        admin_client(state, "dynamodbstreams"),
+        admin_client(state, "lambda"),
     )
 
 

@@ -116,17 +116,9 @@ def parse_statuses(text: str) -> tuple[str, ...]:
 
 def local_target(port: int | None) -> Target:
     """The running local stack: its moto endpoint, as its administrator (`build/local-stack/run/<port>.json`)."""
-    import boto3
-    from local_stack.sam_env import local_state
+    from local_stack.sam_env import admin_client, local_state
 
     state = local_state(port)
-    admin = state["administrator"]
-    session = boto3.session.Session(
-        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
-        region_name="us-east-1",
-    )
     types, physical = state["resourceTypes"], state["physicalIds"]
     (table,) = [
         physical[lid]
@@ -134,13 +126,7 @@ def local_target(port: int | None) -> Target:
         if kind == "AWS::DynamoDB::Table" and lid.startswith(TABLE_LOGICAL_ID)
     ]
     (machine,) = [physical[lid] for lid, kind in types.items() if kind == "AWS::StepFunctions::StateMachine"]
-    endpoint = state["awsEndpoint"]
-    return Target(
-        table,
-        machine,
-        session.client("dynamodb", endpoint_url=endpoint),
-        session.client("stepfunctions", endpoint_url=endpoint),
-    )
+    return Target(table, machine, admin_client(state, "dynamodb"), admin_client(state, "stepfunctions"))
 
 
 def deployed_target(stack_name: str) -> Target:

@@ -111,7 +111,7 @@ def test_an_alarm_fires_on_any_task_the_sweeper_repaired(synth: Any) -> None:
     stack.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "AlarmDescription": Match.string_like_regexp("sweeper settled or started"),
+            "AlarmDescription": Match.string_like_regexp("sweeper settled, started or resumed"),
             "Threshold": 1,
             "ComparisonOperator": "GreaterThanOrEqualToThreshold",
             "EvaluationPeriods": 1,
