@@ -1,8 +1,9 @@
 """Making the template yours keeps the checks green: in a copy of the working tree as a team has it
 (untracked files too, ignored ones not), every example tool deleted with its line (README: "Make it
 yours"), then a plain tool (named `greet`, as the conformance fixtures' is) and the README's two task
-tools (the walkthrough's, with steps, and the long-work one, with steps and a wait) added, each one
-file and one line; then `make lint` and the tiers that look at the project's tools (unit, the
+tools (the walkthrough's, with steps, and the long-work one, with steps and a wait) and two modules
+ported from FastMCP and the SDK's MCPServer (docs/fastmcp.md) added, each one file and one line, none
+committed; then `make lint` and the tiers that look at the project's tools (unit, the
 README's and the events' checks, the walkthrough)."""
 
 from __future__ import annotations
@@ -33,6 +34,32 @@ class GreetArgs(BaseModel):
 @tool(description="Greet someone by name.", mode=ToolMode.PLAIN)
 def greet(args: GreetArgs, ctx: ToolContext) -> str:
     return f"Hello, {args.name}!"
+'''
+# Two modules ported the documented way (docs/fastmcp.md): the import line is all that changed.
+FASTMCP_MODULE = '''"""Ported from FastMCP: only the import line changed."""
+
+from mcp_runtime.fastmcp import Context, FastMCP
+
+mcp = FastMCP("ported")
+
+
+@mcp.tool
+async def shout(text: str, ctx: Context) -> str:
+    """Shout a text back."""
+    await ctx.info("shouting")
+    return text.upper()
+'''
+MCPSERVER_MODULE = '''"""Ported from the SDK's MCPServer: only the import line changed."""
+
+from mcp_runtime.fastmcp import MCPServer
+
+server = MCPServer("measured")
+
+
+@server.tool()
+def measure(text: str) -> dict[str, int]:
+    """Measure a text."""
+    return {"length": len(text)}
 '''
 # The tiers a new tool can break (the stack tiers serve it too; they are the same code paths).
 AFFECTED = [
@@ -70,7 +97,11 @@ def project_made_ours(tmp_path: Path) -> Path:
     (tools / "greet.py").write_text(PLAIN_TOOL, encoding="utf-8")
     (tools / "export_dataset.py").write_text(readme_block("walkthrough"), encoding="utf-8")
     (tools / "run_pipeline.py").write_text(readme_block("long-work"), encoding="utf-8")
-    register_tool_modules(tools / "__init__.py", "greet", "export_dataset", "run_pipeline")
+    (tools / "ported_shout.py").write_text(FASTMCP_MODULE, encoding="utf-8")
+    (tools / "ported_measure.py").write_text(MCPSERVER_MODULE, encoding="utf-8")
+    register_tool_modules(
+        tools / "__init__.py", "greet", "export_dataset", "run_pipeline", "ported_shout", "ported_measure"
+    )
     return target
 
 
@@ -83,12 +114,13 @@ def run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=900, check=False)
 
 
-def test_without_the_examples_and_with_three_tools_of_its_own_a_project_keeps_lint_and_the_affected_tiers_green(
+def test_without_the_examples_and_with_tools_of_its_own_a_project_keeps_lint_and_the_affected_tiers_green(
     project_made_ours: Path,
 ) -> None:
     project = project_made_ours
     init = (project / "functions" / "tools" / "__init__.py").read_text(encoding="utf-8")
-    assert 'MODULES = _modules(\n    "greet",\n    "export_dataset",\n    "run_pipeline",\n)\n' in init
+    listed = ("greet", "export_dataset", "run_pipeline", "ported_shout", "ported_measure")
+    assert "MODULES = _modules(\n" + "".join(f'    "{name}",\n' for name in listed) + ")\n" in init
     assert "TABLE_BACKED_MODULES = _modules()\n" in init
     lint = run(["make", "lint"], project)
     assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
