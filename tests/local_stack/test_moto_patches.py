@@ -395,6 +395,42 @@ def test_interpreter_calls_with_the_state_machine_role__moto_without_it(aws: Aws
     assert finished["cause"].startswith("The security token included in the request is invalid.")
 
 
+def lexed_while_two_executions_run(aws: Aws, monkeypatch: pytest.MonkeyPatch, created: bool) -> tuple[int, list[str]]:
+    """How many times the ASL text is lexed while two executions of one state machine run (and, if
+    `created` is false, while the machine is created too), and how the executions ended."""
+    from moto.stepfunctions.parser.asl.antlr.runtime.ASLLexer import ASLLexer
+
+    definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "Result": {"n": 1}, "End": True}}}
+    lexed = 0
+    original = ASLLexer.__init__
+
+    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
+        nonlocal lexed
+        lexed += 1
+        original(self, *args, **kwargs)
+
+    machine = aws.state_machine(definition) if created else None
+    monkeypatch.setattr(ASLLexer, "__init__", counting)
+    machine = machine or aws.state_machine(definition)
+    sfn = aws.client("stepfunctions")
+    runs = [sfn.start_execution(stateMachineArn=machine, name=unique("run"), input="{}") for _ in range(2)]
+    ended = [aws.finished(str(run["executionArn"])) for run in runs]
+    return lexed, [f"{end['status']} {end['output']}" for end in ended]
+
+
+def test_definitions_are_parsed_once__as_aws(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    lexed, ended = lexed_while_two_executions_run(aws, monkeypatch, created=True)
+
+    assert (lexed, ended) == (0, ['SUCCEEDED {"n": 1}', 'SUCCEEDED {"n": 1}'])
+
+
+def test_definitions_are_parsed_once__moto_without_it(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    with moto_patches.without("definitions_are_parsed_once"):
+        lexed, ended = lexed_while_two_executions_run(aws, monkeypatch, created=False)
+
+    assert (lexed, ended) == (3, ['SUCCEEDED {"n": 1}', 'SUCCEEDED {"n": 1}'])
+
+
 # ---------------------------------------------------------------------------------------- DynamoDB
 
 RENDEZVOUS_SECONDS = 0.5
@@ -535,3 +571,39 @@ def test_iam_s3_conditions_are_evaluated__moto_without_it(aws: Aws) -> None:
         body = get_object_granted_where_a_condition_does_not_hold(aws)()
 
     assert body == b"a"  # the condition on a key moto does not supply is ignored
+
+
+# ----------------------------------------------------------------------------------------- Cognito
+
+
+def signing_keys_of_new_pools(aws: Aws) -> tuple[list[Any], list[dict[str, Any]]]:
+    """Three new user pools: the key objects moto signs their tokens with, and their published JWKS."""
+    import urllib.request
+
+    from moto.cognitoidp.models import cognitoidp_backends
+
+    cognito = aws.client("cognito-idp")
+    pools = [cognito.create_user_pool(PoolName=unique("pool"))["UserPool"]["Id"] for _ in range(3)]
+    backend = cognitoidp_backends[ACCOUNT][REGION]
+    published = []
+    for pool in pools:
+        with urllib.request.urlopen(f"{aws.endpoint}/{pool}/.well-known/jwks.json") as answer:
+            published.append(json.loads(answer.read()))
+    return [backend.user_pools[pool].json_web_key for pool in pools], published
+
+
+def test_user_pools_import_their_signing_key_once__as_aws(aws: Aws) -> None:
+    keys, published = signing_keys_of_new_pools(aws)
+
+    assert keys[0] is keys[1] is keys[2]
+    (jwk,) = published[0]["keys"]
+    assert published == [published[0]] * 3
+    assert (jwk["kid"], jwk["n"]) == ("dummy", keys[0].as_dict(private=False)["n"])
+
+
+def test_user_pools_import_their_signing_key_once__moto_without_it(aws: Aws) -> None:
+    with moto_patches.without("user_pools_import_their_signing_key_once"):
+        keys, _ = signing_keys_of_new_pools(aws)
+
+    assert len({id(key) for key in keys}) == 3
+    assert {key.as_dict(private=False)["n"] for key in keys} == {keys[0].as_dict(private=False)["n"]}
