@@ -15,7 +15,11 @@ pytestmark = pytest.mark.e2e
 SKU = "coffee"
 
 
-def test_a_restarted_stack_still_has_the_tasks_and_handles_of_the_last_run(tmp_path: Path) -> None:
+def test_a_restarted_stack_still_has_the_tasks_and_handles_of_the_last_run_and_settles_a_lost_execution(
+    tmp_path: Path,
+) -> None:
+    """What the last run stored is served again; a task whose execution did not survive (it was
+    awaiting input when the stack stopped) is settled failed as a lost execution."""
     env = {"LOCAL_STATE_DIR": str(tmp_path / "state")}
     with local_stack_process(fixtures="conformance", extra_env=env) as first:
         client = StackClient(first)
@@ -24,6 +28,8 @@ def test_a_restarted_stack_still_has_the_tasks_and_handles_of_the_last_run(tmp_p
         opened = client.result("tools/call", {"name": "cart_open", "arguments": {}})
         cart = opened["content"][0]["text"].split()[2].rstrip(".")
         assert cart.startswith("cart_")
+        parked_id = client.start("confirm_delete", {"filename": "kept.txt"})
+        client.wait_for(parked_id, lambda task: task["status"] == "input_required")
     assert first.printed("state: 0 items restored")
 
     with local_stack_process(fixtures="conformance", extra_env=env) as second:
@@ -34,8 +40,11 @@ def test_a_restarted_stack_still_has_the_tasks_and_handles_of_the_last_run(tmp_p
             "tools/call", {"name": "cart_add", "arguments": {"cart": cart, "sku": SKU, "quantity": 2}}
         )
         assert added.get("isError") is not True, added
+        settled = client.settled(parked_id)
+        assert (settled["status"], settled["error"]) == ("failed", EXECUTION_LOST_ERROR)
     assert second.printed("items restored from")
     assert not second.printed("state: 0 items restored")
+    assert second.printed(f"state: the execution of task {parked_id} did not survive the restart: reported ABORTED")
 
 
 def without_poll_interval(task: dict[str, Any]) -> dict[str, Any]:
@@ -48,17 +57,3 @@ def test_without_a_state_directory_a_restarted_stack_starts_empty() -> None:
     with local_stack_process(fixtures="conformance") as second:
         gone = StackClient(second).call("tasks/get", {"taskId": task_id})
     assert gone["error"]["message"] == "Failed to retrieve task: Task not found"
-
-
-def test_a_task_whose_execution_did_not_survive_the_restart_is_settled_as_a_lost_execution(tmp_path: Path) -> None:
-    env = {"LOCAL_STATE_DIR": str(tmp_path / "state")}
-    with local_stack_process(fixtures="conformance", extra_env=env) as first:
-        client = StackClient(first)
-        task_id = client.start("confirm_delete", {"filename": "kept.txt"})
-        client.wait_for(task_id, lambda task: task["status"] == "input_required")
-
-    with local_stack_process(fixtures="conformance", extra_env=env) as second:
-        client = StackClient(second)
-        settled = client.settled(task_id)
-        assert (settled["status"], settled["error"]) == ("failed", EXECUTION_LOST_ERROR)
-    assert second.printed(f"state: the execution of task {task_id} did not survive the restart: reported ABORTED")
