@@ -168,11 +168,14 @@ def cli_template(cdk_cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -
     return json.loads((outdir / f"{DEFAULT_STACK_NAME}.template.json").read_text())
 
 
-def cfn_lint(template: Path) -> subprocess.CompletedProcess[str]:
-    """cfn-lint (the venv's) on a synthesized template."""
+def cfn_lint(*templates: Path, parseable: bool = False) -> subprocess.CompletedProcess[str]:
+    """cfn-lint (the venv's) on synthesized templates, in one process (its start-up, loading the
+    resource schemas, is most of its time); `parseable`: one line per finding, starting with the
+    template's path."""
     # W3005 (a DependsOn that a reference already implies) is how CDK writes every function's role.
+    options = ["--ignore-checks", "W3005", *(["--format", "parseable"] if parseable else [])]
     return subprocess.run(
-        [str(Path(sys.executable).with_name("cfn-lint")), "--ignore-checks", "W3005", "--", str(template)],
+        [str(Path(sys.executable).with_name("cfn-lint")), *options, "--", *map(str, templates)],
         capture_output=True,
         text=True,
         check=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ from tests.infra.conftest import (
     FULL_OPTIONS,
     OWN_ISSUER,
     TOOL_CONFIGURATION,
+    Synthesized,
     cfn_lint,
     synthesize,
 )
@@ -40,11 +42,48 @@ def _findings(outdir: Path) -> set[tuple[str, str]]:
     return found
 
 
-@pytest.mark.parametrize("context", CONFIGURATIONS.values(), ids=CONFIGURATIONS.keys())
-def test_no_unacknowledged_findings(context: dict[str, Any], tmp_path: Path) -> None:
-    stack = synthesize(context, tmp_path, template=False)
-    stack.app.synth()  # the nag plugin fails the synth on any unacknowledged finding
-    for acknowledged in stack.acknowledged:
+@dataclass(frozen=True)
+class Checked:
+    """A configuration synthesized as `cdk synth` does (cdk-nag with the acknowledgements), and cfn-lint's
+    findings on its template."""
+
+    stack: Synthesized
+    failure: Exception | None
+    lint_findings: list[str]
+
+
+@pytest.fixture(scope="module")
+def checked(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Checked]:
+    """Every CHECKED configuration synthesized once, and its templates linted by one cfn-lint process."""
+    synthesized: dict[str, tuple[Synthesized, Exception | None]] = {}
+    for name, context in CHECKED.items():
+        stack = synthesize(context, tmp_path_factory.mktemp("checked"), template=False)
+        try:
+            stack.app.synth()  # the nag plugin fails the synth on any unacknowledged finding
+            synthesized[name] = (stack, None)
+        except Exception as failure:
+            synthesized[name] = (stack, failure)
+    templates = {
+        name: stack.outdir / f"{stack.stack.stack_name}.template.json"
+        for name, (stack, failure) in synthesized.items()
+        if failure is None
+    }
+    lint = cfn_lint(*templates.values(), parseable=True)
+    assert lint.returncode != 1, f"cfn-lint failed to run:\n{lint.stdout}{lint.stderr}"  # 1: its own error
+    return {
+        name: Checked(
+            stack,
+            failure,
+            [line for line in lint.stdout.splitlines() if name in templates and line.startswith(f"{templates[name]}:")],
+        )
+        for name, (stack, failure) in synthesized.items()
+    }
+
+
+@pytest.mark.parametrize("name", CONFIGURATIONS.keys())
+def test_no_unacknowledged_findings(checked: dict[str, Checked], name: str) -> None:
+    assert checked[name].failure is None, checked[name].failure
+    for acknowledged in checked[name].stack.acknowledged:
         assert acknowledged.reason.strip()
 
 
@@ -67,9 +106,7 @@ def test_each_acknowledgement_answers_a_real_finding(context: dict[str, Any], tm
     assert not unused, f"acknowledgements with no finding behind them: {unused}"
 
 
-@pytest.mark.parametrize("context", CHECKED.values(), ids=CHECKED.keys())
-def test_cfn_lint_is_clean_in_every_auth_mode(context: dict[str, Any], tmp_path: Path) -> None:
-    stack = synthesize(context, tmp_path, template=False)
-    stack.app.synth()
-    lint = cfn_lint(tmp_path / f"{stack.stack.stack_name}.template.json")
-    assert lint.returncode == 0, lint.stdout + lint.stderr
+@pytest.mark.parametrize("name", CHECKED.keys())
+def test_cfn_lint_is_clean_in_every_auth_mode(checked: dict[str, Checked], name: str) -> None:
+    assert checked[name].failure is None, checked[name].failure
+    assert checked[name].lint_findings == []
