@@ -395,40 +395,41 @@ def test_interpreter_calls_with_the_state_machine_role__moto_without_it(aws: Aws
     assert finished["cause"].startswith("The security token included in the request is invalid.")
 
 
-def lexed_while_two_executions_run(aws: Aws, monkeypatch: pytest.MonkeyPatch, created: bool) -> tuple[int, list[str]]:
-    """How many times the ASL text is lexed while two executions of one state machine run (and, if
-    `created` is false, while the machine is created too), and how the executions ended."""
+def parsing_of_a_machine_created_and_run_twice(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, list[str]]:
+    """A state machine is created, then, counted: a second one with the same definition is created and
+    run twice. How many times its text was lexed and its components built, and how the runs ended."""
     from moto.stepfunctions.parser.asl.antlr.runtime.ASLLexer import ASLLexer
+    from moto.stepfunctions.parser.asl.parse.preprocessor import Preprocessor
 
     definition = {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "Result": {"n": 1}, "End": True}}}
-    lexed = 0
-    original = ASLLexer.__init__
+    aws.state_machine(definition)
+    counts = {ASLLexer: 0, Preprocessor: 0}
+    for counted in counts:
+        original = counted.__init__
 
-    def counting(self: Any, *args: Any, **kwargs: Any) -> None:
-        nonlocal lexed
-        lexed += 1
-        original(self, *args, **kwargs)
+        def counting(self: Any, *args: Any, _counted: Any = counted, _original: Any = original, **kwargs: Any) -> None:
+            counts[_counted] += 1
+            _original(self, *args, **kwargs)
 
-    machine = aws.state_machine(definition) if created else None
-    monkeypatch.setattr(ASLLexer, "__init__", counting)
-    machine = machine or aws.state_machine(definition)
+        monkeypatch.setattr(counted, "__init__", counting)
+    machine = aws.state_machine(definition)
     sfn = aws.client("stepfunctions")
     runs = [sfn.start_execution(stateMachineArn=machine, name=unique("run"), input="{}") for _ in range(2)]
     ended = [aws.finished(str(run["executionArn"])) for run in runs]
-    return lexed, [f"{end['status']} {end['output']}" for end in ended]
+    return counts[ASLLexer], counts[Preprocessor], [f"{end['status']} {end['output']}" for end in ended]
 
 
 def test_definitions_are_parsed_once__as_aws(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
-    lexed, ended = lexed_while_two_executions_run(aws, monkeypatch, created=True)
+    lexed, built, ended = parsing_of_a_machine_created_and_run_twice(aws, monkeypatch)
 
-    assert (lexed, ended) == (0, ['SUCCEEDED {"n": 1}', 'SUCCEEDED {"n": 1}'])
+    assert (lexed, built, ended) == (0, 2, ['SUCCEEDED {"n": 1}', 'SUCCEEDED {"n": 1}'])
 
 
 def test_definitions_are_parsed_once__moto_without_it(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
     with moto_patches.without("definitions_are_parsed_once"):
-        lexed, ended = lexed_while_two_executions_run(aws, monkeypatch, created=False)
+        lexed, built, ended = parsing_of_a_machine_created_and_run_twice(aws, monkeypatch)
 
-    assert (lexed, ended) == (3, ['SUCCEEDED {"n": 1}', 'SUCCEEDED {"n": 1}'])
+    assert (lexed, built, ended) == (3, 3, ['SUCCEEDED {"n": 1}', 'SUCCEEDED {"n": 1}'])
 
 
 # ---------------------------------------------------------------------------------------- DynamoDB
