@@ -23,7 +23,7 @@ Public API
 
 from __future__ import annotations
 
-from local_stack.moto_patches import _cognito  # noqa: F401 (registers its patch)
+from local_stack.moto_patches import _cognito, _server  # noqa: F401 (they register their patches)
 from local_stack.moto_patches._dynamodb import ITEM_LOCK
 from local_stack.moto_patches._iam import (
     Enforcement,

@@ -608,3 +608,46 @@ def test_user_pools_import_their_signing_key_once__moto_without_it(aws: Aws) -> 
 
     assert len({id(key) for key in keys}) == 3
     assert {key.as_dict(private=False)["n"] for key in keys} == {keys[0].as_dict(private=False)["n"]}
+
+
+# ------------------------------------------------------------------------------------------ server
+
+
+def lookups_while_three_requests_are_answered(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> tuple[int, int, list[int]]:
+    """How many times the server listed moto's package directory and inspected a response class while
+    answering three ListTables requests, and how it answered them."""
+    import inspect
+    import os
+
+    import moto
+
+    package = os.path.dirname(moto.__file__)
+    counts = {"listed": 0, "inspected": 0}
+    listdir, getmembers = os.listdir, inspect.getmembers
+
+    def counting_listdir(path: Any = ".") -> list[str]:
+        counts["listed"] += str(path) == package
+        return listdir(path)
+
+    def counting_getmembers(target: Any, predicate: Any = None) -> list[tuple[str, Any]]:
+        counts["inspected"] += 1
+        return getmembers(target, predicate)
+
+    dynamodb = aws.client("dynamodb")
+    dynamodb.list_tables()  # whatever the first request of a process looks up
+    monkeypatch.setattr(os, "listdir", counting_listdir)
+    monkeypatch.setattr(inspect, "getmembers", counting_getmembers)
+    answers = [dynamodb.list_tables()["ResponseMetadata"]["HTTPStatusCode"] for _ in range(3)]
+    monkeypatch.undo()
+    return counts["listed"], counts["inspected"], answers
+
+
+def test_requests_are_dispatched_from_a_fixed_index__as_aws(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert lookups_while_three_requests_are_answered(aws, monkeypatch) == (0, 0, [200, 200, 200])
+
+
+def test_requests_are_dispatched_from_a_fixed_index__moto_without_it(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    with moto_patches.without("requests_are_dispatched_from_a_fixed_index"):
+        looked_up = lookups_while_three_requests_are_answered(aws, monkeypatch)
+
+    assert looked_up == (3, 3, [200, 200, 200])
