@@ -94,7 +94,7 @@ class CallbackService:
         if encoded_size(result) <= MAX_INLINE_RECORD_BYTES or self.payloads is None:
             return {"v": result}
         try:
-            record = self.store.get(task_id).steps.get(key) or {}
+            record = self.store.load(task_id).steps.get(key) or {}
         except TaskNotFound:
             return None
         if record.get("state") != CALLBACK_WAITING or record.get("hash") != token_hash(secret):

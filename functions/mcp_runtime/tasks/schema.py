@@ -21,6 +21,18 @@ OWNER_INDEX_ATTRIBUTES: Final[tuple[str, ...]] = (
     TTL_ATTRIBUTE,
 )
 TASK_KEY_PREFIX: Final = "task#"
+# A task's large parts, each its own item beside the task's (`mcp_runtime.tasks.store`): "part#<id>#call"
+# (the tool call: arguments, client, prepared) and "part#<id>#work" (durable records and scratch). They
+# carry no owner, lease, status or effect, so neither index holds them and the supervisor's stream filter
+# (an `effect` on the new image) drops their records.
+PART_KEY_PREFIX: Final = "part#"
+CALL_PART: Final = "call"
+WORK_PART: Final = "work"
+
+
+def part_key_value(task_id: str, part: str) -> str:
+    return f"{PART_KEY_PREFIX}{task_id}#{part}"
+
 
 # The sparse index of active tasks the sweeper reads (`mcp_runtime.tasks.sweeper`). Every write that
 # leaves a task active sets `leaseExpiresAt` (epoch seconds: now + the lease) in the same request;

@@ -1,16 +1,37 @@
-"""The task table: one DynamoDB item per task, every state change a conditional write.
+"""The task table: a small hot item per task, its large write-once parts beside it, every state change
+a conditional write on the hot item.
 
-Item (key `pk = "task#<id>"`): owner, status, createdAt/lastUpdatedAt (ISO 8601), ttlMs, expiresAt
-(epoch seconds, the table's TTL attribute; absent when ttlMs is null), version (optimistic lock),
-the tool call (toolName, arguments, client, prepared), the outstanding inputRequests and received
-answers (maps keyed by wire key, so one answer is one map entry), every issued key, the
-taskToken the execution waits on, the final result or error, the execution's name, and the `effect` the supervisor still
-has to carry out (start, resume, stop; see `models.EFFECTS`). Big or free-form values are JSON.
+Hot item (key `pk = "task#<id>"`): owner, status, statusMessage, progress, log lines, createdAt/
+lastUpdatedAt (ISO 8601), ttlMs, expiresAt (epoch seconds, the table's TTL attribute; absent when ttlMs
+is null), version (optimistic lock), toolName, the outstanding inputRequests and received answers
+(maps keyed by wire key, so one answer is one map entry), every issued key, the taskToken the execution
+waits on, the final result or error (write-once; over 32 KB it is in S3), the execution's name, the
+lease, and the `effect` the supervisor still has to carry out (start, resume, stop; see
+`models.EFFECTS`). Big or free-form values are JSON.
+
+Parts (`schema.PART_KEY_PREFIX`), items of their own under other keys, with the task's TTL and no
+owner, lease, status or effect (so neither index nor the supervisor sees them):
+- `part#<id>#call`: the tool call (arguments, client, prepared), put once at create, before the hot
+  item (a create that dies between leaves a part nothing reads, which `discard` or the TTL removes);
+- `part#<id>#work`: the durable records (`steps`) and the tool's scratch, put (empty) at create.
+
+Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
+lease or status write on one item holding a 64 KB argument and 60 KB of records cost 125 WRU; on the
+hot item it costs 1 (`bench/capacity.py` measures it). `tasks/get` reads the hot item alone (one
+GetItem, at most 1 RRU); the worker reads the three items with one consistent BatchGetItem (`load`).
+The table keeps its partition-only key (no sort key, so no table replacement): the parts' keys are
+derived from the task id, never listed. A step costs two writes on the work part (its running mark,
+its record) and two on the hot item (the status check, the lease, the token and effect they consume):
+the hot write goes first, so a step on a task that stopped working is refused before anything is
+recorded, and a crash between the two leaves a renewed lease and no record (the step runs again, as
+after any crash). Writes whose parts must change with the hot item in one step (parking on input with
+the scratch, awaiting a callback, completing one) are transactions of both items, billed twice.
 
 Rules every write follows:
 - a terminal status is written once: every transition requires an active status; it removes what
-  only a working task needs (`WORKING_PARTS`: the tool call, answers, records, scratch), so a
-  settled item is small, and its write fits whatever the task carried;
+  only a working task needs (`WORKING_PARTS`), so a settled item is small, and its write fits
+  whatever the task carried; then the parts are deleted (a delete that fails leaves them to the TTL:
+  nothing reads a settled task's parts);
 - a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
   down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
@@ -29,6 +50,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -66,6 +88,10 @@ from .models import (
 )
 
 Item = dict[str, dict[str, Any]]
+log = logging.getLogger(__name__)
+TRANSACTION_CANCELLED: Final = "TransactionCanceledException"
+# A task's parts (`schema.PART_KEY_PREFIX`): the call, put once; the work, its records and scratch.
+_PARTS: Final = (schema.CALL_PART, schema.WORK_PART)
 # What the answers take on the item (`limits.kept_answer_bytes`): every answer write adds to it,
 # conditioned on staying within MAX_TASK_KEPT_ANSWERS_BYTES.
 ANSWERS_BYTES = "answersBytes"
@@ -127,6 +153,8 @@ class TaskStore(Protocol):
 
     def get(self, task_id: str, owner: str | None = None) -> TaskRecord: ...
 
+    def load(self, task_id: str) -> TaskRecord: ...
+
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome: ...
 
     def cancel(self, task_id: str, owner: str) -> CancelOutcome: ...
@@ -187,6 +215,11 @@ class TaskStore(Protocol):
 
 def task_key(task_id: str) -> dict[str, dict[str, str]]:
     return {schema.PARTITION_KEY: {"S": schema.TASK_KEY_PREFIX + task_id}}
+
+
+def part_key(task_id: str, part: str) -> dict[str, dict[str, str]]:
+    """The key of one of a task's parts (`schema.CALL_PART`, `schema.WORK_PART`)."""
+    return {schema.PARTITION_KEY: {"S": schema.part_key_value(task_id, part)}}
 
 
 def _json(value: Any) -> dict[str, str]:
@@ -256,7 +289,30 @@ def _number_bytes(text: str) -> int:
     return (max(1, len(mantissa)) + 1) // 2 + 1
 
 
+def to_items(record: TaskRecord) -> tuple[Item, Item, Item]:
+    """The task's hot item, its call part and its work part."""
+    ttl: Item = {} if record.expires_at is None else {schema.TTL_ATTRIBUTE: {"N": str(record.expires_at)}}
+    token: Item = {"createToken": {"S": record.create_token}}
+    call: Item = {
+        **part_key(record.task_id, schema.CALL_PART),
+        "arguments": _json(record.arguments),
+        "client": _json(record.client.to_json()),
+        "prepared": _json(record.prepared),
+        **token,
+        **ttl,
+    }
+    work: Item = {
+        **part_key(record.task_id, schema.WORK_PART),
+        "steps": {"M": {key: record_to_attribute(value) for key, value in record.steps.items()}},
+        "scratch": _json(record.scratch),
+        **token,
+        **ttl,
+    }
+    return to_item(record), call, work
+
+
 def to_item(record: TaskRecord) -> Item:
+    """The hot item (`to_items` gives the parts too)."""
     item: Item = {
         **task_key(record.task_id),
         "taskId": {"S": record.task_id},
@@ -267,13 +323,9 @@ def to_item(record: TaskRecord) -> Item:
         "ttlMs": {"NULL": True} if record.ttl_ms is None else {"N": str(record.ttl_ms)},
         "version": {"N": str(record.version)},
         "toolName": {"S": record.tool_name},
-        "arguments": _json(record.arguments),
-        "client": _json(record.client.to_json()),
-        "prepared": _json(record.prepared),
         "inputRequests": {"M": {k: _json(v) for k, v in record.input_requests.items()}},
         "answers": {"M": {k: _json(v) for k, v in record.answers.items()}},
         "issuedKeys": _json([list(pair) for pair in record.issued_keys]),
-        "scratch": _json(record.scratch),
         "createToken": {"S": record.create_token},
     }
     if record.write_id:
@@ -298,7 +350,6 @@ def to_item(record: TaskRecord) -> Item:
         item["error"] = _json(record.error)
     if record.expires_at is not None:
         item[schema.TTL_ATTRIBUTE] = {"N": str(record.expires_at)}
-    item["steps"] = {"M": {key: record_to_attribute(value) for key, value in record.steps.items()}}
     if record.result_ref is not None:
         item["resultRef"] = _json(record.result_ref)
     if record.answers_bytes:
@@ -343,7 +394,10 @@ def record_from_attribute(attribute: Mapping[str, Any]) -> dict[str, Any]:
     return record
 
 
-def from_item(item: Item) -> TaskRecord:
+def from_item(item: Item, call: Item | None = None, work: Item | None = None) -> TaskRecord:
+    """The task as its hot item shows it, with what its parts hold when given (`load`)."""
+    parts = {**(call or {}), **(work or {}), **item}
+
     def text(name: str) -> str | None:
         value = item.get(name)
         return value["S"] if value and "S" in value else None
@@ -361,9 +415,9 @@ def from_item(item: Item) -> TaskRecord:
         ttl_ms=number("ttlMs"),
         version=number("version") or 0,
         tool_name=item["toolName"]["S"],
-        arguments=_loads(item.get("arguments"), {}),
-        client=ClientSnapshot.from_json(_loads(item.get("client"), {})),
-        prepared=_loads(item.get("prepared")),
+        arguments=_loads(parts.get("arguments"), {}),
+        client=ClientSnapshot.from_json(_loads(parts.get("client"), {})),
+        prepared=_loads(parts.get("prepared")),
         poll_interval_ms=number("pollIntervalMs"),
         status_message=text("statusMessage"),
         progress=float(item[PROGRESS]["N"]) if PROGRESS in item and "N" in item[PROGRESS] else None,
@@ -372,7 +426,7 @@ def from_item(item: Item) -> TaskRecord:
         answers={k: json.loads(v["S"]) for k, v in (item.get("answers") or {}).get("M", {}).items()},
         answers_bytes=number(ANSWERS_BYTES) or 0,
         issued_keys=tuple((str(a), str(b)) for a, b in _loads(item.get("issuedKeys"), [])),
-        scratch=_loads(item.get("scratch"), {}) or {},
+        scratch=_loads(parts.get("scratch"), {}) or {},
         task_token=text("taskToken"),
         result=_loads(item.get("result")),
         error=_loads(item.get("error")),
@@ -381,9 +435,14 @@ def from_item(item: Item) -> TaskRecord:
         write_id=text("writeId") or "",
         effect=text("effect"),
         execution_name=text("executionName") or "",
-        steps={key: record_from_attribute(value) for key, value in (item.get("steps") or {}).get("M", {}).items()},
+        steps=steps_of(parts),
         result_ref=_loads(item.get("resultRef")),
     )
+
+
+def steps_of(item: Item | None) -> dict[str, dict[str, Any]]:
+    """The durable records a work part (or an item holding `steps`) shows."""
+    return {key: record_from_attribute(value) for key, value in ((item or {}).get("steps") or {}).get("M", {}).items()}
 
 
 class _Expression:
@@ -466,11 +525,9 @@ class _Expression:
         update = " ".join(
             f"{verb} {', '.join(parts)}" for verb, parts in (("REMOVE", self.removes), ("SET", self.sets)) if parts
         )
-        request: dict[str, Any] = {
-            "UpdateExpression": update,
-            "ExpressionAttributeNames": self.names,
-            "ExpressionAttributeValues": self.values,
-        }
+        request: dict[str, Any] = {"UpdateExpression": update, "ExpressionAttributeNames": self.names}
+        if self.values:
+            request["ExpressionAttributeValues"] = self.values
         if self.conditions:
             request["ConditionExpression"] = " AND ".join(self.conditions)
         return request
@@ -500,14 +557,39 @@ class DynamoTaskStore:
     # ---- reads ----------------------------------------------------------------------------------
     @traced("TaskStore.get")
     def get(self, task_id: str, owner: str | None = None) -> TaskRecord:
-        """A consistent read. `owner=None` is the worker's view (it acts for whoever owns the task)."""
+        """A consistent read of the hot item alone (one GetItem, of a small item): the task without its
+        parts (arguments, client, prepared, steps and scratch read empty; `load` reads them). `owner=None`
+        is the worker's and the supervisor's view (they act for whoever owns the task)."""
         response = self._call("get_item", TableName=self.table_name, Key=task_key(task_id), ConsistentRead=True)
         return self._visible(response.get("Item"), owner)
 
-    def _visible(self, item: Item | None, owner: str | None) -> TaskRecord:
+    @traced("TaskStore.load")
+    def load(self, task_id: str) -> TaskRecord:
+        """The worker's read: the hot item and its parts, in one consistent BatchGetItem."""
+        items = self._batch_get([task_key(task_id), *(part_key(task_id, part) for part in _PARTS)])
+        hot = items.get(schema.TASK_KEY_PREFIX + task_id)
+        call, work = (items.get(schema.part_key_value(task_id, part)) for part in _PARTS)
+        return self._visible(hot, None, call, work)
+
+    def _batch_get(self, keys: list[dict[str, dict[str, str]]]) -> dict[str, Item]:
+        """The items of `keys` that exist, by partition key value (what DynamoDB left unprocessed is asked again)."""
+        found: dict[str, Item] = {}
+        request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
+        for _ in range(5):
+            response = self._call("batch_get_item", RequestItems=request)
+            for item in (response.get("Responses") or {}).get(self.table_name) or ():
+                found[item[schema.PARTITION_KEY]["S"]] = item
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                return found
+        raise TaskStoreUnavailable("task table unavailable (batch_get_item: keys left unprocessed)")
+
+    def _visible(
+        self, item: Item | None, owner: str | None, call: Item | None = None, work: Item | None = None
+    ) -> TaskRecord:
         if not item:
             raise TaskNotFound("Task not found")
-        record = from_item(item)
+        record = from_item(item, call, work)
         if (owner is not None and record.owner != owner) or record.is_expired(self._clock()):
             raise TaskNotFound("Task not found")
         return record
@@ -515,15 +597,17 @@ class DynamoTaskStore:
     # ---- writes from the API --------------------------------------------------------------------
     @traced("TaskStore.create")
     def create(self, record: TaskRecord) -> None:
-        """Put the new item (its `effect` asks for the execution to start); a create that meets its own
-        earlier attempt (same create token) succeeded. TaskTooLarge, with nothing written, when the item
-        would be over MAX_TASK_CREATED_BYTES."""
-        item = to_item(record)
+        """Put the parts, then the hot item (its `effect` asks for the execution to start, so the worker
+        finds the parts); a create that meets its own earlier attempt (same create token) succeeded.
+        TaskTooLarge, with nothing written, when the items would be over MAX_TASK_CREATED_BYTES together."""
+        item, *parts = to_items(record)
         if record.status in ACTIVE_STATUSES:
             item.update(self._lease(record.task_id))
-        size = item_bytes(item)
+        size = sum(item_bytes(each) for each in (item, *parts))
         if size > MAX_TASK_CREATED_BYTES:
             raise TaskTooLarge(size, MAX_TASK_CREATED_BYTES)
+        for part in parts:
+            self._put_part(part, record.create_token, record.task_id)
         try:
             self._call(
                 "put_item",
@@ -538,20 +622,43 @@ class DynamoTaskStore:
                 return
             raise TaskConflict(f"task {record.task_id} already exists") from None
 
-    @traced("TaskStore.discard")
-    def discard(self, task_id: str, create_token: str) -> None:
-        """Delete a task whose create may have been applied although the caller was told it failed."""
+    def _put_part(self, part: Item, create_token: str, task_id: str) -> None:
         try:
             self._call(
-                "delete_item",
+                "put_item",
                 TableName=self.table_name,
-                Key=task_key(task_id),
-                ConditionExpression="#token = :token",
-                ExpressionAttributeNames={"#token": "createToken"},
-                ExpressionAttributeValues={":token": {"S": create_token}},
+                Item=part,
+                ConditionExpression="attribute_not_exists(#pk)",
+                ExpressionAttributeNames={"#pk": schema.PARTITION_KEY},
+                ReturnValuesOnConditionCheckFailure="ALL_OLD",
             )
-        except _ConditionFailed:
-            return  # never written (or not ours): nothing to take back
+        except _ConditionFailed as failure:
+            if (failure.item or {}).get("createToken", {}).get("S") != create_token:
+                raise TaskConflict(f"task {task_id} already exists") from None
+
+    @traced("TaskStore.discard")
+    def discard(self, task_id: str, create_token: str) -> None:
+        """Delete a task (and its parts) whose create may have been applied although the caller was told it failed."""
+        for key in (task_key(task_id), *(part_key(task_id, part) for part in _PARTS)):
+            try:
+                self._call(
+                    "delete_item",
+                    TableName=self.table_name,
+                    Key=key,
+                    ConditionExpression="#token = :token",
+                    ExpressionAttributeNames={"#token": "createToken"},
+                    ExpressionAttributeValues={":token": {"S": create_token}},
+                )
+            except _ConditionFailed:
+                continue  # never written (or not ours): nothing to take back
+
+    def _delete_parts(self, task_id: str) -> None:
+        """A settled task's parts: nothing reads them again. A delete that fails leaves them to the TTL."""
+        for part in _PARTS:
+            try:
+                self._call("delete_item", TableName=self.table_name, Key=part_key(task_id, part))
+            except (TaskStoreUnavailable, TaskStoreRefused) as exc:
+                log.warning("task %s: its %s part was not deleted (%s)", task_id, part, exc)
 
     @traced("TaskStore.answer")
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
@@ -677,10 +784,12 @@ class DynamoTaskStore:
         except _ConditionFailed as failure:
             record = self._visible_or_missing(failure.record, owner)
             if record.status == CANCELLED and record.write_id == write_id:
+                self._delete_parts(task_id)
                 return CancelOutcome(True, record)  # this cancel, applied, its answer lost
             if record.is_terminal:
                 return CancelOutcome(False)
             raise TaskConflict(f"task {task_id} could not be cancelled") from None
+        self._delete_parts(task_id)
         return CancelOutcome(True, settled)
 
     # ---- writes from the worker -----------------------------------------------------------------
@@ -713,7 +822,8 @@ class DynamoTaskStore:
         task_token: str,
         parked_until: float | None = None,
     ) -> AwaitOutcome:
-        """working -> input_required, with the requests and the task token that resumes the execution.
+        """working -> input_required, with the requests and the task token that resumes the execution,
+        and the scratch on the work part in the same transaction (the resumed run reads it).
         `parked_until`: when the execution's wait for the answers times out (its lease runs to then).
 
         The requests' own keys are new (never issued before), so an item whose issued keys begin with
@@ -724,7 +834,6 @@ class DynamoTaskStore:
         expression.set("status", {"S": INPUT_REQUIRED})
         expression.set("inputRequests", {"M": {k: _json(v) for k, v in input_requests.items()}})
         expression.set("issuedKeys", _json([list(pair) for pair in issued_keys]))
-        expression.set("scratch", _json(dict(scratch)))
         expression.set("taskToken", {"S": task_token})
         expression.set("statusMessage", {"S": "Waiting for input"})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
@@ -734,12 +843,13 @@ class DynamoTaskStore:
         expression.bump_version()
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("version", {"N": str(expected_version)})
+        work = _Expression()
+        work.set("scratch", _json(dict(scratch)))
         try:
-            return AwaitOutcome(True, self._update(task_id, expression))
-        except _ConditionFailed as failure:
-            if failure.record is None:
-                raise TaskNotFound("Task not found") from None
-            record = failure.record
+            self._transact(task_id, expression, work)
+            return AwaitOutcome(True, self.get(task_id))
+        except _ConditionFailed:
+            record = self.get(task_id)  # TaskNotFound when it is gone
         applied = bool(issued_keys) and record.issued_keys[: len(issued_keys)] == tuple(issued_keys)
         return AwaitOutcome(applied, record)
 
@@ -774,12 +884,16 @@ class DynamoTaskStore:
     ) -> dict[str, Any]:
         """A step's, wait's or callback's record; the first writer wins (a callback that was never
         awaited is replaced). Raises TaskConflict once the task stopped working. `parked_until`: when a
-        wait this record starts ends (the task's lease runs to then)."""
+        wait this record starts ends (the task's lease runs to then).
+
+        The hot write goes first (the task works; its lease, token and effect): a crash before the
+        record is written leaves a task whose run records the operation again, as after any crash."""
+        hot = _Expression()
+        hot.parked_until = parked_until
+        self._update_while_working(task_id, self._running_tool_write(hot))
         expression = _Expression()
-        expression.parked_until = parked_until
         expression.set_entry("steps", key, record_to_attribute(record))
         expression.set("scratch", _json(dict(scratch)))
-        self._running_tool_write(expression)
         path = f"{expression.name('steps')}.{expression.name(key)}"
         if replace:
             expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
@@ -787,54 +901,58 @@ class DynamoTaskStore:
             running = expression.value({"S": "running"})
             expression.require(f"(attribute_not_exists({path}) OR {path}.{expression.name('state')} = {running})")
         try:
-            return self._update(task_id, expression).steps[key]
+            return steps_of(self._update_part(task_id, schema.WORK_PART, expression))[key]
         except _ConditionFailed as failure:
-            current = failure.record
-        if current is None or current.status != WORKING:
-            raise TaskConflict(f"task {task_id} is no longer working")
-        if key in current.steps and current.steps[key].get("state") != "running":
-            return current.steps[key]  # recorded first by another run (or by this write, its answer lost)
+            current = steps_of(failure.item) if failure.item else None
+        if current is None:
+            raise TaskConflict(f"task {task_id} is no longer working")  # settled: its parts are gone
+        if key in current and current[key].get("state") != "running":
+            return current[key]  # recorded first by another run (or by this write, its answer lost)
         raise TaskConflict(f"task {task_id}: {key} could not be recorded")
 
     @traced("TaskStore.mark_step")
     def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
         """Mark a step running (`durable.is_step_mark`) where nothing is, or only an expired mark; returns
-        the step's entry as it is after the write. Raises TaskConflict once the task stopped working."""
+        the step's entry as it is after the write. Raises TaskConflict once the task stopped working.
+        The hot write (the task works) goes first, so a cancelled task's step never starts."""
+        self._update_while_working(task_id, self._running_tool_write(_Expression()))
         expression = _Expression()
         expression.set_entry("steps", key, record_to_attribute(mark))
-        self._running_tool_write(expression)
         path = f"{expression.name('steps')}.{expression.name(key)}"
         running = expression.value({"S": mark["state"]})
         expired = f"({path}.{expression.name('state')} = {running} AND {path}.{expression.name('expires')} < "
         expression.require(f"(attribute_not_exists({path}) OR {expired}{expression.value({'N': repr(float(now))})}))")
         try:
-            return self._update(task_id, expression).steps[key]
+            return steps_of(self._update_part(task_id, schema.WORK_PART, expression))[key]
         except _ConditionFailed as failure:
-            current = failure.record
-        if current is None or current.status != WORKING:
+            current = steps_of(failure.item) if failure.item else None
+        if current is None:
             raise TaskConflict(f"task {task_id} is no longer working")
-        if key in current.steps:
-            return current.steps[key]  # another run's live mark, or the value it recorded
+        if key in current:
+            return current[key]  # another run's live mark, or the value it recorded
         raise TaskConflict(f"task {task_id}: {key} could not be marked")
 
     @traced("TaskStore.unmark_step")
     def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
-        """Remove this run's running mark of a step; anything else there stays."""
+        """Remove this run's running mark of a step; anything else there stays. A settled task's work
+        part is gone (or going), so the write finds nothing and changes nothing."""
         expression = _Expression()
         expression.remove_entry("steps", key)
-        expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         path = f"{expression.name('steps')}.{expression.name(key)}"
         expression.require(f"{path}.{expression.name('run')} = {expression.value({'S': run_id})}")
-        expression.require_equals("status", {"S": WORKING})  # a settled task keeps what it settled with
         with contextlib.suppress(_ConditionFailed):
-            self._update(task_id, expression)
+            self._update_part(task_id, schema.WORK_PART, expression)
 
     @traced("TaskStore.checkpoint")
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
         """Keep the tool's `ctx.scratch` as the invocation ends at a step boundary; TaskConflict once not working."""
+        self._update_while_working(task_id, self._running_tool_write(_Expression()))
         expression = _Expression()
         expression.set("scratch", _json(dict(scratch)))
-        self._update_while_working(task_id, self._running_tool_write(expression))
+        try:
+            self._update_part(task_id, schema.WORK_PART, expression)
+        except _ConditionFailed:
+            raise TaskConflict(f"task {task_id} is no longer working") from None
 
     @traced("TaskStore.renew")
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord:
@@ -860,57 +978,61 @@ class DynamoTaskStore:
         self, task_id: str, key: str, task_token: str, message: str, parked_until: float | None = None
     ) -> AwaitOutcome:
         """Store the task token a callback's completion resumes the execution with, and mark the
-        callback `awaited` (its token went out; the task stays working). `parked_until`: when the
-        execution's wait for the completion times out (the task's lease runs to then)."""
+        callback `awaited` (its token went out; the task stays working), in one transaction of the hot
+        item and the work part. `parked_until`: when the execution's wait for the completion times out
+        (the task's lease runs to then)."""
         expression = _Expression()
         expression.parked_until = parked_until
-        path = f"{expression.name('steps')}.{expression.name(key)}"
         expression.set("taskToken", {"S": task_token})
-        expression.sets.append(f"{path}.{expression.name('awaited')} = {expression.value({'BOOL': True})}")
         expression.set("statusMessage", {"S": message})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         expression.remove("effect")
         expression.require_equals("status", {"S": WORKING})
-        expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
+        work = _Expression()
+        path = f"{work.name('steps')}.{work.name(key)}"
+        work.sets.append(f"{path}.{work.name('awaited')} = {work.value({'BOOL': True})}")
+        work.require(f"{path}.{work.name('state')} = {work.value({'S': 'waiting'})}")
         try:
-            return AwaitOutcome(True, self._update(task_id, expression))
-        except _ConditionFailed as failure:
-            if failure.record is None:
-                raise TaskNotFound("Task not found") from None
-            return AwaitOutcome(False, failure.record)
+            self._transact(task_id, expression, work)
+            return AwaitOutcome(True, self.load(task_id))
+        except _ConditionFailed:
+            return AwaitOutcome(False, self.load(task_id))
 
     @traced("TaskStore.complete_callback")
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
         """The external system's completion: once, for the holder of the token, while the task works
-        and before the callback's deadline. Asks for the waiting execution to be resumed. False when
-        refused (unknown, used, forged, ended); CallbackLate, with nothing written, for the holder of
-        the token after the deadline."""
+        and before the callback's deadline. Asks for the waiting execution to be resumed (the record on
+        the work part and the effect on the hot item, one transaction). False when refused (unknown,
+        used, forged, ended); CallbackLate, with nothing written, for the holder of the token after the
+        deadline."""
         now = self._clock()
         write_id = new_write_id()
-        expression = _Expression()
-        path = f"{expression.name('steps')}.{expression.name(key)}"
+        work = _Expression()
+        path = f"{work.name('steps')}.{work.name(key)}"
         for name, value in {"state": "done", **outcome}.items():
             attribute = _json(value) if name in _RECORD_JSON_FIELDS else {"S": str(value)}
-            expression.sets.append(f"{path}.{expression.name(name)} = {expression.value(attribute)}")
+            work.sets.append(f"{path}.{work.name(name)} = {work.value(attribute)}")
+        work.require(f"{path}.{work.name('hash')} = {work.value({'S': secret_hash})}")
+        work.require(f"{path}.{work.name('state')} = {work.value({'S': 'waiting'})}")
+        deadline = f"{path}.{work.name('deadline')}"
+        no_deadline = f"attribute_not_exists({deadline}) OR attribute_type({deadline}, {work.value({'S': 'NULL'})})"
+        work.require(f"({no_deadline} OR {deadline} > {work.value({'N': repr(float(now))})})")
+        expression = _Expression()
         expression.set("effect", {"S": EFFECT_RESUME})
         expression.set("writeId", {"S": write_id})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
         expression.require_equals("status", {"S": WORKING})
-        expression.require(f"{path}.{expression.name('hash')} = {expression.value({'S': secret_hash})}")
-        expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
-        deadline = f"{path}.{expression.name('deadline')}"
-        no_deadline = (
-            f"attribute_not_exists({deadline}) OR attribute_type({deadline}, {expression.value({'S': 'NULL'})})"
-        )
-        expression.require(f"({no_deadline} OR {deadline} > {expression.value({'N': repr(float(now))})})")
         expression.require_live(now)
         try:
-            self._update(task_id, expression)
-        except _ConditionFailed as failure:
-            record = failure.record
-            if record is not None and record.write_id == write_id:
+            self._transact(task_id, expression, work)
+        except _ConditionFailed:
+            try:
+                record = self.load(task_id)
+            except TaskNotFound:
+                return False
+            if record.write_id == write_id:
                 return True  # this write, applied, its answer lost
-            waiting = (record.steps.get(key) or {}) if record is not None and record.status == WORKING else {}
+            waiting = (record.steps.get(key) or {}) if record.status == WORKING else {}
             ends = waiting.get("deadline")
             holder = waiting.get("hash") == secret_hash and waiting.get("state") == "waiting"
             if holder and ends is not None and float(ends) <= now:
@@ -967,11 +1089,13 @@ class DynamoTaskStore:
 
     def _settle(self, task_id: str, expression: _Expression, write_id: str) -> TaskRecord:
         try:
-            return self._update(task_id, expression)
+            settled = self._update(task_id, expression)
         except _ConditionFailed as failure:
-            if failure.record is not None and failure.record.write_id == write_id:
-                return failure.record  # this write, applied, its answer lost
-            raise TaskConflict(f"task {task_id} was already settled or moved on") from None
+            if failure.record is None or failure.record.write_id != write_id:
+                raise TaskConflict(f"task {task_id} was already settled or moved on") from None
+            settled = failure.record  # this write, applied, its answer lost
+        self._delete_parts(task_id)
+        return settled
 
     # ---- the sweeper (mcp_runtime.tasks.sweeper) ----------------------------------------------------
     @traced("TaskStore.stale_leases")
@@ -1075,23 +1199,52 @@ class DynamoTaskStore:
             raise TaskConflict(f"task {task_id} is no longer working") from None
 
     def _update(self, task_id: str, expression: _Expression) -> TaskRecord:
-        """Run one conditional UpdateItem; returns the item as the write left it. The lease rule is
-        applied here, so no write can forget it: a terminal write removes the lease, any other renews it."""
-        if expression.ends_lease:
-            expression.remove(schema.LEASE_ATTRIBUTE)
-        elif not expression.keeps_lease:
-            for attribute, value in self._lease(task_id, expression.parked_until).items():
-                expression.set(attribute, value)
-        expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
+        """Run one conditional UpdateItem of the hot item; returns it as the write left it."""
         response = self._call(
             "update_item",
             TableName=self.table_name,
             Key=task_key(task_id),
             ReturnValues="ALL_NEW",
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
-            **expression.request(),
+            **self._hot_write(task_id, expression).request(),
         )
         return from_item(response["Attributes"])
+
+    def _hot_write(self, task_id: str, expression: _Expression) -> _Expression:
+        """Every write of the hot item goes through here, so none can forget the lease rule: a terminal
+        write removes the lease, any other renews it; and none creates an item."""
+        if expression.ends_lease:
+            expression.remove(schema.LEASE_ATTRIBUTE)
+        elif not expression.keeps_lease:
+            for attribute, value in self._lease(task_id, expression.parked_until).items():
+                expression.set(attribute, value)
+        expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
+        return expression
+
+    def _update_part(self, task_id: str, part: str, expression: _Expression) -> Item:
+        """One conditional UpdateItem of a part that exists (a settled task's are gone); returns it as written."""
+        expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
+        response = self._call(
+            "update_item",
+            TableName=self.table_name,
+            Key=part_key(task_id, part),
+            ReturnValues="ALL_NEW",
+            ReturnValuesOnConditionCheckFailure="ALL_OLD",
+            **expression.request(),
+        )
+        attributes: Item = response["Attributes"]
+        return attributes
+
+    def _transact(self, task_id: str, hot: _Expression, work: _Expression) -> None:
+        """The hot item's write and the work part's, both or neither (billed twice each, as DynamoDB does)."""
+        work.require(f"attribute_exists({work.name(schema.PARTITION_KEY)})")
+        self._call(
+            "transact_write_items",
+            TransactItems=[
+                {"Update": {"TableName": self.table_name, "Key": task_key(task_id), **self._hot_write(task_id, hot).request()}},
+                {"Update": {"TableName": self.table_name, "Key": part_key(task_id, schema.WORK_PART), **work.request()}},
+            ],
+        )
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         try:
@@ -1139,16 +1292,27 @@ def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:
 
 def _translate(exc: AwsCallError) -> Exception:
     if isinstance(exc, AwsRejected) and exc.code == CONDITION_FAILED:
-        item = exc.item
-        return _ConditionFailed(from_item(item) if item else None)
+        return _ConditionFailed(exc.item)
+    if isinstance(exc, AwsRejected) and exc.code == TRANSACTION_CANCELLED:
+        reasons = [str(reason.get("Code") or "") for reason in exc.response.get("CancellationReasons") or ()]
+        if "ConditionalCheckFailed" in reasons:
+            return _ConditionFailed(None)
+        if "ValidationError" not in reasons:  # a conflicting write of the same item meanwhile
+            return TaskStoreUnavailable(f"task table unavailable ({exc.operation}: {', '.join(reasons)})")
     if isinstance(exc, AwsUnavailable):
         return TaskStoreUnavailable(f"task table unavailable ({exc.operation}: {exc.code})")
     return TaskStoreRefused(f"task table refused the request ({exc})", exc.code)
 
 
 class _ConditionFailed(Exception):
-    """Internal: a conditional write lost; carries the item as it was (None when absent)."""
+    """Internal: a conditional write lost; carries the item as it was (None when absent, or when the
+    write was a transaction)."""
 
-    def __init__(self, record: TaskRecord | None) -> None:
+    def __init__(self, item: Item | None) -> None:
         super().__init__("condition failed")
-        self.record = record
+        self.item = item
+
+    @property
+    def record(self) -> TaskRecord | None:
+        """The hot item as it was (None for a part)."""
+        return from_item(self.item) if self.item and "taskId" in self.item else None

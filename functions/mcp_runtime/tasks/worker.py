@@ -331,7 +331,7 @@ class TaskWorker:
     # ---- run ----------------------------------------------------------------------------------
     def run(self, task_id: str, round_number: int = 0, execution: str = "") -> dict[str, Any]:
         try:
-            record = self.store.get(task_id)
+            record = self.store.load(task_id)
         except TaskNotFound:
             return _outcome(OUTCOME_GONE)
         if record.status != WORKING:
