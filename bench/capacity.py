@@ -23,9 +23,8 @@ records. Item sizes are DynamoDB's (`mcp_runtime.tasks.store.item_bytes`).
 from __future__ import annotations
 
 import math
-import sys
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,7 +42,7 @@ def write_units(before: int, after: int) -> int:
 
 
 def read_units(size: int, consistent: bool) -> float:
-    """A read's units: 1 RRU per started 4 KB, strongly consistent; half of that otherwise (at least one unit's worth)."""
+    """A read's units: 1 RRU per started 4 KB strongly consistent, half of that otherwise (at least one)."""
     units = max(1, math.ceil(size / (4 * KB)))
     return float(units) if consistent else units / 2
 
@@ -90,25 +89,12 @@ class CapacityMeter:
         return item_bytes(item) if item else 0
 
     def _touched(self, name: str, params: dict[str, Any]) -> list[tuple[str, dict[str, Any], int]]:
-        """(table, key, multiplier) of every item a write touches."""
+        """(table, key, multiplier) of every item a write touches (a transaction's are billed twice)."""
         if name in WRITES:
-            key = params.get("Key") or {"pk": params["Item"]["pk"]}
-            return [(params["TableName"], key, 1)]
+            return [(params["TableName"], params.get("Key") or {"pk": params["Item"]["pk"]}, 1)]
         if name == "TransactWriteItems":
-            touched = []
-            for entry in params["TransactItems"]:
-                ((kind, action),) = entry.items()
-                key = action.get("Key") or {"pk": action["Item"]["pk"]}
-                touched.append((action["TableName"], key, 2))
-            return touched
-        if name == "BatchWriteItem":
-            touched = []
-            for table, requests in params["RequestItems"].items():
-                for request in requests:
-                    ((kind, action),) = request.items()
-                    key = action.get("Key") or {"pk": action["Item"]["pk"]}
-                    touched.append((table, key, 1))
-            return touched
+            actions = [next(iter(entry.values())) for entry in params["TransactItems"]]
+            return [(a["TableName"], a.get("Key") or {"pk": a["Item"]["pk"]}, 2) for a in actions]
         return []
 
     def _before_call(self, model: Any, params: dict[str, Any], **_: Any) -> None:
@@ -144,5 +130,3 @@ class CapacityMeter:
         for _table, _key, multiplier, before in self._before:
             self.writes[self.label] += multiplier * write_units(before, before)
         self._before = []
-
-

@@ -16,12 +16,13 @@ from pydantic import BaseModel
 from mcp_runtime import ToolContext, ToolMode, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import ITEM_RECORDS_BYTES, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
+from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
 from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark, record_cost
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tasks.store import from_item
+from mcp_runtime.tasks.store import steps_of
 from mcp_runtime.tasks.worker import RESULT_NOT_STORED_MESSAGE, RESULT_PUT_BACKOFF_SECONDS, TaskWorker
 from mcp_runtime.tools import SPEC_ATTRIBUTE
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
@@ -55,8 +56,8 @@ def settled(service: TaskService, task_id: str, timeout: float = 30) -> dict[str
 
 
 def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dict[str, Any]]:
-    """The task's durable records as its last write before the terminal one left them: a settled item
-    keeps none (what only a working task needs is removed), so they are read from the table's stream."""
+    """The task's durable records as the last write of its work part left them: a settled task's parts
+    are deleted, so they are read from the table's stream."""
     streams = env.aws.client("dynamodbstreams")
     arn = env.dynamodb.describe_table(TableName=env.resources.table_name)["Table"]["LatestStreamArn"]
     images: list[dict[str, Any]] = []
@@ -68,8 +69,8 @@ def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dic
             page = streams.get_records(ShardIterator=iterator)
             images += [record["dynamodb"]["NewImage"] for record in page["Records"] if "NewImage" in record["dynamodb"]]
             iterator = page.get("NextShardIterator") if page["Records"] else None
-    active = [from_item(image) for image in images if image.get("taskId", {}).get("S") == task_id]
-    return [record for record in active if not record.is_terminal][-1].steps
+    work = {schema.PARTITION_KEY: {"S": schema.part_key_value(task_id, schema.WORK_PART)}}
+    return steps_of([image for image in images if image[schema.PARTITION_KEY] == work[schema.PARTITION_KEY]][-1])
 
 
 def step_runs(ledger: Path) -> list[int]:
@@ -99,7 +100,7 @@ def test_each_step_runs_once_across_invocations_cut_short_by_the_deadline(
     assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "5 steps, sum of squares 30")
     assert step_runs(ledger) == [0, 1, 2, 3, 4]
     assert len(runs) >= 2  # five steps, at most three per invocation: the deadline did cut the work short
-    assert env.store().get(task_id).steps == {}  # settled: its records are gone with it
+    assert wait_until(lambda: env.store().load(task_id).steps, lambda steps: steps == {}) == {}  # settled: gone
     steps = records_before_settling(env, task_id)
     assert sorted(steps) == [f"step:part-{n}" for n in range(5)]
     assert [steps[f"step:part-{n}"]["v"] for n in range(5)] == [0, 1, 4, 9, 16]
@@ -168,7 +169,7 @@ def test_a_callback_woken_without_a_completion_waits_again_for_the_token_it_alre
 ) -> None:
     inbox = tmp_path / "inbox.jsonl"
     task_id = start(service, env, "external_job", {"inbox": str(inbox)})
-    awaited = wait_until(lambda: env.store().get(task_id), lambda r: "awaited" in r.steps.get("callback:build", {}))
+    awaited = wait_until(lambda: env.store().load(task_id), lambda r: "awaited" in r.steps.get("callback:build", {}))
     callback = awaited.steps["callback:build"]
     assert (callback["state"], callback["awaited"], awaited.status_message) == ("waiting", True, "Waiting for build")
     assert awaited.task_token is not None

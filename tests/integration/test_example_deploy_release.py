@@ -39,7 +39,7 @@ def test_the_release_waits_for_approval_after_staging_and_goes_live_once_approve
         return task
 
     waiting = wait_until(poll, lambda t: t["status"] != "working")
-    recorded = task_env.store().get(task_id).steps
+    recorded = task_env.store().load(task_id).steps
     service.update(task_id, {"promote": {"action": "accept", "content": {"approve": True}}}, request_context())
     done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
 

@@ -58,7 +58,7 @@ def test_an_async_task_tool_records_each_async_step_once_across_a_wait_and_asks_
     )
     assert waiting["status"] == INPUT_REQUIRED
     assert waiting["inputRequests"]["elicit-1"]["params"]["message"] == "Keep the export of 3 parts?"
-    steps = task_env.store().get(task_id).steps  # the records go with the item's terminal write
+    steps = task_env.store().load(task_id).steps  # the records go with the item's terminal write
     assert [steps[f"step:part-{index}"]["v"] for index in range(3)] == [0, 1, 4]
     service.update(task_id, {"elicit-1": {"action": "accept", "content": {"value": True}}}, request_context())
     done: dict[str, Any] = wait_until(

@@ -19,7 +19,7 @@ from mcp_runtime.limits import MAX_TASK_CLIENT_BYTES, MAX_TASK_CREATED_BYTES, en
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, WORKING, ClientSnapshot
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tasks.store import DynamoTaskStore, item_bytes, task_key
+from mcp_runtime.tasks.store import DynamoTaskStore, item_bytes, part_key, task_key
 from tests.integration.task_harness import ALICE, Clock, TaskEnvironment, TaskResources, request_context
 from tests.integration.test_task_store import RESULT, create
 
@@ -121,7 +121,7 @@ def test_a_task_keeps_only_the_protocol_version_and_the_capability_names_of_its_
 ) -> None:
     task_id = create_through_service(table_env, CAPABILITIES)
 
-    stored = store.get(task_id).client
+    stored = store.load(task_id).client
 
     assert stored == ClientSnapshot(wire.PROTOCOL_VERSION, STORED_CAPABILITIES)
     original, kept = (
@@ -155,7 +155,7 @@ def test_every_terminal_write_leaves_only_the_small_parts_of_the_task(
     ending: str, table_env: TaskEnvironment, store: DynamoTaskStore, clock: Clock
 ) -> None:
     task_id = grown(store, clock)
-    assert item_bytes(raw(table_env, task_id)) > 150_000
+    assert sum(item_bytes(each) for each in items(table_env)) > 150_000
 
     if ending == CANCELLED:
         store.cancel(task_id, ALICE.id)
@@ -169,7 +169,8 @@ def test_every_terminal_write_leaves_only_the_small_parts_of_the_task(
     assert not {"arguments", "client", "prepared", "steps", "scratch", "answers", "issuedKeys", "inputRequests"} & set(
         item
     )
-    settled = store.get(task_id)
+    assert items(table_env) == [item]  # its parts are deleted with it
+    settled = store.load(task_id)
     assert settled.status == (FAILED if ending == "lost" else ending)
     assert (settled.arguments, settled.steps, settled.scratch) == ({}, {}, {})
 
@@ -223,8 +224,15 @@ def test_a_terminal_error_too_large_for_the_item_keeps_its_code_and_the_start_of
     assert settled.status == FAILED and schema.LEASE_ATTRIBUTE not in raw(table_env, task_id)
 
 
-def test_a_working_task_keeps_what_its_worker_needs(store: DynamoTaskStore, clock: Clock) -> None:
+def test_a_working_task_keeps_what_its_worker_needs_in_its_parts_and_its_hot_item_stays_small(
+    table_env: TaskEnvironment, store: DynamoTaskStore, clock: Clock
+) -> None:
     task_id = grown(store, clock)
-    record = store.get(task_id)
+    record = store.load(task_id)
     assert record.status == WORKING
     assert len(record.steps) == 12 and record.arguments and record.scratch
+    assert item_bytes(raw(table_env, task_id)) < 1024  # a progress write on it costs 1 WRU
+    work = table_env.dynamodb.get_item(
+        TableName=table_env.resources.table_name, Key=part_key(task_id, schema.WORK_PART), ConsistentRead=True
+    )["Item"]
+    assert item_bytes(work) > 150_000 and not {"owner", schema.LEASE_ATTRIBUTE, schema.EFFECT_ATTRIBUTE} & set(work)

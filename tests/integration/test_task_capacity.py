@@ -8,14 +8,14 @@ import dataclasses
 from typing import Any
 
 import pytest
+from bench.capacity import CapacityMeter
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws
 from local_stack.clients import aws_client
 from local_stack.provision import ProvisionedStack
 
-from bench.capacity import CapacityMeter
 from mcp_runtime.limits import MAX_TASK_ARGUMENTS_BYTES
-from mcp_runtime.tasks.models import INPUT_REQUIRED
 from mcp_runtime.tasks import schema
+from mcp_runtime.tasks.models import INPUT_REQUIRED
 from mcp_runtime.tasks.store import DynamoTaskStore, task_key
 from tests.integration.task_harness import ALICE, Clock, TaskEnvironment, TaskResources
 from tests.integration.test_task_store import RESULT, await_input, create
@@ -38,7 +38,9 @@ def table_env(embedded_aws: EmbeddedAws, deployed: ProvisionedStack) -> TaskEnvi
 @pytest.fixture
 def meter(table_env: TaskEnvironment) -> CapacityMeter:
     # A client of its own: the embedded moto's cached one is shared by the whole session.
-    return CapacityMeter(aws_client("dynamodb", endpoint=table_env.aws.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS))
+    return CapacityMeter(
+        aws_client("dynamodb", endpoint=table_env.aws.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS)
+    )
 
 
 @pytest.fixture

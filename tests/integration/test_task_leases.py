@@ -126,7 +126,7 @@ def test_a_runs_mark_removed_after_its_task_settled_gives_the_task_no_lease_back
 
     store.unmark_step(task_id, "step:charge", "run-1")  # the step raised after the cancel
 
-    assert store.get(task_id).steps == {}
+    assert store.load(task_id).steps == {}
     assert schema.LEASE_ATTRIBUTE not in raw(task_env, task_id)
     assert indexed(task_env) == set()
 

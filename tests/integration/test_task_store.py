@@ -41,6 +41,8 @@ from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStor
 from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources, request_context
 
 TTL_MS = 60_000
+# A task's items: its hot item and its two parts (`mcp_runtime.tasks.store`).
+TASK_ITEMS = (("task#", ""), ("part#", "#call"), ("part#", "#work"))
 RESULT = {"resultType": "complete", "content": [{"type": "text", "text": "done"}]}
 ERROR = {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}
 
@@ -111,7 +113,7 @@ def await_input(store: DynamoTaskStore, task_id: str, keys: list[str], token: st
 def test_a_created_task_reads_back_exactly_as_written(store: DynamoTaskStore, clock: Clock) -> None:
     record = create(store, clock)
 
-    assert store.get(record.task_id, ALICE.id) == record
+    assert store.load(record.task_id) == record
 
 
 def test_the_item_records_owner_creation_time_and_an_expiry_of_creation_plus_ttl(
@@ -181,7 +183,7 @@ def test_creating_a_task_with_an_existing_id_is_a_conflict(store: DynamoTaskStor
 
     with pytest.raises(TaskConflict):
         store.create(replace(record, create_token="another create", arguments={"n": 2}))
-    assert store.get(record.task_id, ALICE.id) == record
+    assert store.load(record.task_id) == record
 
 
 def test_a_create_sent_again_after_its_answer_was_lost_meets_its_own_write_and_succeeds(
@@ -191,11 +193,11 @@ def test_a_create_sent_again_after_its_answer_was_lost_meets_its_own_write_and_s
 
     store.create(record)  # the same create token: this create, applied before
 
-    assert store.get(record.task_id, ALICE.id) == record
+    assert store.load(record.task_id) == record
 
 
-def test_a_discarded_create_is_gone_and_a_discard_of_someone_elses_create_is_refused_quietly(
-    store: DynamoTaskStore, clock: Clock
+def test_a_discarded_create_is_gone_with_its_parts_and_a_discard_of_someone_elses_create_is_refused_quietly(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
 ) -> None:
     kept, dropped = create(store, clock), create(store, clock)
 
@@ -203,9 +205,11 @@ def test_a_discarded_create_is_gone_and_a_discard_of_someone_elses_create_is_ref
     store.discard(dropped.task_id, dropped.create_token)
     store.discard("never-created-0000000000", "anything")
 
-    assert store.get(kept.task_id, ALICE.id) == kept
+    assert store.load(kept.task_id) == kept
     with pytest.raises(TaskNotFound):
         store.get(dropped.task_id, ALICE.id)
+    keys = [item["pk"]["S"] for item in task_env.dynamodb.scan(TableName=store.table_name)["Items"]]
+    assert sorted(keys) == sorted(f"{prefix}{kept.task_id}{suffix}" for prefix, suffix in TASK_ITEMS)
 
 
 # ---- owner isolation ----------------------------------------------------------------------------------
@@ -738,9 +742,9 @@ def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock) -
     store.mark_step(record.task_id, "step:charge", theirs, clock())
 
     store.unmark_step(record.task_id, "step:charge", "run-2")
-    assert store.get(record.task_id).steps == {"step:charge": theirs}
+    assert store.load(record.task_id).steps == {"step:charge": theirs}
     store.unmark_step(record.task_id, "step:charge", "run-1")
-    assert store.get(record.task_id).steps == {}
+    assert store.load(record.task_id).steps == {}
 
 
 def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore, clock: Clock) -> None:

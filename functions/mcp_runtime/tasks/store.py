@@ -89,7 +89,6 @@ from .models import (
 
 Item = dict[str, dict[str, Any]]
 log = logging.getLogger(__name__)
-TRANSACTION_CANCELLED: Final = "TransactionCanceledException"
 # A task's parts (`schema.PART_KEY_PREFIX`): the call, put once; the work, its records and scratch.
 _PARTS: Final = (schema.CALL_PART, schema.WORK_PART)
 # What the answers take on the item (`limits.kept_answer_bytes`): every answer write adds to it,
@@ -822,9 +821,14 @@ class DynamoTaskStore:
         task_token: str,
         parked_until: float | None = None,
     ) -> AwaitOutcome:
-        """working -> input_required, with the requests and the task token that resumes the execution,
-        and the scratch on the work part in the same transaction (the resumed run reads it).
-        `parked_until`: when the execution's wait for the answers times out (its lease runs to then).
+        """working -> input_required, with the requests and the task token that resumes the execution;
+        then the scratch on the work part (the resumed run reads it). `parked_until`: when the
+        execution's wait for the answers times out (its lease runs to then).
+
+        The hot write goes first, so only the write that moved the task on keeps its scratch (a late
+        attempt of an older round fails on the version and writes nothing). A crash between the two
+        loses this round's scratch, as a checkpoint that fails does (`TaskWorker` goes on without it);
+        the steps are kept.
 
         The requests' own keys are new (never issued before), so an item whose issued keys begin with
         `issued_keys` shows this write: applied by an earlier attempt whose answer was lost (possibly
@@ -843,15 +847,23 @@ class DynamoTaskStore:
         expression.bump_version()
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("version", {"N": str(expected_version)})
+        try:
+            record = self._update(task_id, expression)
+            applied = True
+        except _ConditionFailed as failure:
+            if failure.record is None:
+                raise TaskNotFound("Task not found") from None
+            record = failure.record
+            applied = bool(issued_keys) and record.issued_keys[: len(issued_keys)] == tuple(issued_keys)
+        if applied and record.status == INPUT_REQUIRED:
+            self._keep_scratch(task_id, scratch)
+        return AwaitOutcome(applied, record)
+
+    def _keep_scratch(self, task_id: str, scratch: Mapping[str, Any]) -> None:
         work = _Expression()
         work.set("scratch", _json(dict(scratch)))
-        try:
-            self._transact(task_id, expression, work)
-            return AwaitOutcome(True, self.get(task_id))
-        except _ConditionFailed:
-            record = self.get(task_id)  # TaskNotFound when it is gone
-        applied = bool(issued_keys) and record.issued_keys[: len(issued_keys)] == tuple(issued_keys)
-        return AwaitOutcome(applied, record)
+        with contextlib.suppress(_ConditionFailed):  # settled meanwhile: its parts are gone
+            self._update_part(task_id, schema.WORK_PART, work)
 
     @traced("TaskStore.replace_token")
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool:
@@ -977,10 +989,15 @@ class DynamoTaskStore:
     def await_callback(
         self, task_id: str, key: str, task_token: str, message: str, parked_until: float | None = None
     ) -> AwaitOutcome:
-        """Store the task token a callback's completion resumes the execution with, and mark the
-        callback `awaited` (its token went out; the task stays working), in one transaction of the hot
-        item and the work part. `parked_until`: when the execution's wait for the completion times out
-        (the task's lease runs to then)."""
+        """Store the task token a callback's completion resumes the execution with, then mark the
+        callback `awaited` on the work part (its token went out; the task stays working). `parked_until`:
+        when the execution's wait for the completion times out (the task's lease runs to then).
+
+        The token goes first: a completion that arrives between the two writes finds it and resumes
+        the execution; a crash between them leaves the callback not marked awaited, so a run woken
+        without a completion issues a new token, as after a run that died before its wait began. When
+        the callback was completed before its token was stored, the mark is refused and the caller
+        resumes the execution with its token itself."""
         expression = _Expression()
         expression.parked_until = parked_until
         expression.set("taskToken", {"S": task_token})
@@ -988,23 +1005,34 @@ class DynamoTaskStore:
         expression.set("lastUpdatedAt", {"S": iso_timestamp(self._clock())})
         expression.remove("effect")
         expression.require_equals("status", {"S": WORKING})
+        try:
+            self._update(task_id, expression)
+        except _ConditionFailed as failure:
+            if failure.record is None:
+                raise TaskNotFound("Task not found") from None
+            return AwaitOutcome(False, self.load(task_id))
         work = _Expression()
         path = f"{work.name('steps')}.{work.name(key)}"
         work.sets.append(f"{path}.{work.name('awaited')} = {work.value({'BOOL': True})}")
         work.require(f"{path}.{work.name('state')} = {work.value({'S': 'waiting'})}")
         try:
-            self._transact(task_id, expression, work)
-            return AwaitOutcome(True, self.load(task_id))
+            self._update_part(task_id, schema.WORK_PART, work)
         except _ConditionFailed:
             return AwaitOutcome(False, self.load(task_id))
+        return AwaitOutcome(True, self.load(task_id))
 
     @traced("TaskStore.complete_callback")
     def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
         """The external system's completion: once, for the holder of the token, while the task works
-        and before the callback's deadline. Asks for the waiting execution to be resumed (the record on
-        the work part and the effect on the hot item, one transaction). False when refused (unknown,
-        used, forged, ended); CallbackLate, with nothing written, for the holder of the token after the
-        deadline."""
+        and before the callback's deadline. Asks for the waiting execution to be resumed. False when
+        refused (unknown, used, forged, ended); CallbackLate, with nothing written, for the holder of
+        the token after the deadline.
+
+        The record goes on the work part first (conditioned on the token's hash, the callback waiting
+        and its deadline: only the holder's first completion passes), then the effect on the hot item
+        (conditioned on the task working). The other order would wake the execution before the record
+        is there. A crash between the two leaves the completion recorded and the execution waiting on
+        the token still stored: the holder's retry finds exactly that and asks for the resume again."""
         now = self._clock()
         write_id = new_write_id()
         work = _Expression()
@@ -1017,27 +1045,39 @@ class DynamoTaskStore:
         deadline = f"{path}.{work.name('deadline')}"
         no_deadline = f"attribute_not_exists({deadline}) OR attribute_type({deadline}, {work.value({'S': 'NULL'})})"
         work.require(f"({no_deadline} OR {deadline} > {work.value({'N': repr(float(now))})})")
+        try:
+            self._update_part(task_id, schema.WORK_PART, work)
+        except _ConditionFailed:
+            try:
+                record = self.load(task_id)
+            except TaskNotFound:
+                return False
+            waiting = (record.steps.get(key) or {}) if record.status == WORKING else {}
+            if waiting.get("hash") == secret_hash and _resume_never_asked(record, key):
+                return self._ask_resume(task_id, now, write_id, record.task_token)
+            ends = waiting.get("deadline")
+            holder = waiting.get("hash") == secret_hash and waiting.get("state") == "waiting"
+            if holder and ends is not None and float(ends) <= now:
+                raise CallbackLate(f"task {task_id}: callback {key} completed after its deadline") from None
+            return False
+        return self._ask_resume(task_id, now, write_id)
+
+    def _ask_resume(self, task_id: str, now: float, write_id: str, token: str | None = None) -> bool:
+        """The effect that resumes the execution waiting on a completed callback (while the task works;
+        with `token`, only while that token still waits and no effect is due)."""
         expression = _Expression()
         expression.set("effect", {"S": EFFECT_RESUME})
         expression.set("writeId", {"S": write_id})
         expression.set("lastUpdatedAt", {"S": iso_timestamp(now)})
         expression.require_equals("status", {"S": WORKING})
         expression.require_live(now)
+        if token is not None:
+            expression.require_equals("taskToken", {"S": token})
+            expression.require(f"attribute_not_exists({expression.name('effect')})")
         try:
-            self._transact(task_id, expression, work)
-        except _ConditionFailed:
-            try:
-                record = self.load(task_id)
-            except TaskNotFound:
-                return False
-            if record.write_id == write_id:
-                return True  # this write, applied, its answer lost
-            waiting = (record.steps.get(key) or {}) if record.status == WORKING else {}
-            ends = waiting.get("deadline")
-            holder = waiting.get("hash") == secret_hash and waiting.get("state") == "waiting"
-            if holder and ends is not None and float(ends) <= now:
-                raise CallbackLate(f"task {task_id}: callback {key} completed after its deadline") from None
-            return False
+            self._update(task_id, expression)
+        except _ConditionFailed as failure:
+            return failure.record is not None and failure.record.write_id == write_id  # applied, answer lost
         return True
 
     @traced("TaskStore.finish")
@@ -1235,17 +1275,6 @@ class DynamoTaskStore:
         attributes: Item = response["Attributes"]
         return attributes
 
-    def _transact(self, task_id: str, hot: _Expression, work: _Expression) -> None:
-        """The hot item's write and the work part's, both or neither (billed twice each, as DynamoDB does)."""
-        work.require(f"attribute_exists({work.name(schema.PARTITION_KEY)})")
-        self._call(
-            "transact_write_items",
-            TransactItems=[
-                {"Update": {"TableName": self.table_name, "Key": task_key(task_id), **self._hot_write(task_id, hot).request()}},
-                {"Update": {"TableName": self.table_name, "Key": part_key(task_id, schema.WORK_PART), **work.request()}},
-            ],
-        )
-
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
         try:
             response: dict[str, Any] = self._aws.call(operation, **params)
@@ -1286,6 +1315,23 @@ def _lease_of(item: Item) -> Lease:
     )
 
 
+def _resume_never_asked(record: TaskRecord, key: str) -> bool:
+    """The callback `key` is completed but its resume was never asked for: the task works, a token
+    still waits (the resumed run's first write would have consumed it), no effect is due, and no
+    other callback is being waited for (whose token that would be)."""
+    entry = record.steps.get(key) or {}
+    others_waiting = any(
+        other.get("state") == "waiting" and other.get("awaited") for name, other in record.steps.items() if name != key
+    )
+    return (
+        entry.get("state") == "done"
+        and record.status == WORKING
+        and record.task_token is not None
+        and record.effect is None
+        and not others_waiting
+    )
+
+
 def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:
     return sum(kept_answer_bytes(key, responses[key]) for key in keys)
 
@@ -1293,20 +1339,13 @@ def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:
 def _translate(exc: AwsCallError) -> Exception:
     if isinstance(exc, AwsRejected) and exc.code == CONDITION_FAILED:
         return _ConditionFailed(exc.item)
-    if isinstance(exc, AwsRejected) and exc.code == TRANSACTION_CANCELLED:
-        reasons = [str(reason.get("Code") or "") for reason in exc.response.get("CancellationReasons") or ()]
-        if "ConditionalCheckFailed" in reasons:
-            return _ConditionFailed(None)
-        if "ValidationError" not in reasons:  # a conflicting write of the same item meanwhile
-            return TaskStoreUnavailable(f"task table unavailable ({exc.operation}: {', '.join(reasons)})")
     if isinstance(exc, AwsUnavailable):
         return TaskStoreUnavailable(f"task table unavailable ({exc.operation}: {exc.code})")
     return TaskStoreRefused(f"task table refused the request ({exc})", exc.code)
 
 
 class _ConditionFailed(Exception):
-    """Internal: a conditional write lost; carries the item as it was (None when absent, or when the
-    write was a transaction)."""
+    """Internal: a conditional write lost; carries the item as it was (None when absent)."""
 
     def __init__(self, item: Item | None) -> None:
         super().__init__("condition failed")
