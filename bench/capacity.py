@@ -23,11 +23,13 @@ records. Item sizes are DynamoDB's (`mcp_runtime.tasks.store.item_bytes`).
 from __future__ import annotations
 
 import math
+import sys
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from bench.common import verdict
 from mcp_runtime.tasks.store import item_bytes
 
 KB = 1024
@@ -130,3 +132,202 @@ class CapacityMeter:
         for _table, _key, multiplier, before in self._before:
             self.writes[self.label] += multiplier * write_units(before, before)
         self._before = []
+
+
+# ---- the scenarios ----------------------------------------------------------------------------------
+OWNER = "bench:capacity"
+SMALL_ARGUMENTS: dict[str, Any] = {"service": "api", "version": "1.0.0"}
+BIG_ARGUMENT_BYTES = 64 * KB - 100  # a 64 KB argument, inside MAX_TASK_ARGUMENTS_BYTES
+STEP_VALUE = {"ok": True, "n": 1}  # a small step's value (a few dozen bytes)
+BIG_STEP_VALUE = "r" * 4000  # an inline record of 4 KB: 15 of them are 60 KB of step records
+
+
+class _Lifecycle:
+    """One task driven through the store as the API, the worker and the supervisor drive it."""
+
+    def __init__(self, store: Any, meter: CapacityMeter, clock: Callable[[], float]) -> None:
+        self.store, self.meter, self.clock = store, meter, clock
+
+    def create(self, arguments: dict[str, Any]) -> str:
+        from mcp_runtime import wire
+        from mcp_runtime.tasks.models import WORKING, ClientSnapshot, TaskRecord, iso_timestamp
+        from mcp_runtime.tasks.service import new_task_id
+
+        stamp = iso_timestamp(self.clock())
+        task_id = new_task_id()
+        record = TaskRecord(
+            task_id=task_id,
+            owner=OWNER,
+            status=WORKING,
+            created_at=stamp,
+            last_updated_at=stamp,
+            ttl_ms=3_600_000,
+            version=1,
+            tool_name="deploy_release",
+            arguments=arguments,
+            client=ClientSnapshot(wire.PROTOCOL_VERSION, {"elicitation": {"form": {}}}),
+            poll_interval_ms=1000,
+            expires_at=int(self.clock()) + 3600,
+            create_token=task_id,
+            write_id=task_id,
+            effect="start",
+        )
+        with self.meter.measuring("create"):
+            self.store.create(record)
+        return task_id
+
+    def get(self, task_id: str) -> None:
+        with self.meter.measuring("tasks/get"):
+            self.store.get(task_id, OWNER)
+
+    def load(self, task_id: str) -> None:
+        with self.meter.measuring("worker load"):
+            self.store.load(task_id)
+
+    def step(self, task_id: str, number: int, value: Any = STEP_VALUE) -> None:
+        key = f"step:s{number}"
+        now = self.clock()
+        with self.meter.measuring("step: running mark"):
+            self.store.mark_step(task_id, key, {"state": "running", "run": "bench", "expires": now + 900}, now)
+        with self.meter.measuring("step: record"):
+            self.store.record_operation(task_id, key, {"v": value, "ms": 5}, {"done": number})
+
+    def progress(self, task_id: str, number: int) -> None:
+        with self.meter.measuring("progress"):
+            self.store.set_status_message(task_id, f"Working: {number}", None)
+
+    def finish(self, task_id: str) -> None:
+        with self.meter.measuring("terminal write"):
+            self.store.finish(task_id, "completed", {"content": [{"type": "text", "text": "done"}]})
+
+
+def run(quick: bool = False) -> dict[str, Any]:
+    """Each scenario's units per operation and in all, on the template's table in an embedded moto."""
+    import time as _time
+
+    from local_stack.aws import DUMMY_CREDENTIALS, REGION, start_embedded_aws
+    from local_stack.clients import aws_client
+    from local_stack.provision import provision
+    from local_stack.synth import synthesize
+    from local_stack.template import DeployedTemplate
+
+    from mcp_runtime.tasks.store import DynamoTaskStore
+
+    assembly = synthesize()
+    aws = start_embedded_aws()
+    try:
+        deployed = provision(DeployedTemplate.load(assembly.directory, assembly.stack_name), aws.client)
+        (table,) = [name for logical_id, name in deployed.tables.items() if logical_id.startswith("TaskTable")]
+        scenarios: dict[str, Any] = {}
+        hour = QUICK_HOUR_REPORTS if quick else HOUR_REPORTS
+
+        def scenario(name: str, drive: Callable[[_Lifecycle], None]) -> None:
+            client = aws_client("dynamodb", endpoint=aws.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS)
+            meter = CapacityMeter(client)
+            drive(_Lifecycle(DynamoTaskStore(table, client), meter, _time.time))
+            labels = list(dict.fromkeys([*meter.calls]))
+            scenarios[name] = {
+                label: {
+                    "calls": len(meter.calls[label]),
+                    "wru": meter.wru(label),
+                    "rru": meter.rru(label),
+                }
+                for label in labels
+            }
+
+        def one_step(task: _Lifecycle) -> None:
+            task_id = task.create(SMALL_ARGUMENTS)
+            task.get(task_id)
+            task.load(task_id)
+            task.step(task_id, 0)
+            task.progress(task_id, 0)
+            task.finish(task_id)
+            task.get(task_id)
+
+        def hundred_steps(task: _Lifecycle) -> None:
+            task_id = task.create(SMALL_ARGUMENTS)
+            task.load(task_id)
+            for number in range(100):
+                task.step(task_id, number)
+            task.finish(task_id)
+
+        def big_argument(task: _Lifecycle) -> None:
+            task_id = task.create({"blob": "a" * BIG_ARGUMENT_BYTES})
+            task.get(task_id)
+            task.load(task_id)
+            task.step(task_id, 0)
+            task.progress(task_id, 0)
+            task.finish(task_id)
+
+        def hour_of_progress(task: _Lifecycle) -> None:
+            task_id = task.create(SMALL_ARGUMENTS)
+            task.load(task_id)
+            for number in range(hour):
+                task.progress(task_id, number)
+            task.finish(task_id)
+
+        def big_task_progress(task: _Lifecycle) -> None:
+            task_id = task.create({"blob": "a" * BIG_ARGUMENT_BYTES})
+            task.load(task_id)
+            for number in range(15):
+                task.step(task_id, number, BIG_STEP_VALUE)
+            with task.meter.measuring("progress on the big task"):
+                task.store.set_status_message(task_id, "Step 16 of 20", 0.8)
+            task.get(task_id)
+            task.finish(task_id)
+
+        scenario("1 step", one_step)
+        scenario("100 steps", hundred_steps)
+        scenario("64 KB argument", big_argument)
+        scenario("an hour of progress", hour_of_progress)
+        scenario("64 KB argument, 60 KB of step records", big_task_progress)
+    finally:
+        aws.stop()
+    return {"quick": quick, "hour_reports": hour, "scenarios": scenarios, "budgets": budgets(scenarios)}
+
+
+def budgets(scenarios: dict[str, Any]) -> dict[str, bool]:
+    big = scenarios["64 KB argument, 60 KB of step records"]
+    gets = [ops["tasks/get"] for ops in scenarios.values() if "tasks/get" in ops]
+    return {
+        "a progress write on a task with a 64 KB argument and 60 KB of step records = 1 WRU": big[
+            "progress on the big task"
+        ]["wru"]
+        == 1,
+        "every progress write = 1 WRU": all(
+            ops["progress"]["wru"] == ops["progress"]["calls"] for ops in scenarios.values() if "progress" in ops
+        ),
+        "tasks/get = 1 GetItem of at most 1 RRU": all(get["rru"] == get["calls"] for get in gets),
+    }
+
+
+def report(result: dict[str, Any]) -> list[str]:
+    lines = [
+        "DynamoDB units per task operation (the template's table in moto; modelled on-demand units: "
+        "a write 1 WRU per started KB of the larger item, a consistent read 1 RRU per started 4 KB)"
+    ]
+    for name, operations in result["scenarios"].items():
+        wru = sum(op["wru"] for op in operations.values())
+        rru = sum(op["rru"] for op in operations.values())
+        lines.append(f"  {name}: {wru:g} WRU, {rru:g} RRU per task")
+        for label, op in operations.items():
+            if label == "unlabelled":
+                continue
+            per = f"{op['wru'] / op['calls']:.3g} WRU, {op['rru'] / op['calls']:.3g} RRU each" if op["calls"] else ""
+            lines.append(f"    {label:<28} {op['calls']:5d} calls  {op['wru']:7g} WRU {op['rru']:6g} RRU  ({per})")
+    if result["quick"]:
+        lines.append(f"  (quick: an hour of progress is {result['hour_reports']} writes, not 3,600)")
+    for name, ok in result["budgets"].items():
+        lines.append(f"  budget {name}: {verdict(ok)}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    quick = "--quick" in (argv if argv is not None else sys.argv[1:])
+    result = run(quick=quick)
+    print("\n".join(report(result)))
+    return 0 if all(result["budgets"].values()) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,7 +1,7 @@
 """`make bench`: every benchmark in one run, figures and ratios printed, results/latest.{json,md} written
 (a --quick smoke run writes build/bench/quick/ instead, never over the committed results).
 
-    python -m bench.run [--quick] [--only coldstart,warm,awscalls,latency,load,assets]
+    python -m bench.run [--quick] [--only coldstart,warm,awscalls,capacity,latency,load,assets]
 
 Benchmarks are measurements, not tests: a missed budget is reported, never an error exit.
 """
@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
-from bench import assets, awscalls, coldstart, latency, load, warm
+from bench import assets, awscalls, capacity, coldstart, latency, load, warm
 from bench.common import QUICK_RESULTS, RESULTS, machine
 
 MB = 1024 * 1024
@@ -106,6 +106,19 @@ def markdown(results: dict[str, Any]) -> str:
             )
             out.append(f"| {op} | {calls} | {cap} |")
         out.append("")
+    c = results.get("capacity", {})
+    if "scenarios" in c:
+        out += [
+            "**DynamoDB units per task** (`bench/capacity.py`: the template's table in moto, units modelled from"
+            " item sizes as on-demand bills them)",
+            "",
+            "| task | operation | calls | WRU | RRU |",
+            "|---|---|---:|---:|---:|",
+        ]
+        for scenario, operations in c["scenarios"].items():
+            for op, entry in operations.items():
+                out.append(f"| {scenario} | {op} | {entry['calls']} | {entry['wru']:g} | {entry['rru']:g} |")
+        out.append("")
     lt = results.get("latency", {})
     if "figures" in lt:
         delivery = lt["delivery"]
@@ -167,7 +180,7 @@ def markdown(results: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer runs and iterations (a smoke run)")
-    parser.add_argument("--only", default="coldstart,warm,awscalls,latency,load,assets")
+    parser.add_argument("--only", default="coldstart,warm,awscalls,capacity,latency,load,assets")
     args = parser.parse_args(argv)
     only = set(args.only.split(","))
     q = args.quick
@@ -185,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
             warm.report,
         ),
         ("awscalls", awscalls.run, awscalls.report),
+        ("capacity", lambda: capacity.run(quick=q), capacity.report),
         ("latency", lambda: latency.run(samples=10 if q else 30), latency.report),
         ("load", lambda: load.run(tasks=40 if q else 500, settle_seconds=20 if q else 60), load.report),
         ("assets", lambda: assets.run(with_sdk=not q), assets.report),

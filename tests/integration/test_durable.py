@@ -100,7 +100,6 @@ def test_each_step_runs_once_across_invocations_cut_short_by_the_deadline(
     assert (done["status"], done["result"]["content"][0]["text"]) == (COMPLETED, "5 steps, sum of squares 30")
     assert step_runs(ledger) == [0, 1, 2, 3, 4]
     assert len(runs) >= 2  # five steps, at most three per invocation: the deadline did cut the work short
-    assert wait_until(lambda: env.store().load(task_id).steps, lambda steps: steps == {}) == {}  # settled: gone
     steps = records_before_settling(env, task_id)
     assert sorted(steps) == [f"step:part-{n}" for n in range(5)]
     assert [steps[f"step:part-{n}"]["v"] for n in range(5)] == [0, 1, 4, 9, 16]

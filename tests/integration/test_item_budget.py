@@ -169,10 +169,28 @@ def test_every_terminal_write_leaves_only_the_small_parts_of_the_task(
     assert not {"arguments", "client", "prepared", "steps", "scratch", "answers", "issuedKeys", "inputRequests"} & set(
         item
     )
-    assert items(table_env) == [item]  # its parts are deleted with it
-    settled = store.load(task_id)
+    parts = [each for each in items(table_env) if each != item]
+    assert [part[schema.TTL_ATTRIBUTE] for part in parts] == [item[schema.TTL_ATTRIBUTE]] * 2  # they expire with it
+    settled = store.get(task_id)
     assert settled.status == (FAILED if ending == "lost" else ending)
     assert (settled.arguments, settled.steps, settled.scratch) == ({}, {}, {})
+
+
+@pytest.mark.parametrize("ending", [COMPLETED, CANCELLED, "lost"])
+def test_the_parts_of_a_task_without_a_ttl_are_deleted_when_it_settles(
+    ending: str, table_env: TaskEnvironment, store: DynamoTaskStore, clock: Clock
+) -> None:
+    task_id = create(store, clock, ttl_ms=None).task_id
+    store.record_operation(task_id, "step:s0", {"v": "r" * 10_000, "ms": 5}, {"at": 0})
+
+    if ending == CANCELLED:
+        store.cancel(task_id, ALICE.id)
+    elif ending == "lost":
+        store.settle_lost(task_id, task_id, {"code": wire.INTERNAL_ERROR, "message": "lost"})
+    else:
+        store.finish(task_id, COMPLETED, RESULT)
+
+    assert items(table_env) == [raw(table_env, task_id)]
 
 
 def test_a_task_item_at_dynamodbs_limit_is_still_settled(

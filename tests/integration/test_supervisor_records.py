@@ -160,3 +160,18 @@ def test_the_records_of_different_tasks_are_carried_out_at_once(tasks: Tasks) ->
 
     assert failures(answer) == []
     assert all(tasks.started(task_id) for task_id in created)
+
+
+def test_a_record_of_a_tasks_part_is_ignored_even_with_an_effect_and_nothing_starts(tasks: Tasks) -> None:
+    """The mapping's filter drops a part's records (they never carry an effect); the supervisor ignores
+    them anyway, so not even a part that copied a task's attributes could start an execution."""
+    task_id = tasks.create()
+    record = tasks.record(task_id)
+    part = {schema.PARTITION_KEY: {"S": schema.part_key_value(task_id, schema.CALL_PART)}}
+    record["dynamodb"]["Keys"] = part
+    record["dynamodb"]["NewImage"] = {**record["dynamodb"]["NewImage"], **part}
+
+    answer = TaskSupervisor(tasks.store(), tasks.executor()).handle({"Records": [record]})
+
+    assert failures(answer) == []
+    assert not tasks.started(task_id)

@@ -30,8 +30,9 @@ the scratch, awaiting a callback, completing one) are transactions of both items
 Rules every write follows:
 - a terminal status is written once: every transition requires an active status; it removes what
   only a working task needs (`WORKING_PARTS`), so a settled item is small, and its write fits
-  whatever the task carried; then the parts are deleted (a delete that fails leaves them to the TTL:
-  nothing reads a settled task's parts);
+  whatever the task carried; the parts expire with the task (TTL deletes are free; a delete is
+  billed on the part's size), and a task without a TTL has them deleted: nothing reads a settled
+  task's parts, and none grows;
 - a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
   down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
@@ -651,8 +652,16 @@ class DynamoTaskStore:
             except _ConditionFailed:
                 continue  # never written (or not ours): nothing to take back
 
+    def _end_parts(self, settled: TaskRecord) -> None:
+        """A settled task's parts: nothing reads them again, and they do not grow (a part write follows a
+        hot write that requires the task working, so only one racing the settle lands, within the
+        part's bounds). They expire with the task, as TTL deletes are free (a delete is billed like a
+        write of the whole part); a task without a TTL has them deleted."""
+        if settled.expires_at is None:
+            self._delete_parts(settled.task_id)
+
     def _delete_parts(self, task_id: str) -> None:
-        """A settled task's parts: nothing reads them again. A delete that fails leaves them to the TTL."""
+        """A delete that fails leaves the part behind: nothing reads it, and it does not grow."""
         for part in _PARTS:
             try:
                 self._call("delete_item", TableName=self.table_name, Key=part_key(task_id, part))
@@ -783,12 +792,12 @@ class DynamoTaskStore:
         except _ConditionFailed as failure:
             record = self._visible_or_missing(failure.record, owner)
             if record.status == CANCELLED and record.write_id == write_id:
-                self._delete_parts(task_id)
+                self._end_parts(record)
                 return CancelOutcome(True, record)  # this cancel, applied, its answer lost
             if record.is_terminal:
                 return CancelOutcome(False)
             raise TaskConflict(f"task {task_id} could not be cancelled") from None
-        self._delete_parts(task_id)
+        self._end_parts(settled)
         return CancelOutcome(True, settled)
 
     # ---- writes from the worker -----------------------------------------------------------------
@@ -1134,7 +1143,7 @@ class DynamoTaskStore:
             if failure.record is None or failure.record.write_id != write_id:
                 raise TaskConflict(f"task {task_id} was already settled or moved on") from None
             settled = failure.record  # this write, applied, its answer lost
-        self._delete_parts(task_id)
+        self._end_parts(settled)
         return settled
 
     # ---- the sweeper (mcp_runtime.tasks.sweeper) ----------------------------------------------------

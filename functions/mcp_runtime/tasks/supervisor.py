@@ -162,8 +162,11 @@ class TaskSupervisor:
 
 
 def _task_of(record: Mapping[str, Any]) -> TaskRecord | None:
+    """The task a record's new image shows; None for a record of anything else (a task's parts, whose
+    records the mapping's filter drops already: they never carry an effect)."""
     image = (record.get("dynamodb") or {}).get("NewImage")
-    if not image or "taskId" not in image:
+    key = ((record.get("dynamodb") or {}).get("Keys") or {}).get(schema.PARTITION_KEY) or {}
+    if not image or "taskId" not in image or not str(key.get("S") or "").startswith(schema.TASK_KEY_PREFIX):
         return None
     return from_item(image)
 
