@@ -94,6 +94,9 @@ class CapacityMeter:
         """(table, key, multiplier) of every item a write touches (a transaction's are billed twice)."""
         if name in WRITES:
             return [(params["TableName"], params.get("Key") or {"pk": params["Item"]["pk"]}, 1)]
+        if name == "BatchWriteItem":
+            requests = [(table, next(iter(r.values()))) for table, rs in params["RequestItems"].items() for r in rs]
+            return [(table, a.get("Key") or {"pk": a["Item"]["pk"]}, 1) for table, a in requests]
         if name == "TransactWriteItems":
             actions = [next(iter(entry.values())) for entry in params["TransactItems"]]
             return [(a["TableName"], a.get("Key") or {"pk": a["Item"]["pk"]}, 2) for a in actions]

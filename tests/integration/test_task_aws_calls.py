@@ -105,12 +105,13 @@ def settle(service: TaskService, task_id: str, statuses: set[str]) -> dict[str, 
     return task
 
 
-def test_creating_a_task_is_one_conditional_write_and_one_start_and_the_supervisor_only_repeats_the_start(
+def test_creating_a_task_is_three_conditional_puts_and_one_start_and_the_supervisor_only_repeats_the_start(
     api_service: TaskService, task_env: TaskEnvironment, calls: CallLog, background: CallLog
 ) -> None:
     task_id = create(api_service, task_env, "slow_compute", {"seconds": 0, "label": "x"})
 
-    assert calls.take() == ["DynamoDB.PutItem", "SFN.StartExecution"]
+    # The conditional puts of the task's two parts, then of its hot item.
+    assert calls.take() == ["DynamoDB.PutItem"] * 3 + ["SFN.StartExecution"]
     settle(api_service, task_id, {"completed"})
     calls.take()
     wait_until(background.effects, bool)  # the stream's repeat comes a poll later

@@ -120,7 +120,7 @@ def test_a_completed_task_is_reported_by_the_worker_with_its_time_to_terminal(
     ]
     assert elapsed_ms(done) >= 200.0  # the tool slept 0.2 s between createdAt and the terminal write
     assert worker_telemetry.keys == {"task_id": task_id, "execution_name": task_id}
-    assert "TaskStore.finish" in worker_telemetry.spans and "TaskStore.get" in worker_telemetry.spans
+    assert "TaskStore.finish" in worker_telemetry.spans and "TaskStore.load" in worker_telemetry.spans
     assert api_telemetry.spans[0] == "TaskStore.create"
     # Built without an executor, as a stream-only deployment would be: the supervisor alone starts it.
     assert not any(span.startswith("TaskExecutor") for span in api_telemetry.spans)

@@ -11,8 +11,9 @@ lease, and the `effect` the supervisor still has to carry out (start, resume, st
 
 Parts (`schema.PART_KEY_PREFIX`), items of their own under other keys, with the task's TTL and no
 owner, lease, status or effect (so neither index nor the supervisor sees them):
-- `part#<id>#call`: the tool call (arguments, client, prepared), put once at create, before the hot
-  item (a create that dies between leaves a part nothing reads, which `discard` or the TTL removes);
+- `part#<id>#call`: the tool call (arguments, client, prepared), put once at create (conditional
+  puts, like the hot item's), before the hot item (a create that dies between leaves parts nothing
+  reads, which `discard` or the TTL removes);
 - `part#<id>#work`: the durable records (`steps`) and the tool's scratch, put (empty) at create.
 
 Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
@@ -623,6 +624,8 @@ class DynamoTaskStore:
             raise TaskConflict(f"task {record.task_id} already exists") from None
 
     def _put_part(self, part: Item, create_token: str, task_id: str) -> None:
+        """One part of a new task, conditional like the task's own put: a create never overwrites
+        another task's part, and one sent again meets its own (the same create token)."""
         try:
             self._call(
                 "put_item",
