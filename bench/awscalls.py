@@ -3,9 +3,9 @@
 The stack runs as `make run` runs it: each function in its own interpreters with its template
 environment and role. A local layer (`bench/layers/aws_calls`, given as LOCAL_LAYERS) counts every
 AWS call each function makes, with the capacity moto reports. moto reports fixed capacity (1.0 per
-write, 0.5 per read, whatever the size), so on-demand units are also modelled from the task item's
-size as DynamoDB bills them (a write: 1 WRU per started KB; a strongly consistent read: 1 RRU per
-started 4 KB).
+write, 0.5 per read, whatever the size), so on-demand units are also modelled roughly from the task's
+hot item's size as DynamoDB bills them (a write: 1 WRU per started KB; a strongly consistent read: 1
+RRU per started 4 KB); `bench/capacity.py` models every item each call touches.
 
 Operations, each driven over HTTP one at a time (tools/call with the tasks extension, tasks/get,
 tasks/update, tasks/cancel) on the example task tool deploy_release; the API function's calls
@@ -13,7 +13,8 @@ during an operation are that operation's (the API makes each write's Step Functi
 right after the write), and the supervisor's calls it causes in the background (from the table's
 stream: the same start, resume or stop again, the backstop; from the execution's status change: one
 read) are reported beside them; the worker's are reported until the task awaits input and from the
-answer to the terminal write ("complete"). Budget (DESIGN.md): create = 1 conditional write + 1
+answer to the terminal write ("complete"). Budget (DESIGN.md, with the task's two parts beside its
+hot item, `mcp_runtime.tasks.store`): create = 3 conditional puts (the parts, the hot item) + 1
 StartExecution; get = 1 consistent read; update = 1 conditional update + at most 1 SendTaskSuccess;
 cancel = 1 conditional update + 1 StopExecution. The background's repeat of the same call is
 reported, not budgeted: it changes nothing when the direct call was done (a repeated start meets
@@ -133,6 +134,8 @@ def run() -> dict[str, Any]:
                 for entry in entries:
                     if entry["call"] == "dynamodb:GetItem":
                         units += max(1, math.ceil(size / 4096))
+                    elif entry["call"] == "dynamodb:BatchGetItem":  # the worker's: the hot item and its parts
+                        units += 3
                     elif entry["call"] in ("dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"):
                         units += max(1, math.ceil(size / 1024))
                 modelled[label] = units
@@ -213,7 +216,7 @@ def run() -> dict[str, Any]:
     put, get, update = "dynamodb:PutItem", "dynamodb:GetItem", "dynamodb:UpdateItem"
     start, resume, stop = "stepfunctions:StartExecution", "stepfunctions:SendTaskSuccess", "stepfunctions:StopExecution"
     budgets = {
-        "create = 1 PutItem + 1 StartExecution": count("create", put) == 1
+        "create = 3 PutItem + 1 StartExecution": count("create", put) == 3
         and count("create", start) == 1
         and only("create", put, start)
         and only("create, in the background", start),

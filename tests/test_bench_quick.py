@@ -30,3 +30,30 @@ def test_the_asset_report_holds_size_to_the_cdk_json_ceiling_and_names_the_cold_
         "cold start packaged_discover_token/boto3_runtime <= 1.0"
     )
     assert coldstart.PACKAGED_BUDGET == "cold start packaged_discover_token/boto3_runtime <= 1.0"
+
+
+def test_the_capacity_report_gives_each_tasks_units_and_holds_the_progress_write_of_a_big_task_to_1_wru() -> None:
+    from bench import capacity
+
+    operation = {"calls": 1, "wru": 1.0, "rru": 0.0}
+    scenarios = {
+        "1 step": {"tasks/get": {"calls": 2, "wru": 0.0, "rru": 2.0}, "progress": operation},
+        "64 KB argument, 60 KB of step records": {"progress on the big task": operation},
+    }
+    result = {"quick": True, "hour_reports": 60, "scenarios": scenarios, "budgets": capacity.budgets(scenarios)}
+
+    lines = capacity.report(result)
+
+    assert lines[1:3] == [
+        "  1 step: 1 WRU, 2 RRU per task",
+        "    tasks/get                        2 calls        0 WRU      2 RRU  (0 WRU, 1 RRU each)",
+    ]
+    assert lines[-3:] == [
+        "  budget a progress write on a task with a 64 KB argument and 60 KB of step records = 1 WRU: HOLDS",
+        "  budget every progress write = 1 WRU: HOLDS",
+        "  budget tasks/get = 1 GetItem of at most 1 RRU: HOLDS",
+    ]
+    big = {"progress on the big task": {"calls": 1, "wru": 125.0, "rru": 0.0}}
+    assert not capacity.budgets({**scenarios, "64 KB argument, 60 KB of step records": big})[
+        "a progress write on a task with a 64 KB argument and 60 KB of step records = 1 WRU"
+    ]
