@@ -37,7 +37,7 @@ from mcp_runtime.tasks.models import (
     iso_timestamp,
 )
 from mcp_runtime.tasks.service import new_task_id
-from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, task_key
+from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, part_key, task_key
 from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources, request_context
 
 TTL_MS = 60_000
@@ -811,3 +811,42 @@ def test_a_callback_completed_after_its_deadline_is_refused_409_saying_why_and_n
     assert LATE == {"message": "The callback's deadline has passed: the task no longer takes a completion"}
     assert store.get(late) == before  # nothing written: the run after the timeout reports it timed out
     assert complete(late, "forged") == (404, REFUSED)  # only the token's holder learns it was late
+
+
+# ---- a callback's completion: its record on the work part, then the effect on the hot item ----------
+
+
+WAITING_CALLBACK = {"state": "waiting", "name": "build", "hash": "hash-of-the-secret", "timeout": None}
+
+
+def test_a_completion_recorded_whose_resume_was_never_asked_is_asked_again_by_the_holders_retry(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    task_id = create(store, clock).task_id
+    store.record_operation(task_id, "callback:build", dict(WAITING_CALLBACK), {})
+    assert store.await_callback(task_id, "callback:build", "token-of-the-callback", "Waiting for build").applied
+    # The first completion's record landed; its effect write did not (the function died between).
+    task_env.dynamodb.update_item(
+        TableName=store.table_name,
+        Key=part_key(task_id, schema.WORK_PART),
+        UpdateExpression="SET steps.#k.#s = :done, steps.#k.v = :v",
+        ExpressionAttributeNames={"#k": "callback:build", "#s": "state"},
+        ExpressionAttributeValues={":done": {"S": "done"}, ":v": {"S": '{"built":true}'}},
+    )
+
+    assert store.complete_callback(task_id, "callback:build", "hash-of-the-secret", {"v": {"built": True}})
+    task = store.get(task_id)
+    assert (task.effect, task.task_token) == (EFFECT_RESUME, "token-of-the-callback")
+    # Asked once: a completion sent again now is refused, as a second completion is.
+    assert not store.complete_callback(task_id, "callback:build", "hash-of-the-secret", {"v": {"built": 2}})
+    assert not store.complete_callback(task_id, "callback:build", "a-forged-hash", {"v": {"built": 3}})
+    assert store.load(task_id).steps["callback:build"]["v"] == {"built": True}
+
+
+def test_a_completion_of_a_settled_task_is_refused_and_asks_for_nothing(store: DynamoTaskStore, clock: Clock) -> None:
+    task_id = create(store, clock).task_id
+    store.record_operation(task_id, "callback:build", dict(WAITING_CALLBACK), {})
+    store.cancel(task_id, ALICE.id)
+
+    assert not store.complete_callback(task_id, "callback:build", "hash-of-the-secret", {"v": {"built": True}})
+    assert store.get(task_id).effect == EFFECT_STOP

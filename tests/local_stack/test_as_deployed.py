@@ -27,7 +27,7 @@ from mcp_runtime.tasks.models import (
     TaskRecord,
     iso_timestamp,
 )
-from mcp_runtime.tasks.store import to_item
+from mcp_runtime.tasks.store import to_items
 from mcp_runtime.tasks.supervisor import RESUME_REFUSED_ERROR
 from tests.local_stack.conftest import StackClient, edited_assembly, resource_of
 from tests.support import RunningStack, local_stack_process, rpc, served_tools, standard_headers
@@ -189,7 +189,8 @@ def test_the_worker_function_with_only_its_template_environment_runs_a_task_step
         expires_at=int(now) + 60,
     )
     table = stack.physical_id("TaskTable", "AWS::DynamoDB::Table")
-    stack.aws_client("dynamodb").put_item(TableName=table, Item=to_item(record))
+    for item in to_items(record):  # the task's hot item and its two parts
+        stack.aws_client("dynamodb").put_item(TableName=table, Item=item)
 
     answer = invoke(stack, WORKER, {"action": "run", "taskId": task_id})
 
