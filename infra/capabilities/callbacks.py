@@ -25,8 +25,13 @@ if TYPE_CHECKING:
     from infra.capabilities.payloads import TaskPayloads
 
 CALLBACK_PATH = "/tasks/callbacks"
+# A completion reads the task's items (the hot item and its parts, one BatchGetItem) and updates the
+# callback's record on the work part and the effect on the hot item.
 CALLBACK_TABLE_GRANTS: tuple[TableGrant, ...] = (
-    TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem"), (schema.TASK_KEY_PREFIX,)),
+    TableGrant(
+        ("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem"),
+        (schema.TASK_KEY_PREFIX, schema.PART_KEY_PREFIX),
+    ),
 )
 CALLBACK_BUCKET_ACTIONS: tuple[str, ...] = ("s3:PutObject",)
 

@@ -32,20 +32,23 @@ if TYPE_CHECKING:
     from infra.capabilities.sealing_secret import SealingSecret
     from infra.capabilities.workflow import StateMachineIdentity
 
-# The task store reads, creates and conditionally updates task items; handles are minted (put),
-# resolved (get), updated and deleted. A task item is deleted only to take back a create whose
-# answer was lost (`TaskStore.discard`), handles when the tool says so.
+# The task store reads, creates and conditionally updates task items (a task's hot item and its two
+# parts); handles are minted (put), resolved (get), updated and deleted. A task's items are deleted
+# only to take back a create whose answer was lost (`TaskStore.discard`), its parts also once a task
+# without a TTL is cancelled; handles when the tool says so.
 API_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")),
-    TableGrant(("dynamodb:DeleteItem",), (schema.HANDLE_KEY_PREFIX, schema.TASK_KEY_PREFIX)),
+    TableGrant(("dynamodb:DeleteItem",), (schema.HANDLE_KEY_PREFIX, schema.TASK_KEY_PREFIX, schema.PART_KEY_PREFIX)),
 )
 # Task history (a tool): the caller's own tasks, newest first, from the owner index, and only there.
 API_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
-# The worker reads and updates its task item (run, store_token, progress, finish); the tool it runs
-# may use handles like any tool, so it may also mint and delete those, and only those.
+# The worker reads its task's items (one BatchGetItem: the hot item and its parts) and updates them
+# (run, store_token, progress, finish), and deletes the parts of a task without a TTL it settles; the
+# tool it runs may use handles like any tool, so it may also mint and delete those, and only those.
 WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
-    TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
+    TableGrant(("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), (schema.HANDLE_KEY_PREFIX,)),
+    TableGrant(("dynamodb:DeleteItem",), (schema.PART_KEY_PREFIX,)),
 )
 # Right after the write that asks for it, the API starts a task's execution, resumes it with the
 # stored token once the answers are recorded, and stops it once a cancel is recorded (the supervisor,

@@ -40,7 +40,11 @@ if TYPE_CHECKING:
     from infra.capabilities.workflow import TaskWorkflow
 
 # It reads the task whose execution ended and settles it; it reads nothing else and writes nothing else.
-SUPERVISOR_TABLE_GRANTS: tuple[TableGrant, ...] = (TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),)
+# It settles a task whose execution ended unseen, and deletes the parts of such a task without a TTL.
+SUPERVISOR_TABLE_GRANTS: tuple[TableGrant, ...] = (
+    TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
+    TableGrant(("dynamodb:DeleteItem",), (schema.PART_KEY_PREFIX,)),
+)
 SUPERVISOR_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:StartExecution", "states:SendTaskSuccess")
 SUPERVISOR_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution",)
 # Every Step Functions call it makes is a few hundred milliseconds at most; a batch of 100 with
