@@ -251,6 +251,16 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
     assert "TASK_STATE_MACHINE_ARN" not in worker_env
 
 
+def part_deletes(table: Any) -> dict[str, Any]:
+    """A settler deletes the parts of a task without a TTL, and only parts."""
+    return {
+        "Action": "dynamodb:DeleteItem",
+        "Effect": "Allow",
+        "Resource": table,
+        "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.PART_KEY_PREFIX}*"]}},
+    }
+
+
 def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> None:
     stack = default_stack.stack
     table = _get_att(default_stack.logical_id(stack.tasks.table))
@@ -264,10 +274,15 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Action": ["dynamodb:DeleteItem"],
             "Effect": "Allow",
             "Resource": table,
-            # Handles, and a task only to take back a create whose answer was lost.
+            # Handles, a task's items only to take back a create whose answer was lost, and the parts
+            # of a task without a TTL once it is cancelled.
             "Condition": {
                 "ForAllValues:StringLike": {
-                    "dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*", f"{schema.TASK_KEY_PREFIX}*"]
+                    "dynamodb:LeadingKeys": [
+                        f"{schema.HANDLE_KEY_PREFIX}*",
+                        f"{schema.TASK_KEY_PREFIX}*",
+                        f"{schema.PART_KEY_PREFIX}*",
+                    ]
                 }
             },
         },
@@ -301,13 +316,18 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
     stack = default_stack.stack
     table = _get_att(default_stack.logical_id(stack.tasks.table))
     granted = [
-        {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": table},
+        {
+            "Action": ["dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
+            "Effect": "Allow",
+            "Resource": table,
+        },
         {
             "Action": ["dynamodb:DeleteItem", "dynamodb:PutItem"],
             "Effect": "Allow",
             "Resource": table,
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
         },
+        part_deletes(table),
         {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
         {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
@@ -319,6 +339,7 @@ def test_supervisor_policy_is_exactly_what_it_and_its_stream_mapping_call(defaul
     table = default_stack.logical_id(stack.tasks.table)
     granted = [
         {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": _get_att(table)},
+        part_deletes(_get_att(table)),
         {
             "Action": ["states:SendTaskSuccess", "states:StartExecution"],
             "Effect": "Allow",
@@ -676,10 +697,14 @@ def test_the_callback_route_invokes_its_own_function_which_touches_only_task_ite
     table = _get_att(default_stack.logical_id(stack.tasks.table))
     granted = [
         {
-            "Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"],
+            "Action": ["dynamodb:BatchGetItem", "dynamodb:GetItem", "dynamodb:UpdateItem"],
             "Effect": "Allow",
             "Resource": table,
-            "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.TASK_KEY_PREFIX}*"]}},
+            "Condition": {
+                "ForAllValues:StringLike": {
+                    "dynamodb:LeadingKeys": [f"{schema.TASK_KEY_PREFIX}*", f"{schema.PART_KEY_PREFIX}*"]
+                }
+            },
         },
         {"Action": ["s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]

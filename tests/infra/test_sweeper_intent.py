@@ -12,7 +12,7 @@ from aws_cdk.assertions import Capture, Match
 from mcp_runtime import observability as obs
 from mcp_runtime.tasks import schema
 from tests.infra.conftest import FULL_OPTIONS, Synthesized
-from tests.infra.test_stack_intent import STATE_MACHINE_NAME, _arn, _assert_policy, _get_att
+from tests.infra.test_stack_intent import STATE_MACHINE_NAME, _arn, _assert_policy, _get_att, part_deletes
 
 pytestmark = pytest.mark.infra
 
@@ -90,6 +90,7 @@ def test_sweeper_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> 
     table = _get_att(default_stack.logical_id(stack.tasks.table))
     granted = [
         {"Action": "dynamodb:UpdateItem", "Effect": "Allow", "Resource": table},
+        part_deletes(table),
         {
             "Action": "dynamodb:Query",
             "Effect": "Allow",
