@@ -17,7 +17,7 @@ owner, lease, status or effect (so neither index nor the supervisor sees them):
 - `part#<id>#work`: the durable records (`steps`) and the tool's scratch, put (empty) at create.
 
 Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
-lease or status write on one item holding a 64 KB argument and 60 KB of records cost 125 WRU; on the
+lease or status write on one item holding a 64 KB argument and 60 KB of records cost 124 WRU; on the
 hot item it costs 1 (`bench/capacity.py` measures it). `tasks/get` reads the hot item alone (one
 GetItem, at most 1 RRU); the worker reads the three items with one consistent BatchGetItem (`load`).
 The table keeps its partition-only key (no sort key, so no table replacement): the parts' keys are
@@ -25,8 +25,15 @@ derived from the task id, never listed. A step costs two writes on the work part
 its record) and two on the hot item (the status check, the lease, the token and effect they consume):
 the hot write goes first, so a step on a task that stopped working is refused before anything is
 recorded, and a crash between the two leaves a renewed lease and no record (the step runs again, as
-after any crash). Writes whose parts must change with the hot item in one step (parking on input with
-the scratch, awaiting a callback, completing one) are transactions of both items, billed twice.
+after any crash). The other writes of both items are ordered the same way, each saying why a crash
+between its two writes is harmless (`await_input`, `await_callback`, `complete_callback`), rather than
+transactions, which DynamoDB bills twice on both items.
+
+What stays on the hot item, because one conditional write must change it with the status or
+`tasks/get` must read it: the questions (at most 32 KB, only while the task waits for input, when
+nothing writes progress), the answers (at most 96 KB, `MAX_TASK_KEPT_ANSWERS_BYTES`, removed by the
+terminal write) and the latest log lines (16 of at most 512 bytes). A progress write of a task that
+kept large answers is billed on them.
 
 Rules every write follows:
 - a terminal status is written once: every transition requires an active status; it removes what
