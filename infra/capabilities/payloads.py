@@ -1,8 +1,11 @@
 """The payload bucket: task results and durable records too large for the task item.
 
 Private, encrypted (SSE-S3), TLS only, versioning off (every object is written once), and a
-lifecycle that deletes objects a day after the task's TTL, so a payload never outlives its task by
-more than that. The functions get exactly what their code calls, on the `tasks/` prefix only.
+lifecycle that deletes the objects under `tasks/` a day after the task's TTL, so a payload never
+outlives its task by more than that. A task without a TTL (`TASK_DEFAULT_TTL_MS=none`) keeps its item
+for ever, so the runtime writes its objects under `kept/`, which no rule expires
+(`mcp_runtime.tasks.payloads`). The functions get exactly what their code calls, on those two
+prefixes only.
 """
 
 from __future__ import annotations
@@ -14,7 +17,9 @@ from constructs import Construct
 
 from infra.nag import acknowledge
 
-PREFIX = "tasks/"
+EXPIRING_PREFIX = "tasks/"
+KEPT_PREFIX = "kept/"
+PREFIXES = (EXPIRING_PREFIX, KEPT_PREFIX)
 
 
 class TaskPayloads(Construct):
@@ -33,7 +38,7 @@ class TaskPayloads(Construct):
             lifecycle_rules=[
                 s3.LifecycleRule(
                     id="expire-with-the-task",
-                    prefix=PREFIX,
+                    prefix=EXPIRING_PREFIX,
                     expiration=Duration.days(self.expiration_days),
                     abort_incomplete_multipart_upload_after=Duration.days(1),
                 )
@@ -48,15 +53,16 @@ class TaskPayloads(Construct):
         )
 
     @property
-    def objects_arn(self) -> str:
-        return self.bucket.arn_for_objects(f"{PREFIX}*")
+    def objects_arns(self) -> list[str]:
+        return [self.bucket.arn_for_objects(f"{prefix}*") for prefix in PREFIXES]
 
     def grant(self, role: iam.IRole, actions: tuple[str, ...]) -> None:
-        role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=[self.objects_arn]))
+        role.add_to_principal_policy(iam.PolicyStatement(actions=list(actions), resources=self.objects_arns))
         stack = Stack.of(self)
         bucket_id = stack.resolve(stack.get_logical_id(self.bucket.node.default_child))  # type: ignore[arg-type]
-        acknowledge(
-            role,
-            f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{PREFIX}*]",
-            "Objects are named by task id at run time; the grant covers this bucket's tasks/ prefix only.",
-        )
+        for prefix in PREFIXES:
+            acknowledge(
+                role,
+                f"AwsSolutions-IAM5[Resource::<{bucket_id}.Arn>/{prefix}*]",
+                f"Objects are named by task id at run time; the grant covers this bucket's {prefix} prefix only.",
+            )

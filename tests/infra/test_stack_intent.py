@@ -14,7 +14,7 @@ from infra.capabilities.workflow import ASL_PATH, StateMachineIdentity, load_def
 from infra.config import ThrottleRetry
 
 from mcp_runtime.settings import Settings
-from mcp_runtime.tasks import schema, store
+from mcp_runtime.tasks import payloads, schema, store
 from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, REPO, Synthesized
 
 pytestmark = pytest.mark.infra
@@ -43,8 +43,10 @@ def _get_att(logical_id: str) -> dict[str, Any]:
     return {"Fn::GetAtt": [logical_id, "Arn"]}
 
 
-def _payload_objects(stack: Synthesized) -> dict[str, Any]:
-    return {"Fn::Join": ["", [_get_att(stack.logical_id(stack.stack.payloads.bucket)), "/tasks/*"]]}
+def _payload_objects(stack: Synthesized) -> list[dict[str, Any]]:
+    """The bucket's two prefixes: `tasks/` (expires with the task), `kept/` (tasks without a TTL)."""
+    bucket = _get_att(stack.logical_id(stack.stack.payloads.bucket))
+    return [{"Fn::Join": ["", [bucket, "/tasks/*"]]}, {"Fn::Join": ["", [bucket, "/kept/*"]]}]
 
 
 def _statements_of(stack: Synthesized, role_logical_id: str) -> list[dict[str, Any]]:
@@ -724,6 +726,13 @@ def test_the_callback_route_invokes_its_own_function_which_touches_only_task_ite
 def test_the_payload_bucket_is_private_encrypted_tls_only_and_expires_objects_a_day_after_the_task(
     default_stack: Synthesized,
 ) -> None:
+    rules = Capture()
+    default_stack.template.has_resource_properties("AWS::S3::Bucket", {"LifecycleConfiguration": {"Rules": rules}})
+    # Only the prefix the runtime writes a task with a TTL under expires; no rule reaches what it keeps.
+    assert [(rule.get("Prefix"), rule.get("ExpirationInDays")) for rule in rules.as_array()] == [
+        (payloads.EXPIRING_PREFIX, 2)
+    ]
+    assert not any(payloads.KEPT_PREFIX.startswith(rule.get("Prefix", "")) for rule in rules.as_array())
     default_stack.template.has_resource_properties(
         "AWS::S3::Bucket",
         {

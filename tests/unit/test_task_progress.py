@@ -49,6 +49,7 @@ def durable(store: RecordingStore, records: dict[str, dict[str, Any]], left: flo
         records,
         store,
         None,
+        payloads_expire=True,
         scratch=dict,
         callback_url="",
         time_left=lambda: left,  # type: ignore[arg-type]

@@ -94,9 +94,10 @@ class CallbackService:
         if encoded_size(result) <= MAX_INLINE_RECORD_BYTES or self.payloads is None:
             return {"v": result}
         try:
-            record = self.store.load(task_id).steps.get(key) or {}
+            task = self.store.load(task_id)
         except TaskNotFound:
             return None
+        record = task.steps.get(key) or {}
         if record.get("state") != CALLBACK_WAITING or record.get("hash") != token_hash(secret):
             return None
-        return {"ref": self.payloads.put(task_id, f"{key}/result", result)}
+        return {"ref": self.payloads.put(task_id, f"{key}/result", result, expires=task.ttl_ms is not None)}

@@ -212,6 +212,7 @@ class DurableRun:
         store: OperationStore,
         payloads: PayloadStore | None,
         *,
+        payloads_expire: bool,
         scratch: Callable[[], Mapping[str, Any]],
         callback_url: str,
         clock: Callable[[], float] = time.time,
@@ -222,6 +223,7 @@ class DurableRun:
         self.records = dict(records)
         self.store = store
         self.payloads = payloads
+        self.payloads_expire = payloads_expire  # False for a task without a TTL: its objects are kept
         self.callback_url = callback_url
         self._scratch = scratch
         # What the records take of the item (keys, values, pointers), held within ITEM_RECORDS_BYTES.
@@ -415,7 +417,7 @@ class DurableRun:
             return inline
         if self.payloads is None:
             raise ToolError(f"Step {key!r} returned {size} bytes, more than the task item can hold")
-        return {"ref": self.payloads.put(self.task_id, key, value)}
+        return {"ref": self.payloads.put(self.task_id, key, value, expires=self.payloads_expire)}
 
     def _check_room(self, key: str, record: Mapping[str, Any] | None = None) -> int:
         """What writing `record` under `key` adds to the item; ToolError past MAX_OPERATIONS or ITEM_RECORDS_BYTES."""

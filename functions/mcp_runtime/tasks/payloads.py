@@ -2,7 +2,8 @@
 
 Objects are written once under `tasks/<task id>/`, named by what they hold, and read back whole;
 the item keeps a pointer (`{"s3": key, "bytes": n}`). The bucket encrypts them and its lifecycle
-deletes them after the task's TTL (`infra/capabilities/payloads.py`).
+deletes what is under `tasks/` a day after the task's TTL (`infra/capabilities/payloads.py`). A task
+without a TTL keeps its item for ever, so its objects go under `kept/`, which no rule expires.
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from ..observability import NO_TELEMETRY, Telemetry, traced
 from .errors import TaskStoreRefused, TaskStoreUnavailable
 
 POINTER_KEY = "s3"
+EXPIRING_PREFIX = "tasks/"
+KEPT_PREFIX = "kept/"
 
 
 class PayloadStore(Protocol):
-    def put(self, task_id: str, name: str, value: Any) -> dict[str, Any]: ...
+    def put(self, task_id: str, name: str, value: Any, *, expires: bool) -> dict[str, Any]: ...
 
     def get(self, pointer: dict[str, Any]) -> Any: ...
 
@@ -28,9 +31,11 @@ def is_pointer(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get(POINTER_KEY), str)
 
 
-def object_key(task_id: str, name: str) -> str:
-    """`tasks/<task id>/<digest of the name>.json`: names a tool chose never shape the key."""
-    return f"tasks/{task_id}/{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
+def object_key(task_id: str, name: str, *, expires: bool) -> str:
+    """`tasks/<task id>/<digest of the name>.json` (`kept/...` when the task has no TTL, so its
+    object outlives the lifecycle as its item does): names a tool chose never shape the key."""
+    prefix = EXPIRING_PREFIX if expires else KEPT_PREFIX
+    return f"{prefix}{task_id}/{hashlib.sha256(name.encode()).hexdigest()[:32]}.json"
 
 
 class S3PayloadStore:
@@ -48,9 +53,10 @@ class S3PayloadStore:
         self.telemetry = telemetry
 
     @traced("PayloadStore.put")
-    def put(self, task_id: str, name: str, value: Any) -> dict[str, Any]:
+    def put(self, task_id: str, name: str, value: Any, *, expires: bool) -> dict[str, Any]:
+        """`expires`: the task has a TTL (its object may go with it); False keeps the object."""
         body = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-        key = object_key(task_id, name)
+        key = object_key(task_id, name, expires=expires)
         # Writing the same object again (a retry, a step run twice) leaves the same content behind.
         self._call("put_object", Bucket=self.bucket, Key=key, Body=body, ContentType="application/json")
         return {POINTER_KEY: key, "bytes": len(body)}

@@ -351,6 +351,7 @@ class TaskWorker:
             record.steps,
             self.store,
             self.payloads,
+            payloads_expire=record.ttl_ms is not None,
             scratch=lambda: holder["ctx"].scratch,
             callback_url=self.callback_url,
         )
@@ -416,22 +417,26 @@ class TaskWorker:
             return self._settle(record, COMPLETED, payload)
         if self.payloads is None:
             return self._settle(record, FAILED, too_large_error("result", size, MAX_INLINE_RESULT_BYTES))
+        expires = record.ttl_ms is not None  # a task without a TTL keeps its result object too
         try:
-            pointer = self.payloads.put(record.task_id, "result", payload)
+            pointer = self.payloads.put(record.task_id, "result", payload, expires=expires)
         except TaskStoreRefused as exc:
             return self._refused(record.task_id, exc)
         except TaskStoreUnavailable as exc:
             if len(json.dumps(payload).encode()) <= MAX_SETTLE_RESULT_BYTES:
                 log.warning("task %s: result not stored in time (%s); handing it to Settle", record.task_id, exc)
                 settle = {"status": COMPLETED, "version": record.version, "payload": payload, "store": True}
+                settle["expires"] = expires
                 return {**_outcome(OUTCOME_SETTLE), "settle": settle}
-            found = self._put_result_patiently(record.task_id, payload, exc)
+            found = self._put_result_patiently(record.task_id, payload, exc, expires=expires)
             if found is None:
                 return self._settle(record, FAILED, {**EXECUTION_FAILED_ERROR, "message": RESULT_NOT_STORED_MESSAGE})
             pointer = found
         return self._settle(record, COMPLETED, payload, pointer)
 
-    def _put_result_patiently(self, task_id: str, payload: dict[str, Any], failure: TaskError) -> dict[str, Any] | None:
+    def _put_result_patiently(
+        self, task_id: str, payload: dict[str, Any], failure: TaskError, *, expires: bool
+    ) -> dict[str, Any] | None:
         """Put a result too large for Settle to carry again, with backoff, while the invocation has time."""
         assert self.payloads is not None
         for delay in RESULT_PUT_BACKOFF_SECONDS:
@@ -440,7 +445,7 @@ class TaskWorker:
                 break
             self._sleep(delay)
             try:
-                return self.payloads.put(task_id, "result", payload)
+                return self.payloads.put(task_id, "result", payload, expires=expires)
             except (TaskStoreUnavailable, TaskStoreRefused) as exc:
                 failure = exc
                 if isinstance(exc, TaskStoreRefused):
@@ -563,7 +568,9 @@ class TaskWorker:
             if self.payloads is None:
                 raise RuntimeError("a result to store, with no payload bucket configured")
             try:
-                pointer = self.payloads.put(task_id, "result", payload)
+                # Handed over before it said whether the task expires: keep the object, as the safe side.
+                expires = bool(settle.get("expires", False))
+                pointer = self.payloads.put(task_id, "result", payload, expires=expires)
             except TaskStoreRefused as exc:
                 return self._refused(task_id, exc)
         try:
