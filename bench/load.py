@@ -1,21 +1,29 @@
-"""Load on the local stack: hundreds of MCP clients at once, each driving one durable task to its end.
+"""Load on the local stack: hundreds of MCP clients, each driving one durable task to its end, all live at once.
 
 The local stack (`python -m local_stack`: the synthesized template served by the loopback HTTP front,
 each function in execution environments of its own, two per core, an embedded moto server running the
 task table and the real ASL, which invokes the worker function; the lifecycle fixtures as a layer) is
-started as its own process on a free loopback port. Then `tasks` clients start their task at the same
-instant (a barrier), each on its own thread with its own keep-alive connection and its own principal:
+started as its own process on a free loopback port. Then `tasks` clients, each on its own thread with
+its own keep-alive connection and its own principal, do as a polling client would:
 
-  tools/call load_job (tasks extension) -> CreateTaskResult
+  tools/call load_job (tasks extension) -> CreateTaskResult, with at most WRITES_IN_FLIGHT writes
+  (creates, answers, cancels) in flight across all clients, so creates arrive as a ramp, not at one
+  instant; a create that got no answer is followed by the shipped `list_my_tasks` tool (the
+  protocol has no idempotent create and no tasks/list), so its client learns the task the server made,
+  or that it made none and the create is sent again;
   tasks/get every `pollIntervalMs` (as advertised) until the task is terminal;
-  its durable steps, a durable wait and a question (answered with tasks/update), by role;
-  the "cancel" clients send tasks/cancel (at once after creating, or once the task awaits input).
+  every task first asks "ready?" (parked, as a task waiting for a person is), and no client answers it
+  until every task is live, so at least `tasks` are live at once (the peak is measured in the table);
+  then its durable steps, a durable wait and a question (answered with tasks/update), by role;
+  the "cancel" clients send tasks/cancel (at once after the release, or once the task asks again).
 
-What it counts, at the end (after a grace period for executions to settle):
-- lost: not terminal by the deadline; wrong: terminal in another state than the role expects, or a
-  last tasks/get that disagrees;
-- stuck: terminal, but its execution still runs (or active, and its execution ended);
-- duplicated: a durable step that ran more than once (the fixture writes each run to a ledger);
+What it counts, at the end, once every task's item and execution agree (awaited, bounded):
+- lost: a task the server made that is not terminal by the deadline, or whose client never learned
+  it; wrong: terminal in another state than the role expects, or a last tasks/get that disagrees;
+- stuck: terminal while its execution still runs, or active while its execution ended, after the
+  bounded wait (an execution still stopping when the clients finish is not stuck);
+- duplicated: a durable step that ran more than once (the fixture writes each run to a ledger), or
+  more than one task for one client's one create;
 - latency of tools/call (create) and tasks/get (poll), p50 and p99, over the local stack's own
   overhead in the same run (a probe thread's `server/discover` round trips, sent throughout);
 - the supervisor's and the sweeper's work: their invocations (START lines in their logs), the sweeps'
@@ -49,13 +57,20 @@ TERMINAL = {"completed", "failed", "cancelled"}
 # AWS's delivery periods divided by this (LOCAL_TIME_SCALE): the sweeper's 5-minute schedule runs every 10 s.
 TIME_SCALE = 30
 LOGS = REPO / "build" / "local-stack" / "logs"
-# Each role: (the tool's arguments besides the ledger, what the client does, the status it expects).
+# Creates, answers and cancels in flight at once across all clients: the creates arrive as a ramp that
+# the four API interpreters keep up with (all 500 at one instant left 282 unanswered after 60 s).
+WRITES_IN_FLIGHT = 8
+# Longer than a request can wait for an interpreter in this run: a client hears how its request ended.
+CLIENT_TIMEOUT_S = 120.0
+CREATE_ATTEMPTS = 3
+# Each role: (the tool's arguments besides the ledger and the hold, what the client does once released,
+# the status it expects).
 ROLES: dict[str, tuple[dict[str, Any], str, str]] = {
     "steps": ({"steps": 3}, "poll", "completed"),
     "steps and a wait": ({"steps": 2, "wait_seconds": 2}, "poll", "completed"),
     "a question": ({"steps": 1, "ask": True}, "answer", "completed"),
     "a wait, then a question": ({"steps": 1, "wait_seconds": 1, "ask": True}, "answer", "completed"),
-    "cancel at once": ({"steps": 3, "wait_seconds": 5}, "cancel at once", "cancelled"),
+    "cancel at once": ({"steps": 3, "wait_seconds": 30}, "cancel at once", "cancelled"),
     "cancel while awaiting input": ({"steps": 1, "ask": True}, "cancel when asked", "cancelled"),
 }
 ROLE_CYCLE = (
@@ -68,6 +83,7 @@ ROLE_CYCLE = (
     "steps and a wait",
     "cancel while awaiting input",
 )
+YES = {"action": "accept", "content": {"go": True}}
 
 
 class Client:
@@ -75,7 +91,7 @@ class Client:
         import httpx
 
         self.url = url
-        self.http = httpx.Client(timeout=60.0)
+        self.http = httpx.Client(timeout=CLIENT_TIMEOUT_S)
         self.principal = principal
         self.latencies: dict[str, list[float]] = defaultdict(list)
         self.errors: list[str] = []
@@ -98,7 +114,8 @@ class Client:
                 break
         start = time.perf_counter()
         response = self.http.post(self.url, content=json.dumps(message), headers=headers)
-        self.latencies[method].append((time.perf_counter() - start) * 1000)
+        key = "tools/call (list_my_tasks)" if params.get("name") == "list_my_tasks" else method
+        self.latencies[key].append((time.perf_counter() - start) * 1000)
         body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
         if response.status_code != 200 or "result" not in body:
             raise RuntimeError(f"{method} -> {response.status_code} {response.text[:300]}")
@@ -108,47 +125,108 @@ class Client:
         self.http.close()
 
 
-def drive(client: Client, role: str, ledger: Path, barrier: threading.Barrier, deadline: float) -> dict[str, Any]:
-    """One client's whole task: what it saw. A request that times out is sent again at the next poll,
-    as a polling client would; a task counts as lost only if it is not terminal by the deadline."""
+class Gate:
+    """What the clients share: the bound on writes in flight, and the release once every task is live."""
+
+    def __init__(self, tasks: int) -> None:
+        self.writes = threading.BoundedSemaphore(WRITES_IN_FLIGHT)
+        self.released = threading.Event()
+        self._waiting = tasks
+        self._lock = threading.Lock()
+
+    def arrived(self) -> None:
+        """This client's task is live and parked (or the client has no task): release at the last one."""
+        with self._lock:
+            self._waiting -= 1
+            if self._waiting == 0:
+                self.released.set()
+
+    def write(self, client: Client, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        with self.writes:
+            return client.call(method, params)
+
+
+def create(client: Client, gate: Gate, arguments: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """The task id and the CreateTaskResult (or the history's entry). A create that failed or timed out
+    may have made the task anyway: the client asks its own task history before sending it again."""
+    import httpx
+
+    for _ in range(CREATE_ATTEMPTS):
+        try:
+            created = gate.write(client, "tools/call", {"name": "load_job", "arguments": arguments})
+            return str(created["taskId"]), created
+        except (httpx.HTTPError, RuntimeError) as exc:
+            client.errors.append(f"create: {exc!r}")
+            if isinstance(exc, httpx.TimeoutException):
+                client.timeouts += 1
+        mine = gate.write(client, "tools/call", {"name": "list_my_tasks", "arguments": {"limit": 5}})
+        tasks = mine["structuredContent"]["tasks"]
+        if tasks:
+            return str(tasks[0]["taskId"]), {"status": tasks[0]["status"], "recovered": True}
+    return None
+
+
+def drive(client: Client, role: str, ledger: Path, gate: Gate, deadline: float) -> dict[str, Any]:
+    """One client's whole task: what it saw. A poll that fails or times out is sent again at the next
+    interval, as a polling client would; an answer or cancel that fails is sent again."""
     import httpx
 
     arguments, behaviour, expected = ROLES[role]
     outcome: dict[str, Any] = {"role": role, "expected": expected}
+    arrived = False
     try:
-        barrier.wait(timeout=120)
-        created = client.call("tools/call", {"name": "load_job", "arguments": {**arguments, "ledger": str(ledger)}})
-        task_id = created["taskId"]
+        made = create(client, gate, {**arguments, "ledger": str(ledger), "hold": True})
+        if made is None:
+            outcome["error"] = "no task after every create attempt"
+            return outcome
+        task_id, created = made
         outcome["task_id"] = task_id
+        outcome["recovered"] = bool(created.get("recovered"))
         interval = (created.get("pollIntervalMs") or 1000) / 1000
-        if behaviour == "cancel at once":
-            client.call("tasks/cancel", {"taskId": task_id})
-        acted = False
-        status = created["status"]
+        status = str(created["status"])
+        done: set[str] = set()  # what this client did: "ready", "go" (answered or cancelled), "cancel"
+
+        def write(what: str, method: str, params: dict[str, Any]) -> None:
+            try:
+                gate.write(client, method, params)
+                done.add(what)
+            except (httpx.HTTPError, RuntimeError) as exc:  # sent again at the next poll
+                client.errors.append(f"{method}: {exc!r}")
+                client.timeouts += isinstance(exc, httpx.TimeoutException)
+
         while status not in TERMINAL and time.monotonic() < deadline:
+            if behaviour == "cancel at once" and "ready" in done and "cancel" not in done:
+                write("cancel", "tasks/cancel", {"taskId": task_id})
             time.sleep(interval)
             try:
                 task = client.call("tasks/get", {"taskId": task_id})
-                status = task["status"]
-                interval = (task.get("pollIntervalMs") or 1000) / 1000
-                if status == "input_required" and not acted:
-                    if behaviour == "cancel when asked":
-                        client.call("tasks/cancel", {"taskId": task_id})
-                    else:
-                        key = next(iter(task["inputRequests"]))
-                        client.call(
-                            "tasks/update",
-                            {"taskId": task_id, "inputResponses": {key: {"action": "accept", "content": {"go": True}}}},
-                        )
-                    acted = True
-            except httpx.TimeoutException:
-                client.timeouts += 1
+            except (httpx.HTTPError, RuntimeError) as exc:
+                client.errors.append(f"tasks/get: {exc!r}")
+                client.timeouts += isinstance(exc, httpx.TimeoutException)
+                continue
+            status = str(task["status"])
+            interval = (task.get("pollIntervalMs") or 1000) / 1000
+            asked = set(task.get("inputRequests") or ()) if status == "input_required" else set()
+            if "ready" in asked:
+                if not arrived:
+                    arrived = True
+                    gate.arrived()
+                if gate.released.is_set() and "ready" not in done:
+                    write("ready", "tasks/update", {"taskId": task_id, "inputResponses": {"ready": YES}})
+            elif "go" in asked and "go" not in done:
+                if behaviour == "cancel when asked":
+                    write("go", "tasks/cancel", {"taskId": task_id})
+                else:
+                    write("go", "tasks/update", {"taskId": task_id, "inputResponses": {"go": YES}})
         outcome["status"] = status
         if status in TERMINAL:
             outcome["final"] = client.call("tasks/get", {"taskId": task_id})["status"]
     except Exception as exc:  # recorded; counted as lost or wrong below
         client.errors.append(repr(exc))
         outcome["error"] = repr(exc)
+    finally:
+        if not arrived:
+            gate.arrived()  # a client without a parked task holds nobody back
     return outcome
 
 
@@ -238,25 +316,76 @@ def _given_up(port: int) -> int:
     return int(attributes["Attributes"]["ApproximateNumberOfMessages"])
 
 
-def _executions(port: int, task_ids: list[str]) -> dict[str, str]:
-    """Each task's execution status, as Step Functions has it at the end."""
-    from local_stack.sam_env import admin_client
+class Aws:
+    """The running stack's embedded AWS, as its administrator: what the table and Step Functions hold."""
 
-    state = json.loads((REPO / "build" / "local-stack" / "run" / f"{port}.json").read_text())
-    sfn = admin_client(state, "stepfunctions")
-    (machine,) = [
-        state["physicalIds"][lid]
-        for lid, kind in state["resourceTypes"].items()
-        if kind == "AWS::StepFunctions::StateMachine"
-    ]
-    statuses = {}
-    for task_id in task_ids:
-        arn = machine.replace(":stateMachine:", ":execution:") + f":{task_id}"
+    def __init__(self, port: int) -> None:
+        from local_stack.sam_env import admin_client
+
+        state = json.loads((REPO / "build" / "local-stack" / "run" / f"{port}.json").read_text())
+        self.dynamodb = admin_client(state, "dynamodb")
+        self.sfn = admin_client(state, "stepfunctions")
+        kinds = state["resourceTypes"]
+        (self.table,) = [
+            state["physicalIds"][lid]
+            for lid, kind in kinds.items()
+            if kind == "AWS::DynamoDB::Table" and lid.startswith("TaskTable")
+        ]
+        (machine,) = [
+            state["physicalIds"][lid] for lid, kind in kinds.items() if kind == "AWS::StepFunctions::StateMachine"
+        ]
+        self.executions_prefix = machine.replace(":stateMachine:", ":execution:") + ":"
+
+    def tasks(self) -> dict[str, dict[str, str]]:
+        """Every task item: its owner, status and current execution's name."""
+        found: dict[str, dict[str, str]] = {}
+        kwargs: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": "begins_with(pk, :task)",
+            "ExpressionAttributeValues": {":task": {"S": "task#"}},
+            "ProjectionExpression": "taskId, #owner, #status, executionName",
+            "ExpressionAttributeNames": {"#owner": "owner", "#status": "status"},
+        }
+        while True:
+            page = self.dynamodb.scan(**kwargs)
+            for item in page["Items"]:
+                found[item["taskId"]["S"]] = {
+                    "owner": item["owner"]["S"],
+                    "status": item["status"]["S"],
+                    "execution": item.get("executionName", {}).get("S", item["taskId"]["S"]),
+                }
+            if "LastEvaluatedKey" not in page:
+                return found
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def live(self) -> int:
+        return sum(1 for task in self.tasks().values() if task["status"] not in TERMINAL)
+
+    def execution(self, name: str) -> str:
         try:
-            statuses[task_id] = str(sfn.describe_execution(executionArn=arn)["status"])
-        except sfn.exceptions.ExecutionDoesNotExist:
-            statuses[task_id] = "none"
-    return statuses
+            return str(self.sfn.describe_execution(executionArn=self.executions_prefix + name)["status"])
+        except self.sfn.exceptions.ExecutionDoesNotExist:
+            return "none"
+
+
+def disagreeing(aws: Aws, tasks: dict[str, dict[str, str]], among: set[str] | None = None) -> dict[str, str]:
+    """Tasks whose item and execution disagree: terminal while the execution runs, or active while it ended."""
+    found = {}
+    for task_id in sorted(tasks if among is None else among & set(tasks)):
+        task = tasks[task_id]
+        execution = aws.execution(task["execution"])
+        if (task["status"] in TERMINAL) == (execution == "RUNNING"):
+            found[task_id] = f"{task['status']} with its execution {execution}"
+    return found
+
+
+def sample_live(aws: Aws, stop: threading.Event, peak: list[int]) -> None:
+    """The most tasks active in the table at once, counted every 2 s while the clients run."""
+    while not stop.wait(2.0):
+        try:
+            peak[0] = max(peak[0], aws.live())
+        except Exception:  # a sample that failed is simply not counted
+            continue
 
 
 def _latency(values: list[float], overhead: list[float]) -> dict[str, float]:
@@ -277,37 +406,48 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
     offsets = {name: path.stat().st_size if path.exists() else 0 for name, path in logs.items()}
     ledger = Path(tempfile.mkdtemp(prefix="load-ledger-")) / "steps.txt"
     clients = [Client(url, f"load-client-{i}") for i in range(tasks)]
-    barrier = threading.Barrier(tasks + 1)
+    gate = Gate(tasks)
     results: list[dict[str, Any]] = [{} for _ in range(tasks)]
     overhead: list[float] = []
     stop_probe = threading.Event()
     prober = threading.Thread(target=probe, args=(url, stop_probe, overhead), daemon=True)
+    aws = Aws(port)
+    peak = [0]
+    sampler = threading.Thread(target=sample_live, args=(aws, stop_probe, peak), daemon=True)
     threads = []
     deadline = time.monotonic() + time_limit
     loadavg_start = os.getloadavg()
     try:
+        prober.start()
+        sampler.start()
+        started = time.perf_counter()
         for i, client in enumerate(clients):
 
             def target(i: int = i, client: Client = client) -> None:
-                results[i] = drive(client, ROLE_CYCLE[i % len(ROLE_CYCLE)], ledger, barrier, deadline)
+                results[i] = drive(client, ROLE_CYCLE[i % len(ROLE_CYCLE)], ledger, gate, deadline)
 
             thread = threading.Thread(target=target, name=f"load-{i}", daemon=True)
             thread.start()
             threads.append(thread)
-        prober.start()
-        barrier.wait(timeout=120)
-        started = time.perf_counter()
+        gate.released.wait(timeout=max(0.0, deadline - time.monotonic()))
+        released_after = time.perf_counter() - started
+        live_at_release = aws.live()
+        peak[0] = max(peak[0], live_at_release)
         for thread in threads:
             thread.join(timeout=max(0.0, deadline - time.monotonic()) + 5)
         elapsed = time.perf_counter() - started
         stop_probe.set()
         prober.join(timeout=10)
-        task_ids = [r["task_id"] for r in results if "task_id" in r]
+        sampler.join(timeout=10)
+        # An execution may still be stopping (or a terminal write still landing) when the last client
+        # has its answer: wait, bounded, until every task's item and execution agree.
+        in_table = aws.tasks()
+        pending = disagreeing(aws, in_table)
         settle_by = time.monotonic() + settle_seconds
-        executions = _executions(port, task_ids)
-        while any(status == "RUNNING" for status in executions.values()) and time.monotonic() < settle_by:
+        while pending and time.monotonic() < settle_by:
             time.sleep(2)
-            executions = _executions(port, task_ids)
+            in_table = aws.tasks()
+            pending = disagreeing(aws, in_table, set(pending))
         given_up = _given_up(port)
         work = _work_since(logs, offsets)
     finally:
@@ -321,29 +461,33 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         for method, values in client.latencies.items():
             latencies[method].extend(values)
     runs = Counter(tuple(line.split()) for line in ledger.read_text().splitlines()) if ledger.exists() else Counter()
-    duplicated = sorted({task for (task, _step), count in runs.items() if count > 1})
-    lost = [r for r in results if r.get("status") not in TERMINAL]
+    duplicated_steps = sorted({task for (task, _step), count in runs.items() if count > 1})
+    by_owner: dict[str, list[str]] = defaultdict(list)
+    for task_id, task in in_table.items():
+        by_owner[task["owner"]].append(task_id)
+    duplicated_creates = sorted(owner for owner, ids in by_owner.items() if len(ids) > 1)
+    learned = {r["task_id"] for r in results if "task_id" in r}
+    unlearned = sorted(set(in_table) - learned)  # made by the server, never known to its client
+    lost = [r for r in results if "task_id" in r and r.get("status") not in TERMINAL]
+    lost += [{"task_id": task_id, "unknown to its client": in_table[task_id]} for task_id in unlearned]
+    no_task = [r for r in results if "task_id" not in r]  # a client whose creates made nothing
     wrong = [
         r
         for r in results
         if r.get("status") in TERMINAL and (r["status"] != r["expected"] or r.get("final") != r["status"])
     ]
-    stuck = [
-        r
-        for r in results
-        if "task_id" in r
-        and (
-            (r.get("final") in TERMINAL and executions.get(r["task_id"]) == "RUNNING")
-            or (r.get("status") not in TERMINAL and executions.get(r["task_id"]) not in ("RUNNING", None))
-        )
-    ]
+    stuck = [{"task_id": task_id, "state": state} for task_id, state in pending.items()]
     roles = Counter(r.get("role", "?") for r in results)
     requests = sum(len(v) for v in latencies.values())
     return {
         "tasks": tasks,
+        "writes_in_flight": WRITES_IN_FLIGHT,
         "poll_interval_ms": "as advertised (pollIntervalMs: 1000 ms, growing with the task's age)",
         "environments_per_function": environments_per_function(),
         "elapsed_s": elapsed,
+        "all_live_after_s": released_after,
+        "live_at_release": live_at_release,
+        "peak_live": peak[0],
         "loadavg": {"start": loadavg_start, "end": os.getloadavg()},
         "requests": requests,
         "requests_per_s": requests / elapsed,
@@ -355,18 +499,27 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
             for method, values in sorted(latencies.items())
         },
         "roles": dict(roles),
+        "tasks_in_table": len(in_table),
+        "recovered_from_history": sum(1 for r in results if r.get("recovered")),
         "steps_run": sum(runs.values()),
         "lost": len(lost),
         "stuck": len(stuck),
-        "duplicated": len(duplicated),
+        "duplicated": len(duplicated_steps) + len(duplicated_creates),
         "wrong_state": len(wrong),
+        "clients_without_a_task": len(no_task),
         "errors": sum(len(c.errors) for c in clients),
         "timeouts": sum(c.timeouts for c in clients),
         "stream_batches_given_up": given_up,
         "work": work,
-        "examples": [*lost, *stuck, *wrong][:5] + [{"duplicated": task} for task in duplicated[:3]],
+        "examples": [*lost, *stuck, *wrong, *no_task][:8]
+        + [{"duplicated step": task} for task in duplicated_steps[:3]]
+        + [{"duplicated create": owner} for owner in duplicated_creates[:3]],
+        "error_examples": sorted({e for c in clients for e in c.errors})[:5],
         "budgets": {
-            "load: no task lost, stuck, duplicated or in a wrong state": not (lost or stuck or wrong or duplicated)
+            "load: no task lost, stuck, duplicated or in a wrong state": not (
+                lost or stuck or wrong or duplicated_steps or duplicated_creates or no_task
+            ),
+            f"load: all {tasks} tasks live at once": peak[0] >= tasks,
         },
     }
 
@@ -374,9 +527,12 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
 def report(result: dict[str, Any]) -> list[str]:
     work = result["work"]
     lines = [
-        f"Load on the local stack: {result['tasks']} tasks started at once, polled as advertised,"
-        f" {result['environments_per_function']} environments per function"
+        f"Load on the local stack: {result['tasks']} tasks, at most {result['writes_in_flight']} writes in flight,"
+        f" polled as advertised, {result['environments_per_function']} environments per function"
         f" ({', '.join(f'{n} {role}' for role, n in result['roles'].items())})",
+        f"  all live after {result['all_live_after_s']:.1f} s: {result['live_at_release']} active in the table at"
+        f" the release, peak {result['peak_live']}; {result['tasks_in_table']} tasks in the table,"
+        f" {result['recovered_from_history']} learned from list_my_tasks after a create went unanswered",
         f"  {result['requests']} requests in {result['elapsed_s']:.1f} s ({result['requests_per_s']:.0f}/s),"
         f" load average {result['loadavg']['start'][0]:.1f} at start, {result['loadavg']['end'][0]:.1f} at end",
         f"  {'':<8} {'count':>6} {'p50 ms':>8} {'p99 ms':>8} {'p50 over overhead':>18} {'p99 over overhead':>18}",
@@ -394,7 +550,8 @@ def report(result: dict[str, Any]) -> list[str]:
     )
     lines.append(
         f"  lost {result['lost']}, stuck {result['stuck']}, duplicated {result['duplicated']},"
-        f" wrong state {result['wrong_state']}; client errors {result['errors']},"
+        f" wrong state {result['wrong_state']}, clients without a task {result['clients_without_a_task']};"
+        f" client errors {result['errors']},"
         f" requests timed out and sent again {result['timeouts']}; {result['steps_run']} step runs"
     )
     lines.append(
@@ -403,6 +560,8 @@ def report(result: dict[str, Any]) -> list[str]:
     )
     for example in result["examples"]:
         lines.append(f"    e.g. {example}")
+    for error in result["error_examples"]:
+        lines.append(f"    error e.g. {error[:300]}")
     for name, ok in result["budgets"].items():
         lines.append(f"  budget {name}: {'HOLDS' if ok else 'MISSED'}")
     return lines
@@ -414,4 +573,4 @@ if __name__ == "__main__":
     with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
         outcome = run(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
     print("\n".join(report(outcome)))
-    print(json.dumps({k: v for k, v in outcome.items() if k != "examples"}, default=str))
+    print(json.dumps({k: v for k, v in outcome.items() if k not in ("examples", "error_examples")}, default=str))
