@@ -7,15 +7,18 @@ task is then read as a client would read it.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 from fixtures import lifecycle
 from pydantic import BaseModel
 
-from mcp_runtime import ToolContext, ToolMode, tool, wire
+from mcp_runtime import Callback, ToolContext, ToolMode, tool, wire
 from mcp_runtime.errors import InternalError
 from mcp_runtime.limits import MAX_INLINE_RECORD_BYTES, MAX_INLINE_RESULT_BYTES
+from mcp_runtime.tasks.callbacks import CallbackService
 from mcp_runtime.tasks.models import COMPLETED, FAILED, INPUT_REQUIRED
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tools import SPEC_ATTRIBUTE
@@ -39,10 +42,25 @@ def large_step_then_question(args: Empty, ctx: ToolContext) -> str:
     return f"the step held {len(value)} characters"
 
 
+class Inbox(BaseModel):
+    inbox: str
+
+
+@tool(description="Waits for a callback, then asks a question, then tells the callback's size.", mode=ToolMode.TASK)
+def callback_then_question(args: Inbox, ctx: ToolContext) -> str:
+    def submit(callback: Callback) -> None:
+        Path(args.inbox).write_text(json.dumps({"token": callback.token}), encoding="utf-8")
+
+    answer = ctx.wait_for_callback("build", submit)
+    ctx.elicit("go", "Go on?", Go)
+    return f"the callback sent {len(answer['log'])} characters"
+
+
 @pytest.fixture
 def env(task_env: TaskEnvironment) -> TaskEnvironment:
     task_env.tools.include(lifecycle)
     task_env.tools.add(getattr(large_step_then_question, SPEC_ATTRIBUTE))
+    task_env.tools.add(getattr(callback_then_question, SPEC_ATTRIBUTE))
     return task_env
 
 
@@ -120,3 +138,27 @@ def test_a_task_without_a_ttl_parked_past_the_lifecycle_window_still_replays_its
     done = status_of(service, task_id, {COMPLETED, FAILED})
     assert done["status"] == COMPLETED
     assert done["result"]["content"][0]["text"] == f"the step held {MAX_INLINE_RECORD_BYTES + 1024} characters"
+
+
+def test_a_task_without_a_ttl_parked_past_the_lifecycle_window_still_replays_its_large_callback_result(
+    env: TaskEnvironment, tmp_path: Path
+) -> None:
+    service = env.service(ttl_ms=None)
+    inbox = tmp_path / "inbox.json"
+    task_id = start(service, env, "callback_then_question", {"inbox": str(inbox)})
+    wait_until(lambda: inbox.exists() and inbox.read_text(), bool)
+    token = json.loads(inbox.read_text())["token"]
+    log = "x" * (MAX_INLINE_RECORD_BYTES + 1024)
+    completed = CallbackService(env.store(), env.payloads()).complete(
+        json.dumps({"token": token, "result": {"log": log}}).encode()
+    )
+    assert (completed.status, completed.body) == (200, {"completed": True})
+    asked = status_of(service, task_id, {INPUT_REQUIRED})
+
+    assert lifecycle_passes(env) == []
+
+    (key,) = asked["inputRequests"]
+    service.update(task_id, {key: {"action": "accept", "content": {"go": True}}}, request_context())
+    done = status_of(service, task_id, {COMPLETED, FAILED})
+    assert done["status"] == COMPLETED
+    assert done["result"]["content"][0]["text"] == f"the callback sent {len(log)} characters"
