@@ -166,7 +166,9 @@ def create(client: Client, gate: Gate, arguments: dict[str, Any]) -> tuple[str, 
     return None
 
 
-def drive(client: Client, role: str, ledger: Path, gate: Gate, deadline: float) -> dict[str, Any]:
+def drive(
+    client: Client, role: str, ledger: Path, gate: Gate, deadline: float, execution: Any = None
+) -> dict[str, Any]:
     """One client's whole task: what it saw. A poll that fails or times out is sent again at the next
     interval, as a polling client would; an answer or cancel that fails is sent again."""
     import httpx
@@ -221,6 +223,8 @@ def drive(client: Client, role: str, ledger: Path, gate: Gate, deadline: float) 
         outcome["status"] = status
         if status in TERMINAL:
             outcome["final"] = client.call("tasks/get", {"taskId": task_id})["status"]
+            if execution is not None:  # what Step Functions says the moment the client sees the end
+                outcome["execution_when_seen"] = execution(task_id)
     except Exception as exc:  # recorded; counted as lost or wrong below
         client.errors.append(repr(exc))
         outcome["error"] = repr(exc)
@@ -424,7 +428,7 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         for i, client in enumerate(clients):
 
             def target(i: int = i, client: Client = client) -> None:
-                results[i] = drive(client, ROLE_CYCLE[i % len(ROLE_CYCLE)], ledger, gate, deadline)
+                results[i] = drive(client, ROLE_CYCLE[i % len(ROLE_CYCLE)], ledger, gate, deadline, aws.execution)
 
             thread = threading.Thread(target=target, name=f"load-{i}", daemon=True)
             thread.start()
@@ -443,11 +447,14 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         # has its answer: wait, bounded, until every task's item and execution agree.
         in_table = aws.tasks()
         pending = disagreeing(aws, in_table)
-        settle_by = time.monotonic() + settle_seconds
+        at_clients_end = Counter(pending.values())
+        settling = time.monotonic()
+        settle_by = settling + settle_seconds
         while pending and time.monotonic() < settle_by:
             time.sleep(2)
             in_table = aws.tasks()
             pending = disagreeing(aws, in_table, set(pending))
+        agreed_after = time.monotonic() - settling
         given_up = _given_up(port)
         work = _work_since(logs, offsets)
     finally:
@@ -504,6 +511,13 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         "steps_run": sum(runs.values()),
         "lost": len(lost),
         "stuck": len(stuck),
+        "disagreeing_when_clients_done": dict(at_clients_end),
+        "execution_when_the_client_saw_the_end": dict(
+            Counter(
+                f"{r['final']}, execution {r['execution_when_seen']}" for r in results if "execution_when_seen" in r
+            )
+        ),
+        "agreed_after_s": agreed_after,
         "duplicated": len(duplicated_steps) + len(duplicated_creates),
         "wrong_state": len(wrong),
         "clients_without_a_task": len(no_task),
@@ -553,6 +567,12 @@ def report(result: dict[str, Any]) -> list[str]:
         f" wrong state {result['wrong_state']}, clients without a task {result['clients_without_a_task']};"
         f" client errors {result['errors']},"
         f" requests timed out and sent again {result['timeouts']}; {result['steps_run']} step runs"
+    )
+    lines.append(
+        f"  when the last client finished, {sum(result['disagreeing_when_clients_done'].values())} tasks' item and"
+        f" execution disagreed ({result['disagreeing_when_clients_done']}); all agreed after"
+        f" {result['agreed_after_s']:.1f} s, {result['stuck']} never did (stuck); as each client saw its task end:"
+        f" {result['execution_when_the_client_saw_the_end']}"
     )
     lines.append(
         f"  supervisor: {work['supervisor_invocations']} invocations, {result['stream_batches_given_up']} stream"
