@@ -25,7 +25,8 @@ What it counts, at the end, once every task's item and execution agree (awaited,
 - duplicated: a durable step that ran more than once (the fixture writes each run to a ledger), or
   more than one task for one client's one create;
 - latency of tools/call (create) and tasks/get (poll), p50 and p99, over the local stack's own
-  overhead in the same run (a probe thread's `server/discover` round trips, sent throughout);
+  overhead at that moment (the median of a probe thread's `server/discover` round trips, sent every
+  200 ms throughout, within 2 s of the request);
 - the supervisor's and the sweeper's work: their invocations (START lines in their logs), the sweeps'
   own reports, and the stream batches given up to the on-failure queue.
 
@@ -39,11 +40,13 @@ import json
 import os
 import re
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -63,6 +66,7 @@ WRITES_IN_FLIGHT = 8
 # Longer than a request can wait for an interpreter in this run: a client hears how its request ended.
 CLIENT_TIMEOUT_S = 120.0
 CREATE_ATTEMPTS = 3
+OVERHEAD_WINDOW_S = 2.0
 # Each role: (the tool's arguments besides the ledger and the hold, what the client does once released,
 # the status it expects).
 ROLES: dict[str, tuple[dict[str, Any], str, str]] = {
@@ -94,6 +98,7 @@ class Client:
         self.http = httpx.Client(timeout=CLIENT_TIMEOUT_S)
         self.principal = principal
         self.latencies: dict[str, list[float]] = defaultdict(list)
+        self.started: dict[str, list[float]] = defaultdict(list)  # each request's start (perf_counter)
         self.errors: list[str] = []
         self.timeouts = 0
         self._id = 0
@@ -116,6 +121,7 @@ class Client:
         response = self.http.post(self.url, content=json.dumps(message), headers=headers)
         key = "tools/call (list_my_tasks)" if params.get("name") == "list_my_tasks" else method
         self.latencies[key].append((time.perf_counter() - start) * 1000)
+        self.started[key].append(start)
         body = response.json() if response.headers.get("content-type", "").startswith("application/json") else {}
         if response.status_code != 200 or "result" not in body:
             raise RuntimeError(f"{method} -> {response.status_code} {response.text[:300]}")
@@ -234,7 +240,7 @@ def drive(
     return outcome
 
 
-def probe(url: str, stop: threading.Event, latencies: list[float]) -> None:
+def probe(url: str, stop: threading.Event, latencies: list[tuple[float, float]]) -> None:
     """The local stack's own overhead under the same load: a `server/discover` round trip every 200 ms."""
     client = Client(url, "load-probe")
     try:
@@ -243,7 +249,7 @@ def probe(url: str, stop: threading.Event, latencies: list[float]) -> None:
                 client.call("server/discover", {})
             except Exception:  # a probe that missed is simply not counted
                 continue
-        latencies.extend(client.latencies["server/discover"])
+        latencies.extend(zip(client.started["server/discover"], client.latencies["server/discover"], strict=True))
     finally:
         client.close()
 
@@ -392,15 +398,28 @@ def sample_live(aws: Aws, stop: threading.Event, peak: list[int]) -> None:
             continue
 
 
-def _latency(values: list[float], overhead: list[float]) -> dict[str, float]:
-    p50, p99 = percentile(values, 50), percentile(values, 99)
-    base50, base99 = percentile(overhead, 50), percentile(overhead, 99)
+def _latency(starts: list[float], values: list[float], probes: list[tuple[float, float]]) -> dict[str, float]:
+    """p50 and p99, and the same over the stack's own overhead at that moment: each request less the
+    median of the probes sent within OVERHEAD_WINDOW_S of it (a no-op request waits for an interpreter
+    like any other; what is left is the request's own work)."""
+    probes = sorted(probes)
+    times = [t for t, _ in probes]
+    over = []
+    for start, value in zip(starts, values, strict=True):
+        near = [
+            lat
+            for _, lat in probes[
+                bisect_left(times, start - OVERHEAD_WINDOW_S) : bisect_right(times, start + OVERHEAD_WINDOW_S)
+            ]
+        ]
+        if near:
+            over.append(value - statistics.median(near))
     return {
         "count": len(values),
-        "p50_ms": p50,
-        "p99_ms": p99,
-        "p50_over_overhead_ms": p50 - base50,
-        "p99_over_overhead_ms": p99 - base99,
+        "p50_ms": percentile(values, 50),
+        "p99_ms": percentile(values, 99),
+        "p50_over_overhead_ms": percentile(over, 50),
+        "p99_over_overhead_ms": percentile(over, 99),
     }
 
 
@@ -412,7 +431,7 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
     clients = [Client(url, f"load-client-{i}") for i in range(tasks)]
     gate = Gate(tasks)
     results: list[dict[str, Any]] = [{} for _ in range(tasks)]
-    overhead: list[float] = []
+    overhead: list[tuple[float, float]] = []
     stop_probe = threading.Event()
     prober = threading.Thread(target=probe, args=(url, stop_probe, overhead), daemon=True)
     aws = Aws(port)
@@ -464,9 +483,12 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         log.close()
 
     latencies: dict[str, list[float]] = defaultdict(list)
+    starts: dict[str, list[float]] = defaultdict(list)
     for client in clients:
         for method, values in client.latencies.items():
             latencies[method].extend(values)
+            starts[method].extend(client.started[method])
+    probed = [latency for _, latency in overhead]
     runs = Counter(tuple(line.split()) for line in ledger.read_text().splitlines()) if ledger.exists() else Counter()
     duplicated_steps = sorted({task for (task, _step), count in runs.items() if count > 1})
     by_owner: dict[str, list[str]] = defaultdict(list)
@@ -498,9 +520,9 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         "loadavg": {"start": loadavg_start, "end": os.getloadavg()},
         "requests": requests,
         "requests_per_s": requests / elapsed,
-        "create": _latency(latencies["tools/call"], overhead),
-        "poll": _latency(latencies["tasks/get"], overhead),
-        "overhead": {"count": len(overhead), "p50_ms": percentile(overhead, 50), "p99_ms": percentile(overhead, 99)},
+        "create": _latency(starts["tools/call"], latencies["tools/call"], overhead),
+        "poll": _latency(starts["tasks/get"], latencies["tasks/get"], overhead),
+        "overhead": {"count": len(probed), "p50_ms": percentile(probed, 50), "p99_ms": percentile(probed, 99)},
         "methods": {
             method: {"count": len(values), "p50_ms": percentile(values, 50), "p99_ms": percentile(values, 99)}
             for method, values in sorted(latencies.items())
