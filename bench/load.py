@@ -67,6 +67,8 @@ WRITES_IN_FLIGHT = 8
 CLIENT_TIMEOUT_S = 120.0
 CREATE_ATTEMPTS = 3
 OVERHEAD_WINDOW_S = 2.0
+# What Step Functions should say once a client sees its task end (anything else is told with its history).
+EXPECTED_ENDS = {("completed", "SUCCEEDED"), ("cancelled", "ABORTED")}
 # Each role: (the tool's arguments besides the ledger and the hold, what the client does once released,
 # the status it expects).
 ROLES: dict[str, tuple[dict[str, Any], str, str]] = {
@@ -173,7 +175,7 @@ def create(client: Client, gate: Gate, arguments: dict[str, Any]) -> tuple[str, 
 
 
 def drive(
-    client: Client, role: str, ledger: Path, gate: Gate, deadline: float, execution: Any = None
+    client: Client, role: str, ledger: Path, gate: Gate, deadline: float, execution: Any = None, story: Any = None
 ) -> dict[str, Any]:
     """One client's whole task: what it saw. A poll that fails or times out is sent again at the next
     interval, as a polling client would; an answer or cancel that fails is sent again."""
@@ -231,6 +233,8 @@ def drive(
             outcome["final"] = client.call("tasks/get", {"taskId": task_id})["status"]
             if execution is not None:  # what Step Functions says the moment the client sees the end
                 outcome["execution_when_seen"] = execution(task_id)
+                if (outcome["final"], outcome["execution_when_seen"]) not in EXPECTED_ENDS:
+                    outcome["story"] = story(task_id)
     except Exception as exc:  # recorded; counted as lost or wrong below
         client.errors.append(repr(exc))
         outcome["error"] = repr(exc)
@@ -377,6 +381,16 @@ class Aws:
         except self.sfn.exceptions.ExecutionDoesNotExist:
             return "none"
 
+    def story(self, name: str) -> list[str]:
+        """An execution's history, told short: its event types, and what any failure said."""
+        events = self.sfn.get_execution_history(executionArn=self.executions_prefix + name, maxResults=1000)["events"]
+        told = []
+        for event in events:
+            details = next((v for k, v in event.items() if k.endswith("EventDetails") and isinstance(v, dict)), {})
+            said = {k: str(v)[:200] for k, v in details.items() if k in ("error", "cause", "name")}
+            told.append(f"{event['type']}{' ' + json.dumps(said) if said else ''}")
+        return told
+
 
 def disagreeing(aws: Aws, tasks: dict[str, dict[str, str]], among: set[str] | None = None) -> dict[str, str]:
     """Tasks whose item and execution disagree: terminal while the execution runs, or active while it ended."""
@@ -447,7 +461,9 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
         for i, client in enumerate(clients):
 
             def target(i: int = i, client: Client = client) -> None:
-                results[i] = drive(client, ROLE_CYCLE[i % len(ROLE_CYCLE)], ledger, gate, deadline, aws.execution)
+                results[i] = drive(
+                    client, ROLE_CYCLE[i % len(ROLE_CYCLE)], ledger, gate, deadline, aws.execution, aws.story
+                )
 
             thread = threading.Thread(target=target, name=f"load-{i}", daemon=True)
             thread.start()
@@ -540,6 +556,18 @@ def run(tasks: int = 500, time_limit: float = 900.0, settle_seconds: float = 60.
             )
         ),
         "agreed_after_s": agreed_after,
+        "stories": {r["task_id"]: r["story"] for r in results if "story" in r},
+        "execution_examples": {
+            combination: [
+                r["task_id"]
+                for r in results
+                if r.get("execution_when_seen") and combination == f"{r['final']}, execution {r['execution_when_seen']}"
+            ][:3]
+            for combination in {
+                f"{r['final']}, execution {r['execution_when_seen']}" for r in results if "execution_when_seen" in r
+            }
+            if combination not in ("completed, execution SUCCEEDED", "cancelled, execution ABORTED")
+        },
         "duplicated": len(duplicated_steps) + len(duplicated_creates),
         "wrong_state": len(wrong),
         "clients_without_a_task": len(no_task),
@@ -602,6 +630,10 @@ def report(result: dict[str, Any]) -> list[str]:
     )
     for example in result["examples"]:
         lines.append(f"    e.g. {example}")
+    for combination, task_ids in result["execution_examples"].items():
+        lines.append(f"    seen {combination}: e.g. {', '.join(task_ids)}")
+    for task_id, told in result["stories"].items():
+        lines.append(f"    {task_id}: {' > '.join(told)}")
     for error in result["error_examples"]:
         lines.append(f"    error e.g. {error[:300]}")
     for name, ok in result["budgets"].items():
@@ -615,4 +647,4 @@ if __name__ == "__main__":
     with open(os.devnull, "w", encoding="utf-8") as sink, contextlib.redirect_stdout(sink):
         outcome = run(int(sys.argv[1]) if len(sys.argv) > 1 else 500)
     print("\n".join(report(outcome)))
-    print(json.dumps({k: v for k, v in outcome.items() if k not in ("examples", "error_examples")}, default=str))
+    print(json.dumps({k: v for k, v in outcome.items() if not k.endswith("examples") and k != "stories"}, default=str))
