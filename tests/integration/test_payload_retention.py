@@ -8,6 +8,7 @@ task is then read as a client would read it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,17 @@ from fixtures import lifecycle
 from pydantic import BaseModel
 
 from mcp_runtime import Callback, ToolContext, ToolMode, tool, wire
+from mcp_runtime._aws import MAX_ATTEMPTS
 from mcp_runtime.errors import InternalError
-from mcp_runtime.limits import MAX_INLINE_RECORD_BYTES, MAX_INLINE_RESULT_BYTES
+from mcp_runtime.limits import MAX_INLINE_RECORD_BYTES, MAX_INLINE_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks.callbacks import CallbackService
 from mcp_runtime.tasks.models import COMPLETED, FAILED, INPUT_REQUIRED
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tools import SPEC_ATTRIBUTE
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+from tests.integration.test_durable import FailingPuts, failing_puts, patient_worker, s3
+
+__all__ = ["failing_puts", "s3"]  # fixtures of test_durable, used here too
 
 ONE_HOUR_MS = 3_600_000
 
@@ -162,3 +167,22 @@ def test_a_task_without_a_ttl_parked_past_the_lifecycle_window_still_replays_its
     done = status_of(service, task_id, {COMPLETED, FAILED})
     assert done["status"] == COMPLETED
     assert done["result"]["content"][0]["text"] == f"the callback sent {len(log)} characters"
+
+
+@pytest.mark.parametrize(("ttl_ms", "expired"), [(None, 0), (ONE_HOUR_MS, 1)])
+def test_a_large_result_stored_by_the_settle_step_keeps_or_loses_its_object_as_its_task_has_a_ttl(
+    env: TaskEnvironment,
+    s3: Any,
+    failing_puts: Callable[[int | None], FailingPuts],
+    ttl_ms: int | None,
+    expired: int,
+) -> None:
+    patient_worker(env, s3, [])
+    failing_puts(MAX_ATTEMPTS)  # the run's put fails every attempt: the result goes to Settle, which stores it
+    service = env.service(ttl_ms=ttl_ms)
+    result_kb = MAX_INLINE_RESULT_BYTES // 1024 + 8
+    assert result_kb * 1024 < MAX_SETTLE_RESULT_BYTES
+    task_id = start(service, env, "counted_job", {"ledger": "/dev/null", "result_kb": result_kb})
+    assert status_of(service, task_id, {COMPLETED, FAILED})["status"] == COMPLETED
+
+    assert len(lifecycle_passes(env)) == expired
