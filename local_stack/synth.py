@@ -7,11 +7,13 @@ builds the function code itself (`local_stack.code`), and the template it reads 
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -43,6 +45,7 @@ class Assembly:
     stack_name: str
     cached: bool
     seconds: float
+    warm_process: int | None = None  # the warm synthesizer's pid, when it made this assembly
 
 
 def context_for(overrides: Mapping[str, Any] | None = None, repo: Path = REPO) -> dict[str, Any]:
@@ -103,18 +106,103 @@ def _synthesize(
     }
     if NODE_BIN.is_dir():
         env["PATH"] = f"{NODE_BIN}{os.pathsep}{env.get('PATH', '')}"
-    result = subprocess.run(
-        [sys.executable, "-m", "infra.cdk_app"], cwd=repo, env=env, capture_output=True, text=True, check=False
-    )
-    if result.returncode != 0 or not (scratch / "manifest.json").exists():
+    warm = _synthesize_warm(context, scratch, repo, env) if os.environ.get(WARM_SWITCH) == "1" else None
+    if warm is None:
+        result = subprocess.run(
+            [sys.executable, "-m", "infra.cdk_app"], cwd=repo, env=env, capture_output=True, text=True, check=False
+        )
+        failed, output = result.returncode != 0, f"(exit {result.returncode}):\n{result.stdout + result.stderr}"
+        warm_process = None
+    else:
+        failed, output, warm_process = warm
+    if failed or not (scratch / "manifest.json").exists():
         shutil.rmtree(scratch, ignore_errors=True)
-        raise SynthError(f"cdk synth failed (exit {result.returncode}):\n{(result.stdout + result.stderr)[-4000:]}")
+        raise SynthError(f"cdk synth failed {output[-4000:]}")
     try:
         scratch.rename(target)
     except OSError:  # another process synthesized the same inputs first: theirs is as good
         shutil.rmtree(scratch, ignore_errors=True)
     prune(cache_root, keep=target)
-    return Assembly(target, stack_name, False, time.monotonic() - started)
+    return Assembly(target, stack_name, False, time.monotonic() - started, warm_process)
+
+
+# `make test` sets it: synthesize in one warm process (`local_stack._warm_synth`), not a new one each time.
+WARM_SWITCH: Final = "LOCAL_SYNTH_WARM"
+WARM_IDLE_SECONDS: Final = 60.0
+_WARM_START_SECONDS: Final = 60.0
+
+
+def warm_socket(repo: Path = REPO) -> Path:
+    """The warm synthesizer's socket for this project as its template's inputs are now (a Unix socket's
+    path is short: under the temporary directory, named by a digest)."""
+    key = hashlib.sha256(f"{repo.resolve()}\0{inputs_digest({}, repo)}".encode()).hexdigest()[:20]
+    return Path(tempfile.gettempdir()) / f"mcp-synth-{os.getuid()}-{key}.sock"
+
+
+def _ask(socket_path: Path, request: Mapping[str, Any], timeout: float = 600.0) -> dict[str, Any] | None:
+    """The warm synthesizer's answer, or None when none answers there."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as connection:
+            connection.settimeout(timeout)
+            connection.connect(str(socket_path))
+            connection.sendall(json.dumps(request).encode() + b"\n")
+            data = b""
+            while not data.endswith(b"\n"):
+                chunk = connection.recv(65536)
+                if not chunk:
+                    return None
+                data += chunk
+    except OSError:
+        return None
+    answer: dict[str, Any] = json.loads(data)
+    return answer
+
+
+def _synthesize_warm(
+    context: Mapping[str, Any], outdir: Path, repo: Path, env: Mapping[str, str]
+) -> tuple[bool, str, int] | None:
+    """(failed, output, its pid) from the warm synthesizer, started if none runs; None when it cannot be
+    had, and the caller synthesizes in a process of its own."""
+    socket_path = warm_socket(repo)
+    request = {"context": dict(context), "outdir": str(outdir)}
+    answer = _ask(socket_path, request)
+    if answer is None:
+        with open(f"{socket_path}.lock", "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # one start at a time; the others find it running
+            answer = _ask(socket_path, request)
+            if answer is None and _start_warm(socket_path, repo, env):
+                answer = _ask(socket_path, request)
+    if answer is None:
+        return None
+    if answer.get("ok"):
+        return False, "", int(answer["pid"])
+    return True, f"(exit 1):\n{answer.get('output', '')}", 0
+
+
+def _start_warm(socket_path: Path, repo: Path, env: Mapping[str, str]) -> bool:
+    with contextlib.suppress(FileNotFoundError):
+        socket_path.unlink()  # a socket no process listens on any more
+    with open(f"{socket_path}.log", "ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "local_stack._warm_synth", str(socket_path), str(WARM_IDLE_SECONDS)],
+            cwd=repo,
+            env={key: value for key, value in env.items() if key not in ("CDK_OUTDIR", "CDK_CONTEXT_JSON")},
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # not the caller's: it outlives the stack that started it
+        )
+    deadline = time.monotonic() + _WARM_START_SECONDS
+    while time.monotonic() < deadline and process.poll() is None:
+        if socket_path.exists():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def stop_warm(repo: Path = REPO) -> bool:
+    """Stop this project's warm synthesizer, if one runs (the suite does at its end)."""
+    return _ask(warm_socket(repo), {"stop": True}, timeout=10.0) is not None
 
 
 def prune(cache_root: Path, keep: Path, limit: int = 8, in_use_seconds: float = IN_USE_SECONDS) -> None:

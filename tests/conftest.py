@@ -10,12 +10,14 @@ longest go first, so the last minutes are not one worker's.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
 import pytest
+from local_stack.synth import WARM_SWITCH, stop_warm
 from xdist.scheduler import LoadScopeScheduling
 
 from tests.support import REPO, SHARED_STACKS, RunningStack, local_stack_process
@@ -164,3 +166,5 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     POOL.stop_all()
+    if not hasattr(session.config, "workerinput") and os.environ.get(WARM_SWITCH) == "1":
+        stop_warm()  # the run's warm synthesizer (`make test`): the workers are done with it

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from local_stack.synth import TEMPLATE_INPUTS, inputs_digest, prune, synthesize
+from local_stack.synth import TEMPLATE_INPUTS, WARM_SWITCH, SynthError, inputs_digest, prune, synthesize
 
 from tests.support import REPO
 
@@ -27,6 +27,29 @@ def test_processes_that_need_the_same_new_assembly_at_once_synthesize_it_once_an
     assert both[0].directory == both[1].directory == later.directory
     assert (later.directory / f"{later.stack_name}.template.json").is_file()
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("synth-")] == []
+
+
+def test_the_warm_synthesizer_writes_what_a_new_process_writes_and_serves_the_next_configurations_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """LOCAL_SYNTH_WARM=1 (`make test`): one process synthesizes configuration after configuration; an app
+    that fails is the caller's SynthError, as in a process of its own, and the next request gets a new one."""
+    cold = synthesize({"logRetentionDays": 30}, cache_root=tmp_path / "cold")
+    monkeypatch.setenv(WARM_SWITCH, "1")
+    warm = [
+        synthesize(context, cache_root=tmp_path / "warm")
+        for context in ({"logRetentionDays": 30}, {"workerMemoryMb": 256})
+    ]
+    with pytest.raises(SynthError, match=r"ValueError: log retention must be one of \[1, 3, 5, 7, .*got 6"):
+        synthesize({"logRetentionDays": 6}, cache_root=tmp_path / "warm")
+    after = synthesize({"logRetentionDays": 60}, cache_root=tmp_path / "warm")
+
+    assert cold.warm_process is None
+    assert warm[0].warm_process is not None and warm[0].warm_process == warm[1].warm_process
+    assert after.warm_process not in (None, warm[0].warm_process)
+    template = f"{cold.stack_name}.template.json"
+    assert (warm[0].directory / template).read_text() == (cold.directory / template).read_text()
+    assert sorted(p.name for p in warm[0].directory.iterdir()) == sorted(p.name for p in cold.directory.iterdir())
 
 
 def test_the_cache_key_changes_with_the_context_and_with_each_input(tmp_path: Path) -> None:
