@@ -18,6 +18,7 @@ from infra.packaging import host_target, installed_dependencies
 from local_stack.code import CODE_ROOT, FunctionCode, build_function_code
 from local_stack.stack import LogSink, StartRefused, check_tools_import
 
+from tests.local_stack.embedded_moto import eventually
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e
@@ -187,6 +188,8 @@ def test_ctrl_c_stops_the_stack_quietly() -> None:
     with local_stack_process() as running:
         os.killpg(running.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
         assert running.process.wait(timeout=60) == 0
+        # The process has ended; the thread draining its output may not have read the last line yet.
+        eventually(lambda: running.printed("stopped"), timeout=10)
         output = list(running.output)
     assert output[-2:] == ["stopping...", "stopped"]
     assert not [line for line in output if "Traceback" in line or "KeyboardInterrupt" in line]

@@ -34,6 +34,7 @@ def test_the_warm_synthesizer_writes_what_a_new_process_writes_and_serves_the_ne
 ) -> None:
     """LOCAL_SYNTH_WARM=1 (`make test`): one process synthesizes configuration after configuration; an app
     that fails is the caller's SynthError, as in a process of its own, and the next request gets a new one."""
+    monkeypatch.delenv(WARM_SWITCH, raising=False)  # `make test` sets it
     cold = synthesize({"logRetentionDays": 30}, cache_root=tmp_path / "cold")
     monkeypatch.setenv(WARM_SWITCH, "1")
     warm = [
