@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Final
 
 from . import wire
@@ -17,6 +18,17 @@ LOG_LEVELS: Final[tuple[str, ...]] = (
     "alert",
     "emergency",
 )
+# Each level as Python's logging writes it (a tool's `ctx.log` lines in the function's log).
+PYTHON_LOG_LEVELS: Final[dict[str, int]] = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "notice": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "alert": logging.CRITICAL,
+    "emergency": logging.CRITICAL,
+}
 
 
 class Principal(ValueObject):

@@ -9,22 +9,11 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar
 
-from ..context import LOG_LEVELS
+from ..context import LOG_LEVELS, PYTHON_LOG_LEVELS
 from ..tools import ToolContext, _Injectable
 
 T = TypeVar("T")
 log = logging.getLogger("mcp_runtime.fastmcp")
-
-_PYTHON_LEVELS: dict[str, int] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
 
 
 class AcceptedElicitation(Generic[T]):
@@ -205,7 +194,7 @@ class Context(_Injectable):
             raise ValueError(f"log level {level!r} is not one of {', '.join(LOG_LEVELS)}")
         self._ctx.log(level, data)
         where = f"task {self._ctx.task_id}" if self._ctx.task_id else "tool"
-        log.log(_PYTHON_LEVELS[level], "%s%s: %s", where, f" [{logger_name}]" if logger_name else "", data)
+        log.log(PYTHON_LOG_LEVELS[level], "%s%s: %s", where, f" [{logger_name}]" if logger_name else "", data)
 
     # ---- elicitation ------------------------------------------------------------------------------
     async def elicit(

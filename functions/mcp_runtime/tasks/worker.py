@@ -39,7 +39,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from .._aws import seconds_left
-from ..context import Principal, RequestMeta
+from ..context import PYTHON_LOG_LEVELS, Principal, RequestMeta
 from ..errors import McpError
 from ..limits import (
     MAX_ANSWER_BYTES,
@@ -100,16 +100,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 # Lines a tool logs with `ctx.log` inside a task (the function's log; a runtime logger, so Powertools').
 tool_log = logging.getLogger("mcp_runtime.tool")
-TOOL_LOG_LEVELS: Final[dict[str, int]] = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "notice": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-    "critical": logging.CRITICAL,
-    "alert": logging.CRITICAL,
-    "emergency": logging.CRITICAL,
-}
 
 # Rounds (tool runs) per execution before a new one takes over: Step Functions ends an execution at
 # 25,000 history events, and a round adds 9 to 20 without retries, up to 179 with every retry the
@@ -245,12 +235,12 @@ class TaskLog:
         self._last_write: float | None = None
 
     def __call__(self, level: str, data: Any) -> None:
-        number = TOOL_LOG_LEVELS.get(level, logging.INFO)
+        number = PYTHON_LOG_LEVELS.get(level, logging.INFO)
         extra = {"task_id": self._task_id, "tool": self._tool_name, "level_mcp": level, "data": data}
         if self._durable.replaying:
             extra["replayed"] = True
         tool_log.log(number, "tool %s: %s", self._tool_name, _readable(data), extra=extra)
-        if not self._keep or self._durable.replaying or level not in TOOL_LOG_LEVELS:
+        if not self._keep or self._durable.replaying or level not in PYTHON_LOG_LEVELS:
             return
         seq = int(self._lines[-1]["seq"]) + 1 if self._lines else 1
         if encoded_size(data) > MAX_TASK_LOG_LINE_BYTES:
