@@ -6,7 +6,8 @@ CDK's modules; in a warm process, about 1. `local_stack.synth` uses it when LOCA
 sets it: the suite synthesizes a dozen configurations), spawning it on first use; it exits after
 `idle_seconds` without a request, when asked to (`stop`), and after an app that failed (the next request
 starts a fresh one). Its socket is named after the project's path and the template's inputs, so an edit
-of infra/ gets a new process, never a stale one.
+of infra/ gets a new process, never a stale one, and lies in a directory only its user can enter
+(`local_stack.synth.warm_directory`): anyone who can connect can have files written as that user.
 
 Protocol: one JSON line per connection, {"context": {...}, "outdir": "..."} or {"stop": true}; the answer
 is one JSON line, {"ok": true, "pid": ...} or {"ok": false, "output": "<traceback>"}.

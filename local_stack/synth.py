@@ -14,6 +14,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -132,11 +133,27 @@ WARM_IDLE_SECONDS: Final = 60.0
 _WARM_START_SECONDS: Final = 60.0
 
 
+def warm_directory() -> Path:
+    """This user's directory for warm synthesizers' sockets, under the shared temporary directory: made
+    0700, and refused (PermissionError) unless it is a directory of this user's that no one else can
+    enter. In a world-writable directory, another user could connect to the socket (and have files
+    written wherever its owner can write) or take its name first."""
+    directory = Path(tempfile.gettempdir()) / f"mcp-synth-{os.getuid()}"
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700)
+    found = os.lstat(directory)
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise PermissionError(
+            f"{directory} is not a private directory of this user's: the warm synthesizer is not used"
+        )
+    return directory
+
+
 def warm_socket(repo: Path = REPO) -> Path:
     """The warm synthesizer's socket for this project as its template's inputs are now (a Unix socket's
-    path is short: under the temporary directory, named by a digest)."""
+    path is short: in `warm_directory()`, named by a digest)."""
     key = hashlib.sha256(f"{repo.resolve()}\0{inputs_digest({}, repo)}".encode()).hexdigest()[:20]
-    return Path(tempfile.gettempdir()) / f"mcp-synth-{os.getuid()}-{key}.sock"
+    return warm_directory() / f"{key}.sock"
 
 
 def _ask(socket_path: Path, request: Mapping[str, Any], timeout: float = 600.0) -> dict[str, Any] | None:
@@ -163,7 +180,10 @@ def _synthesize_warm(
 ) -> tuple[bool, str, int] | None:
     """(failed, output, its pid) from the warm synthesizer, started if none runs; None when it cannot be
     had, and the caller synthesizes in a process of its own."""
-    socket_path = warm_socket(repo)
+    try:
+        socket_path = warm_socket(repo)
+    except OSError:
+        return None
     request = {"context": dict(context), "outdir": str(outdir)}
     answer = _ask(socket_path, request)
     if answer is None:
@@ -202,7 +222,11 @@ def _start_warm(socket_path: Path, repo: Path, env: Mapping[str, str]) -> bool:
 
 def stop_warm(repo: Path = REPO) -> bool:
     """Stop this project's warm synthesizer, if one runs (the suite does at its end)."""
-    return _ask(warm_socket(repo), {"stop": True}, timeout=10.0) is not None
+    try:
+        socket_path = warm_socket(repo)
+    except OSError:
+        return False
+    return _ask(socket_path, {"stop": True}, timeout=10.0) is not None
 
 
 def prune(cache_root: Path, keep: Path, limit: int = 8, in_use_seconds: float = IN_USE_SECONDS) -> None:

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import stat
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from local_stack.synth import TEMPLATE_INPUTS, WARM_SWITCH, SynthError, inputs_digest, prune, synthesize
+from local_stack.synth import (
+    TEMPLATE_INPUTS,
+    WARM_SWITCH,
+    SynthError,
+    inputs_digest,
+    prune,
+    stop_warm,
+    synthesize,
+    warm_socket,
+)
 
 from tests.support import REPO
 
@@ -51,6 +62,26 @@ def test_the_warm_synthesizer_writes_what_a_new_process_writes_and_serves_the_ne
     template = f"{cold.stack_name}.template.json"
     assert (warm[0].directory / template).read_text() == (cold.directory / template).read_text()
     assert sorted(p.name for p in warm[0].directory.iterdir()) == sorted(p.name for p in cold.directory.iterdir())
+
+
+def test_the_warm_synthesizers_socket_is_in_a_directory_only_its_user_can_enter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    socket_path = warm_socket()
+    made = os.lstat(socket_path.parent)
+    assert (socket_path.parent.parent, stat.S_IMODE(made.st_mode), made.st_uid) == (tmp_path, 0o700, os.getuid())
+
+    # Made by someone else's hand, open to all: refused, and a synthesis goes to a process of its own.
+    os.chmod(socket_path.parent, 0o777)
+    with pytest.raises(PermissionError, match="is not a private directory of this user's"):
+        warm_socket()
+    monkeypatch.setenv(WARM_SWITCH, "1")
+    assert stop_warm() is False
+    os.rmdir(socket_path.parent)
+    os.symlink(tmp_path, socket_path.parent)
+    with pytest.raises(PermissionError, match="is not a private directory of this user's"):
+        warm_socket()
 
 
 def test_the_cache_key_changes_with_the_context_and_with_each_input(tmp_path: Path) -> None:
