@@ -28,21 +28,13 @@ BRIDGE_PREFIX: Final = "OAuthBridge"
 
 def local_target(port: int | None) -> tuple[Any, str]:
     """The running local stack's Lambda client (as its administrator) and the bridge's function name."""
-    import boto3
-    from local_stack.sam_env import local_state
+    from local_stack.sam_env import admin_client, local_state
 
     state = local_state(port)
-    admin = state["administrator"]
-    session = boto3.session.Session(
-        aws_access_key_id=admin["AWS_ACCESS_KEY_ID"],
-        aws_secret_access_key=admin["AWS_SECRET_ACCESS_KEY"],
-        aws_session_token=admin.get("AWS_SESSION_TOKEN"),
-        region_name="us-east-1",
-    )
     names = [f["name"] for lid, f in state["functions"].items() if lid.startswith(BRIDGE_PREFIX)]
     if not names:
         raise SystemExit("this stack has no OAuth bridge (auth=cognito only)")
-    return session.client("lambda", endpoint_url=state["awsEndpoint"]), names[0]
+    return admin_client(state, "lambda"), names[0]
 
 
 def deployed_target(stack_name: str) -> tuple[Any, str]:
