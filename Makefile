@@ -23,6 +23,7 @@ export PYTHONDONTWRITEBYTECODE :=
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
 INSTALLED := $(VENV)/.installed node_modules/.installed $(MCP1_VENV)/.installed $(BROWSER_STAMP)
 install:
+	@$(CHOOSE_PYTHON)
 	@$(MAKE) --no-print-directory -j4 $(INSTALLED)
 
 # Debian's Chromium and its driver, for the browser tests of the consent page (tests/e2e/test_consent.py).
@@ -43,9 +44,19 @@ $(UV):
 	$(PYTHON) -m venv .tools/uv-$(UV_VERSION)
 	.tools/uv-$(UV_VERSION)/bin/pip install --quiet "uv==$(UV_VERSION)"
 
-$(VENV)/.installed: pyproject.toml requirements-dev.lock | $(UV)
-	$(PYTHON) -m venv $(VENV)
+# The venv runs the Lambda runtime's Python version when this machine has one (scripts/runtime_python.py:
+# python3.13 on PATH, pyenv's, uv's; else $(PYTHON), saying what that cannot catch). `make install` chooses
+# again; VENV_PYTHON records the choice, and the venv is rebuilt when it changes.
+VENV_PYTHON := .tools/venv-python
+CHOOSE_PYTHON = $(PYTHON) scripts/runtime_python.py $(VENV_PYTHON) --fallback $(PYTHON) --uv $(UV)
+$(VENV_PYTHON):
+	@$(CHOOSE_PYTHON)
+
+$(VENV)/.installed: pyproject.toml requirements-dev.lock $(VENV_PYTHON) | $(UV)
+	@cmp -s $(VENV_PYTHON) $(VENV)/.python || rm -rf $(VENV)
+	$(shell head -1 $(VENV_PYTHON)) -m venv $(VENV)
 	$(UV) pip install --quiet --compile-bytecode --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
+	cp $(VENV_PYTHON) $(VENV)/.python
 	touch $@
 
 $(MCP1_VENV)/.installed: tests/clients/mcp1-requirements.txt | $(UV)
@@ -172,4 +183,4 @@ bench: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(PY) -m bench.run $(BENCH_ARGS)
 
 clean:
-	rm -rf $(VENV) $(MCP1_VENV) .tools/uv-* node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(MCP1_VENV) $(VENV_PYTHON) .tools/uv-* node_modules cdk.out .pytest_cache .mypy_cache .ruff_cache

@@ -30,6 +30,7 @@ from infra.packaging import (
     build_package,
     bytecode_tag,
     check_asset_size,
+    check_runtime_stdlib,
     find_compiler,
     runtime_requirements,
     source_fingerprint,
@@ -78,8 +79,13 @@ class PipLocalBundling:
         return True
 
 
-def function_code(target: Target = LAMBDA_TARGET, scope: IConstruct | None = None) -> lambda_.Code:
-    """The asset both functions run; `scope` carries the synth's warning when it has no bytecode."""
+def function_code(
+    target: Target = LAMBDA_TARGET, scope: IConstruct | None = None, *, functions_dir: Path = FUNCTIONS_DIR
+) -> lambda_.Code:
+    """The asset both functions run; `scope` carries the synth's warning when it has no bytecode.
+    Refused (`RuntimeStdlibMissing`) when the functions import a standard-library module the target's
+    Python does not have: a venv of another Python imports it, Lambda would not."""
+    check_runtime_stdlib(functions_dir, version=target.python_version)
     source = bytecode_source(target)
     if source == "no bytecode":
         message = NO_BYTECODE_WARNING.format(version=target.python_version)
@@ -90,7 +96,7 @@ def function_code(target: Target = LAMBDA_TARGET, scope: IConstruct | None = Non
     requirements = " ".join(f"'{req}'" for req in runtime_requirements())
     compile_step = f"python -m compileall -q -d {LAMBDA_TASK_ROOT} --invalidation-mode unchecked-hash /asset-output"
     return lambda_.Code.from_asset(
-        str(FUNCTIONS_DIR),
+        str(functions_dir),
         asset_hash_type=AssetHashType.CUSTOM,
         asset_hash=source_fingerprint(target, source),
         bundling=BundlingOptions(

@@ -15,6 +15,7 @@ the same bytes for the same sources and compiler.
 
 from __future__ import annotations
 
+import ast
 import functools
 import glob
 import hashlib
@@ -174,8 +175,6 @@ def imported_names(path: Path, root: Path) -> set[str]:
     """Every module a file may import: import statements anywhere in it (lazy ones included), with
     relative imports resolved, `from m import x` counted as both `m` and `m.x`, plus string
     constants that look like dotted module names (for importlib-style imports)."""
-    import ast
-
     try:
         tree = ast.parse(path.read_bytes(), filename=str(path))
     except SyntaxError:
@@ -263,6 +262,166 @@ def missing_dependency_hint(stderr: str) -> str | None:
     )
 
 
+# Standard-library modules CPython removed (PEP 594 and before), by the version that removed them, and
+# what to use instead where there is an obvious choice. The import check's list when no interpreter of
+# the runtime's version is at hand (with one, its `sys.stdlib_module_names` decides); the hints always.
+REMOVED_FROM_STDLIB: dict[str, tuple[str, str | None]] = {
+    "asynchat": ("3.12", "asyncio"),
+    "asyncore": ("3.12", "asyncio"),
+    "distutils": ("3.12", "setuptools, or sysconfig and shutil"),
+    "imp": ("3.12", "importlib"),
+    "smtpd": ("3.12", "the aiosmtpd package"),
+    "aifc": ("3.13", None),
+    "audioop": ("3.13", "the audioop-lts package"),
+    "cgi": ("3.13", "urllib.parse.parse_qs for a query string, email.message for a multipart body"),
+    "cgitb": ("3.13", "traceback"),
+    "chunk": ("3.13", None),
+    "crypt": ("3.13", "hashlib, or the bcrypt or argon2-cffi package for passwords"),
+    "imghdr": ("3.13", "the filetype or puremagic package"),
+    "lib2to3": ("3.13", "ast, or the libcst package"),
+    "mailcap": ("3.13", "mimetypes"),
+    "msilib": ("3.13", None),
+    "nis": ("3.13", None),
+    "nntplib": ("3.13", None),
+    "ossaudiodev": ("3.13", None),
+    "pipes": ("3.13", "shlex.quote and subprocess"),
+    "sndhdr": ("3.13", "the filetype or puremagic package"),
+    "spwd": ("3.13", None),
+    "sunau": ("3.13", None),
+    "telnetlib": ("3.13", "the telnetlib3 package"),
+    "uu": ("3.13", "base64"),
+    "xdrlib": ("3.13", None),
+}
+# The "dead batteries" republished on PyPI as standard-<name> (the module under its old name).
+REPUBLISHED_ON_PYPI = frozenset(
+    {"aifc", "asynchat", "asyncore", "cgi", "cgitb", "chunk", "crypt", "distutils", "imghdr", "mailcap", "nntplib"}
+    | {"pipes", "smtpd", "sndhdr", "sunau", "telnetlib", "uu", "xdrlib"}
+)
+_STDLIB_PROBE = "import json, sys; print(json.dumps(sorted(sys.stdlib_module_names)))"
+
+
+@functools.cache
+def runtime_stdlib(version: str = LAMBDA_TARGET.python_version) -> tuple[frozenset[str], str]:
+    """The top-level standard-library modules of CPython `version`, and where that came from: its
+    `sys.stdlib_module_names` (this interpreter's, or one `find_interpreter` finds), else this
+    interpreter's less what REMOVED_FROM_STDLIB says `version` no longer has."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        return frozenset(sys.stdlib_module_names), f"CPython {sys.version.split()[0]}"
+    interpreter = find_interpreter(version)
+    if interpreter is not None:
+        done = subprocess.run(
+            [interpreter.executable, "-I", "-c", _STDLIB_PROBE], capture_output=True, text=True, check=False
+        )
+        if done.returncode == 0:
+            return frozenset(json.loads(done.stdout)), f"CPython {interpreter.full_version}"
+    removed = {name for name, (since, _) in REMOVED_FROM_STDLIB.items() if _version_key(since) <= _version_key(version)}
+    return frozenset(sys.stdlib_module_names) - removed, "REMOVED_FROM_STDLIB (infra/packaging.py)"
+
+
+@dataclass(frozen=True, slots=True)
+class MissingStdlibImport:
+    """An import of a standard-library module the runtime's Python does not have."""
+
+    module: str
+    path: Path
+    line: int
+
+    def describe(self, source_root: Path, version: str) -> str:
+        removed, instead = REMOVED_FROM_STDLIB.get(self.module, (None, None))
+        why = f"removed from the standard library in {removed}" if removed else "not in its standard library"
+        choices = [instead] if instead else []
+        if self.module in REPUBLISHED_ON_PYPI:
+            choices.append(f"its copy on PyPI (`make add-dependency PKG=standard-{self.module}`)")
+        place = self.path.relative_to(source_root.parent).as_posix()
+        return (
+            f"{place}, line {self.line}: imports {self.module}, which the Lambda runtime's Python ({version}) "
+            f"does not have ({why})" + (f"; use {', or '.join(choices)}" if choices else "")
+        )
+
+
+class RuntimeStdlibMissing(ValueError):
+    """The functions import standard-library modules the Lambda runtime's Python does not have."""
+
+
+def _guarded_by_import_error(handlers: Sequence[ast.ExceptHandler]) -> bool:
+    names = {"ImportError", "ModuleNotFoundError", "Exception", "BaseException"}
+    for handler in handlers:
+        caught = handler.type
+        listed = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+        if caught is None or any(isinstance(item, ast.Name) and item.id in names for item in listed):
+            return True
+    return False
+
+
+def _unguarded_imports(tree: ast.AST) -> Iterable[tuple[str, int]]:
+    """(top-level module, line) of every absolute import, except under a `try` that catches ImportError
+    (an optional import with a fallback)."""
+    guarded: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Try) and _guarded_by_import_error(node.handlers):
+            guarded.update(id(inner) for statement in node.body for inner in ast.walk(statement))
+    for node in ast.walk(tree):
+        if id(node) in guarded:
+            continue
+        if isinstance(node, ast.Import):
+            yield from ((alias.name.split(".")[0], node.lineno) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node.module.split(".")[0], node.lineno
+
+
+def missing_stdlib_imports(
+    source_root: Path,
+    packages: Iterable[str],
+    provided: Iterable[str] = (),
+    version: str = LAMBDA_TARGET.python_version,
+) -> list[MissingStdlibImport]:
+    """Every import, in the packages under `source_root`, of a standard-library module (this interpreter's,
+    or one CPython removed) that CPython `version` does not have and nothing in `provided` (the top-level
+    modules the asset's dependencies bring, e.g. standard-cgi's `cgi`) stands in for."""
+    has, _ = runtime_stdlib(version)
+    missing = (set(sys.stdlib_module_names) | set(REMOVED_FROM_STDLIB)) - has - set(provided)
+    found: list[MissingStdlibImport] = []
+    for package in packages:
+        for path in sorted((source_root / package).rglob("*.py")):
+            try:
+                tree = ast.parse(path.read_bytes(), filename=str(path))
+            except SyntaxError:
+                continue  # the import check's interpreter names it
+            found += [
+                MissingStdlibImport(name, path, line) for name, line in _unguarded_imports(tree) if name in missing
+            ]
+    return sorted(found, key=lambda item: (item.path, item.line))
+
+
+def runtime_dependency_modules(pyproject: Path = PYPROJECT) -> frozenset[str]:
+    """The top-level modules the asset's runtime dependencies bring (as installed in this environment,
+    where the lock put them)."""
+    from importlib.metadata import packages_distributions
+
+    wanted = {_requirement_name(requirement) for requirement in runtime_requirements(pyproject)}
+    return frozenset(
+        module
+        for module, distributions in packages_distributions().items()
+        if any(_requirement_name(distribution) in wanted for distribution in distributions)
+    )
+
+
+def check_runtime_stdlib(
+    source_root: Path = FUNCTIONS_DIR,
+    packages: Iterable[str] = SHIPPED_PACKAGES,
+    provided: Iterable[str] | None = None,
+    version: str = LAMBDA_TARGET.python_version,
+) -> None:
+    """RuntimeStdlibMissing, one line per import (file and line, what to use instead), when the functions
+    import a standard-library module the Lambda runtime's Python does not have: it passes on a venv of an
+    older Python and fails in Lambda. `provided`: the asset's top-level modules (default: the runtime
+    dependencies', `runtime_dependency_modules`)."""
+    stand_ins = runtime_dependency_modules() if provided is None else provided
+    found = missing_stdlib_imports(source_root, packages, stand_ins, version)
+    if found:
+        raise RuntimeStdlibMissing("\n".join(item.describe(source_root, version) for item in found))
+
+
 @dataclass(frozen=True, slots=True)
 class BytecodeCompiler:
     """An interpreter that writes bytecode for one CPython version, and how to run its compileall."""
@@ -283,18 +442,41 @@ _COMPILEALL = (
     "ok = compileall.compile_dir(sys.argv[1], ddir=sys.argv[2], quiet=2, workers=1, "
     "invalidation_mode=py_compile.PycInvalidationMode.UNCHECKED_HASH); sys.exit(0 if ok else 1)"
 )
-_VERSION_PROBE = "import sys; print('%d.%d' % sys.version_info[:2], sys.version.split()[0], sys.implementation.name)"
+# What a native interpreter is: "3.13 3.13.0 cpython <free-threaded> <its real path>".
+_INTERPRETER_PROBE = (
+    "import sys, sysconfig; print('%d.%d' % sys.version_info[:2], sys.version.split()[0], sys.implementation.name, "
+    "bool(sysconfig.get_config_var('Py_GIL_DISABLED')), sys.executable)"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Interpreter:
+    """A native CPython of the runtime's build (the GIL one, as Lambda's): what it is and where."""
+
+    python_version: str  # 3.13
+    full_version: str  # 3.13.0
+    executable: str  # its real path (never a pyenv shim)
+
+
+def _probe_interpreter(executable: str, version: str) -> Interpreter | None:
+    try:
+        probe = subprocess.run(
+            [executable, "-I", "-c", _INTERPRETER_PROBE], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    fields = probe.stdout.strip().split(" ", 4)
+    if probe.returncode != 0 or len(fields) != 5 or fields[0] != version or fields[2:4] != ["cpython", "False"]:
+        return None
+    return Interpreter(fields[0], fields[1], fields[4])
 
 
 def _native_compiler(executable: str, version: str) -> BytecodeCompiler | None:
-    try:
-        probe = subprocess.run([executable, "-I", "-c", _VERSION_PROBE], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+    interpreter = _probe_interpreter(executable, version)
+    if interpreter is None:
         return None
-    fields = probe.stdout.split()
-    if probe.returncode != 0 or len(fields) != 3 or fields[0] != version or fields[2] != "cpython":
-        return None
-    return BytecodeCompiler(version, f"CPython {fields[1]}", (executable, "-I", "-c", _COMPILEALL))
+    command = (interpreter.executable, "-I", "-c", _COMPILEALL)
+    return BytecodeCompiler(version, f"CPython {interpreter.full_version}", command)
 
 
 def _pyodide_compiler(version: str) -> BytecodeCompiler | None:
@@ -317,6 +499,37 @@ def _pyodide_compiler(version: str) -> BytecodeCompiler | None:
     return BytecodeCompiler(version, f"CPython {fields[1]} (Pyodide {pyodide} on Node.js)", command)
 
 
+def _uv_installed(version: str) -> list[str]:
+    """uv's managed interpreters already installed: its directory (UV_PYTHON_INSTALL_DIR, else under
+    XDG_DATA_HOME), newest first."""
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    root = os.environ.get("UV_PYTHON_INSTALL_DIR") or str(data / "uv" / "python")
+    pattern = os.path.join(root, f"cpython-{version}.*", "bin", f"python{version}")
+    return sorted(glob.glob(pattern), key=lambda path: _version_key(Path(path).parents[1].name), reverse=True)
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    """pyenv's `3.13.10` after `3.13.9`; uv's `cpython-3.13.1-linux-aarch64-gnu` too."""
+    return tuple(int(part) for part in re.findall(r"\d+", name)[:3])
+
+
+def _uv_find(uv: str, version: str) -> str | None:
+    """What `uv python find` finds, never downloading one."""
+    try:
+        done = subprocess.run(
+            [uv, "python", "find", "--no-python-downloads", "--no-project", version],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+            env={**os.environ, "UV_PYTHON_DOWNLOADS": "never"},
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    found = done.stdout.strip()
+    return found if done.returncode == 0 and found else None
+
+
 def _native_candidates(version: str) -> list[str]:
     found = [os.environ.get("MCP_BYTECODE_PYTHON", "")]
     found.append(shutil.which(f"python{version}") or "")
@@ -325,23 +538,62 @@ def _native_candidates(version: str) -> list[str]:
     homes = [Path.home(), Path(pwd.getpwuid(os.getuid()).pw_dir)]  # HOME may be a scratch one (tests)
     pyenv_roots = [os.environ.get("PYENV_ROOT", ""), *(str(home / ".pyenv") for home in homes)]
     for root in dict.fromkeys(filter(None, pyenv_roots)):
-        found += sorted(glob.glob(os.path.join(root, "versions", f"{version}*", "bin", f"python{version}")))
+        pattern = os.path.join(root, "versions", f"{version}*", "bin", f"python{version}")
+        found += sorted(glob.glob(pattern), key=lambda path: _version_key(Path(path).parents[1].name), reverse=True)
     found += [f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"]
+    found += _uv_installed(version)
     return [path for path in dict.fromkeys(found) if path and os.access(path, os.X_OK)]
+
+
+@functools.cache
+def find_interpreter(version: str, uv: str | None = None) -> Interpreter | None:
+    """A native CPython `version` on this machine, or None. In order: this interpreter,
+    MCP_BYTECODE_PYTHON, `python<version>` on PATH, pyenv's (newest first), the system's, uv's managed
+    ones; then whatever `uv python find` (`uv`, else a uv on PATH) finds. Never a download."""
+    if f"{sys.version_info.major}.{sys.version_info.minor}" == version:
+        running = _probe_interpreter(sys.executable, version)
+        if running is not None:
+            return running
+    for executable in _native_candidates(version):
+        interpreter = _probe_interpreter(executable, version)
+        if interpreter is not None:
+            return interpreter
+    uv = uv or shutil.which("uv")
+    found = _uv_find(uv, version) if uv else None
+    return _probe_interpreter(found, version) if found else None
 
 
 @functools.cache
 def find_compiler(version: str) -> BytecodeCompiler | None:
     """An interpreter of CPython `version` that can compile the asset, or None (the asset then ships
-    without bytecode: `infra/bundling.py` warns). In order: this interpreter, MCP_BYTECODE_PYTHON,
-    `python<version>` on PATH, pyenv's, the system's; then Pyodide from node_modules."""
+    without bytecode: `infra/bundling.py` warns): `find_interpreter`'s, then Pyodide from node_modules."""
     if f"{sys.version_info.major}.{sys.version_info.minor}" == version and sys.implementation.name == "cpython":
         return BytecodeCompiler(version, f"CPython {sys.version.split()[0]}", (sys.executable, "-I", "-c", _COMPILEALL))
-    for executable in _native_candidates(version):
-        compiler = _native_compiler(executable, version)
-        if compiler is not None:
-            return compiler
+    interpreter = find_interpreter(version)
+    if interpreter is not None:
+        command = (interpreter.executable, "-I", "-c", _COMPILEALL)
+        return BytecodeCompiler(version, f"CPython {interpreter.full_version}", command)
     return _pyodide_compiler(version)
+
+
+def runtime_mismatch(used: str, runtime: str = LAMBDA_TARGET.python_version) -> str:
+    """What a venv on CPython `used` instead of the Lambda runtime's `runtime` cannot catch, and the way out."""
+    return (
+        f"not the Lambda runtime's {runtime}: no CPython {runtime} on this machine (python{runtime} on PATH, "
+        f"pyenv's, uv's). Tests and `make run` on {used} cannot catch a dependency without a {runtime} wheel "
+        f"(the synth's asset build for Lambda still fetches them), {runtime}'s behaviour changes (deprecations "
+        f"turned errors, changed defaults), or a module {runtime} removed that a dependency imports (the import "
+        f"check refuses the functions' own imports of one). Install CPython {runtime} (`pyenv install {runtime}`, "
+        f"`uv python install {runtime}`, or your system's package), then `make install`."
+    )
+
+
+def describe_interpreter() -> str:
+    """This interpreter, its path, and whether it is the Lambda runtime's version (`make run` says it first)."""
+    used = f"{sys.version_info.major}.{sys.version_info.minor}"
+    runtime = LAMBDA_TARGET.python_version
+    what = f"python: CPython {sys.version.split()[0]} ({sys.executable})"
+    return f"{what}, the Lambda runtime's version" if used == runtime else f"{what}, {runtime_mismatch(used, runtime)}"
 
 
 def bytecode_tag(target: Target) -> str:

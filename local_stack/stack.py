@@ -59,7 +59,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
 
-from infra.packaging import missing_dependency_hint
+from infra.packaging import RuntimeStdlibMissing, check_runtime_stdlib, describe_interpreter, missing_dependency_hint
 
 from local_stack import iam_enforcement, persistence
 from local_stack.aws import (
@@ -360,7 +360,16 @@ def check_tools_import(code: FunctionCode, source: Path = REPO / "functions", la
     """Import the project's tools as the functions will: from the source (so a failure names your file
     and line, not the built copy's), with nothing else on the import path but what the functions have:
     the asset's packages (what deploys), the layers and the Lambda runtime's own (boto3). A package only
-    the dev environment has fails here as it would in Lambda, named, with the command that adds it."""
+    the dev environment has fails here as it would in Lambda, named, with the command that adds it; so
+    does a standard-library module the Lambda runtime's Python lacks, even where this interpreter has it."""
+    provided = {
+        entry.name.split(".")[0] for root in (code.task_root, *layers) if root.is_dir() for entry in root.iterdir()
+    }
+    packages = [package for package in SOURCE_PACKAGES if (source / package).is_dir()]
+    try:
+        check_runtime_stdlib(source, packages, provided)
+    except RuntimeStdlibMissing as missing:
+        raise StartRefused(f"a tool does not import in Lambda: {missing}") from None
     path = [str(source), str(code.task_root), *map(str, layers), str(code.runtime_dir)]
     done = subprocess.run(
         [sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {path!r}; import tools"],
@@ -780,6 +789,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     if (os.environ.get("LOCAL_LOGS") or "").lower() in ("all", "debug"):
         logging.getLogger("local_stack.access").setLevel(logging.DEBUG)
+    print(describe_interpreter(), flush=True)
     try:
         stack = start()
     except StartRefused as refused:
