@@ -380,11 +380,16 @@ def missing_stdlib_imports(
     modules the asset's dependencies bring, e.g. standard-cgi's `cgi`) stands in for."""
     has, _ = runtime_stdlib(version)
     missing = (set(sys.stdlib_module_names) | set(REMOVED_FROM_STDLIB)) - has - set(provided)
+    # Only a file that names one of them is parsed (the synth runs this every time).
+    mentions = re.compile(rb"\b(?:%s)\b" % b"|".join(re.escape(name.encode()) for name in sorted(missing)))
     found: list[MissingStdlibImport] = []
     for package in packages:
         for path in sorted((source_root / package).rglob("*.py")):
+            source = path.read_bytes()
+            if not mentions.search(source):
+                continue
             try:
-                tree = ast.parse(path.read_bytes(), filename=str(path))
+                tree = ast.parse(source, filename=str(path))
             except SyntaxError:
                 continue  # the import check's interpreter names it
             found += [
@@ -416,8 +421,10 @@ def check_runtime_stdlib(
     import a standard-library module the Lambda runtime's Python does not have: it passes on a venv of an
     older Python and fails in Lambda. `provided`: the asset's top-level modules (default: the runtime
     dependencies', `runtime_dependency_modules`)."""
-    stand_ins = runtime_dependency_modules() if provided is None else provided
-    found = missing_stdlib_imports(source_root, packages, stand_ins, version)
+    found = missing_stdlib_imports(source_root, packages, provided or (), version)
+    if found and provided is None:
+        stand_ins = runtime_dependency_modules()
+        found = [item for item in found if item.module not in stand_ins]
     if found:
         raise RuntimeStdlibMissing("\n".join(item.describe(source_root, version) for item in found))
 

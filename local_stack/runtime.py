@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Final
 
+from infra.packaging import LAMBDA_TARGET
+
 from local_stack.aws import LambdaThrottled
 from local_stack.code import FunctionCode
 
@@ -43,7 +45,7 @@ DEFAULT_MAX_ENVIRONMENTS: Final = 8
 # An account's default concurrency limit (a young account's can be far lower: LOCAL_LAMBDA_ACCOUNT_CONCURRENCY).
 DEFAULT_ACCOUNT_CONCURRENCY: Final = 1000
 MEMORY_WATCH_SECONDS: Final = 0.05
-PYTHON_RUNTIME: Final = "python3.13"
+PYTHON_RUNTIME: Final = f"python{LAMBDA_TARGET.python_version}"
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,10 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.nag import acknowledge
+from infra.packaging import LAMBDA_TARGET
+
+# The runtime the asset is built for (its wheels and bytecode): one setting, infra/packaging.py's.
+LAMBDA_RUNTIME: lambda_.Runtime = getattr(lambda_.Runtime, f"PYTHON_{LAMBDA_TARGET.python_version.replace('.', '_')}")
 
 API_HANDLER = "app.handlers.api_handler"
 WORKER_HANDLER = "app.handlers.worker_handler"
@@ -156,7 +160,7 @@ class McpFunction(Construct):
             self,
             "Function",
             description=description,
-            runtime=lambda_.Runtime.PYTHON_3_13,
+            runtime=LAMBDA_RUNTIME,
             architecture=lambda_.Architecture.ARM_64,
             handler=handler,
             code=code,
@@ -189,6 +193,6 @@ class McpFunction(Construct):
         acknowledge(
             self.function,
             "AwsSolutions-L1",
-            "Pinned to python3.13, the version the asset's wheels (pydantic_core cp313) are built for; "
-            "move runtime and bundling target together.",
+            f"Pinned to {LAMBDA_RUNTIME.name}, the version the asset's wheels (pydantic_core) and bytecode are "
+            "built for: infra/packaging.py's LAMBDA_TARGET sets both.",
         )

@@ -6,6 +6,7 @@ import fcntl
 import io
 import json
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -14,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from infra.packaging import host_target, installed_dependencies
+from infra.packaging import LAMBDA_TARGET, host_target, installed_dependencies
 from local_stack.code import CODE_ROOT, FunctionCode, build_function_code
 from local_stack.stack import LogSink, StartRefused, check_tools_import
 
@@ -50,6 +51,13 @@ def test_a_port_in_use_is_refused_naming_the_port_and_how_to_pick_another() -> N
         f"make run: port {port} is in use (another `make run`?): stop that one, or pick another port, "
         f"e.g. `PORT={port + 1} make run`"
     )
+    # The interpreter it runs comes first, and whether it is the Lambda runtime's version.
+    said = done.stdout.splitlines()[0]
+    assert said.startswith(f"python: CPython {platform.python_version()} ({sys.executable}), ")
+    if sys.version_info[:2] == tuple(map(int, LAMBDA_TARGET.python_version.split("."))):
+        assert said.endswith("), the Lambda runtime's version")
+    else:
+        assert f"), not the Lambda runtime's {LAMBDA_TARGET.python_version}: " in said
     assert "Traceback" not in done.stdout + done.stderr
 
 
@@ -136,6 +144,20 @@ def test_a_tool_importing_a_package_installed_nowhere_is_refused_naming_it(
     )
 
 
+def test_a_tool_importing_cgi_is_refused_naming_the_file_the_line_and_what_to_use_instead(
+    tmp_path: Path, function_code: FunctionCode
+) -> None:
+    """cgi left the standard library in 3.13: a venv of an older Python imports it, Lambda's would not."""
+    with pytest.raises(StartRefused) as refused:
+        check_tools_import(function_code, tools_importing(tmp_path, "cgi"))
+    assert str(refused.value) == (
+        f"a tool does not import in Lambda: functions/tools/uses.py, line 3: imports cgi, which the Lambda "
+        f"runtime's Python ({LAMBDA_TARGET.python_version}) does not have (removed from the standard library in "
+        "3.13); use urllib.parse.parse_qs for a query string, email.message for a multipart body, or its copy on "
+        "PyPI (`make add-dependency PKG=standard-cgi`)"
+    )
+
+
 def test_the_projects_own_tools_import_against_the_assets_packages(function_code: FunctionCode) -> None:
     check_tools_import(function_code)
 
@@ -151,7 +173,7 @@ def test_make_run_refuses_a_tool_importing_pytest_naming_the_package_and_the_com
         (project / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / name, project / name)
         os.utime(project / name, (0, 0))  # the installs are this checkout's: make must not redo them
-    for directory in ("functions", "infra", "local_stack"):
+    for directory in ("functions", "infra", "local_stack", "scripts"):
         shutil.copytree(REPO / directory, project / directory, ignore=shutil.ignore_patterns("__pycache__"))
     for installed in (".venv", "node_modules", ".tools"):
         (project / installed).symlink_to((REPO / installed).resolve())
