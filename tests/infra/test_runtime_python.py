@@ -109,6 +109,8 @@ def test_the_runtime_version_is_set_in_one_place_and_the_type_check_follows_it()
     from local_stack.runtime import PYTHON_RUNTIME
 
     assert LAMBDA_RUNTIME.name == PYTHON_RUNTIME == f"python{RUNTIME}"
+    ci = (REPO / ".github" / "workflows" / "ci.yml").read_text(encoding="utf-8")
+    assert f'python-version: "{RUNTIME}"' in ci  # CI's make install finds the runtime's version
 
 
 def test_make_install_chooses_the_runtimes_version_and_says_so_once(
