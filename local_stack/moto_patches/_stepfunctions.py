@@ -67,6 +67,24 @@ def _stop_ends_the_callback_wait(patcher: Patcher) -> None:
     patcher.wrap(Execution, "stop", build)
 
 
+def _stop_during_a_choice(patcher: Patcher) -> None:
+    from moto.stepfunctions.parser.asl.component.state.choice.state_choice import StateChoice
+
+    def build(original: Callable[[Any, Any], None]) -> Callable[[Any, Any], None]:
+        def eval_state(self: Any, env: Any) -> None:
+            try:
+                original(self, env)
+            except IndexError:
+                # A stopped program evaluates nothing: the rule left no answer for the Choice to pop. The
+                # state then sees the program stopped and returns, and the execution ends ABORTED.
+                if env.is_running():
+                    raise
+
+        return eval_state
+
+    patcher.wrap(StateChoice, "_eval_state", build)
+
+
 # ------------------------------------------------------------------------------- status changes
 
 
@@ -335,6 +353,17 @@ register(
         "stays RUNNING until a SendTask* call or the Task's timeout wakes it.",
         reference="https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html",
         install=_stop_ends_the_callback_wait,
+    )
+)
+register(
+    Patch(
+        name="stop_during_a_choice_ends_aborted",
+        group="emulation",
+        aws="StopExecution ends the execution ABORTED whatever state it is in.",
+        moto="A stop that lands while a Choice state evaluates its rules leaves the rule unevaluated and the "
+        "Choice pops an empty stack: the interpreter ends with IndexError and the execution FAILED.",
+        reference="https://docs.aws.amazon.com/step-functions/latest/apireference/API_StopExecution.html",
+        install=_stop_during_a_choice,
     )
 )
 register(

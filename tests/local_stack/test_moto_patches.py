@@ -283,6 +283,48 @@ def test_stop_execution_ends_a_callback_wait__moto_without_it(aws: Aws) -> None:
     assert aws.finished(parked.execution_arn)["status"] == "ABORTED"
 
 
+def stopped_while_choosing(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str]:
+    """An execution stopped as its Choice state starts evaluating its rules (where a StopExecution may land
+    in AWS too: the stop is made from the interpreter's thread, just before the first rule): its status
+    and its last history event, once the interpreter ended."""
+    from moto.stepfunctions.parser.asl.component.eval_component import EvalComponent
+    from moto.stepfunctions.parser.asl.component.state.choice.choice_rule import ChoiceRule
+
+    sfn = aws.client("stepfunctions")
+    stops: list[str] = []
+
+    def stop_then_evaluate(rule: Any, env: Any) -> None:
+        execution_arn = env.states.context_object.context_object_data["Execution"]["Id"]
+        if not stops:
+            stops.append(execution_arn)
+            sfn.stop_execution(executionArn=execution_arn, error="Stop", cause="cancelled")
+        EvalComponent.eval(rule, env)
+
+    monkeypatch.setattr(ChoiceRule, "eval", stop_then_evaluate)
+    # Each rule the stopped program skips leaves the Choice popping something else: the third finds nothing.
+    rules = [{"Variable": f"$.{name}", "IsPresent": True, "Next": "Done"} for name in ("x", "y", "z")]
+    choose = {
+        "StartAt": "Pick",
+        "States": {
+            "Pick": {"Type": "Choice", "Choices": rules, "Default": "Done"},
+            "Done": {"Type": "Pass", "End": True},
+        },
+    }
+    execution_arn = aws.start(aws.state_machine(choose))
+    ended = ("ExecutionAborted", "ExecutionFailed")
+    assert eventually(lambda: history_types(aws, execution_arn)[-1] in ended)
+    return aws.finished(execution_arn)["status"], history_types(aws, execution_arn)[-1]
+
+
+def test_stop_during_a_choice_ends_aborted__as_aws(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert stopped_while_choosing(aws, monkeypatch) == ("ABORTED", "ExecutionAborted")
+
+
+def test_stop_during_a_choice_ends_aborted__moto_without_it(aws: Aws, monkeypatch: pytest.MonkeyPatch) -> None:
+    with moto_patches.without("stop_during_a_choice_ends_aborted"):
+        assert stopped_while_choosing(aws, monkeypatch) == ("FAILED", "ExecutionFailed")
+
+
 def pass_through() -> dict[str, Any]:
     return {"StartAt": "Done", "States": {"Done": {"Type": "Pass", "End": True}}}
 
