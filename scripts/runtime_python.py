@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # infra, which knows the runtime's version
 
-from infra.packaging import LAMBDA_TARGET, Interpreter, find_interpreter, runtime_mismatch  # noqa: E402
+from infra.packaging import LAMBDA_TARGET, Interpreter, find_interpreter, runtime_mismatch
 
 _PROBE = "import sys; print(sys.version.split()[0], sys.executable)"
 
