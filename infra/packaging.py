@@ -600,7 +600,15 @@ def describe_interpreter() -> str:
     used = f"{sys.version_info.major}.{sys.version_info.minor}"
     runtime = LAMBDA_TARGET.python_version
     what = f"python: CPython {sys.version.split()[0]} ({sys.executable})"
-    return f"{what}, the Lambda runtime's version" if used == runtime else f"{what}, {runtime_mismatch(used, runtime)}"
+    if used == runtime:
+        return f"{what}, the Lambda runtime's version"
+    at_hand = find_interpreter(runtime)
+    if at_hand is not None:  # a venv made before it was installed
+        return (
+            f"{what}, not the Lambda runtime's {runtime}, which this machine has (CPython {at_hand.full_version}, "
+            f"{at_hand.executable}): `make install` builds the venv on it"
+        )
+    return f"{what}, {runtime_mismatch(used, runtime)}"
 
 
 def bytecode_tag(target: Target) -> str:
