@@ -4,6 +4,7 @@ one (scripts/runtime_python.py), and the synth refuses a standard-library module
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tomllib
@@ -168,3 +169,25 @@ def test_the_venv_is_made_with_the_recorded_interpreter_and_made_again_when_the_
     ).stdout.splitlines()
     assert planned[:2] == ["cmp -s .tools/venv-python .venv/.python || rm -rf .venv", f"{recorded} -m venv .venv"]
     assert planned[-2:] == ["cp .tools/venv-python .venv/.python", "touch .venv/.installed"]
+
+
+def test_make_run_on_another_python_says_so_and_that_make_install_builds_the_venv_on_the_runtimes() -> None:
+    """`make run`'s first line, from a venv made before a CPython of the runtime's version was installed."""
+    oldest, runtime = packaging.find_interpreter("3.11"), packaging.find_interpreter(RUNTIME)
+    if oldest is None or runtime is None:
+        pytest.skip(f"needs CPython 3.11 and {RUNTIME} here")
+    said = subprocess.run(
+        [oldest.executable, "-c", "from infra.packaging import describe_interpreter; print(describe_interpreter())"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    # Which 3.13 it names depends on who looks (this process finds its own venv's first): the version is the point.
+    assert re.fullmatch(
+        re.escape(f"python: CPython {oldest.full_version} ({oldest.executable}), not the Lambda runtime's {RUNTIME}, ")
+        + re.escape(f"which this machine has (CPython {runtime.full_version}, ")
+        + r"/\S+"
+        + re.escape("): `make install` builds the venv on it\n"),
+        said,
+    )
