@@ -15,6 +15,8 @@ from typing import Any
 from aws_cdk import RemovalPolicy
 from constructs import Construct
 
+from infra.naming import TEMPLATE_PROJECT_NAME, check_project_name
+
 _REMOVAL_POLICIES = {
     "retain": RemovalPolicy.RETAIN,
     "destroy": RemovalPolicy.DESTROY,
@@ -503,7 +505,9 @@ def _asset_size_limit(value: Any) -> int:
 
 @dataclass(frozen=True)
 class DeploymentConfig:
-    server_name: str = "serverless-mcp-tasks"
+    # The project's name (`projectName`, kebab case): the stack's (Pascal case), the server's and the metrics'.
+    project_name: str = TEMPLATE_PROJECT_NAME
+    server_name: str = TEMPLATE_PROJECT_NAME
     # Table and log groups: "retain" (default, data outlives the stack), "destroy" or "snapshot".
     removal_policy: str = "retain"
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -586,8 +590,10 @@ class DeploymentConfig:
             resource_url = resource_url or f"https://{domain}/mcp"
         rate = _int(get("throttleRateLimit") or 50, "throttleRateLimit", 1, 10_000)
         burst = _int(get("throttleBurstLimit") or 100, "throttleBurstLimit", 1, 5_000)
+        project = check_project_name(str(get("projectName") or TEMPLATE_PROJECT_NAME))
         return cls(
-            server_name=str(get("serverName") or cls.server_name),
+            project_name=project,
+            server_name=str(get("serverName") or project),
             removal_policy=removal,
             auth=auth,
             resource_url=resource_url,

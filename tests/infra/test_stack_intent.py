@@ -15,11 +15,19 @@ from infra.config import ThrottleRetry
 
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import payloads, schema, store
-from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, REPO, Synthesized
+from tests.infra.conftest import (
+    CLIENT_CREDENTIALS,
+    DEFAULT_STACK_NAME,
+    FULL_OPTIONS,
+    OWN_ISSUER,
+    PROJECT_NAME,
+    REPO,
+    Synthesized,
+)
 
 pytestmark = pytest.mark.infra
 
-STATE_MACHINE_NAME = "ServerlessMcpTasks-tasks"
+STATE_MACHINE_NAME = f"{DEFAULT_STACK_NAME}-tasks"
 
 
 def _arn(resource: str, name: str) -> dict[str, Any]:
@@ -244,7 +252,7 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
     assert env["MCP_STATE_SECRET_ARN"] == {"Ref": default_stack.logical_id(stack.sealing.secret)}
     assert env["MCP_REQUIRE_PRINCIPAL"] == "true"
     assert env["MCP_SCOPES_SUPPORTED"] == "mcp/invoke"
-    assert env["POWERTOOLS_SERVICE_NAME"] == "serverless-mcp-tasks"
+    assert env["POWERTOOLS_SERVICE_NAME"] == PROJECT_NAME
     worker_env = default_stack.json["Resources"][default_stack.logical_id(stack.functions.worker_function)][
         "Properties"
     ]["Environment"]["Variables"]
@@ -674,7 +682,7 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
     default_stack.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "Namespace": "serverless-mcp-tasks",
+            "Namespace": PROJECT_NAME,
             "MetricName": "RegisteredClients",
             "Statistic": "Maximum",
             "Period": 900,
@@ -688,7 +696,7 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
         "BRIDGE_REGISTRATION_BURST": "30",
         "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
-        "BRIDGE_METRICS_NAMESPACE": "serverless-mcp-tasks",
+        "BRIDGE_METRICS_NAMESPACE": PROJECT_NAME,
     }
 
 
