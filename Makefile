@@ -37,6 +37,9 @@ $(BROWSER_STAMP):
 
 # uv installs the lock as pip would (the same distributions, compiled to bytecode as pip compiles them),
 # several times faster; pip stays in the venv for the asset build (infra/packaging.py).
+# uv compiles every installed module to bytecode, as pip does (UV_COMPILE_BYTECODE=0: not ahead of time, as a
+# scratch copy's install does; its interpreters then compile what they import, once).
+export UV_COMPILE_BYTECODE ?= 1
 UV_VERSION := 0.13.8
 UV := .tools/uv-$(UV_VERSION)/bin/uv
 $(UV):
@@ -45,12 +48,12 @@ $(UV):
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock | $(UV)
 	$(PYTHON) -m venv $(VENV)
-	$(UV) pip install --quiet --compile-bytecode --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
+	$(UV) pip install --quiet --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
 	touch $@
 
 $(MCP1_VENV)/.installed: tests/clients/mcp1-requirements.txt | $(UV)
 	$(PYTHON) -m venv $(MCP1_VENV)
-	$(UV) pip install --quiet --compile-bytecode --python $(MCP1_VENV)/bin/python --requirement tests/clients/mcp1-requirements.txt
+	$(UV) pip install --quiet --python $(MCP1_VENV)/bin/python --requirement tests/clients/mcp1-requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
