@@ -488,6 +488,21 @@ def check_context_keys(context: Mapping[str, Any], known: set[str]) -> None:
         raise ValueError(f"unknown context key {key!r}{hint}: the keys are {', '.join(allowed)}")
 
 
+_SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
+
+
+def _alarm_topic_arn(value: Any) -> str | None:
+    if not value:
+        return None
+    arn = str(value).strip()
+    if not _SNS_TOPIC_ARN.match(arn):
+        raise ValueError(
+            f"context 'alarmTopicArn' must be an SNS topic ARN such as arn:aws:sns:eu-west-1:111122223333:pager, "
+            f"got {value!r}"
+        )
+    return arn
+
+
 DEFAULT_ASSET_SIZE_LIMIT_MB = 50
 # Lambda's limit for a function's code, unzipped (layers included): a ceiling above it could never deploy.
 LAMBDA_UNZIPPED_LIMIT_MB = 250
@@ -546,6 +561,8 @@ class DeploymentConfig:
     # How long the supervisor retries a throttled Step Functions call inside one invocation (its timeout is 60 s).
     supervisor_retry_seconds: int = 40
     alarm_email: str | None = None
+    # An SNS topic the team already has (a pager's, a chat's): every alarm notifies it too.
+    alarm_topic_arn: str | None = None
     # A sanity ceiling on the functions' asset, unzipped with its bytecode, checked at synth (`infra.bundling`).
     # Not a performance budget: that is the packaged asset's cold start (bench/coldstart.py).
     asset_size_limit_mb: int = DEFAULT_ASSET_SIZE_LIMIT_MB
@@ -622,6 +639,7 @@ class DeploymentConfig:
                 50,
             ),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
+            alarm_topic_arn=_alarm_topic_arn(get("alarmTopicArn")),
             asset_size_limit_mb=_asset_size_limit(get("assetSizeLimitMb")),
             tools=_tools_from_context(get),
         )

@@ -911,7 +911,12 @@ def test_the_asset_ceiling_is_50_mb_unless_cdk_json_says_otherwise(synth: Any) -
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
         (
             {"workerTimeout": "60"},
-            "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, apiTimeoutSeconds, assetSizeLimitMb, ",
+            "the keys are alarmEmail, alarmTopicArn, apiMemoryMb, apiReservedConcurrency, apiTimeoutSeconds, ",
+        ),
+        (
+            {"alarmTopicArn": "pager"},
+            "context 'alarmTopicArn' must be an SNS topic ARN such as arn:aws:sns:eu-west-1:111122223333:pager, "
+            "got 'pager'",
         ),
         ({"assetSizeLimitMb": "big"}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 'big'"),
         ({"assetSizeLimitMb": 12.5}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 12.5"),
@@ -931,6 +936,23 @@ def test_sealing_secret_is_generated(default_stack: Synthesized) -> None:
         "AWS::SecretsManager::Secret",
         {"GenerateSecretString": Match.object_like({"PasswordLength": 64, "ExcludePunctuation": True})},
     )
+
+
+def test_alarms_go_to_a_topic_the_team_already_has_without_a_topic_of_the_templates(synth: Any) -> None:
+    pager = "arn:aws:sns:eu-west-1:111122223333:pager"
+    stack = synth(alarmTopicArn=pager)
+    alarms = stack.resources("AWS::CloudWatch::Alarm")
+    assert len(alarms) > 10
+    assert {json.dumps(alarm["Properties"]["AlarmActions"]) for alarm in alarms.values()} == {json.dumps([pager])}
+    assert stack.resources("AWS::SNS::Topic") == {}
+
+
+def test_with_an_email_and_the_teams_topic_every_alarm_notifies_both(synth: Any) -> None:
+    pager = "arn:aws:sns:eu-west-1:111122223333:pager"
+    stack = synth(alarmTopicArn=pager, alarmEmail="ops@example.com")
+    (own_topic,) = stack.resources("AWS::SNS::Topic")
+    for alarm in stack.resources("AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": own_topic}, pager]
 
 
 def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(synth: Any) -> None:
