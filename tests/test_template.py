@@ -117,7 +117,12 @@ TOOL_CONTEXT = {
     "toolEnvironment": {"ROTA_URL": "https://rota.example.com/v1"},
     "toolSecrets": {"pager": "acme/pager-api-key"},
     "toolPolicyStatements": [
-        {"Effect": "Allow", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::acme-runbooks/*"},
+        {
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": "arn:aws:s3:::acme-runbooks/*",
+            "reason": "The runbook tool reads any runbook of the team's bucket.",
+        },
     ],
     "vpc": {
         "vpcId": "vpc-0123456789abcdef0",
