@@ -38,6 +38,9 @@ RUNTIME_CHANGE = ("functions/mcp_runtime/limits.py", '\n# The next release\'s ru
 INFRA_CHANGE = ("infra/stack.py", "\n# The next release's infrastructure change.\n")
 MAKEFILE_TARGET = "\n.PHONY: next-release\nnext-release:\n\t@echo arrived\n"
 WATCH_EXCLUDE = "**/.pytest_cache/**"
+# The next release moves a part of the team's room (its events go beside its tests) and ships the migration.
+MOVED_ROOM = ("events/examples", "tests/tools/events")
+TEAM_EVENT = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "page_engineer"}}
 
 FASTMCP_MODULE = '''"""The on-call desk, ported from FastMCP by its import line."""
 
@@ -183,8 +186,8 @@ def edit(path: Path, old: str, new: str) -> None:
     path.write_text(text.replace(old, new, 1), encoding="utf-8")
 
 
-def make_next_release(root: Path) -> None:
-    """Platform changes of every kind, as a release makes them."""
+def make_next_release(root: Path, version: str) -> None:
+    """Platform changes of every kind, as a release makes them, and a move of part of the team's room."""
     path, line = RUNTIME_CHANGE
     (root / path).write_text((root / path).read_text(encoding="utf-8") + line, encoding="utf-8")
     path, line = INFRA_CHANGE
@@ -195,6 +198,19 @@ def make_next_release(root: Path) -> None:
         data = json.loads((root / config).read_text(encoding="utf-8"))
         data["watch"]["exclude"].append(WATCH_EXCLUDE)
         (root / config).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    source, destination = MOVED_ROOM
+    edit(root / "copier.yml", f"""  - "{{% if _copier_operation == 'update' %}}{source}{{% endif %}}"\n""", "")
+    migration = (
+        "\n_migrations:\n"
+        f"  - version: {version}\n"
+        f'    command: ["{{{{ _copier_python }}}}", "scripts/migrate.py", "move", "{source}", "{destination}"]\n'
+        "    when: \"{{ _stage == 'after' }}\"\n"
+    )
+    (root / "copier.yml").write_text((root / "copier.yml").read_text(encoding="utf-8") + migration, encoding="utf-8")
+    edit(root / "scripts" / "upgrade.py", f'"{source}", ', "")
+    if (root / source).exists():
+        (root / destination).parent.mkdir(parents=True, exist_ok=True)
+        (root / source).rename(root / destination)
 
 
 @dataclass(frozen=True)
@@ -222,6 +238,14 @@ def team_room_files(project: Path) -> dict[str, bytes]:
     return found
 
 
+def team_room_files_under(project: Path, folder: str) -> dict[str, bytes]:
+    return {
+        file.relative_to(project).as_posix(): file.read_bytes()
+        for file in (project / folder).rglob("*")
+        if file.is_file()
+    }
+
+
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
     scratch = tmp_path_factory.mktemp("rehearsal")
@@ -241,9 +265,9 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
     git("commit", "-q", "-m", f"release {first}", cwd=template)
     git("tag", first, cwd=template)
     replace_tree(template, working_tree)
-    make_next_release(template)
     major, minor, patch = max(version_of(template), tuple(int(part) for part in first[1:].split(".")))
     following = f"v{major}.{minor}.{patch + 1}"
+    make_next_release(template, following)
     git("add", "-A", cwd=template)
     git("commit", "-q", "-m", f"release {following}", cwd=template)
     git("tag", following, cwd=template)
@@ -283,6 +307,8 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
     for test in (project / "tests" / "tools").glob("*"):
         shutil.rmtree(test) if test.is_dir() else test.unlink()
     shutil.rmtree(project / "events" / "examples", ignore_errors=True)
+    (project / "events" / "examples").mkdir()
+    (project / "events" / "examples" / "page-engineer.json").write_text(json.dumps(TEAM_EVENT, indent=2) + "\n")
     (tools / "__init__.py").write_text(TEAM_INIT, encoding="utf-8")
     (tools / "oncall.py").write_text(FASTMCP_MODULE, encoding="utf-8")
     (tools / "time_until.py").write_text(NATIVE_MODULE, encoding="utf-8")
@@ -312,12 +338,19 @@ def test_the_update_takes_the_next_release_without_a_conflict(rehearsal: Rehears
     assert marked.stdout == ""
 
 
-def test_every_file_of_the_teams_room_is_as_the_team_left_it(rehearsal: Rehearsal) -> None:
+def test_every_file_of_the_teams_room_is_as_the_team_left_it_where_the_release_moved_it(rehearsal: Rehearsal) -> None:
     after = team_room_files(rehearsal.project)
+    after.update({name: content for name, content in team_room_files_under(rehearsal.project, MOVED_ROOM[1]).items()})
     cdk_json = after.pop("cdk.json")
-    before = dict(rehearsal.team_files)
+    source, destination = MOVED_ROOM
+    before = {
+        name.replace(source, destination, 1) if name.startswith(f"{source}/") else name: content
+        for name, content in rehearsal.team_files.items()
+    }
     before.pop("cdk.json")
+    assert f"{destination}/page-engineer.json" in before
     assert after == before
+    assert not (rehearsal.project / source).exists()
     context = json.loads(cdk_json)["context"]
     assert {key: value for key, value in context.items() if not key.startswith("@")} == {
         key: value for key, value in rehearsal.team_context.items() if not key.startswith("@")
@@ -421,3 +454,42 @@ def test_one_version_the_changelogs_newest_release_and_its_tag() -> None:
     tags = subprocess.run(["git", "tag", "--list", "v*"], cwd=REPO, capture_output=True, text=True).stdout.split()
     if tags:  # a clone made without tags has none to compare
         assert f"v{version}" in tags
+
+
+def test_a_migration_moves_the_teams_files_keeps_them_tracked_and_a_second_run_moves_nothing(tmp_path: Path) -> None:
+    import migrate
+
+    (tmp_path / "events" / "examples" / "nested").mkdir(parents=True)
+    (tmp_path / "events" / "examples" / "page.json").write_text("{}\n")
+    (tmp_path / "events" / "examples" / "nested" / "rota.json").write_text("[]\n")
+    git("init", "-q", cwd=tmp_path)
+    git("add", "-A", cwd=tmp_path)
+    git("commit", "-q", "-m", "events", cwd=tmp_path)
+    (tmp_path / "events" / "examples" / "draft.json").write_text("{}\n")  # not yet committed
+
+    assert migrate.move(tmp_path, "events/examples", "tests/tools/events") == [
+        "events/examples/draft.json -> tests/tools/events/draft.json",
+        "events/examples/nested/rota.json -> tests/tools/events/nested/rota.json",
+        "events/examples/page.json -> tests/tools/events/page.json",
+    ]
+    assert not (tmp_path / "events").exists()
+    assert (tmp_path / "tests/tools/events/nested/rota.json").read_text() == "[]\n"
+    assert git("ls-files", cwd=tmp_path).split() == [
+        "tests/tools/events/nested/rota.json",
+        "tests/tools/events/page.json",
+    ]
+    assert migrate.move(tmp_path, "events/examples", "tests/tools/events") == []
+
+
+def test_a_migration_never_overwrites_a_file_and_names_the_clash(tmp_path: Path) -> None:
+    import migrate
+
+    for folder in ("events/examples", "tests/tools/events"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "page.json").write_text(folder)
+    with pytest.raises(migrate.Refused) as refused:
+        migrate.move(tmp_path, "events/examples", "tests/tools/events")
+    assert str(refused.value) == (
+        "events/examples -> tests/tools/events: tests/tools/events/page.json exist already; move them by hand"
+    )
+    assert (tmp_path / "events/examples/page.json").read_text() == "events/examples"
