@@ -83,4 +83,5 @@ def test_make_rename_runs_the_script_with_the_given_name(tmp_path: Path) -> None
     planned = subprocess.run(
         ["make", "-n", "rename", "NAME=acme-mcp"], cwd=tmp_path, capture_output=True, text=True, check=True
     )
-    assert planned.stdout.splitlines()[-1].endswith('scripts/rename_project.py "acme-mcp"')
+    commands = [line for line in planned.stdout.splitlines() if not line.startswith("make")]  # make -w's own lines
+    assert commands[-1].endswith('scripts/rename_project.py "acme-mcp"')
