@@ -41,6 +41,7 @@ Sign-in (the API function validates tokens itself, as deployed):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -74,6 +75,7 @@ from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
+from local_stack.private_files import NotPrivate, private_directory, write_private
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.reload import SourceWatcher
 from local_stack.runtime import (
@@ -272,24 +274,32 @@ class LocalStack:
         return self.pools[logical_id].invoke(payload)
 
     def stop(self) -> None:
-        if self.watcher is not None:
-            self.watcher.stop()
-        self.delivery.stop()
-        self.http.shutdown()
-        self.http.server_close()
-        self.thread.join(timeout=5)
-        for pool in self.pools.values():
-            pool.close()
-            unregister_function(pool.spec.name)
-        if self.state_dir is not None:
-            saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
-            log.info("saved %d items to %s", saved, self.state_dir)
-        self.aws.stop()
-        self.sink.close()
-        if self.provider is not None:
-            self.provider.stop()
-        if self.state_lock is not None:
-            self.state_lock.close()
+        """Stop serving, save the state, and end every process of the stack (each step runs even when one
+        before it failed: an interpreter or the authorization server left running would outlive the stack)."""
+        try:
+            if self.watcher is not None:
+                self.watcher.stop()
+            self.delivery.stop()
+            self.http.shutdown()
+            self.http.server_close()
+            self.thread.join(timeout=5)
+        finally:
+            try:
+                for pool in self.pools.values():
+                    pool.close()  # its busy environments too: an invocation under way ends with the stack
+                    unregister_function(pool.spec.name)
+                if self.state_dir is not None:
+                    saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
+                    log.info("saved %d items to %s", saved, self.state_dir)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    state_file(self.http.server_address[1]).unlink()
+                self.aws.stop()
+                self.sink.close()
+                if self.provider is not None:
+                    self.provider.stop()
+                if self.state_lock is not None:
+                    self.state_lock.close()
 
 
 def fixture_layer() -> Path:
@@ -333,8 +343,12 @@ def check_port(port: int) -> None:
 
 
 def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
-    """One stack per state directory: a second one would lose the first one's tasks at its stop."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    """One stack per state directory: a second one would lose the first one's tasks at its stop. The
+    directory is its user's only (0700): the snapshots hold every item, secret and object."""
+    try:
+        private_directory(state_dir)
+    except NotPrivate as refused:
+        raise StartRefused(f"{refused}: give this stack a directory of your own (LOCAL_STATE_DIR)") from None
     handle = open(state_dir / ".lock", "a+", encoding="utf-8")  # noqa: SIM115 (held while the stack runs)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -387,6 +401,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.port:
         check_port(options.port)
     port = options.port or _free_port()  # known before synthesis: the resource URI names it
+    try:
+        private_directory(state_file(port).parent)  # the run file's (administrator keys): its user's only
+    except NotPrivate as refused:
+        raise StartRefused(str(refused)) from None
     state_lock = lock_state_dir(options.state_dir, port) if options.state_dir is not None else None
     # The asset first: the tools are imported against its packages, before anything else starts.
     code = build_function_code()
@@ -751,6 +769,8 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
     state = {
         "endpoint": stack.url,
         "awsEndpoint": stack.aws.endpoint,
+        # moto's admin API (/moto-api/...) answers requests with this in X-Local-Stack-Secret only.
+        "motoApiSecret": stack.aws.admin_secret,
         "stackName": stack.assembly.stack_name,
         "assembly": str(stack.assembly.directory),
         "administrator": stack.admin,
@@ -766,13 +786,12 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         "userPools": dict(stack.provisioned.user_pools),
         "queues": {queue.logical_id: queue.url for queue in stack.provisioned.queues.values()},
     }
-    path = state_file(port)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=2), encoding="utf-8")
+    write_private(state_file(port), json.dumps(state, indent=2))
 
 
 def state_file(port: int) -> Path:
-    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys)."""
+    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys): mode
+    0600 in a 0700 directory, removed when the stack stops."""
     return STATE_ROOT / "run" / f"{port}.json"
 
 
