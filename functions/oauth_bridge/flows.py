@@ -98,6 +98,7 @@ _SECRET_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
 _STALE_SIGN_IN: Final = "this sign-in expired or was used already: start again from your client"
 _BAD_CODE: Final = "the code is invalid, expired, used already or not this client's"
+_REVOKED_CODE: Final = "the approval this code was issued under was revoked: sign in again"
 _BAD_REFRESH: Final = "the refresh token was revoked, has expired or is not this client's"
 MCP_PATH: Final = "/mcp"
 REGISTERED_CLIENTS: Final = "RegisteredClients"
@@ -129,12 +130,13 @@ class Authorization:
     scopes: tuple[str, ...]
     nonce: str | None = None
 
-    def back(self, error: str, description: str) -> dict[str, Any]:
-        """An answer to the client at its registered redirect URI, with its `state`: only once the
-        person has acted (denied), never for a request nobody looked at."""
+    def back(self, error: str, description: str, issuer: str) -> dict[str, Any]:
+        """An answer to the client at its registered redirect URI, with its `state` and the issuer (RFC
+        9207): only once the person has acted (denied), never for a request nobody looked at."""
         params = {"error": error, "error_description": description}
         if self.state is not None:
             params["state"] = self.state
+        params["iss"] = issuer
         return redirect_with(self.redirect_uri, params)
 
 
@@ -175,7 +177,7 @@ class Bridge:
 
     # ---- metadata (RFC 8414) ----------------------------------------------------------------
     def metadata(self, request: Request) -> dict[str, Any]:
-        base = request.base_url
+        base = self._issuer(request)
         document = {
             "issuer": base,
             "authorization_endpoint": base + AUTHORIZE_PATH,
@@ -189,10 +191,17 @@ class Bridge:
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
             "scopes_supported": [*self.settings.scopes, OFFLINE_ACCESS],
             "client_id_metadata_document_supported": True,
+            # Every authorization response names the issuer (RFC 9207): a client talking to two
+            # authorization servers cannot be sent one's code for the other (mix-up attacks).
+            "authorization_response_iss_parameter_supported": True,
             # RFC 8414 §2 allows more parameters: which registration to use, for people reading this.
             "registration_note": REGISTRATION_NOTE,
         }
         return json_response(200, document, {"cache-control": "max-age=3600"})
+
+    def _issuer(self, request: Request) -> str:
+        """The issuer, as the metadata and every authorization response (`iss`, RFC 9207) name it."""
+        return request.base_url
 
     def _resource(self, request: Request) -> str:
         return self.settings.resource_url or request.base_url + MCP_PATH
@@ -407,7 +416,7 @@ class Bridge:
             raise OAuthError(403, "access_denied", _STALE_FORM)
         checked = self._check_authorization(request, parse_pairs(raw))
         if decision == "deny":
-            return checked.back("access_denied", "the user denied the request")
+            return checked.back("access_denied", "the user denied the request", self._issuer(request))
         if decision != "approve":
             raise OAuthError(400, "invalid_request", "decision must be approve or deny")
         registration = self._app_client_for(checked.registration, request)
@@ -495,6 +504,7 @@ class Bridge:
         if registration is None or not registration.cognito_client_id or registration.legacy:
             raise OAuthError(400, "invalid_client", "the client is no longer registered: register again")
         back = {} if pending.state is None else {"state": pending.state}
+        back["iss"] = self._issuer(request)  # RFC 9207, in every authorization response
         if error is not None or not code:  # the person acted at Cognito (cancelled): the client hears it
             return redirect_with(
                 pending.redirect_uri,
@@ -530,6 +540,7 @@ class Bridge:
                 subject=subject,
                 tokens={k: tokens[k] for k in _TOKEN_FIELDS if k in tokens},
                 expires_at=now + CODE_SECONDS,
+                grant=approval.grant,
             ),
         )
         answer = redirect_with(pending.redirect_uri, {"code": client_code, **back})
@@ -834,6 +845,14 @@ class Bridge:
         issued = self.grants.take_code(code) if len(code) <= 128 else None  # taken: a second try finds nothing
         if issued is None or issued.client_key != registration.key:
             raise OAuthError(400, "invalid_grant", _BAD_CODE)
+        approval = self.grants.approval(issued.subject, issued.client_key)
+        if (
+            approval is None
+            or not issued.grant
+            or approval.grant != issued.grant
+            or approval.expires_at <= self.clock()
+        ):
+            raise OAuthError(400, "invalid_grant", _REVOKED_CODE)  # revoked since the code was minted
         if request.single(form, "redirect_uri") != issued.redirect_uri:
             raise OAuthError(400, "invalid_grant", "redirect_uri is not the one of the authorization request")
         if not _PKCE_CHALLENGE.fullmatch(verifier) or not hmac.compare_digest(_s256(verifier), issued.code_challenge):

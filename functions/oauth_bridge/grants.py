@@ -4,8 +4,9 @@
   the MCP client, its redirect URI, its PKCE challenge and `state`, the resource and scopes, the bridge's
   own PKCE verifier for Cognito, and a digest of the cookie of the browser that approved. Taken (deleted)
   once, at the callback; `FLOW_SECONDS` to live.
-- `code#<sha256>`: a code the bridge minted for an MCP client at the callback: bound to that record and
-  the tokens Cognito issued; taken once at `/oauth2/token`; `CODE_SECONDS` to live.
+- `code#<sha256>`: a code the bridge minted for an MCP client at the callback: bound to that record, the
+  tokens Cognito issued and the approval's grant; taken once at `/oauth2/token`, and redeemed only while
+  that approval stands; `CODE_SECONDS` to live.
 - `approval#<subject>#<client key>`: a person's approval of a client for some scopes, until it expires,
   with the digests of the refresh tokens issued under it (revoked with it).
 - `refresh#<sha256>`: a refresh token the bridge handed out: whose, for which client; the token itself,
@@ -77,6 +78,9 @@ class IssuedCode:
     subject: str
     tokens: dict[str, Any]
     expires_at: int
+    # The approval's grant when the code was minted: a revocation (or a revoke and approve again) before
+    # the exchange leaves the code refused.
+    grant: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -267,6 +267,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
         "error": ["access_denied"],
         "error_description": ["the user denied the request"],
         "state": ["b-1"],
+        "iss": [world.base],  # RFC 9207
     }
     assert len(world.cognito.authorize_requests()) == 1
 
@@ -274,6 +275,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
     browser.get(world.authorize_url(client_a, world.client_a, "a-2"))
     await_condition(lambda: len(world.codes(world.client_a)) == 2, "the second code reached client A")
     assert world.codes(world.client_a)[1]["state"] == ["a-2"]
+    assert world.codes(world.client_a)[1]["iss"] == [world.base]
     browser.get(world.authorize_url(client_b, world.client_b, "b-2"))
     assert browser.title == "Allow access?"
     assert len(world.codes(world.client_b)) == 1 and len(world.cognito.authorize_requests()) == 2

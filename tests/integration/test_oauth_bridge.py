@@ -39,6 +39,7 @@ VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 HOST = "client.test"
 DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
+ISSUER = "http://127.0.0.1:3000"
 # Hosts under these serve metadata documents too (every name resolves to loopback here).
 WILDCARD_NAMES = ("*.evil.co.uk", "*.other.co.uk")
 
@@ -202,6 +203,7 @@ class BridgeUnderTest:
         assert answer["statusCode"] == 302, answer["body"]
         location = urlsplit(answer["headers"]["location"])
         assert f"{location.scheme}://{location.netloc}{location.path}" == params.get("redirect_uri", CALLBACK)
+        assert parse_qs(location.query)["iss"] == [ISSUER]  # RFC 9207, in every authorization response
         return parse_qs(location.query)["code"][0]
 
     def exchange(self, client_id: str, code: str, form: dict[str, str] | None = None) -> dict[str, Any]:
@@ -595,6 +597,7 @@ def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(
         "error": ["access_denied"],
         "error_description": ["the user denied the request"],
         "state": ["xyz"],
+        "iss": [ISSUER],
     }
     assert "cookies" not in answer and bridge.app_clients() == {}
 
@@ -764,6 +767,32 @@ def test_revoking_an_approval_revokes_its_refresh_tokens_and_asks_again(bridge: 
     renewed = bridge.tokens(client_id, jar)
     assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(client_id, renewed["refresh_token"])["statusCode"] == 200
+
+
+def test_a_code_minted_before_a_revocation_is_refused_after_it(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.tokens(client_id, jar)
+    unredeemed = bridge.code(client_id, jar)  # the approval stands: straight through Cognito to a code
+    page = approvals_page(bridge, jar)["body"]
+    form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
+    assert bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)["statusCode"] == 302
+    refused = bridge.exchange(client_id, unredeemed)
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the approval this code was issued under was revoked: sign in again",
+        },
+    )
+    # Approved again meanwhile (a new grant): the old code stays refused.
+    second = bridge.code(client_id, jar)
+    page = approvals_page(bridge, jar)["body"]
+    form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
+    bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)
+    fresh = bridge.code(client_id, jar)
+    assert bridge.exchange(client_id, second)["statusCode"] == 400
+    assert bridge.exchange(client_id, fresh)["statusCode"] == 200
 
 
 def test_a_revoke_form_without_the_persons_cookie_or_token_revokes_nothing(bridge: BridgeUnderTest) -> None:
@@ -947,6 +976,8 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
     bridge: BridgeUnderTest,
 ) -> None:
     document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
+    assert document["issuer"] == ISSUER
+    assert document["authorization_response_iss_parameter_supported"] is True  # RFC 9207
     assert document["client_id_metadata_document_supported"] is True
     assert document["registration_endpoint"] == "http://127.0.0.1:3000/oauth2/register"
     assert document["revocation_endpoint"] == "http://127.0.0.1:3000/oauth2/revoke"
