@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from .registration import destination
+
 FORM_SECONDS: Final = 600
 PERSON_SECONDS: Final = 7 * 86_400
 CSRF_COOKIE: Final = "mcp-consent-csrf"
@@ -169,7 +171,7 @@ def consent_page(
     ask: ConsentRequest, action: str, request_query: str, token: str, cognito_url: str
 ) -> tuple[str, dict[str, str]]:
     e = html.escape
-    redirect_host = urlsplit(ask.redirect_uri).netloc or urlsplit(ask.redirect_uri).scheme + ":"
+    redirect_host = destination(ask.redirect_uri)  # the host a browser goes to (registration.py)
     if ask.metadata_url is not None:
         registered = f"by its Client ID Metadata Document at {e(ask.metadata_url)}"
         warning = ""

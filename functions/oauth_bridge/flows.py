@@ -78,7 +78,7 @@ from .grants import (
     new_secret,
 )
 from .limits import RegistrationLimits
-from .registration import OFFLINE_ACCESS, cognito_client_name, parse_client_metadata
+from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
 from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
@@ -767,6 +767,8 @@ class Bridge:
         redirect_uri = request.single(q, "redirect_uri")
         if redirect_uri is None:
             raise OAuthError(400, "invalid_request", "redirect_uri is required")
+        # Checked again as registered ones are: one stored under older, laxer rules is never used.
+        check_redirect_uri(redirect_uri, "invalid_request")
         registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri, source_ip=request.source_ip)
         if redirect_uri not in registration.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
