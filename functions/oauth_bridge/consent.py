@@ -92,15 +92,18 @@ class Signer:
 
     # ---- the forms' token -----------------------------------------------------------------------
     def form_token(self, request_query: str, csrf: str, now: float) -> str:
+        """`<expires>.<nonce>.<signature>`: the nonce makes each form its own, so each is answered once."""
         expires = int(now) + FORM_SECONDS
-        signature = self.sign("consent-form", "\n".join((str(expires), csrf, request_query)))
-        return f"{expires}.{signature}"
+        nonce = secrets.token_urlsafe(12)
+        signature = self.sign("consent-form", "\n".join((str(expires), nonce, csrf, request_query)))
+        return f"{expires}.{nonce}.{signature}"
 
     def form_token_valid(self, token: str, request_query: str, csrf: str | None, now: float) -> bool:
-        expires, _, signature = token.partition(".")
-        if not csrf or not expires.isdigit() or int(expires) < now:
+        expires, _, rest = token.partition(".")
+        nonce, _, signature = rest.partition(".")
+        if not csrf or not expires.isdigit() or int(expires) < now or not nonce:
             return False
-        return self.verify("consent-form", "\n".join((expires, csrf, request_query)), signature)
+        return self.verify("consent-form", "\n".join((expires, nonce, csrf, request_query)), signature)
 
     # ---- the person signed in -------------------------------------------------------------------
     def person_cookie(self, subject: str, now: float) -> str:

@@ -96,6 +96,7 @@ CONSOLE_CLIENT_NAME: Final = "mcp-bridge-approvals"
 _CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
 _SECRET_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
+_USED_FORM: Final = "this form was sent already: open the client's sign-in link again"
 _STALE_SIGN_IN: Final = "this sign-in expired or was used already: start again from your client"
 _BAD_CODE: Final = "the code is invalid, expired, used already or not this client's"
 _REVOKED_CODE: Final = "the approval this code was issued under was revoked: sign in again"
@@ -110,8 +111,6 @@ REGISTRATION_NOTE: Final = (
 CLEANUP_MINUTES: Final = 15
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
-# A container reads the signing keys again this often, so a rotation reaches every container.
-SIGNING_KEYS_SECONDS: Final = 300
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 TOKEN_TIMEOUT_SECONDS: Final = 10.0
 _TOKEN_FIELDS: Final = ("access_token", "id_token", "refresh_token", "token_type", "expires_in")
@@ -172,8 +171,6 @@ class Bridge:
     fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
     post: TokenPost = post_form
     clock: Callable[[], float] = time.time
-    _signing_keys: tuple[bytes, ...] = field(default=(), repr=False)
-    _keys_read_at: float = field(default=0.0, repr=False)
 
     # ---- metadata (RFC 8414) ----------------------------------------------------------------
     def metadata(self, request: Request) -> dict[str, Any]:
@@ -408,6 +405,7 @@ class Bridge:
         if decision in ("sign-in", "revoke"):
             if not signer.form_token_valid(token, CONSOLE_FORM, csrf, self.clock()):
                 raise OAuthError(403, "access_denied", _STALE_FORM)
+            self._use_form(token)
             if decision == "sign-in":
                 return self._console_sign_in(request)
             return self._revoke_on_page(request, form)
@@ -416,11 +414,19 @@ class Bridge:
             raise OAuthError(403, "access_denied", _STALE_FORM)
         checked = self._check_authorization(request, parse_pairs(raw))
         if decision == "deny":
+            self._use_form(token)
             return checked.back("access_denied", "the user denied the request", self._issuer(request))
         if decision != "approve":
             raise OAuthError(400, "invalid_request", "decision must be approve or deny")
         registration = self._app_client_for(checked.registration, request)
+        self._use_form(token)  # once the approve can go through: a refused one writes nothing
         return self._to_cognito(request, replace(checked, registration=registration), "consent", None)
+
+    def _use_form(self, token: str) -> None:
+        """A form is answered once: a replayed one (each approve would write a sign-in record) is refused."""
+        expires = int(token.partition(".")[0])  # checked as digits by form_token_valid
+        if not self.grants.use_form(token, expires):
+            raise OAuthError(403, "access_denied", _USED_FORM)
 
     def _to_cognito(self, request: Request, checked: Authorization, kind: str, person: str | None) -> dict[str, Any]:
         """Store the approved sign-in (bound to this browser) and send the browser to Cognito's
@@ -748,17 +754,15 @@ class Bridge:
         log.info("revoked %d approvals of client %s", len(approvals), client_id)
         return {"revokedApprovals": len(approvals)}
 
-    def rotate_signing_keys(self) -> dict[str, int]:
-        """The operator's command: a new key signs from now on; the older ones still verify."""
-        count = self.grants.rotate_signing_keys()
-        self._keys_read_at = 0.0
-        return {"signingKeys": count}
+    def rotate_signing_keys(self, retire: bool = False) -> dict[str, int]:
+        """The operator's command: a new key signs from now on; the older ones still verify, or (`retire`,
+        for a leaked key) none does, in every container at once (the keys are read on each use)."""
+        return {"signingKeys": self.grants.rotate_signing_keys(retire)}
 
     def _signer(self) -> Signer:
-        if not self._signing_keys or self.clock() - self._keys_read_at > SIGNING_KEYS_SECONDS:
-            self._signing_keys = self.grants.signing_keys()
-            self._keys_read_at = self.clock()
-        return Signer(self._signing_keys)
+        # Read on each use (one consistent read; a page or a form needs one or two): a retired key is
+        # refused by every container from the moment it is retired, none caches it.
+        return Signer(self.grants.signing_keys())
 
     def _check_authorization(self, request: Request, q: dict[str, list[str]]) -> Authorization:
         """The authorize request checked in full. Nobody has looked at it yet, so every error is

@@ -11,6 +11,8 @@
   with the digests of the refresh tokens issued under it (revoked with it).
 - `refresh#<sha256>`: a refresh token the bridge handed out: whose, for which client; the token itself,
   to revoke it at Cognito. A refresh is forwarded only while this row and its approval exist.
+- `form#<sha256>`: a consent or approvals form that was posted: each is answered once (a replay writes
+  nothing); kept until the form would have expired anyway (TTL on `expiresAt`).
 - `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify).
 """
 
@@ -32,6 +34,7 @@ PENDING_PREFIX: Final = "pending#"
 CODE_PREFIX: Final = "code#"
 APPROVAL_PREFIX: Final = "approval#"
 REFRESH_PREFIX: Final = "refresh#"
+FORM_PREFIX: Final = "form#"
 SIGNING_KEYS: Final = "meta#signing-keys"
 LEGACY_SIGNING_KEY: Final = "meta#signing-key"
 CONSOLE_CLIENT: Final = "meta#console-client"
@@ -168,6 +171,14 @@ class GrantStore:
             return None
         return Pending(**{**found, "scopes": tuple(found["scopes"])})
 
+    def use_form(self, token: str, expires_at: int) -> bool:
+        """Mark a posted form's token used; False if it was used before (a replay)."""
+        try:
+            self._put_new(FORM_PREFIX + digest(token), {}, expires_at)
+        except ConditionFailed:
+            return False
+        return True
+
     def put_code(self, code: str, issued: IssuedCode) -> None:
         self._put_new(CODE_PREFIX + digest(code), asdict(issued), issued.expires_at)
 
@@ -281,10 +292,11 @@ class GrantStore:
             return self.signing_keys()  # another container made them first
         return keys
 
-    def rotate_signing_keys(self) -> int:
-        """A new key signs from now on; the older ones still verify (at most `MAX_SIGNING_KEYS` kept)."""
+    def rotate_signing_keys(self, retire: bool = False) -> int:
+        """A new key signs from now on; the older ones still verify (at most `MAX_SIGNING_KEYS` kept), or
+        with `retire` none does: what they signed (forms in flight, person cookies) is refused at once."""
         current = self.signing_keys()
-        keys = (secrets.token_bytes(32), *current)[:MAX_SIGNING_KEYS]
+        keys = (secrets.token_bytes(32),) if retire else (secrets.token_bytes(32), *current)[:MAX_SIGNING_KEYS]
         self._put_keys(keys, current[0])
         return len(keys)
 

@@ -424,6 +424,15 @@ def test_the_operators_command_revokes_a_client_for_everyone_and_rotates_the_sig
     assert (rotated.returncode, rotated.stdout) == (0, "a new signing key signs from now on; 2 keys verify\n")
     click(browser, "approve")  # a form signed with the previous key still verifies
     await_condition(lambda: any(q.get("state") == ["op-2"] for q in world.codes(world.client_a)), "the code for op-2")
+    retired = subprocess.run(
+        [*script, "rotate-signing-keys", "--retire", "--port", str(port)], capture_output=True, text=True, timeout=60
+    )
+    assert (retired.returncode, retired.stdout) == (
+        0,
+        "a new signing key signs from now on; every earlier key is retired (no container accepts it)\n",
+    )
+    browser.get(world.authorize_url(client_a, world.client_a, "op-3"))
+    assert browser.title == "Allow access?"  # the person cookie, signed with a retired key, no longer stands
 
 
 # ---- a real client (the Python `mcp` SDK) signs in through the bridge ------------------------------
@@ -452,7 +461,9 @@ class ConsentingPerson:
                 location = response.headers.get("location", "")
                 if location.startswith(self.redirect_uri):
                     query = parse_qs(urlsplit(location).query)
-                    self.result = AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
+                    self.result = AuthorizationCodeResult(
+                        code=query["code"][0], state=query["state"][0], iss=query.get("iss", [None])[0]
+                    )
                     return
                 assert response.status_code == 302, response.text
                 response = await browser.get(location)

@@ -12,7 +12,7 @@ import html
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -629,6 +629,30 @@ def test_a_consent_form_that_is_stale_or_not_this_browsers_is_refused_with_403(
     assert bridge.app_clients() == {}
 
 
+def test_a_consent_form_is_answered_once_and_a_replay_writes_nothing(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    form, _ = consent_form(bridge.authorize(client_id, jar))
+    first = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)
+    assert first["statusCode"] == 302 and first["headers"]["location"].startswith(DOMAIN)
+    items = set(bridge.items())
+    for decision in ("approve", "approve", "deny"):
+        replay = bridge.call("POST", "/oauth2/consent", form={**form, "decision": decision}, jar=jar)
+        assert (replay["statusCode"], json.loads(replay["body"])) == (
+            403,
+            {
+                "error": "access_denied",
+                "error_description": "this form was sent already: open the client's sign-in link again",
+            },
+        )
+    assert set(bridge.items()) == items  # no sign-in record, no app client, no slot more
+    assert len(bridge.app_clients()) == 1
+    console = dict(re.findall(r'name="(token)" value="([^"]*)"', approvals_page(bridge, jar)["body"]))
+    assert bridge.call("POST", "/oauth2/consent", form={**console, "decision": "sign-in"}, jar=jar)["statusCode"] == 302
+    again = bridge.call("POST", "/oauth2/consent", form={**console, "decision": "sign-in"}, jar=jar)
+    assert again["statusCode"] == 403
+
+
 def test_an_approval_stands_for_that_person_and_client_and_is_asked_again_when_the_scopes_grow(
     bridge: BridgeUnderTest,
 ) -> None:
@@ -853,6 +877,22 @@ def test_signing_keys_rotate_and_what_the_old_key_signed_still_verifies(bridge: 
     assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 3}
     assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 3}  # at most three kept
     assert bridge.bridge._signer().person(jar["mcp-person"], bridge.clock()) is None  # the oldest is gone
+
+
+def test_retiring_the_signing_keys_refuses_what_the_old_ones_signed_in_every_container_at_once(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.code(client_id, jar)
+    form, _ = consent_form(bridge.authorize(bridge.client(), jar))
+    other_container = replace(bridge.bridge)  # a second warm container of the function, same table
+    assert other_container._signer().person(jar["mcp-person"], bridge.clock()) == "alice-sub"
+    assert dispatch(bridge.bridge, {"action": "rotate-signing-keys", "retire": True}) == {"signingKeys": 1}
+    assert other_container._signer().person(jar["mcp-person"], bridge.clock()) is None  # no cached key
+    assert bridge.authorize(client_id, jar)["statusCode"] == 200  # the person cookie no longer stands
+    refused = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)
+    assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (403, "access_denied")
 
 
 # ---- registration limits and the expiry of clients that never sign in -----------------------------
