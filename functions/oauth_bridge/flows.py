@@ -8,7 +8,9 @@ state, resource, scopes) bound to the browser, and sends it to Cognito. At the c
 redeems Cognito's code (with its own PKCE verifier and the app client's secret, which only the bridge
 holds), records the person's approval, and sends the MCP client a code of its own: single use, short
 lived, bound to that record. `/oauth2/token` checks the client, the code, the redirect URI, PKCE and
-the resource, and answers the tokens; refreshes go through the bridge while the approval stands.
+the resource, and answers the tokens with a refresh token of the bridge's own; refreshes go through the
+bridge while the approval stands, each refresh token works once (the answer carries the next), and one
+used again revokes its whole family.
 
 Every request is checked in full before anything is written, so a refused one stores nothing. Before
 the person has acted, every error is answered here (JSON), never a redirect (RFC 9700 §4.11.2); after
@@ -533,7 +535,9 @@ class Bridge:
             approval = standing
         else:
             approval = self._approve(subject, registration, pending, now)
-        self._record_refresh(registration, approval, tokens, now)
+        upstream_refresh = tokens.get("refresh_token")
+        if isinstance(upstream_refresh, str) and upstream_refresh:  # the client gets a refresh token of the bridge's
+            tokens = {**tokens, "refresh_token": self._issue_refresh(registration, approval, upstream_refresh, now)}
         client_code = new_secret()
         self.grants.put_code(
             client_code,
@@ -610,25 +614,28 @@ class Bridge:
             return replace(approval, revision=approval.revision + 1)
         raise BridgeUnavailable("the approval kept changing concurrently")
 
-    def _record_refresh(self, registration: Registration, approval: Approval, tokens: dict[str, Any], now: int) -> None:
-        """A refresh token handed out under an approval: recorded, so it is refused and revoked with it."""
-        token = tokens.get("refresh_token")
-        if not isinstance(token, str) or not token:
-            return
+    def _issue_refresh(
+        self, registration: Registration, approval: Approval, upstream: str, now: int, replacing: str = ""
+    ) -> str:
+        """A refresh token of the bridge's, standing for Cognito's `upstream` under this approval: recorded
+        (hashed) and listed in the approval, so it is refused and revoked with it. `replacing`: the digest
+        of the token it rotates out, dropped from that list."""
+        token = new_secret()
         expires = now + self.settings.refresh_token_days * 86_400
         self.grants.put_refresh(
-            token, RefreshRecord(approval.subject, registration.key, approval.grant, token), expires
+            token, RefreshRecord(approval.subject, registration.key, approval.grant, upstream), expires
         )
         for _ in range(3):
             current = self.grants.approval(approval.subject, registration.key)
-            if current is None or digest(token) in current.refresh:
-                return
-            kept = (*current.refresh, digest(token))
+            if current is None or current.grant != approval.grant:
+                return token  # revoked meanwhile: the new token is refused with its approval gone
+            kept = (*[d for d in current.refresh if d != replacing], digest(token))
             try:
                 self.grants.save_approval(replace(current, refresh=kept[-MAX_REFRESH_PER_APPROVAL:]))
             except ConditionFailed:
                 continue
-            return
+            return token
+        return token
 
     # ---- the approvals page ---------------------------------------------------------------------
     def approvals(self, request: Request) -> dict[str, Any]:
@@ -708,9 +715,11 @@ class Bridge:
         with contextlib.suppress(ConditionFailed):  # revoked concurrently: the tokens still go below
             self.grants.remove_approval(approval)
         registration = self.store.get(approval.client_key)
+        revoked: set[str] = set()
         for token_digest in approval.refresh:
             record = self.grants.take_refresh(token_digest)
-            if record is not None and registration is not None:
+            if record is not None and registration is not None and record.token not in revoked:
+                revoked.add(record.token)  # rotated tokens of one sign-in share Cognito's
                 self._revoke_at_cognito(registration, record.token)
 
     def _revoke_at_cognito(self, registration: Registration, token: Any) -> None:
@@ -818,27 +827,67 @@ class Bridge:
         refresh_token = request.single(form, "refresh_token")
         if not refresh_token:
             raise OAuthError(400, "invalid_request", "refresh_token is required")
+        return self._refresh(request, form, registration, refresh_token)
+
+    def _refresh(
+        self, request: Request, form: dict[str, list[str]], registration: Registration, refresh_token: str
+    ) -> dict[str, Any]:
+        """A refresh token works once (OAuth 2.1 §4.3.1): the answer carries a new one. One presented again
+        after its use is a stolen copy, or the client it was stolen from: its family (the approval, with
+        every refresh token under it) is revoked, here and at Cognito."""
         record = self.grants.refresh(refresh_token)
-        approval = None
-        if record is not None and record.client_key == registration.key:
-            approval = self.grants.approval(record.subject, registration.key)
-        if record is None or approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
+        if record is None:
+            self._revoke_family_of_spent(refresh_token)
             raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
-        upstream = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        approval = None
+        if record.client_key == registration.key:
+            approval = self.grants.approval(record.subject, registration.key)
+        if approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        upstream = {"grant_type": "refresh_token", "refresh_token": record.token}
         scope = request.single(form, "scope")
         if scope is not None:
             upstream["scope"] = " ".join(s for s in scope.split() if s != OFFLINE_ACCESS)
         status, body = self._cognito_token(registration.cognito_client_id, registration.cognito_secret, upstream)
-        if status == 200:
-            self.store.touch(registration)
-            with contextlib.suppress(ValueError, AttributeError):
-                self._record_refresh(registration, approval, json.loads(body), int(self.clock()))
-        return {
-            "statusCode": status if status in (200, 400, 401) else 503,
-            "headers": {"content-type": "application/json", **NO_STORE},
-            "body": body.decode("utf-8", "replace") if status in (200, 400, 401) else _unavailable(),
-            "isBase64Encoded": False,
-        }
+        if status != 200:  # the token is not spent: the client may try it again
+            return {
+                "statusCode": status if status in (400, 401) else 503,
+                "headers": {"content-type": "application/json", **NO_STORE},
+                "body": body.decode("utf-8", "replace") if status in (400, 401) else _unavailable(),
+                "isBase64Encoded": False,
+            }
+        try:
+            tokens: Any = json.loads(body)
+        except ValueError:
+            raise BridgeUnavailable("Cognito's token endpoint answered no JSON") from None
+        if not isinstance(tokens, dict) or not isinstance(tokens.get("access_token"), str):
+            raise BridgeUnavailable("Cognito's token endpoint answered no access token")
+        now = int(self.clock())
+        expires = now + self.settings.refresh_token_days * 86_400
+        if not self.grants.spend_refresh(refresh_token, record, expires):
+            self._revoke_family(record.subject, record.client_key, record.grant)  # used twice at once
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        self.store.touch(registration)
+        upstream_refresh = tokens.get("refresh_token")  # Cognito's own rotation, when the app client has it on
+        upstream_token = upstream_refresh if isinstance(upstream_refresh, str) and upstream_refresh else record.token
+        answer = {k: tokens[k] for k in _TOKEN_FIELDS if k in tokens}
+        answer["refresh_token"] = self._issue_refresh(
+            registration, approval, upstream_token, now, replacing=digest(refresh_token)
+        )
+        if "scope" in tokens:
+            answer["scope"] = tokens["scope"]
+        return json_response(200, answer, NO_STORE)
+
+    def _revoke_family_of_spent(self, refresh_token: str) -> None:
+        spent = self.grants.spent(refresh_token) if len(refresh_token) <= 512 else None
+        if spent is not None:
+            log.warning("a refresh token was used again after its rotation: its family is revoked")
+            self._revoke_family(*spent)
+
+    def _revoke_family(self, subject: str, client_key: str, grant: str) -> None:
+        approval = self.grants.approval(subject, client_key)
+        if approval is not None and approval.grant == grant:
+            self._revoke_approval(approval)
 
     def _exchange_code(
         self, request: Request, form: dict[str, list[str]], registration: Registration

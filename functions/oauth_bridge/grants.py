@@ -9,8 +9,12 @@
   that approval stands; `CODE_SECONDS` to live.
 - `approval#<subject>#<client key>`: a person's approval of a client for some scopes, until it expires,
   with the digests of the refresh tokens issued under it (revoked with it).
-- `refresh#<sha256>`: a refresh token the bridge handed out: whose, for which client; the token itself,
-  to revoke it at Cognito. A refresh is forwarded only while this row and its approval exist.
+- `refresh#<sha256>`: a refresh token the bridge handed out (its own, random; the client never sees
+  Cognito's): whose, for which client, under which grant; Cognito's refresh token behind it, to refresh
+  and to revoke it there. A refresh is forwarded only while this row and its approval exist. Each use
+  spends it (the client gets a new one: OAuth 2.1 §4.3.1 rotation) and leaves
+- `spent#<sha256>`: a refresh token used once already: presented again, it is a stolen copy (or the
+  theft's victim), and its whole family, the approval with every refresh token under it, is revoked.
 - `form#<sha256>`: a consent or approvals form that was posted: each is answered once (a replay writes
   nothing); kept until the form would have expired anyway (TTL on `expiresAt`).
 - `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify).
@@ -35,6 +39,7 @@ CODE_PREFIX: Final = "code#"
 APPROVAL_PREFIX: Final = "approval#"
 REFRESH_PREFIX: Final = "refresh#"
 FORM_PREFIX: Final = "form#"
+SPENT_PREFIX: Final = "spent#"
 SIGNING_KEYS: Final = "meta#signing-keys"
 LEGACY_SIGNING_KEY: Final = "meta#signing-key"
 CONSOLE_CLIENT: Final = "meta#console-client"
@@ -277,6 +282,26 @@ class GrantStore:
     def take_refresh(self, token_digest: str) -> RefreshRecord | None:
         found = self._take(REFRESH_PREFIX + token_digest)
         return RefreshRecord(**found) if found is not None else None
+
+    def spend_refresh(self, token: str, record: RefreshRecord, expires_at: int) -> bool:
+        """Use a refresh token up (it is deleted, a `spent#` marker remembers whose it was); False if it was
+        used meanwhile (two uses of one token: one of them is not its client's)."""
+        if self.take_refresh(digest(token)) is None:
+            return False
+        spent = {"subject": record.subject, "client_key": record.client_key, "grant": record.grant}
+        try:
+            self._put_new(SPENT_PREFIX + digest(token), spent, expires_at)
+        except ConditionFailed:
+            return False
+        return True
+
+    def spent(self, token: str) -> tuple[str, str, str] | None:
+        """(subject, client key, grant) of a refresh token used up before: its reuse names its family."""
+        item = self._get(SPENT_PREFIX + digest(token))
+        if not item or int(item["expiresAt"]["N"]) <= self.clock():
+            return None
+        found = json.loads(item["doc"]["S"])
+        return str(found["subject"]), str(found["client_key"]), str(found["grant"])
 
     # ---- signing keys ---------------------------------------------------------------------------
     def signing_keys(self) -> tuple[bytes, ...]:

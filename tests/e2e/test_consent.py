@@ -352,6 +352,7 @@ def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_brows
 ) -> None:
     browser = world.browser
     client_a = world.register("Revoke me", world.client_a)
+    issued_before = set(world.cognito.refresh_tokens)
     browser.get(world.authorize_url(client_a, world.client_a, "r-1"))
     click(browser, "approve")
     (code,) = await_condition(
@@ -365,6 +366,8 @@ def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_brows
         "client_id": client_a,
     }
     refresh_token = httpx.post(f"{world.base}/oauth2/token", data=form, timeout=30).json()["refresh_token"]
+    (cognitos,) = set(world.cognito.refresh_tokens) - issued_before  # issued to the bridge at the callback
+    assert refresh_token != cognitos  # the client holds the bridge's own; Cognito's stays with the bridge
     browser.get(f"{world.base}/oauth2/consent")
     assert browser.title == "Your approvals"
     assert re.fullmatch(r"You approved \d+ clients?\.", text(browser, "approvals"))
@@ -374,7 +377,7 @@ def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_brows
     world.screenshot("approvals-page")
     row.find_element(By.TAG_NAME, "button").click()
     await_condition(lambda: client_a not in browser.page_source, "the approval was revoked")
-    assert refresh_token in world.cognito.revoked  # revoked at Cognito (RFC 7009) too
+    assert cognitos in world.cognito.revoked  # Cognito's behind it, revoked at Cognito (RFC 7009) too
     refused = httpx.post(
         f"{world.base}/oauth2/token",
         data={"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_a},

@@ -394,7 +394,9 @@ def test_the_code_is_exchanged_for_cognitos_tokens_once_with_pkce_the_redirect_u
     answer = bridge.exchange(client_id, code)
     assert answer["statusCode"] == 200 and answer["headers"]["cache-control"] == "no-store"
     tokens = json.loads(answer["body"])
-    assert tokens["refresh_token"] == "rt-1" and tokens["scope"] == "mcp/invoke"
+    assert tokens["scope"] == "mcp/invoke"
+    # A refresh token of the bridge's, never Cognito's ("rt-1"): the bridge rotates it at each use.
+    assert len(tokens["refresh_token"]) == 43 and tokens["refresh_token"] != "rt-1"
     assert json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))["client_id"] == app_id
     assert bridge.registration(client_id)["lastUsedAt"]["N"] == str(int(bridge.clock()))
     again = bridge.exchange(client_id, code)
@@ -473,24 +475,58 @@ def test_a_refresh_goes_to_cognito_with_the_app_clients_secret_while_the_approva
     client_id = bridge.client()
     tokens = bridge.tokens(client_id)
     (app,) = bridge.app_clients().values()
+    other = bridge.client()
+    stolen = bridge.refresh(other, tokens["refresh_token"])  # another client's: refused, and not used up
+    assert (stolen["statusCode"], json.loads(stolen["body"])["error"]) == (400, "invalid_grant")
     answer = bridge.refresh(client_id, tokens["refresh_token"], scope="mcp/invoke offline_access")
     assert (answer["statusCode"], json.loads(answer["body"])["access_token"]) == (200, "refreshed")
     url, sent, headers = bridge.cognito.calls[-1]
     assert url == f"{DOMAIN}/oauth2/token"
     assert sent == {
         "grant_type": ["refresh_token"],
-        "refresh_token": [tokens["refresh_token"]],
+        "refresh_token": ["rt-1"],  # Cognito's, which only the bridge holds
         "scope": ["mcp/invoke"],
         "client_id": [app["ClientId"]],
     }
     assert headers["authorization"] == (
         "Basic " + base64.b64encode(f"{app['ClientId']}:{app['ClientSecret']}".encode()).decode()
     )
-    other = bridge.client()
-    stolen = bridge.refresh(other, tokens["refresh_token"])
-    assert (stolen["statusCode"], json.loads(stolen["body"])["error"]) == (400, "invalid_grant")
     unknown = bridge.refresh(client_id, "rt-never-issued")
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (400, "invalid_grant")
+
+
+def test_a_refresh_token_works_once_and_its_reuse_revokes_the_whole_family(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    first = bridge.tokens(client_id, jar)["refresh_token"]
+    answer = bridge.refresh(client_id, first)
+    assert answer["statusCode"] == 200
+    second = json.loads(answer["body"])["refresh_token"]
+    assert second != first and len(second) == 43
+    third = json.loads(bridge.refresh(client_id, second)["body"])["refresh_token"]
+    approval = json.loads(next(v for k, v in bridge.items().items() if k.startswith("approval#"))["doc"]["S"])
+    assert len(approval["refresh"]) == 1  # the rotated-out tokens leave the family's list
+    reused = bridge.refresh(client_id, first)  # a stolen copy of a used token (or its client, robbed)
+    assert (reused["statusCode"], json.loads(reused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the refresh token was revoked, has expired or is not this client's",
+        },
+    )
+    assert bridge.refresh(client_id, third)["statusCode"] == 400  # the whole family goes
+    assert bridge.cognito.revoked == ["rt-1"]  # and Cognito's refresh token behind it
+    assert not [k for k in bridge.items() if k.startswith(("approval#", "refresh#"))]
+    assert bridge.authorize(client_id, jar)["statusCode"] == 200  # the person is asked again
+
+
+def test_a_refresh_cognito_fails_leaves_the_token_usable(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    token = bridge.tokens(client_id)["refresh_token"]
+    bridge.cognito.refresh_answer = (500, b"")
+    assert bridge.refresh(client_id, token)["statusCode"] == 503
+    bridge.cognito.refresh_answer = None
+    assert bridge.refresh(client_id, token)["statusCode"] == 200  # not spent by the failure: no reuse
 
 
 @pytest.mark.parametrize(("status", "expected"), [(400, 400), (401, 401), (500, 503), (429, 503)])
@@ -776,7 +812,7 @@ def test_revoking_an_approval_revokes_its_refresh_tokens_and_asks_again(bridge: 
     form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
     answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)
     assert (answer["statusCode"], answer["headers"]["location"]) == (302, "http://127.0.0.1:3000/oauth2/consent")
-    assert bridge.cognito.revoked == [tokens["refresh_token"]]
+    assert bridge.cognito.revoked == ["rt-1"]  # Cognito's refresh token behind the bridge's
     refused = bridge.refresh(client_id, tokens["refresh_token"])
     assert (refused["statusCode"], json.loads(refused["body"])) == (
         400,
@@ -839,7 +875,7 @@ def test_a_client_revokes_its_refresh_token_at_the_bridge_rfc_7009(bridge: Bridg
     assert not_its_own["statusCode"] == 200 and bridge.cognito.revoked == []
     answer = bridge.call("POST", "/oauth2/revoke", form={"token": tokens["refresh_token"], "client_id": client_id})
     assert (answer["statusCode"], answer["body"]) == (200, "")
-    assert bridge.cognito.revoked == [tokens["refresh_token"]]
+    assert bridge.cognito.revoked == ["rt-1"]
     assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
     unknown = bridge.call("POST", "/oauth2/revoke", form={"token": "whatever", "client_id": client_id})
     assert unknown["statusCode"] == 200  # RFC 7009 §2.2: an unknown token is not an error
@@ -852,7 +888,7 @@ def test_the_operator_revokes_a_client_for_everyone(bridge: BridgeUnderTest) -> 
     bob = bridge.tokens(client_id)
     bobs_other = bridge.tokens(kept)
     assert dispatch(bridge.bridge, {"action": "revoke-client", "clientId": client_id}) == {"revokedApprovals": 2}
-    assert sorted(bridge.cognito.revoked) == sorted([alice["refresh_token"], bob["refresh_token"]])
+    assert sorted(bridge.cognito.revoked) == ["rt-1", "rt-2"]  # Alice's and Bob's sign-ins at Cognito
     assert bridge.refresh(client_id, alice["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(client_id, bob["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(kept, bobs_other["refresh_token"])["statusCode"] == 200
