@@ -25,6 +25,8 @@ JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and rest
 retry waits of about 1 and 2 minutes, and the template's rate schedules; default 1, AWS's own);
 LOCAL_DROP_STATUS_EVENTS=all|P|P@seed (lose every Step Functions status event, or each with
 probability P, as best-effort delivery may; default none). Both are read once, at start.
+The OAuth bridge's BRIDGE_PUBLIC_ORIGIN (the template's: the API's execute-api origin) is the stack's own,
+`http://127.0.0.1:<port>`: reach its sign-in pages there, not at `localhost`.
 LOCAL_RELOAD=1 (the Makefile's `run` sets it): an edit under functions/ runs the import check again and
 restarts every function's interpreters on the edited code (`local_stack.reload`).
 
@@ -461,12 +463,11 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     for spec in provisioned.functions.values():
         # AUTH=dev: the functions that authenticate callers also take development tokens.
         dev_auth = options.auth == "dev" and "MCP_REQUIRE_PRINCIPAL" in spec.environment
+        own = {**additions, "DEV_AUTH": "1"} if dev_auth else dict(additions)
+        if "BRIDGE_PUBLIC_ORIGIN" in spec.environment:  # the template's is the execute-api host: here, loopback
+            own["BRIDGE_PUBLIC_ORIGIN"] = f"http://127.0.0.1:{port}"
         environment = lambda_environment(
-            spec,
-            code,
-            credentials[spec.logical_id],
-            region=template.region,
-            additions={**additions, "DEV_AUTH": "1"} if dev_auth else additions,
+            spec, code, credentials[spec.logical_id], region=template.region, additions=own
         )
         pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency, limits)
         pools[spec.logical_id] = pool

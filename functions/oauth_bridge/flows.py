@@ -198,12 +198,17 @@ class Bridge:
         }
         return json_response(200, document, {"cache-control": "max-age=3600"})
 
+    def _origin(self, request: Request) -> str:
+        """Where the bridge is reached: the configured public origin (the template always sets it); the
+        request's own only where none is (component tests)."""
+        return (self.settings.public_origin or "").rstrip("/") or request.base_url
+
     def _issuer(self, request: Request) -> str:
         """The issuer, as the metadata and every authorization response (`iss`, RFC 9207) name it."""
-        return request.base_url
+        return self._origin(request)
 
     def _resource(self, request: Request) -> str:
-        return self.settings.resource_url or request.base_url + MCP_PATH
+        return self.settings.resource_url or self._origin(request) + MCP_PATH
 
     # ---- dynamic client registration (RFC 7591) ---------------------------------------------
     def register(self, request: Request) -> dict[str, Any]:
@@ -252,7 +257,7 @@ class Bridge:
             return registration
         if not registration.stored and registration.metadata_url is not None:
             self._count_registration(request.source_ip, check_metadata_url(registration.metadata_url)[0].lower())
-        app = self._create_app_client(registration.client_name, request.base_url + CALLBACK_PATH)
+        app = self._create_app_client(registration.client_name, self._origin(request) + CALLBACK_PATH)
         made = replace(registration, cognito_client_id=app.client_id, cognito_secret=app.client_secret or "")
         try:
             if registration.stored:
@@ -367,12 +372,12 @@ class Bridge:
         now = self.clock()
         signer = self._signer()
         cookies = read_cookies(request.cookie)
-        person = signer.person(cookies.get(cookie_name(request.base_url, PERSON_COOKIE)), now)
+        person = signer.person(cookies.get(cookie_name(self._origin(request), PERSON_COOKIE)), now)
         if person is not None and checked.registration.cognito_client_id:
             approval = self.grants.approval(person, checked.registration.key)
             if approval is not None and approval.covers(checked.scopes, now):
                 return self._to_cognito(request, checked, "standing", person)
-        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        csrf = cookies.get(cookie_name(self._origin(request), CSRF_COOKIE)) or ""
         if not _CSRF_VALUE.fullmatch(csrf):
             csrf = new_csrf_value()
         token = signer.form_token(request.raw_query, csrf, now)
@@ -388,21 +393,21 @@ class Bridge:
             approval_days=self.settings.approval_days,
         )
         body, headers = consent_page(
-            ask, request.base_url + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
+            ask, self._origin(request) + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
         )
-        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        cookie = set_cookie(self._origin(request), CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
         return html_response(200, body, headers, cookie)
 
     def consent(self, request: Request) -> dict[str, Any]:
         """The forms' answers: approve (on to Cognito) or deny (access_denied to the client) on the
         consent page; sign in or revoke on the approvals page."""
         origin = request.headers.get("origin")
-        if origin is not None and origin != request.base_url:
+        if origin is not None and origin != self._origin(request):
             raise OAuthError(403, "access_denied", "the consent form was posted from another site")
         form = request.form()
         decision = request.single(form, "decision")
         token = request.single(form, "token") or ""
-        csrf = read_cookies(request.cookie).get(cookie_name(request.base_url, CSRF_COOKIE))
+        csrf = read_cookies(request.cookie).get(cookie_name(self._origin(request), CSRF_COOKIE))
         signer = self._signer()
         if decision in ("sign-in", "revoke"):
             if not signer.form_token_valid(token, CONSOLE_FORM, csrf, self.clock()):
@@ -472,7 +477,7 @@ class Bridge:
         params = {
             "response_type": "code",
             "client_id": app_client_id,
-            "redirect_uri": request.base_url + CALLBACK_PATH,
+            "redirect_uri": self._origin(request) + CALLBACK_PATH,
             "state": flow_id,
             "code_challenge": _s256(verifier),
             "code_challenge_method": "S256",
@@ -480,13 +485,13 @@ class Bridge:
         }
         if nonce is not None:
             params["nonce"] = nonce
-        cookie = set_cookie(request.base_url, FLOW_COOKIE, browser, FLOW_SECONDS, "Lax")
+        cookie = set_cookie(self._origin(request), FLOW_COOKIE, browser, FLOW_SECONDS, "Lax")
         query = urlencode(params, quote_via=quote)
         return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
 
     def _browser_value(self, request: Request) -> str:
         """This browser's sign-in cookie (kept, so two sign-ins at once in one browser both work)."""
-        value = read_cookies(request.cookie).get(cookie_name(request.base_url, FLOW_COOKIE)) or ""
+        value = read_cookies(request.cookie).get(cookie_name(self._origin(request), FLOW_COOKIE)) or ""
         return value if _SECRET_VALUE.fullmatch(value) else new_secret()
 
     # ---- the callback from Cognito --------------------------------------------------------------
@@ -498,7 +503,7 @@ class Bridge:
         pending = self.grants.take_pending(flow_id) if _SECRET_VALUE.fullmatch(flow_id) else None
         if pending is None:
             raise OAuthError(400, "invalid_request", _STALE_SIGN_IN)
-        browser = read_cookies(request.cookie).get(cookie_name(request.base_url, FLOW_COOKIE)) or ""
+        browser = read_cookies(request.cookie).get(cookie_name(self._origin(request), FLOW_COOKIE)) or ""
         if not hmac.compare_digest(digest(browser), pending.browser):
             raise OAuthError(403, "access_denied", "this sign-in was started in another browser: start again there")
         error, code = request.single(q, "error"), request.single(q, "code")
@@ -507,7 +512,7 @@ class Bridge:
             if error is not None or not code or console is None:
                 raise OAuthError(400, "access_denied", "the sign-in did not complete")
             tokens = self._redeem(request, console[0], console[1], code, pending.verifier)
-            return redirect(request.base_url + CONSENT_PATH, self._person_cookie(request, _subject(tokens)))
+            return redirect(self._origin(request) + CONSENT_PATH, self._person_cookie(request, _subject(tokens)))
         registration = self.store.get(pending.client_key)
         if registration is None or not registration.cognito_client_id or registration.legacy:
             raise OAuthError(400, "invalid_client", "the client is no longer registered: register again")
@@ -559,14 +564,14 @@ class Bridge:
 
     def _person_cookie(self, request: Request, subject: str) -> str:
         value = self._signer().person_cookie(subject, self.clock())
-        return set_cookie(request.base_url, PERSON_COOKIE, value, PERSON_SECONDS, "Lax")
+        return set_cookie(self._origin(request), PERSON_COOKIE, value, PERSON_SECONDS, "Lax")
 
     def _redeem(self, request: Request, app_id: str, secret: str, code: str, verifier: str) -> dict[str, Any]:
         """Cognito's tokens for its code (the bridge's callback, verifier and the app client's secret)."""
         form = {
             "grant_type": "authorization_code",
             "code": code,
-            "redirect_uri": request.base_url + CALLBACK_PATH,
+            "redirect_uri": self._origin(request) + CALLBACK_PATH,
             "code_verifier": verifier,
         }
         status, body = self._cognito_token(app_id, secret, form)
@@ -642,12 +647,12 @@ class Bridge:
         """`GET /oauth2/consent`: the signed-in person's approvals, each revocable; sign in first."""
         signer = self._signer()
         cookies = read_cookies(request.cookie)
-        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        csrf = cookies.get(cookie_name(self._origin(request), CSRF_COOKIE)) or ""
         if not _CSRF_VALUE.fullmatch(csrf):
             csrf = new_csrf_value()
         token = signer.form_token(CONSOLE_FORM, csrf, self.clock())
-        action = request.base_url + CONSENT_PATH
-        person = signer.person(cookies.get(cookie_name(request.base_url, PERSON_COOKIE)), self.clock())
+        action = self._origin(request) + CONSENT_PATH
+        person = signer.person(cookies.get(cookie_name(self._origin(request), PERSON_COOKIE)), self.clock())
         if person is None:
             body, headers = sign_in_page(action, token, self.settings.cognito_domain_url)
         else:
@@ -663,14 +668,14 @@ class Bridge:
                 if a.expires_at > self.clock()
             ]
             body, headers = approvals_page(action, listed, token)
-        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        cookie = set_cookie(self._origin(request), CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
         return html_response(200, body, headers, cookie)
 
     def _console_sign_in(self, request: Request) -> dict[str, Any]:
         """Sign the person in with Cognito (the bridge's own app client) to show their approvals."""
         console = self.grants.console_client()
         if console is None:
-            app = self.clients.create(CONSOLE_CLIENT_NAME, request.base_url + CALLBACK_PATH)
+            app = self.clients.create(CONSOLE_CLIENT_NAME, self._origin(request) + CALLBACK_PATH)
             try:
                 self.grants.save_console_client(app.client_id, app.client_secret or "")
                 console = (app.client_id, app.client_secret or "")
@@ -686,7 +691,7 @@ class Bridge:
             kind="console",
             client_key=CONSOLE_CLIENT,
             client_id="",
-            redirect_uri=request.base_url + CONSENT_PATH,
+            redirect_uri=self._origin(request) + CONSENT_PATH,
             code_challenge="",
             state=None,
             resource="",
@@ -700,14 +705,14 @@ class Bridge:
 
     def _revoke_on_page(self, request: Request, form: dict[str, list[str]]) -> dict[str, Any]:
         person = self._signer().person(
-            read_cookies(request.cookie).get(cookie_name(request.base_url, PERSON_COOKIE)), self.clock()
+            read_cookies(request.cookie).get(cookie_name(self._origin(request), PERSON_COOKIE)), self.clock()
         )
         if person is None:
             raise OAuthError(403, "access_denied", "sign in again to revoke approvals")
         approval = self.grants.approval(person, request.single(form, "client") or "")
         if approval is not None:
             self._revoke_approval(approval)
-        return redirect(request.base_url + CONSENT_PATH)
+        return redirect(self._origin(request) + CONSENT_PATH)
 
     # ---- revocation -----------------------------------------------------------------------------
     def _revoke_approval(self, approval: Approval) -> None:

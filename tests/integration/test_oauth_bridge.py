@@ -1064,6 +1064,22 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
     )
 
 
+def test_the_origin_is_the_configured_one_whatever_host_a_request_names(bridge: BridgeUnderTest) -> None:
+    bridge.bridge.settings = bridge.bridge.settings.model_copy(update={"public_origin": ISSUER})
+    elsewhere = {"host": "attacker.example"}
+    document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server", headers=elsewhere)["body"])
+    assert (document["issuer"], document["token_endpoint"]) == (ISSUER, f"{ISSUER}/oauth2/token")
+    client_id = bridge.client()
+    jar: Jar = {}
+    page = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id), jar=jar, headers=elsewhere)
+    form, _ = consent_form(page)
+    approved = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar, headers=elsewhere)
+    query = parse_qs(urlsplit(approved["headers"]["location"]).query)
+    assert query["redirect_uri"] == [BRIDGE_CALLBACK]  # Cognito sends the person back to the configured origin
+    (app,) = bridge.app_clients().values()
+    assert app["CallbackURLs"] == [BRIDGE_CALLBACK]  # and no stranger's Host pins another callback
+
+
 def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: BridgeUnderTest) -> None:
     client_id = bridge.client()
     for resource in ("HTTP://127.0.0.1:3000/mcp/", "http://127.0.0.1:3000/mcp"):
