@@ -692,6 +692,10 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
         },
     )
     variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    # The bridge's origin is configured (the API's execute-api endpoint), never read from a request's Host.
+    (api,) = default_stack.resources("AWS::ApiGatewayV2::Api")
+    assert variables["BRIDGE_PUBLIC_ORIGIN"] == {"Fn::GetAtt": [api, "ApiEndpoint"]}
+    assert default_stack.resources("AWS::ApiGatewayV2::Api")[api]["Properties"]["DisableExecuteApiEndpoint"] is False
     assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST", "_NAMESPACE"))} == {
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
         "BRIDGE_REGISTRATION_BURST": "30",
@@ -1036,6 +1040,9 @@ def test_a_custom_domain_is_mapped_at_its_root_and_becomes_the_endpoints_resourc
     assert {v.get("BRIDGE_RESOURCE_URL") for v in variables if "BRIDGE_TABLE_NAME" in v} == {
         "https://mcp.example.com/mcp"
     }
+    # The domain is the one origin: the bridge names it, and the execute-api host beside it is off.
+    assert {v.get("BRIDGE_PUBLIC_ORIGIN") for v in variables if "BRIDGE_TABLE_NAME" in v} == {"https://mcp.example.com"}
+    stack.template.has_resource_properties("AWS::ApiGatewayV2::Api", {"DisableExecuteApiEndpoint": True})
     assert stack.json["Outputs"]["EndpointUrl"]["Value"] == "https://mcp.example.com/mcp"
     assert "CustomDomainTarget" in stack.json["Outputs"]
 
