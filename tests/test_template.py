@@ -506,3 +506,14 @@ def test_a_migration_never_overwrites_a_file_and_names_the_clash(tmp_path: Path)
         "events/examples -> tests/tools/events: tests/tools/events/page.json exist already; move them by hand"
     )
     assert (tmp_path / "events/examples/page.json").read_text() == "events/examples"
+
+
+def test_the_code_and_docs_cite_only_files_a_project_has() -> None:
+    """The design notes the template was built from are not in the repository: nothing may send a reader there."""
+    cited = subprocess.run(
+        ["git", "grep", "-n", "-E", r"(WIRE|DESIGN|LOCAL-AWS|FASTMCP|CONFORMANCE|SOURCES)\.md|\.\./shared/"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert cited.stdout == ""
