@@ -91,12 +91,17 @@ MAX_SETTLE_RESULT_BYTES: Final = 192 * KB  # our choice: inside Step Functions' 
 # response's own escaping of the body.
 MAX_ANSWER_BYTES: Final = 6_291_456 - 64 * KB  # AWS quota: Lambda's 6 MB synchronous response
 # ---- tasks: durable records (a step's value, a callback's result): inline when small, in S3
-# otherwise; all of a task's records together (keys, values kept inline, pointers to S3) take at most
-# ITEM_RECORDS_BYTES of its item, and a record that would take more is a tool error.
-MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: many small steps stay on the item
-ITEM_RECORDS_BYTES: Final = 128 * KB  # our choice: inside DynamoDB's 400 KB item, with the rest of it
+# otherwise. Each operation's record is an item of its own (`part#<id>#step#<n>`), so a step's writes
+# cost the same at step 1,000 as at step 1; the first small ones are kept on the work part instead
+# (while they fit WORK_PART_RECORDS_BYTES), so the worker reads a task of a few steps in one request.
+MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: a record's item stays a few KB (its writes a few WRU)
+# our choice: the work part (its key, create token, TTL and a small scratch too) stays within 1 KB, 1 WRU a write
+WORK_PART_RECORDS_BYTES: Final = 640
 MAX_RECORD_BYTES: Final = 5 * 1024 * KB  # our choice: like a result, it is read back inside one answer
-MAX_OPERATIONS: Final = 1000  # our choice: steps, waits and callbacks of one task
+# Steps, waits and callbacks one task may record (the setting TASK_MAX_STEPS, at most MAX_OPERATIONS_CEILING):
+# the worker reads them all on every run, 100 items a request.
+MAX_OPERATIONS: Final = 1000  # our choice: the default
+MAX_OPERATIONS_CEILING: Final = 10_000  # our choice: a run's read of them stays under a second
 # What an external system may send to complete a callback (its result is a record like a step's).
 MAX_CALLBACK_BYTES: Final = MAX_RECORD_BYTES  # our choice: the record it becomes
 MAX_CALLBACK_ERROR_CHARS: Final = 1000  # our choice: a failed callback's message, as kept
