@@ -98,6 +98,7 @@ MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: a record's item stays a f
 # our choice: the work part (its key, create token, TTL and a small scratch too) stays within 1 KB, 1 WRU a write
 WORK_PART_RECORDS_BYTES: Final = 640
 MAX_RECORD_BYTES: Final = 5 * 1024 * KB  # our choice: like a result, it is read back inside one answer
+MAX_OPERATION_NAME_BYTES: Final = 1 * KB  # our choice: a step's name is on its item, and in its callback's token
 # Steps, waits and callbacks one task may record (the setting TASK_MAX_STEPS, at most MAX_OPERATIONS_CEILING):
 # the worker reads them all on every run, 100 items a request.
 MAX_OPERATIONS: Final = 1000  # our choice: the default

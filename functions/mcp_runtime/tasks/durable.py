@@ -43,6 +43,7 @@ from typing import Any, Final, Protocol, TypeVar
 from .._aws import seconds_left
 from ..limits import (
     MAX_INLINE_RECORD_BYTES,
+    MAX_OPERATION_NAME_BYTES,
     MAX_OPERATIONS,
     MAX_RECORD_BYTES,
     MAX_WAIT_SECONDS,
@@ -279,6 +280,8 @@ class DurableRun:
     def _key(self, kind: str, name: str) -> str:
         if self._in_step:
             raise RuntimeError("durable operations cannot be nested inside a step")
+        if len(name.encode()) > MAX_OPERATION_NAME_BYTES:
+            raise ToolError(f"A step, wait or callback name may be at most {MAX_OPERATION_NAME_BYTES} bytes")
         self._seen[(kind, name)] += 1
         count = self._seen[(kind, name)]
         key = f"{kind}:{name}" + (f"#{count}" if count > 1 else "")
