@@ -21,7 +21,13 @@ from mcp_runtime._aws import AwsRejected
 from mcp_runtime.limits import MAX_TASK_KEPT_ANSWERS_BYTES, encoded_size, kept_answer_bytes
 from mcp_runtime.mrtr import elicitation_request
 from mcp_runtime.tasks import schema
-from mcp_runtime.tasks.errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused
+from mcp_runtime.tasks.errors import (
+    OperationsOutOfOrder,
+    TaskAnswersFull,
+    TaskConflict,
+    TaskNotFound,
+    TaskStoreRefused,
+)
 from mcp_runtime.tasks.history import DynamoTaskHistory, TaskSummary
 from mcp_runtime.tasks.models import (
     CANCELLED,
@@ -37,7 +43,7 @@ from mcp_runtime.tasks.models import (
     iso_timestamp,
 )
 from mcp_runtime.tasks.service import new_task_id
-from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, part_key, task_key
+from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, part_key, step_key, task_key
 from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources, request_context
 
 TTL_MS = 60_000
@@ -712,39 +718,129 @@ def mark(run: str, expires: float) -> dict[str, Any]:
     return {"state": "running", "run": run, "expires": expires}
 
 
+# A step's entry is on the work part (`slot` None: the first small records, and tasks from before
+# step items) or on the step item of its slot: the same rules hold in both places.
+PLACES = pytest.mark.parametrize("slot", [None, 7], ids=["on the work part", "on its step item"])
+
+
+@PLACES
 def test_a_step_is_marked_once_until_its_mark_expires_and_then_another_run_takes_it_over(
-    store: DynamoTaskStore, clock: Clock
+    store: DynamoTaskStore, clock: Clock, slot: int | None
 ) -> None:
     record = create(store, clock)
     now = clock()
     first = mark("run-1", now + 60)
 
-    assert store.mark_step(record.task_id, "step:charge", first, now) == first
-    assert store.mark_step(record.task_id, "step:charge", mark("run-2", now + 90), now + 59) == first
+    assert store.mark_step(record.task_id, "step:charge", first, now, slot=slot) == first
+    assert store.mark_step(record.task_id, "step:charge", mark("run-2", now + 90), now + 59, slot=slot) == first
     later = mark("run-3", now + 200)
-    assert store.mark_step(record.task_id, "step:charge", later, now + 61) == later  # run-1 died in the step
+    assert store.mark_step(record.task_id, "step:charge", later, now + 61, slot=slot) == later  # run-1 died
 
 
-def test_a_recorded_value_replaces_any_runs_mark_and_the_first_value_wins(store: DynamoTaskStore, clock: Clock) -> None:
+@PLACES
+def test_a_recorded_value_replaces_any_runs_mark_and_the_first_value_wins(
+    store: DynamoTaskStore, clock: Clock, slot: int | None
+) -> None:
     record = create(store, clock)
-    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
+    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock(), slot=slot)
 
-    kept = store.record_operation(record.task_id, "step:charge", {"v": "from run 2", "ms": 5}, {})
-    again = store.record_operation(record.task_id, "step:charge", {"v": "from run 1", "ms": 9}, {})
-    marked = store.mark_step(record.task_id, "step:charge", mark("run-3", clock() + 60), clock())
+    kept = store.record_operation(record.task_id, "step:charge", {"v": "from run 2", "ms": 5}, {}, slot=slot)
+    again = store.record_operation(record.task_id, "step:charge", {"v": "from run 1", "ms": 9}, {}, slot=slot)
+    marked = store.mark_step(record.task_id, "step:charge", mark("run-3", clock() + 60), clock(), slot=slot)
 
     assert kept == again == marked == {"v": "from run 2", "ms": 5}
+    assert store.load(record.task_id).steps == {"step:charge": kept}
 
 
-def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock) -> None:
+@PLACES
+def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock, slot: int | None) -> None:
     record = create(store, clock)
     theirs = mark("run-1", clock() + 60)
-    store.mark_step(record.task_id, "step:charge", theirs, clock())
+    store.mark_step(record.task_id, "step:charge", theirs, clock(), slot=slot)
 
-    store.unmark_step(record.task_id, "step:charge", "run-2")
+    store.unmark_step(record.task_id, "step:charge", "run-2", slot=slot)
     assert store.load(record.task_id).steps == {"step:charge": theirs}
-    store.unmark_step(record.task_id, "step:charge", "run-1")
+    store.unmark_step(record.task_id, "step:charge", "run-1", slot=slot)
     assert store.load(record.task_id).steps == {}
+
+
+def test_a_step_item_carries_the_tasks_ttl_its_key_and_the_hot_item_counts_it_for_the_workers_read(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    record = create(store, clock)
+    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock(), slot=3)
+    store.record_operation(record.task_id, "step:charge", {"v": 1, "ms": 5}, None, slot=3)
+
+    item = task_env.dynamodb.get_item(
+        TableName=task_env.resources.table_name, Key=step_key(record.task_id, 3), ConsistentRead=True
+    )["Item"]
+    assert item == {
+        **step_key(record.task_id, 3),
+        schema.STEP_KEY_ATTRIBUTE: {"S": "step:charge"},
+        schema.STEP_RECORD_ATTRIBUTE: {"M": {"v": {"S": "1"}, "ms": {"N": "5"}}},
+        schema.TTL_ATTRIBUTE: {"N": str(record.expires_at)},
+    }
+    loaded = store.load(record.task_id)
+    assert (loaded.step_items, loaded.steps, loaded.step_slots) == (4, {"step:charge": {"v": 1, "ms": 5}}, {"step:charge": 3})
+    assert store.get(record.task_id).step_items == 4  # on the hot item: a number, read with it
+
+
+def test_the_step_items_count_only_grows_when_a_slower_run_writes_an_earlier_slot(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    store.record_operation(record.task_id, "step:later", {"v": 2}, None, slot=9)
+
+    store.mark_step(record.task_id, "step:earlier", mark("run-slow", clock() + 60), clock(), slot=2)
+
+    assert store.get(record.task_id).step_items == 10
+
+
+def test_a_run_that_takes_over_a_dead_runs_mark_finds_the_record_it_kept_on_the_work_part_and_does_not_run_it_again(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    # run-1 marked the step on its item, kept its record on the work part, and died before its next step.
+    record = create(store, clock)
+    now = clock()
+    store.mark_step(record.task_id, "step:charge", mark("run-1", now + 60), now, slot=0)
+    store.record_operation(record.task_id, "step:charge", {"v": "charged", "ms": 5, "n": 0}, {})
+
+    # run-2 read the task before that record, and comes to the step once run-1's mark has expired.
+    found = store.mark_step(record.task_id, "step:charge", mark("run-2", now + 200), now + 61, slot=0)
+
+    assert found == {"v": "charged", "ms": 5, "n": 0}
+
+
+def test_an_operation_asked_in_another_order_than_an_earlier_run_is_refused_and_leaves_the_record(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    store.record_operation(record.task_id, "step:first", {"v": 1}, None, slot=0)
+
+    with pytest.raises(OperationsOutOfOrder):
+        store.mark_step(record.task_id, "step:other", mark("run-2", clock() + 60), clock(), slot=0)
+    with pytest.raises(OperationsOutOfOrder):
+        store.record_operation(record.task_id, "wait:", {"until": 1.0}, {}, slot=0)
+
+    assert store.load(record.task_id).steps == {"step:first": {"v": 1}}
+
+
+def test_settling_a_task_without_a_ttl_deletes_its_step_items_and_one_with_a_ttl_leaves_them_to_expire(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    kept, expiring = create(store, clock, ttl_ms=None), create(store, clock)
+    for task in (kept, expiring):
+        for slot in range(30):  # more than one BatchWriteItem's 25
+            store.record_operation(task.task_id, f"step:s{slot}", {"v": slot}, None, slot=slot)
+        store.finish(task.task_id, COMPLETED, RESULT)
+
+    def step_items(task_id: str) -> int:
+        keys = [step_key(task_id, slot) for slot in range(30)]
+        found = task_env.dynamodb.batch_get_item(RequestItems={task_env.resources.table_name: {"Keys": keys}})
+        return len(found["Responses"][task_env.resources.table_name])
+
+    assert (step_items(kept.task_id), step_items(expiring.task_id)) == (0, 30)
+    assert store.get(kept.task_id, ALICE.id).status == COMPLETED
 
 
 def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore, clock: Clock) -> None:
