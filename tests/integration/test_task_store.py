@@ -473,7 +473,8 @@ def test_a_refusal_becomes_a_store_refusal_chained_from_the_client_error_and_is_
 class Interleaving:
     """One task, three actors taking turns in a random order, each acting on what it last read.
 
-    worker: reads, then completes / asks for input / fails / reports progress with the version it read;
+    worker: reads, then completes / asks for input / fails / reports progress with the version it read, or
+    records its next step on the step item of its slot (or dies between the step's mark and its record);
     client: answers a random mix of keys (outstanding, answered, never issued) or cancels;
     reconciler: reads, then settles failed with the version it read (an execution found dead).
     """
@@ -481,6 +482,7 @@ class Interleaving:
     def __init__(self, store: DynamoTaskStore, clock: Clock, rng: random.Random) -> None:
         self.store = store
         self.rng = rng
+        self.clock = clock
         self.record = create(store, clock)
         self.task_id = self.record.task_id
         self.worker_view: TaskRecord | None = None
@@ -489,6 +491,7 @@ class Interleaving:
         self.terminal: TaskRecord | None = None
         self.last_seen = self.record
         self.asks = 0
+        self.recorded: dict[str, dict[str, Any]] = {}
 
     def step(self) -> None:
         actor = self.rng.choice((self.worker, self.worker, self.client, self.client, self.reconciler))
@@ -500,9 +503,15 @@ class Interleaving:
             self.worker_view = self.store.get(self.task_id)
             return
         view, self.worker_view = self.worker_view, None
-        move = self.rng.choice(("complete", "ask", "ask", "protocol_error", "crash", "progress"))
+        move = self.rng.choice(("complete", "ask", "ask", "protocol_error", "crash", "progress", "step"))
         try:
-            if move == "complete":
+            if move == "step":
+                slot = len(self.recorded)
+                key, now = f"step:s{slot}", self.clock()
+                self.store.mark_step(self.task_id, key, mark("worker", now + 60), now, slot=slot)
+                if self.rng.random() < 0.8:  # else: the invocation died in the step, before its record
+                    self.recorded[key] = self.store.record_operation(self.task_id, key, {"v": slot}, None, slot=slot)
+            elif move == "complete":
                 self.store.finish(self.task_id, COMPLETED, RESULT, expected_version=view.version)
             elif move == "protocol_error":
                 self.store.finish(self.task_id, FAILED, {"code": wire.INVALID_PARAMS, "message": "bad"}, view.version)
@@ -581,6 +590,8 @@ def test_no_interleaving_of_cancel_update_completion_and_crash_loses_a_task_or_b
         store.cancel(run.task_id, ALICE.id)  # whatever happened, the client can always end it
         final = store.get(run.task_id, ALICE.id)
         assert final.is_terminal, f"seed {seed}: task left {final.status}"
+        kept = {key: entry for key, entry in store.load(run.task_id).steps.items() if entry.get("state") != "running"}
+        assert kept == run.recorded, f"seed {seed}: a step record lost, or one kept that the worker was refused"
 
 
 def test_concurrent_conditional_writes_to_one_item_have_exactly_one_winner(task_env: TaskEnvironment) -> None:
