@@ -14,20 +14,28 @@ owner, lease, status or effect (so neither index nor the supervisor sees them):
 - `part#<id>#call`: the tool call (arguments, client, prepared), put once at create (conditional
   puts, like the hot item's), before the hot item (a create that dies between leaves parts nothing
   reads, which `discard` or the TTL removes);
-- `part#<id>#work`: the durable records (`steps`) and the tool's scratch, put (empty) at create.
+- `part#<id>#work`: the tool's scratch, and the first durable records while they fit in
+  `limits.WORK_PART_RECORDS_BYTES` (each with its `n`), put (empty) at create;
+- `part#<id>#step#<n>`: the n-th durable operation a run asks for (its key, and its running mark or
+  its record), created by its first write; `stepItems` on the hot item is 1 + the highest n written,
+  so the worker knows their keys.
 
 Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
 lease or status write on one item holding a 64 KB argument and 60 KB of records cost 124 WRU; on the
-hot item it costs 1 (`bench/capacity.py` measures it). `tasks/get` reads the hot item alone (one
-GetItem, at most 1 RRU); the worker reads the three items with one consistent BatchGetItem (`load`).
-The table keeps its partition-only key (no sort key, so no table replacement): the parts' keys are
-derived from the task id, never listed. A step costs two writes on the work part (its running mark,
-its record) and two on the hot item (the status check, the lease, the token and effect they consume):
-the hot write goes first, so a step on a task that stopped working is refused before anything is
-recorded, and a crash between the two leaves a renewed lease and no record (the step runs again, as
-after any crash). The other writes of both items are ordered the same way, each saying why a crash
-between its two writes is harmless (`await_input`, `await_callback`, `complete_callback`), rather than
-transactions, which DynamoDB bills twice on both items.
+hot item it costs 1, and a step's writes on its own item cost what its record weighs, at step 1,000
+as at step 1 (`bench/capacity.py` measures both). `tasks/get` reads the hot item alone (one
+GetItem, at most 1 RRU); the worker reads the hot item and its two parts with one consistent
+BatchGetItem, then the step items the work part does not stand for, 100 a request (`load`): a task
+whose records fit on the work part is read in one request. The table keeps its partition-only key
+(no sort key, so no table replacement): the parts' keys are derived from the task id and the count,
+never listed. A step costs two writes of its own item (its running mark, then its record there or on
+the work part) and two of the hot item before them (the status check, the lease, the token and effect
+they consume): the hot write goes first, so a step on a task that stopped working is refused before
+anything is recorded, and a crash between the two leaves a renewed lease and no record (the step runs
+again, as after any crash). The other writes of both items are ordered the same way, each saying why
+a crash between its two writes is harmless (`record_operation`, `mark_step`, `await_input`,
+`await_callback`, `complete_callback`), rather than transactions, which DynamoDB bills twice on both
+items.
 
 What stays on the hot item, because one conditional write must change it with the status or
 `tasks/get` must read it: the questions (at most 32 KB, only while the task waits for input, when
@@ -39,8 +47,9 @@ Rules every write follows:
 - a terminal status is written once: every transition requires an active status; it removes what
   only a working task needs (`WORKING_PARTS`), so a settled item is small, and its write fits
   whatever the task carried; the parts expire with the task (TTL deletes are free; a delete is
-  billed on the part's size), and a task without a TTL has them deleted: nothing reads a settled
-  task's parts, and none grows;
+  billed on the part's size), and a task without a TTL has them deleted (its step items too, 25 a
+  BatchWriteItem: `stepItems` stays on the settled hot item to say how many): nothing reads a
+  settled task's parts, and none grows;
 - a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
   down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
