@@ -402,12 +402,15 @@ def budgets(scenarios: dict[str, Any], steps: dict[str, dict[str, dict[str, floa
         held[
             f"a step's running mark and its record <= {STEP_WRITE_BUDGET_WRU} WRU each, at every step of 1, 100 "
             "and 1,000 (small records)"
-        ] = all(
-            cost[label] <= STEP_WRITE_BUDGET_WRU
-            for shown in steps.values()
-            for cost in shown.values()
-            for label in (MARK, RECORD)
-        ) and "1,000 steps" in steps
+        ] = (
+            all(
+                cost[label] <= STEP_WRITE_BUDGET_WRU
+                for shown in steps.values()
+                for cost in shown.values()
+                for label in (MARK, RECORD)
+            )
+            and "1,000 steps" in steps
+        )
     return {
         **held,
         "a progress write on a task with a 64 KB argument and 60 KB of step records = 1 WRU": big[

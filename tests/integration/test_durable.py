@@ -26,7 +26,15 @@ from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tasks.store import DynamoTaskStore, part_key, record_to_attribute, step_item_entry, step_key, steps_of, task_key
+from mcp_runtime.tasks.store import (
+    DynamoTaskStore,
+    part_key,
+    record_to_attribute,
+    step_item_entry,
+    step_key,
+    steps_of,
+    task_key,
+)
 from mcp_runtime.tasks.worker import RESULT_NOT_STORED_MESSAGE, RESULT_PUT_BACKOFF_SECONDS, TaskWorker
 from mcp_runtime.tools import SPEC_ATTRIBUTE
 from tests.integration.task_harness import Clock, TaskEnvironment, request_context, wait_until
@@ -78,7 +86,11 @@ def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dic
     records = {key: entry for key, entry in steps_of(latest[schema.part_key_value(task_id, schema.WORK_PART)]).items()}
     for slot in range(1_000):
         shown = step_item_entry(latest.get(schema.step_key_value(task_id, slot)))
-        if shown is not None and shown[1] is not None and not is_step_mark(records.get(shown[0]) or {"state": "running"}):
+        if (
+            shown is not None
+            and shown[1] is not None
+            and not is_step_mark(records.get(shown[0]) or {"state": "running"})
+        ):
             continue  # the work part's record stands for this slot
         if shown is not None and shown[1] is not None:
             records[shown[0]] = shown[1]
@@ -447,7 +459,9 @@ def test_a_thousand_steps_fit_in_one_task_its_run_reads_them_100_a_request_and_c
 ) -> None:
     env.tools.add(getattr(many_steps_job, SPEC_ATTRIBUTE))
     task_id = task_with_recorded_steps(env, "many_steps_job", {"steps": MAX_OPERATIONS}, MAX_OPERATIONS - 1)
-    meter = CapacityMeter(aws_client("dynamodb", endpoint=env.aws.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS))
+    meter = CapacityMeter(
+        aws_client("dynamodb", endpoint=env.aws.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS)
+    )
     worker = env.worker()
     worker.store = DynamoTaskStore(env.resources.table_name, meter.client)
 
@@ -487,7 +501,9 @@ def test_an_operation_past_the_tasks_limit_fails_the_task_naming_the_limit_and_i
     assert not env.dynamodb.get_item(TableName=env.resources.table_name, Key=step_key(task_id, 3)).get("Item")
 
 
-def test_a_step_name_past_its_limit_is_a_tool_error_naming_the_limit(service: TaskService, env: TaskEnvironment) -> None:
+def test_a_step_name_past_its_limit_is_a_tool_error_naming_the_limit(
+    service: TaskService, env: TaskEnvironment
+) -> None:
     env.tools.add(getattr(many_steps_job, SPEC_ATTRIBUTE))
     task_id = start(service, env, "many_steps_job", {"steps": 1, "name_chars": MAX_OPERATION_NAME_BYTES + 1})
 

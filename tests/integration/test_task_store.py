@@ -792,7 +792,11 @@ def test_a_step_item_carries_the_tasks_ttl_its_key_and_the_hot_item_counts_it_fo
         schema.TTL_ATTRIBUTE: {"N": str(record.expires_at)},
     }
     loaded = store.load(record.task_id)
-    assert (loaded.step_items, loaded.steps, loaded.step_slots) == (4, {"step:charge": {"v": 1, "ms": 5}}, {"step:charge": 3})
+    assert (loaded.step_items, loaded.steps, loaded.step_slots) == (
+        4,
+        {"step:charge": {"v": 1, "ms": 5}},
+        {"step:charge": 3},
+    )
     assert store.get(record.task_id).step_items == 4  # on the hot item: a number, read with it
 
 

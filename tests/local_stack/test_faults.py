@@ -311,7 +311,7 @@ def test_step_item_writes_lost_or_throttled_and_a_throttled_read_of_them_run_eac
         Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#11"',), times=2),  # applied, answers lost
         Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#3"',)),  # a mark whose record is on the work part
         Rule(THROTTLE, "DynamoDB.UpdateItem", WORKER, contains=('#step#12"',), times=3),
-        Rule(THROTTLE, "DynamoDB.BatchGetItem", WORKER, contains=('#step#',), times=2),  # the run after the wait
+        Rule(THROTTLE, "DynamoDB.BatchGetItem", WORKER, contains=("#step#",), times=2),  # the run after the wait
     )
 
     task_id = stack.start("stepped_job", {"steps": 14, "ledger": str(ledger), "wait_after": 12, "wait_seconds": 1})

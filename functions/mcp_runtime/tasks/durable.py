@@ -97,7 +97,7 @@ class AwaitCallback(Suspend):
         self.slot = slot  # the step item its record is on (None: the work part)
 
 
-class CannotRecord(BaseException):  # noqa: N818 (what the run tells the worker, like Suspend)
+class CannotRecord(BaseException):
     """The task cannot record the operation its tool asks for (past the task's limit of operations, or
     asked in another order than an earlier run's): the task fails with `reason`. A BaseException, so a
     tool's own `except Exception` cannot swallow it."""
@@ -488,10 +488,9 @@ class DurableRun:
         entry = {**record, "n": slot}
         previous = self.records.get(key)
         adding = record_cost(key, entry) - (record_cost(key, previous) if previous and key not in self._on_items else 0)
-        if replace:
-            on_work_part = key not in self._on_items
-        else:
-            on_work_part = self._work_bytes + adding <= WORK_PART_RECORDS_BYTES
+        # A callback replaced stays where it was; anything else goes on the work part while it fits.
+        fits = self._work_bytes + adding <= WORK_PART_RECORDS_BYTES
+        on_work_part = key not in self._on_items if replace else fits
         try:
             kept = self.store.record_operation(
                 self.task_id,
@@ -531,8 +530,8 @@ __all__ = [
     "AwaitCallback",
     "Callback",
     "CallbackFailed",
-    "CannotRecord",
     "CallbackTimedOut",
+    "CannotRecord",
     "ContinueLater",
     "DurableRun",
     "OperationStore",

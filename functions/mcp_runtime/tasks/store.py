@@ -67,12 +67,12 @@ Rules every write follows:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
@@ -674,14 +674,13 @@ class DynamoTaskStore:
         wanted = [slot for slot in range(record.step_items) if slot not in on_work_part]
         if not wanted:
             return record
-        steps, slots = dict(record.steps), {}
+        steps, slots = dict(record.steps), dict[str, int]()
         for first in range(0, len(wanted), BATCH_GET_KEYS):
             found = self._batch_get([step_key(task_id, slot) for slot in wanted[first : first + BATCH_GET_KEYS]])
             for slot in wanted[first : first + BATCH_GET_KEYS]:
-                shown = step_item_entry(found.get(schema.step_key_value(task_id, slot)))
-                if shown is None or shown[1] is None:
+                key, entry = step_item_entry(found.get(schema.step_key_value(task_id, slot))) or ("", None)
+                if entry is None:
                     continue  # never written, or a mark taken back
-                key, entry = shown
                 if key not in steps or _is_mark(steps[key]):  # the work part's record, if any, came first
                     steps[key], slots[key] = entry, slot
         return dataclasses.replace(record, steps=steps, step_slots=slots)
