@@ -65,7 +65,7 @@ MAX_TASK_ANSWERS: Final = 64  # our choice: answers one `tasks/update` may bring
 MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
 # What a task keeps of its answers across every round (`kept_answer_bytes` of each): an update that
 # would take it past this is refused with -32602 and changes nothing. With what the create stored
-# (80 KB), the inline records (128 KB), the scratch (32 KB) and the questions (32 KB), the item stays
+# (80 KB, on the parts), the scratch (32 KB, on the work part) and the questions (32 KB), the item stays
 # under DynamoDB's 400 KB with 32 KB for the rest of it (issued keys, the task token, the message).
 # A terminal write removes all of these and keeps the result (32 KB inline) or an error (bounded by
 # MAX_TERMINAL_ERROR_BYTES), so it always fits.

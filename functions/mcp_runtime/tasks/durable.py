@@ -350,6 +350,8 @@ class DurableRun:
         found = self.records.get(key)
         if found is not None and not is_step_mark(found):
             return _Recorded(self._value_of(found))
+        if found is not None and found.get("run") != self.run_id and float(found.get("expires") or 0) > self._clock():
+            raise WaitFor(self._recheck_after(found))  # another run's live mark, as read (from before step items too)
         if self.time_is_short():
             raise ContinueLater(key)
         self._check_room(key)
@@ -359,8 +361,11 @@ class DurableRun:
             return _Recorded(self._value_of(found))  # recorded by another run meanwhile
         if found.get("run") != self.run_id:
             # Another run is in this step now: look again once it has had time to record it.
-            raise WaitFor(max(1, min(STEP_BUSY_RECHECK_SECONDS, math.ceil(float(found["expires"]) - self._clock()))))
+            raise WaitFor(self._recheck_after(found))
         return _Started(key, self._monotonic())
+
+    def _recheck_after(self, mark: Mapping[str, Any]) -> int:
+        return max(1, min(STEP_BUSY_RECHECK_SECONDS, math.ceil(float(mark["expires"]) - self._clock())))
 
     def _finish_step(self, started: _Started, produced: Any) -> Any:
         key = started.key
@@ -437,7 +442,8 @@ class DurableRun:
             "timeout": timeout,
             "deadline": None if timeout is None else now + timeout,
         }
-        self._record(key, record, replace=found is not None, keep_scratch=True)
+        # On its own item: the completion writes up to 4 KB into the record, which the work part keeps small.
+        self._record(key, record, replace=found is not None, keep_scratch=True, own_item=True)
         slot = self._on_items.get(key)
         submit(Callback(name, encode_callback_token(self.task_id, key, secret, slot), self.callback_url))
         raise AwaitCallback(key, name, timeout, slot)
@@ -478,6 +484,7 @@ class DurableRun:
         parked_until: float | None = None,
         *,
         keep_scratch: bool = False,
+        own_item: bool = False,
     ) -> dict[str, Any]:
         """Write the record on the work part while it fits there (so a task of a few small steps is read
         in one request), else on the item of its slot; a callback replaced stays where it was. The
@@ -489,7 +496,7 @@ class DurableRun:
         previous = self.records.get(key)
         adding = record_cost(key, entry) - (record_cost(key, previous) if previous and key not in self._on_items else 0)
         # A callback replaced stays where it was; anything else goes on the work part while it fits.
-        fits = self._work_bytes + adding <= WORK_PART_RECORDS_BYTES
+        fits = not own_item and self._work_bytes + adding <= WORK_PART_RECORDS_BYTES
         on_work_part = key not in self._on_items if replace else fits
         try:
             kept = self.store.record_operation(
