@@ -492,6 +492,9 @@ class Interleaving:
         self.last_seen = self.record
         self.asks = 0
         self.recorded: dict[str, dict[str, Any]] = {}
+        # A write of the running tool (progress, a step) since the last questions: it consumed the
+        # token their answers resume the execution with (that run is the resumed one).
+        self.token_consumed = False
 
     def step(self) -> None:
         actor = self.rng.choice((self.worker, self.worker, self.client, self.client, self.reconciler))
@@ -509,6 +512,7 @@ class Interleaving:
                 slot = len(self.recorded)
                 key, now = f"step:s{slot}", self.clock()
                 self.store.mark_step(self.task_id, key, mark("worker", now + 60), now, slot=slot)
+                self.token_consumed = True
                 if self.rng.random() < 0.8:  # else: the invocation died in the step, before its record
                     self.recorded[key] = self.store.record_operation(self.task_id, key, {"v": slot}, None, slot=slot)
             elif move == "complete":
@@ -519,13 +523,15 @@ class Interleaving:
                 self.store.finish(self.task_id, FAILED, ERROR)
             elif move == "progress":
                 self.store.set_status_message(self.task_id, "busy")
+                self.token_consumed = True
             else:
                 self.asks += 1
                 keys = [f"q{self.asks}a", f"q{self.asks}b"][: self.rng.randint(1, 2)]
                 issued = view.issued_keys + tuple((key, key) for key in keys)
-                self.store.await_input(
+                asked = self.store.await_input(
                     self.task_id, view.version, {k: request(k) for k in keys}, issued, {}, f"token-{self.asks}"
                 )
+                self.token_consumed = self.token_consumed and not asked.applied
         except TaskConflict:
             pass
 
@@ -542,7 +548,9 @@ class Interleaving:
             assert self.first_answers.setdefault(key, responses[key]) == responses[key], f"{key} answered twice"
         if outcome.resumed:
             resumed = self.store.get(self.task_id)
-            assert resumed.status == WORKING and resumed.task_token is not None, "resumed without a token to send"
+            # The token stays until the resumed run's first write (an answer sent again after it finds none).
+            assert resumed.status == WORKING, "resumed, yet not working"
+            assert resumed.task_token is not None or self.token_consumed, "resumed without a token to send"
 
     def reconciler(self) -> None:
         if self.reconciler_view is None:
