@@ -261,10 +261,11 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
     assert "TASK_STATE_MACHINE_ARN" not in worker_env
 
 
-def part_deletes(table: Any) -> dict[str, Any]:
-    """A settler deletes the parts of a task without a TTL, and only parts."""
+def part_deletes(table: Any, *actions: str) -> dict[str, Any]:
+    """A settler deletes the parts and step items of a task without a TTL, 25 a BatchWriteItem, and only
+    those (`actions`: the worker also deletes a step item holding a running mark it takes back)."""
     return {
-        "Action": "dynamodb:DeleteItem",
+        "Action": list(actions or ("dynamodb:BatchWriteItem",)),
         "Effect": "Allow",
         "Resource": table,
         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.PART_KEY_PREFIX}*"]}},
@@ -296,6 +297,7 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
                 }
             },
         },
+        part_deletes(table),  # a cancelled task without a TTL: its parts and step items
         {
             "Action": ["dynamodb:Query"],
             "Effect": "Allow",
@@ -337,7 +339,7 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
             "Resource": table,
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
         },
-        part_deletes(table),
+        part_deletes(table, "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"),
         {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
         {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
