@@ -44,8 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.packaged_api import SecretOnMoto, api_environment, bearer_event, packaged_asset, secret_on_moto
-from tests.token_issuer import serve_issuer
+from testkit import SecretOnMoto, api_environment, bearer_event, packaged_asset, secret_on_moto, serve_issuer
 
 from bench.common import api_event, issuer_environment, lambda_env, rpc, summary, verdict, with_bearer
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 # One request builder for the tests and the benchmarks (`rpc` is re-exported for bench modules).
-from tests.support import rpc as rpc
-from tests.support import standard_headers
+from testkit import rpc as rpc
+from testkit import standard_headers
 
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = REPO / "functions"

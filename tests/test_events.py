@@ -16,7 +16,8 @@ import pytest
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.callbacks import REFUSED
-from tests.support import PATTERN_TOOLS, RunningStack
+from tests.support import PATTERN_TOOLS
+from testkit import RunningStack
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = REPO / "events"
@@ -137,7 +138,7 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
         }
     if method == "tools/list":
         # The test stack serves the pattern fixtures beside the project's tools (tests.support.local_stack_process).
-        served = build_catalog(Settings(TASK_TABLE_NAME="any", MCP_FIXTURES="patterns"))
+        served = build_catalog(Settings(TASK_TABLE_NAME="any", MCP_TOOL_PACKAGES="fixtures.patterns"))
         tools = [spec.to_wire() for spec in served.tools]
         assert "count_words" in {tool["name"] for tool in tools}
         return 200, {

@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from tests.support import RunningStack, local_stack_process
+from tests.support import local_stack_process
+from testkit import RunningStack
 
 # The user a request without a token is taken as (LOCAL_DEFAULT_USER): the clients here send none.
 TEST_USER = "e2e"

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from tests.e2e.browser import BrowserSignIn
-from tests.support import REPO, RunningStack, free_port, local_stack_process
+from tests.support import REPO, local_stack_process
+from testkit import RunningStack, free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 

@@ -25,7 +25,8 @@ import httpx
 import jwt
 import pytest
 
-from tests.support import RunningStack, api_event, local_stack_process, rpc, standard_headers
+from tests.support import local_stack_process
+from testkit import RunningStack, api_event, rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 

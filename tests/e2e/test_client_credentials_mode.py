@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from tests.e2e.test_bridge import call, cognito_token
-from tests.support import RunningStack, local_stack_process
+from tests.support import local_stack_process
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

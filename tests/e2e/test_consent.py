@@ -35,7 +35,8 @@ import pytest
 
 from tests.e2e.chromium import chromium, require_chromium
 from tests.e2e.cognito_login import CognitoLogin, cognito_login
-from tests.support import REPO, RunningStack, free_port, local_stack_process
+from tests.support import REPO, local_stack_process
+from testkit import RunningStack, free_port
 
 pytestmark = pytest.mark.e2e
 

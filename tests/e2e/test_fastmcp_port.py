@@ -16,7 +16,7 @@ from mcp import Client
 from mcp_runtime import wire
 from tests.e2e.scripted_user import ScriptedUser
 from tests.e2e.test_legacy_clients import MCP1_PYTHON, PY_CLIENT, run_client
-from tests.support import RunningStack
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

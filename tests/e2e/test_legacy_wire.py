@@ -27,7 +27,7 @@ from mcp_runtime.legacy._leg import (
     STREAM_NOT_FOUND,
     TASK_NEEDS_STREAM,
 )
-from tests.support import RunningStack
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

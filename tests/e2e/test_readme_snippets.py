@@ -7,7 +7,8 @@ import re
 
 import pytest
 
-from tests.support import REPO, RunningStack, run_python
+from tests.support import REPO, run_python
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 README_URL = "http://127.0.0.1:3000/mcp"

@@ -15,7 +15,8 @@ import anyio
 import httpx
 import pytest
 
-from tests.support import REPO, RunningStack, local_stack_process, run_python
+from tests.support import REPO, local_stack_process, run_python
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

@@ -31,7 +31,7 @@ from mcp_runtime import wire
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
 from tests.e2e.browser import CALLBACK, BrowserSignIn
 from tests.e2e.conftest import RecordingStack, recording_stack_process
-from tests.support import rpc, standard_headers
+from testkit import rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from mcp import Client
 
 from mcp_runtime import wire
 from tests.e2e.scripted_user import ScriptedUser
-from tests.support import RunningStack
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, RunningStack
+from tests.support import REPO
+from testkit import RunningStack
 
 pytestmark = pytest.mark.conformance
 

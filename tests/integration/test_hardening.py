@@ -43,7 +43,7 @@ from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
 from mcp_runtime.transport import McpHttpTransport
 from tests.integration.task_harness import TaskResources, delivered_events
-from tests.support import api_event, free_port, rpc, standard_headers
+from testkit import api_event, free_port, rpc, standard_headers
 
 CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}, "sampling": {}, "roots": {}}
 NOT_FOUND = {"code": wire.INVALID_PARAMS, "message": TASK_NOT_FOUND_MESSAGE}
@@ -111,7 +111,7 @@ def _settings(**overrides: str) -> Settings:
         {
             "TASK_PROGRESS_INTERVAL_MS": "0",
             "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
-            "MCP_FIXTURES": "patterns",
+            "MCP_TOOL_PACKAGES": "fixtures.patterns",
             **overrides,
         }
     )

@@ -17,7 +17,7 @@ from local_stack.synth import synthesize
 from local_stack.template import DeployedTemplate
 
 from tests.support import REPO
-from tests.token_issuer import serve_issuer
+from testkit import serve_issuer
 
 # A fresh interpreter as Lambda starts one: every class made a dataclass is recorded, then the API
 # handler is imported and answers its first event.

@@ -20,7 +20,7 @@ import pytest
 from mcp_runtime import wire
 from mcp_runtime.limits import MAX_RESULT_BYTES
 from tests.local_stack.conftest import TERMINAL, StackClient
-from tests.local_stack.faults import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
+from testkit import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
 from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from tests.local_stack.conftest import StackClient
-from tests.local_stack.faults import ERROR, FaultLayer, Rule
+from testkit import ERROR, FaultLayer, Rule
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e

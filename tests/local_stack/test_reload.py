@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from tests.local_stack.conftest import StackClient
-from tests.support import REPO, RunningStack, copy_project, local_stack_process, register_tool_modules
+from tests.support import REPO, copy_project, local_stack_process, register_tool_modules
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

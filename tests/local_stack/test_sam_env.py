@@ -18,7 +18,8 @@ from local_stack.synth import synthesize
 from moto import mock_aws
 
 from local_stack import sam_env
-from tests.support import REPO, RunningStack
+from tests.support import REPO
+from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

@@ -15,7 +15,7 @@ from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import Settings
 from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
-from tests.support import rpc, standard_headers
+from testkit import rpc, standard_headers
 
 ALICE = Principal("test:alice", "test")
 BOB = Principal("test:bob", "test")

@@ -20,8 +20,8 @@ from mcp_runtime.tokens import (
     TokenValidator,
 )
 from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
-from tests.support import rpc, standard_headers
-from tests.token_issuer import LocalIssuer, SigningKey, serve_issuer
+from testkit import rpc, standard_headers
+from testkit import LocalIssuer, SigningKey, serve_issuer
 from tests.unit.conftest import make_server, make_settings
 
 RESOURCE = "http://127.0.0.1/mcp"

@@ -14,7 +14,7 @@ import pytest
 
 from mcp_runtime.context import ANONYMOUS
 from mcp_runtime.lambda_http import principal_from_event, request_from_event
-from tests.support import api_event, rpc
+from testkit import api_event, rpc
 
 
 def jwt_event(claims: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:

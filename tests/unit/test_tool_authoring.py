@@ -23,7 +23,7 @@ from mcp_runtime.tools import (
     tool,
 )
 from mcp_runtime.transport import McpHttpTransport
-from tests.support import meta
+from testkit import meta
 from tests.unit.conftest import ALICE, Client, error_of, make_server, result_of
 
 
