@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 from local_stack.synth import WARM_SWITCH, stop_warm
+from testkit import RunningStack
 from xdist.scheduler import LoadScopeScheduling
 
 from tests.support import REPO, SHARED_STACKS, local_stack_process
-from testkit import RunningStack
 
 # Modules here start stacks in module fixtures: a module's tests stay together.
 STACK_TIERS = ("tests/e2e/", "tests/local_stack/", "tests/test_events.py")

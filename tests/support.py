@@ -29,6 +29,19 @@ PATTERN_TOOLS = [
     "deploy_release",
     "list_my_tasks",
 ]
+# The ported modules' tools (fixtures/support_desk.py, FastMCP; fixtures/weather_station.py, MCPServer), sorted:
+# the developer stack serves them beside the patterns.
+PORTED_TOOLS = [
+    "average_temperature",
+    "close_ticket",
+    "export_tickets",
+    "find_customer",
+    "forecast",
+    "open_ticket_count",
+    "station_reading",
+    "ticket_counts",
+    "ticket_summary",
+]
 
 
 def project_tools(*, table_backed: bool = True) -> list[str]:
@@ -163,9 +176,9 @@ SHARED_STACKS: dict[str, SharedStack] = {
             "tests/test_events.py",
         ),
     ),
-    # As `make run` starts it: a request without a token is the development user's.
+    # As `make run` starts it: a request without a token is the development user's; the ported modules too.
     "developer_stack": SharedStack(
-        {"default_user": "developer"},
+        {"default_user": "developer", "fixtures": "support_desk,weather_station"},
         ("tests/e2e/test_fastmcp_port.py", "tests/e2e/test_legacy_clients.py", "tests/e2e/test_readme_snippets.py"),
     ),
     # The conformance fixtures (the suite calls them by name); the suite sends no token.

@@ -10,9 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from testkit import RunningStack
 
 from tests.support import REPO
-from testkit import RunningStack
 
 pytestmark = pytest.mark.conformance
 

@@ -6,9 +6,9 @@ import ast
 import re
 
 import pytest
+from testkit import RunningStack
 
 from tests.support import REPO, run_python
-from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 README_URL = "http://127.0.0.1:3000/mcp"

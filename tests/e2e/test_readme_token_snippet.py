@@ -14,9 +14,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from testkit import RunningStack
 
 from tests.support import REPO, local_stack_process, run_python
-from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from local_stack.synth import synthesize
+from testkit import RunningStack, StackClient
 
-from mcp_runtime import wire
-from testkit import TASKS, TERMINAL, RunningStack, StackClient
 
 @pytest.fixture(scope="module")
 def lifecycle_stack(short_timeout_stack: RunningStack) -> StackClient:

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from local_stack.runtime import MAX_PAYLOAD_BYTES
+from testkit import RunningStack, rpc, standard_headers
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.models import (
@@ -31,7 +32,6 @@ from mcp_runtime.tasks.store import to_items
 from mcp_runtime.tasks.supervisor import RESUME_REFUSED_ERROR
 from tests.local_stack.conftest import StackClient, edited_assembly, resource_of
 from tests.support import PATTERN_TOOLS, local_stack_process
-from testkit import RunningStack, rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from testkit import ERROR, FaultLayer, Rule
 
 from tests.local_stack.conftest import StackClient
-from testkit import ERROR, FaultLayer, Rule
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from testkit import RunningStack
 
 from tests.local_stack.conftest import StackClient
 from tests.support import REPO, copy_project, local_stack_process, register_tool_modules
-from testkit import RunningStack
 
 pytestmark = pytest.mark.e2e
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import api_event, rpc
 
 from mcp_runtime import ToolContext, wire
 from mcp_runtime import tool as native_tool
@@ -22,7 +23,6 @@ from mcp_runtime.fastmcp import FastMCP, task_mode
 from mcp_runtime.tools import ToolMode
 from mcp_runtime.transport import McpHttpTransport, sse_messages
 from tests.support import REPO
-from testkit import api_event, rpc
 from tests.unit.conftest import Client, error_of, make_server, result_of
 
 FACADE_IMPORT = "from mcp_runtime.fastmcp import"

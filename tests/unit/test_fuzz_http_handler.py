@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testkit import meta
 
 from mcp_runtime import wire
 from mcp_runtime.cursors import encode_cursor
@@ -27,7 +28,6 @@ from mcp_runtime.legacy._leg import SESSION_NOT_FOUND
 from mcp_runtime.limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from mcp_runtime.settings import Settings
 from mcp_runtime.transport import PROTECTED_RESOURCE_PATH
-from testkit import meta
 
 FUZZ = settings(
     derandomize=True,

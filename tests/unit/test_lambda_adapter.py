@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from testkit import api_event, rpc, standard_headers
 
 from app import handlers
 from mcp_runtime import wire
@@ -15,7 +16,6 @@ from mcp_runtime.context import ANONYMOUS, Principal
 from mcp_runtime.lambda_http import principal_from_event, request_from_event, response_to_proxy
 from mcp_runtime.server import McpServer
 from mcp_runtime.transport import SSE_CONTENT_TYPE, HttpResponse, McpHttpTransport, sse_messages
-from testkit import api_event, rpc, standard_headers
 
 
 def function_url_event(

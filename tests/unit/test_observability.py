@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from testkit import api_event, rpc
 
 from app import handlers
 from app.telemetry import RUNTIME_LOGGERS, PowertoolsTelemetry, tracing_enabled
@@ -49,7 +50,6 @@ from mcp_runtime.tasks.worker import TaskWorker
 from mcp_runtime.tools import ToolContext, ToolMode, ToolRegistry, tool
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO
-from testkit import api_event, rpc
 from tests.telemetry_support import RecordingTelemetry, Sample
 from tests.unit.conftest import ALICE, BOB, Client, FakeClock, make_server, result_of
 

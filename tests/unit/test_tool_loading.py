@@ -110,7 +110,6 @@ def test_a_loader_that_fails_part_way_is_retried_from_scratch_at_the_next_lookup
 
 def test_the_catalog_serves_exactly_the_tool_packages_mcp_tool_packages_names_in_order() -> None:
     from app.composition import build_catalog
-
     from mcp_runtime.settings import Settings
 
     catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle,fixtures.configuration"))
@@ -128,7 +127,6 @@ def test_the_catalog_serves_exactly_the_tool_packages_mcp_tool_packages_names_in
 
 def test_a_tool_served_by_two_packages_is_refused_by_name() -> None:
     from app.composition import build_catalog
-
     from mcp_runtime.settings import Settings
 
     catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle,fixtures.lifecycle"))
