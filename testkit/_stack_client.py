@@ -59,7 +59,7 @@ class StackClient:
             given = answers or {}
             responses = {key: dict(given[key](asked[key]) if callable(given[key]) else given[key]) for key in asked}
             self.result("tasks/update", {"taskId": task_id, "inputResponses": responses})
-            self.wait_for(task_id, lambda task: task.get("inputRequests") != asked, timeout)
+            self.wait_for(task_id, _answered(asked), timeout)
         raise AssertionError(f"{tool} was still asking after {MAX_QUESTIONS} answers")
 
     def start(self, tool: str, arguments: dict[str, Any]) -> str:
@@ -101,3 +101,8 @@ class StackClient:
         while not self.running.printed(text) and time.monotonic() < deadline:
             time.sleep(0.05)
         return self.running.printed(text)
+
+
+def _answered(asked: dict[str, Any]) -> Callable[[dict[str, Any]], bool]:
+    """Whether a task has moved past these questions (working again, finished, or asking others)."""
+    return lambda task: task.get("inputRequests") != asked

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+
 from testkit import StackClient, ToolClient, local_stack_process
 
 APPROVE = {"action": "accept", "content": {"approve": True}}
