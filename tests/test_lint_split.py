@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tests.support import REPO
 
-FASTMCP_MODULE = '''from mcp_runtime.fastmcp import FastMCP
+FASTMCP_MODULE = """from mcp_runtime.fastmcp import FastMCP
 
 mcp = FastMCP("ops")
 
@@ -22,7 +22,7 @@ def status(service: str) -> dict:
 
 def f(x) -> dict:
     return {"x": x}
-'''
+"""
 
 
 def lint_team(folder: Path) -> subprocess.CompletedProcess[str]:
