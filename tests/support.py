@@ -173,6 +173,7 @@ SHARED_STACKS: dict[str, SharedStack] = {
             "tests/e2e/test_authorization_conformance.py",
             "tests/e2e/test_isolation.py",
             "tests/local_stack/test_sam_env.py",
+            "tests/local_stack/test_testkit_stack.py",
             "tests/test_events.py",
         ),
     ),
