@@ -108,7 +108,7 @@ def api_event(message: dict[str, Any], host: str = "abc123.execute-api.us-east-1
 
 
 def issuer_environment(issuer: Any) -> dict[str, str]:
-    """The template's token settings pointed at a local issuer (`tests.token_issuer`): its JWKS on loopback."""
+    """The template's token settings pointed at a local issuer (`testkit.serve_issuer`): its JWKS on loopback."""
     return {
         "MCP_JWT_ISSUER": issuer.url,
         "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",

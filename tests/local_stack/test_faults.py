@@ -1,6 +1,6 @@
 """Nothing lost, stuck or repeated: the task runtime under AWS's ordinary failures, through the template-driven stack.
 
-Faults are injected into the functions' own AWS calls by a layer (`fault_layer/sitecustomize.py`):
+Faults are injected into the functions' own AWS calls by a layer (`testkit/_fault_layer/sitecustomize.py`):
 throttling, 5xx answers, timeouts, and requests that AWS applied but whose answer was lost, so a
 retry meets its own write. Each scenario below failed before the runtime was made to survive it.
 """
