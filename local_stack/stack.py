@@ -94,7 +94,7 @@ STATE_ROOT: Final = REPO / "build" / "local-stack"
 FIXTURE_LAYER_ROOT: Final = STATE_ROOT / "layers"
 # What a local function's environment has beyond its template and the Lambda runtime's variables:
 # where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user; MCP_TOOL_PACKAGES
-# when FIXTURES or MCP_TOOL_PACKAGES is set. Nothing else differs.
+# when FIXTURES or MCP_TOOL_PACKAGES is set, MCP_REGISTER_TOOLS_AT_START when set. Nothing else differs.
 LOG_NOISE: Final = ("START RequestId:", "END RequestId:", "REPORT RequestId:", '{"_aws":')
 # A throttled event source mapping batch or asynchronous event is retried as Lambda retries it:
 # backing off from 1 s to 5 minutes (for as long as the record or event lives).
@@ -109,6 +109,7 @@ class Options:
     port: int = 0
     # The packages the functions serve (MCP_TOOL_PACKAGES; None: the template's default, `tools`).
     tool_packages: str | None = None
+    register_tools_at_start: bool = False  # MCP_REGISTER_TOOLS_AT_START, passed to the functions
     layers: tuple[Path, ...] = ()
     cdk_context: Mapping[str, Any] = field(default_factory=dict)
     cdk_out: Path | None = None
@@ -139,6 +140,7 @@ class Options:
         return cls(
             port=int(env.get("PORT") or 0),
             tool_packages=_tool_packages(env.get("MCP_TOOL_PACKAGES"), env.get("FIXTURES")),
+            register_tools_at_start=(env.get("MCP_REGISTER_TOOLS_AT_START") or "").lower() in ("1", "true"),
             layers=layers,
             cdk_context=json.loads(env.get("LOCAL_CDK_CONTEXT") or "{}"),
             cdk_out=Path(env["LOCAL_CDK_OUT"]).resolve() if env.get("LOCAL_CDK_OUT") else None,
@@ -438,6 +440,8 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         if any(name.split(".")[0] == "fixtures" for name in options.tool_packages.split(",")):
             layers.append(fixture_layer())
         additions["MCP_TOOL_PACKAGES"] = options.tool_packages
+    if options.register_tools_at_start:
+        additions["MCP_REGISTER_TOOLS_AT_START"] = "1"
     if options.cognito_login and provisioned.managed_login_domains:
         additions["BRIDGE_COGNITO_DOMAIN_URL"] = options.cognito_login.rstrip("/")
         if options.cognito_ca:

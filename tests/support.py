@@ -66,8 +66,12 @@ def local_stack_process(
     fixtures: str | None = None, *, patterns: bool = True, tool_packages: str | None = None, **options: Any
 ) -> Iterator[RunningStack]:
     """`testkit.local_stack_process` serving the platform's fixtures (`fixture_packages`), never the
-    project's tools unless `tool_packages` names them."""
+    project's tools unless `tool_packages` names them. The fixtures are registered when each function
+    starts (MCP_REGISTER_TOOLS_AT_START): the conformance suites expect their prompts and resources
+    advertised by the first server/discover or initialize."""
     packages = fixture_packages(fixtures, patterns=patterns) if tool_packages is None else tool_packages
+    if tool_packages is None:
+        options["extra_env"] = {"MCP_REGISTER_TOOLS_AT_START": "1", **(options.get("extra_env") or {})}
     with testkit.local_stack_process(packages, **options) as running:
         yield running
 

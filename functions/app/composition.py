@@ -44,7 +44,8 @@ MACHINE_PURPOSE = "the state machine that runs tasks (the template sets it from 
 # ---- the catalog: one way, for both functions ------------------------------------------------------
 def build_catalog(settings: Settings) -> Catalog:
     """The tool packages MCP_TOOL_PACKAGES names (default: the project's `tools`), each registered
-    through its `register(catalog, *, table_backed)` on the first lookup (a cold discover imports none).
+    through its `register(catalog, *, table_backed)` on the first lookup (a cold discover imports none),
+    or at once with MCP_REGISTER_TOOLS_AT_START.
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
@@ -55,7 +56,10 @@ def build_catalog(settings: Settings) -> Catalog:
         for name in settings.tool_package_names:
             import_module(name).register(catalog, table_backed=table_backed)
 
-    catalog.tools.add_loader(register_tool_packages)
+    if settings.register_tools_at_start:
+        register_tool_packages()
+    else:
+        catalog.tools.add_loader(register_tool_packages)
     return catalog
 
 

@@ -36,6 +36,10 @@ class Settings(BaseModel):
     # The packages whose tools, prompts and resources are served (comma-separated, in order), each with a
     # `register(catalog, *, table_backed)`: the project's `tools` unless set otherwise (empty: none).
     tool_packages: str = Field("tools", alias="MCP_TOOL_PACKAGES", pattern=rf"^({_PACKAGE}(,{_PACKAGE})*)?$")
+    # Register them when the function starts, not at the first lookup: server/discover (and the 2025
+    # initialize) then advertise the prompts and resources of ported modules from the first request, at
+    # the cost of importing every tool module on a cold start.
+    register_tools_at_start: bool = Field(False, alias="MCP_REGISTER_TOOLS_AT_START")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
     # host names requests may name (empty: any; API Gateway routes by host already).
     allowed_origins: str = Field("", alias="MCP_ALLOWED_ORIGINS")

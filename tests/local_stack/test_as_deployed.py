@@ -65,8 +65,15 @@ LAMBDA_RUNTIME_VARIABLES = {
     "PATH",
 }
 # The only local additions: where AWS is, and no AWS config files of this machine's user.
-# ... and MCP_TOOL_PACKAGES, since every test stack serves the platform's fixtures (testkit.local_stack_process).
-LOCAL_ADDITIONS = {"AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "MCP_TOOL_PACKAGES"}
+# ... and MCP_TOOL_PACKAGES and MCP_REGISTER_TOOLS_AT_START: every test stack serves the platform's fixtures,
+# registered at start (tests.support.local_stack_process).
+LOCAL_ADDITIONS = {
+    "AWS_ENDPOINT_URL",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "MCP_TOOL_PACKAGES",
+    "MCP_REGISTER_TOOLS_AT_START",
+}
 # Set by CPython itself at start where LANG names a locale this machine lacks (PEP 538 coercion).
 INTERPRETER_SET = {"LC_CTYPE"}
 ENVIRONMENT_PROBE = """

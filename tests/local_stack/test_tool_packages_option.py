@@ -7,6 +7,11 @@ import pytest
 from local_stack.stack import Options
 
 
+def test_registering_at_start_is_passed_to_the_functions_only_when_set() -> None:
+    assert Options.from_environ({"MCP_REGISTER_TOOLS_AT_START": "1"}).register_tools_at_start is True
+    assert Options.from_environ({}).register_tools_at_start is False
+
+
 @pytest.mark.parametrize(
     ("environ", "served"),
     [

@@ -125,6 +125,18 @@ def test_the_catalog_serves_exactly_the_tool_packages_mcp_tool_packages_names_in
     assert expected and {spec.name for spec in catalog.tools} == expected
 
 
+def test_the_packages_are_registered_at_the_first_lookup_or_at_once_when_settings_say_so() -> None:
+    from app.composition import build_catalog
+
+    from mcp_runtime.settings import Settings
+
+    deferred = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.conformance"))
+    at_start = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.conformance", MCP_REGISTER_TOOLS_AT_START="1"))
+    assert (deferred.prompts.known(), deferred.resources.known()) == (0, 0)
+    assert at_start.prompts.known() > 0 and at_start.resources.known() > 0
+    assert len(deferred.prompts) == at_start.prompts.known()  # a lookup loads them
+
+
 def test_a_tool_served_by_two_packages_is_refused_by_name() -> None:
     from app.composition import build_catalog
     from mcp_runtime.settings import Settings
