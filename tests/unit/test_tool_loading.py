@@ -127,7 +127,6 @@ def test_the_catalog_serves_exactly_the_tool_packages_mcp_tool_packages_names_in
 
 def test_the_packages_are_registered_at_the_first_lookup_or_at_once_when_settings_say_so() -> None:
     from app.composition import build_catalog
-
     from mcp_runtime.settings import Settings
 
     deferred = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.conformance"))
