@@ -147,12 +147,14 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             http_api=self.front.api,
             alarm_email=config.alarm_email,
+            alarm_topic_arn=config.alarm_topic_arn,
             metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
             stream_failures=self.supervisor.stream_failures,
             status_event_failures=self.supervisor.status_event_failures,
         )
-        if self.bridge is not None and self.monitoring.topic is not None:
-            self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.monitoring.topic))
+        if self.bridge is not None:
+            for topic in self.monitoring.topics:
+                self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(topic))
         # The code the functions share was staged above: held to the team's ceiling (assetSizeLimitMb).
         self.asset_sizes = bundling.check_function_assets(self, config.asset_size_limit_mb)
 
