@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -161,3 +162,25 @@ def test_two_project_tools_of_one_name_are_still_refused() -> None:
     registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="tool 'echo' is registered twice"):
         registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
+
+
+def test_a_tool_package_whose_register_was_written_for_a_tool_registry_still_serves_its_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's functions/tools/__init__.py of release 1.0.0 (the team's, never updated) calls
+    `tools.include(module)` on what it is given: now the catalog."""
+    from app.composition import build_catalog
+    from mcp_runtime.settings import Settings
+
+    package = tmp_path / "old_style_tools"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import fixtures.lifecycle as lifecycle\n\n\n"
+        "def register(tools, *, table_backed):\n"
+        "    tools.include(lifecycle)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="old_style_tools"))
+    fresh = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle"))
+    assert [spec.name for spec in catalog.tools] == [spec.name for spec in fresh.tools] != []
