@@ -144,10 +144,15 @@ lint: $(VENV)/.installed
 	$(VENV)/bin/mypy --exclude '^(functions/tools|testkit/_fault_layer)/' functions local_stack fixtures testkit
 	@$(MAKE) --no-print-directory lint-team
 
+# Only the team's folders that exist (a team may have deleted tests/tools with the examples).
+TEAM_FOUND = $(wildcard $(TEAM_PATHS))
+TEAM_PYTHON_PACKAGES = $(filter-out tests/tools,$(TEAM_FOUND))
+TEAM_RUFF := $(VENV)/bin/ruff check --isolated --config "src = ['functions', '.']"
+TEAM_MYPY := MYPYPATH=functions $(VENV)/bin/mypy --config-file "" --cache-dir .mypy_cache/team --python-version 3.11 \
+	--explicit-package-bases --ignore-missing-imports
 lint-team: $(VENV)/.installed
-	$(VENV)/bin/ruff check --isolated --config "src = ['functions', '.']" $(TEAM_PATHS)
-	MYPYPATH=functions $(VENV)/bin/mypy --config-file "" --cache-dir .mypy_cache/team --python-version 3.11 \
-		--explicit-package-bases --ignore-missing-imports $(filter-out tests/tools,$(TEAM_PATHS))
+	$(if $(TEAM_FOUND),$(TEAM_RUFF) $(TEAM_FOUND))
+	$(if $(TEAM_PYTHON_PACKAGES),$(TEAM_MYPY) $(TEAM_PYTHON_PACKAGES))
 
 # Tests run on TEST_WORKERS processes (pytest-xdist), in the groups tests/conftest.py makes: each
 # template-driven stack configuration is started once and its users run together on one worker.

@@ -67,3 +67,8 @@ def test_the_team_checks_still_refuse_what_would_fail_at_run_time(tmp_path: Path
     team = lint_team(folder)
     assert team.returncode != 0
     assert "F821 Undefined name `undefined_name`" in team.stdout
+
+
+def test_a_team_folder_deleted_with_the_examples_is_not_linted_and_not_an_error(tmp_path: Path) -> None:
+    team = lint_team(tmp_path / "tests_tools_deleted")
+    assert (team.returncode, team.stdout, team.stderr) == (0, "", "")

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from testkit import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
+from testkit import CRASH, ERROR, LOST, TERMINAL, THROTTLE, TIMEOUT, FaultLayer, Rule, StackClient
 
 from mcp_runtime import wire
 from mcp_runtime.limits import MAX_RESULT_BYTES
-from tests.local_stack.conftest import TERMINAL, StackClient
 from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e
