@@ -11,7 +11,9 @@
    the table streams its mappings read and the execution status changes its rules match
    (`local_stack.event_delivery`).
 
-Settings (environment variables): PORT; FIXTURES=conformance (the suite's fixtures, as a layer);
+Settings (environment variables): PORT; MCP_TOOL_PACKAGES=a,b.c (the tool packages the functions serve,
+default the project's `tools`); FIXTURES=conformance (adds `fixtures.conformance` to them; the platform's
+test tools, `fixtures/`, come as a layer whenever a `fixtures` package is named);
 LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layers; a
 `sitecustomize.py` there runs at start); LOCAL_CDK_CONTEXT='{"key": "value"}' (like `-c`);
 LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not enforce);
@@ -95,8 +97,8 @@ from local_stack.template import DeployedTemplate
 STATE_ROOT: Final = REPO / "build" / "local-stack"
 FIXTURE_LAYER_ROOT: Final = STATE_ROOT / "layers"
 # What a local function's environment has beyond its template and the Lambda runtime's variables:
-# where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user. Fixtures add
-# MCP_FIXTURES. Nothing else differs.
+# where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user; MCP_TOOL_PACKAGES
+# when FIXTURES or MCP_TOOL_PACKAGES is set, MCP_REGISTER_TOOLS_AT_START when set. Nothing else differs.
 LOG_NOISE: Final = ("START RequestId:", "END RequestId:", "REPORT RequestId:", '{"_aws":')
 # A throttled event source mapping batch or asynchronous event is retried as Lambda retries it:
 # backing off from 1 s to 5 minutes (for as long as the record or event lives).
@@ -109,7 +111,9 @@ log = logging.getLogger("local_stack")
 @dataclass(frozen=True, slots=True)
 class Options:
     port: int = 0
-    fixtures: str | None = None
+    # The packages the functions serve (MCP_TOOL_PACKAGES; None: the template's default, `tools`).
+    tool_packages: str | None = None
+    register_tools_at_start: bool = False  # MCP_REGISTER_TOOLS_AT_START, passed to the functions
     layers: tuple[Path, ...] = ()
     cdk_context: Mapping[str, Any] = field(default_factory=dict)
     cdk_out: Path | None = None
@@ -139,7 +143,8 @@ class Options:
         layers = tuple(Path(p).resolve() for p in (env.get("LOCAL_LAYERS") or "").split(os.pathsep) if p)
         return cls(
             port=int(env.get("PORT") or 0),
-            fixtures=env.get("FIXTURES") or None,
+            tool_packages=_tool_packages(env.get("MCP_TOOL_PACKAGES"), env.get("FIXTURES")),
+            register_tools_at_start=(env.get("MCP_REGISTER_TOOLS_AT_START") or "").lower() in ("1", "true"),
             layers=layers,
             cdk_context=json.loads(env.get("LOCAL_CDK_CONTEXT") or "{}"),
             cdk_out=Path(env["LOCAL_CDK_OUT"]).resolve() if env.get("LOCAL_CDK_OUT") else None,
@@ -304,6 +309,16 @@ class LocalStack:
                     self.state_lock.close()
 
 
+def _tool_packages(packages: str | None, fixtures: str | None) -> str | None:
+    """MCP_TOOL_PACKAGES, with `fixtures.<name>` added for each name FIXTURES lists (to the project's
+    `tools` when MCP_TOOL_PACKAGES is unset); None when neither is set."""
+    names = [name for name in (fixtures or "").split(",") if name]
+    if packages is None and not names:
+        return None
+    listed = [name for name in ("tools" if packages is None else packages).split(",") if name]
+    return ",".join(dict.fromkeys([*listed, *(f"fixtures.{name}" for name in names)]))
+
+
 def fixture_layer() -> Path:
     """A layer holding the `fixtures` package (test tools, never in the deployed asset)."""
     layer = FIXTURE_LAYER_ROOT / "fixtures"
@@ -441,9 +456,12 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     additions = {"AWS_ENDPOINT_URL": aws.endpoint}
     additions["AWS_CONFIG_FILE"] = additions["AWS_SHARED_CREDENTIALS_FILE"] = str(STATE_ROOT / "no-aws-config")
     layers = list(options.layers)
-    if options.fixtures:
-        layers.append(fixture_layer())
-        additions["MCP_FIXTURES"] = options.fixtures
+    if options.tool_packages is not None:
+        if any(name.split(".")[0] == "fixtures" for name in options.tool_packages.split(",")):
+            layers.append(fixture_layer())
+        additions["MCP_TOOL_PACKAGES"] = options.tool_packages
+    if options.register_tools_at_start:
+        additions["MCP_REGISTER_TOOLS_AT_START"] = "1"
     if options.cognito_login and provisioned.managed_login_domains:
         additions["BRIDGE_COGNITO_DOMAIN_URL"] = options.cognito_login.rstrip("/")
         if options.cognito_ca:

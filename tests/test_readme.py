@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime import Catalog
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO, register_tool_modules
 from tests.unit.conftest import Client, make_server, result_of
@@ -111,7 +111,7 @@ def registered_names(tools_copy: Path) -> list[str]:
         del sys.modules[name]
     tools = importlib.import_module("tools")
     assert Path(tools.__file__).parent == tools_copy
-    tools.register(ToolRegistry(), table_backed=False)
+    tools.register(Catalog(), table_backed=False)
     return [module.__name__.removeprefix("tools.") for module in tools.MODULES]
 
 

@@ -32,10 +32,11 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
+from testkit import RunningStack, free_port
 
 from tests.e2e.chromium import chromium, require_chromium
 from tests.e2e.cognito_login import CognitoLogin, cognito_login
-from tests.support import REPO, RunningStack, free_port, local_stack_process
+from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e
 

@@ -6,8 +6,9 @@ import ast
 import re
 
 import pytest
+from testkit import RunningStack
 
-from tests.support import REPO, RunningStack, run_python
+from tests.support import REPO, run_python
 
 pytestmark = pytest.mark.e2e
 README_URL = "http://127.0.0.1:3000/mcp"

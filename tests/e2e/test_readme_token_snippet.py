@@ -14,8 +14,9 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from testkit import RunningStack
 
-from tests.support import REPO, RunningStack, local_stack_process, run_python
+from tests.support import REPO, local_stack_process, run_python
 
 pytestmark = pytest.mark.e2e
 

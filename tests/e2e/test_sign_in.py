@@ -26,12 +26,12 @@ from mcp import Client
 from mcp.client.auth import OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
+from testkit import rpc, standard_headers
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
 from tests.e2e.browser import CALLBACK, BrowserSignIn
 from tests.e2e.conftest import RecordingStack, recording_stack_process
-from tests.support import rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 

@@ -1,6 +1,6 @@
 """Nothing lost, stuck or repeated: the task runtime under AWS's ordinary failures, through the template-driven stack.
 
-Faults are injected into the functions' own AWS calls by a layer (`fault_layer/sitecustomize.py`):
+Faults are injected into the functions' own AWS calls by a layer (`testkit/_fault_layer/sitecustomize.py`):
 throttling, 5xx answers, timeouts, and requests that AWS applied but whose answer was lost, so a
 retry meets its own write. Each scenario below failed before the runtime was made to survive it.
 """
@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import CRASH, ERROR, LOST, TERMINAL, THROTTLE, TIMEOUT, FaultLayer, Rule, StackClient
 
 from mcp_runtime import wire
 from mcp_runtime.limits import MAX_RESULT_BYTES
-from tests.local_stack.conftest import TERMINAL, StackClient
-from tests.local_stack.faults import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
 from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e

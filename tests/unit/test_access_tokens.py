@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from testkit import LocalIssuer, SigningKey, rpc, serve_issuer, standard_headers
 
 from app.composition import build_authenticator
 from mcp_runtime.tokens import (
@@ -20,8 +21,6 @@ from mcp_runtime.tokens import (
     TokenValidator,
 )
 from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
-from tests.support import rpc, standard_headers
-from tests.token_issuer import LocalIssuer, SigningKey, serve_issuer
 from tests.unit.conftest import make_server, make_settings
 
 RESOURCE = "http://127.0.0.1/mcp"
