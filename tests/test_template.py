@@ -99,7 +99,7 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from mcp_runtime import ToolRegistry
+from mcp_runtime import Catalog
 
 
 def _modules(*names: str) -> tuple[ModuleType, ...]:
@@ -109,18 +109,23 @@ def _modules(*names: str) -> tuple[ModuleType, ...]:
 MODULES = _modules("oncall", "time_until")
 
 
-def register(tools: ToolRegistry, *, table_backed: bool) -> None:
+def register(catalog: Catalog, *, table_backed: bool) -> None:
     for module in MODULES:
-        tools.include(module)
+        catalog.tools.include(module)
 '''
-TEAM_TEST = '''"""Our own tools, tested in-process."""
+TEAM_TEST = '''"""Our own tools, tested in-process with the test kit."""
 
-from tools import time_until
+from testkit import ToolClient
 
 
-@template_only
 def test_a_week_is_seven_days() -> None:
-    assert time_until.time_until(time_until.UntilArgs(days=7), None) == "7 days"
+    result = ToolClient().call("time_until", {"days": 7})
+    assert result["content"][0]["text"] == "7 days"
+
+
+def test_paging_names_the_service() -> None:
+    result = ToolClient().call("page_engineer", {"service": "checkout"})
+    assert result["content"][0]["text"] == "paged the on-call engineer of checkout"
 '''
 TOOL_CONTEXT = {
     "toolEnvironment": {"ROTA_URL": "https://rota.example.com/v1"},
