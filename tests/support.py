@@ -15,8 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pytest
 import testkit
 from testkit import REPO, RunningStack
+
+# README.md is the template's own where copier.yml is (this repository); in a project made from it, it is the
+# team's, which the platform's tests never read.
+template_readme = pytest.mark.skipif(
+    not (REPO / "copier.yml").exists(), reason="README.md is the team's in a project made from the template"
+)
 
 # The tools the runtime's own tests call (fixtures/patterns.py, one of each pattern), by name, sorted.
 # Every stack the tests start serves them (`local_stack_process`), and never the project's tools.

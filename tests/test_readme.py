@@ -20,8 +20,10 @@ import pytest
 
 from mcp_runtime import Catalog
 from mcp_runtime.transport import McpHttpTransport
-from tests.support import REPO, register_tool_modules
+from tests.support import REPO, register_tool_modules, template_readme
 from tests.unit.conftest import Client, make_server, result_of
+
+pytestmark = template_readme
 
 # The walkthrough's registration: the prose and the first code block after the walkthrough's file.
 REGISTER_BLOCK = re.compile(r"<!-- walkthrough:end -->\n(?P<prose>.*?)```python\n(?P<code>.*?)```\n", re.DOTALL)
