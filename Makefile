@@ -16,7 +16,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # module it imports from source again.
 export PYTHONDONTWRITEBYTECODE :=
 
-.PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task \
+.PHONY: install run test test-unit test-fast lint lint-team conformance synth bench clean rename sam-env redrive tasks task \
 	add-dependency remove-dependency lock secret update check-update
 	revoke-client rotate-signing-keys
 
@@ -142,12 +142,28 @@ revoke-client: $(VENV)/.installed
 rotate-signing-keys: $(VENV)/.installed
 	$(PY) scripts/bridge_admin.py rotate-signing-keys $(if $(STACK),--stack $(STACK),--port $(PORT))
 
-LINT_PATHS := functions local_stack fixtures infra tests bench scripts events
+# The platform's code is held to the project's ruff configuration and strict mypy; the team's (its tools
+# and their tests) to the ecosystem's defaults: ruff's own rules, plain mypy (a FastMCP module's `-> dict`
+# passes). `make lint` runs both; `make lint-team` the team's alone (TEAM_PATHS: other folders of tools).
+LINT_PATHS := functions local_stack fixtures testkit infra tests bench scripts events
+TEAM_PATHS := functions/tools tests/tools
+PLATFORM_ONLY := --force-exclude --extend-exclude functions/tools --extend-exclude tests/tools
 
 lint: $(VENV)/.installed
-	$(VENV)/bin/ruff check $(LINT_PATHS)
-	$(VENV)/bin/ruff format --check $(LINT_PATHS)
-	$(VENV)/bin/mypy functions local_stack fixtures
+	$(VENV)/bin/ruff check $(PLATFORM_ONLY) $(LINT_PATHS)
+	$(VENV)/bin/ruff format --check $(PLATFORM_ONLY) $(LINT_PATHS)
+	$(VENV)/bin/mypy --exclude '^(functions/tools|testkit/_fault_layer)/' functions local_stack fixtures testkit
+	@$(MAKE) --no-print-directory lint-team
+
+# Only the team's folders that exist (a team may have deleted tests/tools with the examples).
+TEAM_FOUND = $(wildcard $(TEAM_PATHS))
+TEAM_PYTHON_PACKAGES = $(filter-out tests/tools,$(TEAM_FOUND))
+TEAM_RUFF := $(VENV)/bin/ruff check --isolated --config "src = ['functions', '.']"
+TEAM_MYPY := MYPYPATH=functions $(VENV)/bin/mypy --config-file "" --cache-dir .mypy_cache/team --python-version 3.11 \
+	--explicit-package-bases --ignore-missing-imports
+lint-team: $(VENV)/.installed
+	$(if $(TEAM_FOUND),$(TEAM_RUFF) $(TEAM_FOUND))
+	$(if $(TEAM_PYTHON_PACKAGES),$(TEAM_MYPY) $(TEAM_PYTHON_PACKAGES))
 
 # Tests run on TEST_WORKERS processes (pytest-xdist), in the groups tests/conftest.py makes: each
 # template-driven stack configuration is started once and its users run together on one worker.

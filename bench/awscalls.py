@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.support import RunningStack, local_stack_process, standard_headers
+from testkit import RunningStack, local_stack_process, standard_headers
 
 from bench.common import TASKS_EXTENSION, rpc, verdict
 
@@ -101,7 +101,9 @@ def run() -> dict[str, Any]:
     capacity: dict[str, float] = {}
     modelled: dict[str, float] = {}
     try:
-        with local_stack_process(fixtures="lifecycle", extra_env={"LOCAL_LAYERS": str(layer)}) as stack:
+        with local_stack_process(
+            "fixtures.patterns,fixtures.lifecycle", extra_env={"LOCAL_LAYERS": str(layer)}
+        ) as stack:
             log = CallLog(layer / "calls")
             api = stack.physical_id("FunctionsApi", "AWS::Lambda::Function")
             worker = stack.physical_id("FunctionsWorker", "AWS::Lambda::Function")

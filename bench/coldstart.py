@@ -13,7 +13,7 @@ Variants:
   sdk_discover  MCP Python SDK 2.3.0 low-level server + stateless streamable HTTP manager + Mangum,
                 answering the same `server/discover`
   sdk_call      the SDK stack answering the same `tools/call` (context only, no budget)
-What deploys (`tests/packaged_api.py`): the asset `build_package` makes (the local stack's host
+What deploys (`testkit/_packaged_api.py`): the asset `build_package` makes (the local stack's host
 build, bytecode as shipped), `python -S` on the asset and the runtime-provided libraries only, no
 bytecode written, the API function's template environment with the secret's ARN (a real secret on
 moto) and the issuer on loopback:
@@ -44,8 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.packaged_api import SecretOnMoto, api_environment, bearer_event, packaged_asset, secret_on_moto
-from tests.token_issuer import serve_issuer
+from testkit import SecretOnMoto, api_environment, bearer_event, packaged_asset, secret_on_moto, serve_issuer
 
 from bench.common import api_event, issuer_environment, lambda_env, rpc, summary, verdict, with_bearer
 

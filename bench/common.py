@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 # One request builder for the tests and the benchmarks (`rpc` is re-exported for bench modules).
-from tests.support import rpc as rpc
-from tests.support import standard_headers
+from testkit import rpc as rpc
+from testkit import standard_headers
 
 REPO = Path(__file__).resolve().parent.parent
 FUNCTIONS = REPO / "functions"
@@ -108,7 +108,7 @@ def api_event(message: dict[str, Any], host: str = "abc123.execute-api.us-east-1
 
 
 def issuer_environment(issuer: Any) -> dict[str, str]:
-    """The template's token settings pointed at a local issuer (`tests.token_issuer`): its JWKS on loopback."""
+    """The template's token settings pointed at a local issuer (`testkit.serve_issuer`): its JWKS on loopback."""
     return {
         "MCP_JWT_ISSUER": issuer.url,
         "MCP_JWT_JWKS_URL": f"{issuer.url}/jwks",

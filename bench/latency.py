@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from tests.support import RunningStack, local_stack_process, standard_headers
+from testkit import RunningStack, local_stack_process, standard_headers
 
 from bench.common import TASKS_EXTENSION, percentile, rpc, verdict
 
@@ -109,7 +109,7 @@ def run(samples: int = 30, backstop: bool = False) -> dict[str, Any]:
     scratch = Path(tempfile.mkdtemp(prefix="bench-latency-"))
     layer = scratch / "layer"
     if backstop:
-        from tests.local_stack.faults import THROTTLE, FaultLayer, Rule
+        from testkit import THROTTLE, FaultLayer, Rule
 
         faults = FaultLayer.create(layer)
         direct = ("SFN.StartExecution", "SFN.SendTaskSuccess")
@@ -126,7 +126,7 @@ def run(samples: int = 30, backstop: bool = False) -> dict[str, Any]:
     load_before = os.getloadavg()
     try:
         env = {"LOCAL_LAYERS": str(layer), **AWS_LIKE_DELIVERY}
-        with local_stack_process(fixtures="conformance", extra_env=env) as stack:
+        with local_stack_process("fixtures.patterns,fixtures.conformance", extra_env=env) as stack:
             worker_name = stack.physical_id("FunctionsWorker", "AWS::Lambda::Function")
             if backstop:
                 worker = Calls(layer / "calls.jsonl", worker_name, "at")

@@ -274,7 +274,7 @@ def _start_stack() -> tuple[subprocess.Popen[bytes], str, Any, int]:
         **os.environ,
         "PORT": str(port),
         "PYTHONPATH": f"{FUNCTIONS}{os.pathsep}{REPO}",
-        "FIXTURES": "lifecycle",
+        "MCP_TOOL_PACKAGES": "fixtures.patterns,fixtures.lifecycle",
         "LOCAL_LAMBDA_CONCURRENCY": str(environments_per_function()),
         "LOCAL_TIME_SCALE": str(TIME_SCALE),
         "LOCAL_DEFAULT_USER": "",

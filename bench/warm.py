@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from tests.token_issuer import SigningKey, serve_issuer
+from testkit import SigningKey, serve_issuer
 
 from bench.common import REPO, TASKS_EXTENSION, api_event, issuer_environment, lambda_env, rpc, verdict, with_bearer
 

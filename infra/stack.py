@@ -66,6 +66,7 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             payloads=self.payloads,
             http_api=self.front.api,
+            public_origin=self.front.public_origin,
         )
         state_machine = StateMachineIdentity.of(self)
         self.functions = TaskFunctions(
@@ -128,6 +129,7 @@ class McpTasksStack(Stack):
                 "OAuthBridge",
                 code=code,
                 http_api=self.front.api,
+                public_origin=self.front.public_origin,
                 pool=self.front.user_pool,
                 auth=config.auth,
                 resource_url=config.resource_url,
@@ -185,6 +187,6 @@ class McpTasksStack(Stack):
             CfnOutput(
                 self,
                 "AuthorizationServer",
-                value=self.front.api.api_endpoint,
+                value=self.front.public_origin,
                 description="OAuth authorization server MCP clients discover (the bridge in front of Cognito)",
             )

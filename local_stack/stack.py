@@ -11,7 +11,9 @@
    the table streams its mappings read and the execution status changes its rules match
    (`local_stack.event_delivery`).
 
-Settings (environment variables): PORT; FIXTURES=conformance (the suite's fixtures, as a layer);
+Settings (environment variables): PORT; MCP_TOOL_PACKAGES=a,b.c (the tool packages the functions serve,
+default the project's `tools`); FIXTURES=conformance (adds `fixtures.conformance` to them; the platform's
+test tools, `fixtures/`, come as a layer whenever a `fixtures` package is named);
 LOCAL_LAYERS=dir1:dir2 (added to every function's import path, like Lambda layers; a
 `sitecustomize.py` there runs at start); LOCAL_CDK_CONTEXT='{"key": "value"}' (like `-c`);
 LOCAL_CDK_OUT=dir (serve an already synthesized assembly); LOCAL_IAM=off (do not enforce);
@@ -25,6 +27,8 @@ JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and rest
 retry waits of about 1 and 2 minutes, and the template's rate schedules; default 1, AWS's own);
 LOCAL_DROP_STATUS_EVENTS=all|P|P@seed (lose every Step Functions status event, or each with
 probability P, as best-effort delivery may; default none). Both are read once, at start.
+The OAuth bridge's BRIDGE_PUBLIC_ORIGIN (the template's: the API's execute-api origin) is the stack's own,
+`http://127.0.0.1:<port>`: reach its sign-in pages there, not at `localhost`.
 LOCAL_RELOAD=1 (the Makefile's `run` sets it): an edit under functions/ runs the import check again and
 restarts every function's interpreters on the edited code (`local_stack.reload`).
 
@@ -41,6 +45,7 @@ Sign-in (the API function validates tokens itself, as deployed):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -74,6 +79,7 @@ from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
+from local_stack.private_files import NotPrivate, private_directory, write_private
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.reload import SourceWatcher
 from local_stack.runtime import (
@@ -91,8 +97,8 @@ from local_stack.template import DeployedTemplate
 STATE_ROOT: Final = REPO / "build" / "local-stack"
 FIXTURE_LAYER_ROOT: Final = STATE_ROOT / "layers"
 # What a local function's environment has beyond its template and the Lambda runtime's variables:
-# where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user. Fixtures add
-# MCP_FIXTURES. Nothing else differs.
+# where AWS is (AWS_ENDPOINT_URL), and no AWS config files of this machine's user; MCP_TOOL_PACKAGES
+# when FIXTURES or MCP_TOOL_PACKAGES is set, MCP_REGISTER_TOOLS_AT_START when set. Nothing else differs.
 LOG_NOISE: Final = ("START RequestId:", "END RequestId:", "REPORT RequestId:", '{"_aws":')
 # A throttled event source mapping batch or asynchronous event is retried as Lambda retries it:
 # backing off from 1 s to 5 minutes (for as long as the record or event lives).
@@ -105,7 +111,9 @@ log = logging.getLogger("local_stack")
 @dataclass(frozen=True, slots=True)
 class Options:
     port: int = 0
-    fixtures: str | None = None
+    # The packages the functions serve (MCP_TOOL_PACKAGES; None: the template's default, `tools`).
+    tool_packages: str | None = None
+    register_tools_at_start: bool = False  # MCP_REGISTER_TOOLS_AT_START, passed to the functions
     layers: tuple[Path, ...] = ()
     cdk_context: Mapping[str, Any] = field(default_factory=dict)
     cdk_out: Path | None = None
@@ -135,7 +143,8 @@ class Options:
         layers = tuple(Path(p).resolve() for p in (env.get("LOCAL_LAYERS") or "").split(os.pathsep) if p)
         return cls(
             port=int(env.get("PORT") or 0),
-            fixtures=env.get("FIXTURES") or None,
+            tool_packages=_tool_packages(env.get("MCP_TOOL_PACKAGES"), env.get("FIXTURES")),
+            register_tools_at_start=(env.get("MCP_REGISTER_TOOLS_AT_START") or "").lower() in ("1", "true"),
             layers=layers,
             cdk_context=json.loads(env.get("LOCAL_CDK_CONTEXT") or "{}"),
             cdk_out=Path(env["LOCAL_CDK_OUT"]).resolve() if env.get("LOCAL_CDK_OUT") else None,
@@ -272,24 +281,42 @@ class LocalStack:
         return self.pools[logical_id].invoke(payload)
 
     def stop(self) -> None:
-        if self.watcher is not None:
-            self.watcher.stop()
-        self.delivery.stop()
-        self.http.shutdown()
-        self.http.server_close()
-        self.thread.join(timeout=5)
-        for pool in self.pools.values():
-            pool.close()
-            unregister_function(pool.spec.name)
-        if self.state_dir is not None:
-            saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
-            log.info("saved %d items to %s", saved, self.state_dir)
-        self.aws.stop()
-        self.sink.close()
-        if self.provider is not None:
-            self.provider.stop()
-        if self.state_lock is not None:
-            self.state_lock.close()
+        """Stop serving, save the state, and end every process of the stack (each step runs even when one
+        before it failed: an interpreter or the authorization server left running would outlive the stack)."""
+        try:
+            if self.watcher is not None:
+                self.watcher.stop()
+            self.delivery.stop()
+            self.http.shutdown()
+            self.http.server_close()
+            self.thread.join(timeout=5)
+        finally:
+            try:
+                for pool in self.pools.values():
+                    pool.close()  # its busy environments too: an invocation under way ends with the stack
+                    unregister_function(pool.spec.name)
+                if self.state_dir is not None:
+                    saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
+                    log.info("saved %d items to %s", saved, self.state_dir)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    state_file(self.http.server_address[1]).unlink()
+                self.aws.stop()
+                self.sink.close()
+                if self.provider is not None:
+                    self.provider.stop()
+                if self.state_lock is not None:
+                    self.state_lock.close()
+
+
+def _tool_packages(packages: str | None, fixtures: str | None) -> str | None:
+    """MCP_TOOL_PACKAGES, with `fixtures.<name>` added for each name FIXTURES lists (to the project's
+    `tools` when MCP_TOOL_PACKAGES is unset); None when neither is set."""
+    names = [name for name in (fixtures or "").split(",") if name]
+    if packages is None and not names:
+        return None
+    listed = [name for name in ("tools" if packages is None else packages).split(",") if name]
+    return ",".join(dict.fromkeys([*listed, *(f"fixtures.{name}" for name in names)]))
 
 
 def fixture_layer() -> Path:
@@ -333,8 +360,12 @@ def check_port(port: int) -> None:
 
 
 def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
-    """One stack per state directory: a second one would lose the first one's tasks at its stop."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    """One stack per state directory: a second one would lose the first one's tasks at its stop. The
+    directory is its user's only (0700): the snapshots hold every item, secret and object."""
+    try:
+        private_directory(state_dir)
+    except NotPrivate as refused:
+        raise StartRefused(f"{refused}: give this stack a directory of your own (LOCAL_STATE_DIR)") from None
     handle = open(state_dir / ".lock", "a+", encoding="utf-8")  # noqa: SIM115 (held while the stack runs)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -396,6 +427,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.port:
         check_port(options.port)
     port = options.port or _free_port()  # known before synthesis: the resource URI names it
+    try:
+        private_directory(state_file(port).parent)  # the run file's (administrator keys): its user's only
+    except NotPrivate as refused:
+        raise StartRefused(str(refused)) from None
     state_lock = lock_state_dir(options.state_dir, port) if options.state_dir is not None else None
     # The asset first: the tools are imported against its packages, before anything else starts.
     code = build_function_code()
@@ -430,9 +465,12 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     additions = {"AWS_ENDPOINT_URL": aws.endpoint}
     additions["AWS_CONFIG_FILE"] = additions["AWS_SHARED_CREDENTIALS_FILE"] = str(STATE_ROOT / "no-aws-config")
     layers = list(options.layers)
-    if options.fixtures:
-        layers.append(fixture_layer())
-        additions["MCP_FIXTURES"] = options.fixtures
+    if options.tool_packages is not None:
+        if any(name.split(".")[0] == "fixtures" for name in options.tool_packages.split(",")):
+            layers.append(fixture_layer())
+        additions["MCP_TOOL_PACKAGES"] = options.tool_packages
+    if options.register_tools_at_start:
+        additions["MCP_REGISTER_TOOLS_AT_START"] = "1"
     if options.cognito_login and provisioned.managed_login_domains:
         additions["BRIDGE_COGNITO_DOMAIN_URL"] = options.cognito_login.rstrip("/")
         if options.cognito_ca:
@@ -452,12 +490,11 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     for spec in provisioned.functions.values():
         # AUTH=dev: the functions that authenticate callers also take development tokens.
         dev_auth = options.auth == "dev" and "MCP_REQUIRE_PRINCIPAL" in spec.environment
+        own = {**additions, "DEV_AUTH": "1"} if dev_auth else dict(additions)
+        if "BRIDGE_PUBLIC_ORIGIN" in spec.environment:  # the template's is the execute-api host: here, loopback
+            own["BRIDGE_PUBLIC_ORIGIN"] = f"http://127.0.0.1:{port}"
         environment = lambda_environment(
-            spec,
-            code,
-            credentials[spec.logical_id],
-            region=template.region,
-            additions={**additions, "DEV_AUTH": "1"} if dev_auth else additions,
+            spec, code, credentials[spec.logical_id], region=template.region, additions=own
         )
         pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency, limits)
         pools[spec.logical_id] = pool
@@ -760,6 +797,8 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
     state = {
         "endpoint": stack.url,
         "awsEndpoint": stack.aws.endpoint,
+        # moto's admin API (/moto-api/...) answers requests with this in X-Local-Stack-Secret only.
+        "motoApiSecret": stack.aws.admin_secret,
         "stackName": stack.assembly.stack_name,
         "assembly": str(stack.assembly.directory),
         "administrator": stack.admin,
@@ -775,13 +814,12 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         "userPools": dict(stack.provisioned.user_pools),
         "queues": {queue.logical_id: queue.url for queue in stack.provisioned.queues.values()},
     }
-    path = state_file(port)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=2), encoding="utf-8")
+    write_private(state_file(port), json.dumps(state, indent=2))
 
 
 def state_file(port: int) -> Path:
-    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys)."""
+    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys): mode
+    0600 in a 0700 directory, removed when the stack stops."""
     return STATE_ROOT / "run" / f"{port}.json"
 
 

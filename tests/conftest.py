@@ -18,12 +18,13 @@ from typing import Any
 
 import pytest
 from local_stack.synth import WARM_SWITCH, stop_warm
+from testkit import RunningStack
 from xdist.scheduler import LoadScopeScheduling
 
-from tests.support import REPO, SHARED_STACKS, RunningStack, local_stack_process
+from tests.support import REPO, SHARED_STACKS, local_stack_process
 
 # Modules here start stacks in module fixtures: a module's tests stay together.
-STACK_TIERS = ("tests/e2e/", "tests/local_stack/", "tests/test_events.py")
+STACK_TIERS = ("tests/e2e/", "tests/local_stack/", "tests/test_events.py", "tests/tools/")
 # Modules whose tests each start stacks of their own (none in a module fixture): spread test by test.
 PER_TEST = ("tests/local_stack/test_persistence.py",)
 # The infra tier's synthesized apps are session fixtures: synthesized once if the tier stays together.

@@ -1,4 +1,5 @@
-"""Helpers shared by the test tiers: building requests, running the local stack as a process."""
+"""The platform's own test helpers: the stacks its tests share, serving the platform's fixture tools
+(fixtures/, never the project's), and copies of the project. The public test kit is `testkit`."""
 
 from __future__ import annotations
 
@@ -6,22 +7,26 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from local_stack.clients import aws_client
-from local_stack.processes import start_announced, stop_process
+import pytest
+import testkit
+from testkit import REPO, RunningStack
 
-REPO = Path(__file__).resolve().parent.parent
-PROTOCOL_VERSION = "2026-07-28"
+# README.md is the template's own where copier.yml is (this repository); in a project made from it, it is the
+# team's, which the platform's tests never read.
+template_readme = pytest.mark.skipif(
+    not (REPO / "copier.yml").exists(), reason="README.md is the team's in a project made from the template"
+)
+
 # The tools the runtime's own tests call (fixtures/patterns.py, one of each pattern), by name, sorted.
-# Every stack the tests start serves them (`local_stack_process`), whatever the project's tools are.
+# Every stack the tests start serves them (`local_stack_process`), and never the project's tools.
 PATTERN_TOOLS = [
     "archive_project",
     "cart_add",
@@ -31,22 +36,51 @@ PATTERN_TOOLS = [
     "deploy_release",
     "list_my_tasks",
 ]
+# The ported modules' tools (fixtures/support_desk.py, FastMCP; fixtures/weather_station.py, MCPServer), sorted:
+# the developer stack serves them beside the patterns.
+PORTED_TOOLS = [
+    "average_temperature",
+    "close_ticket",
+    "export_tickets",
+    "find_customer",
+    "forecast",
+    "open_ticket_count",
+    "station_reading",
+    "ticket_counts",
+    "ticket_summary",
+]
 
 
 def project_tools(*, table_backed: bool = True) -> list[str]:
-    """The tools functions/tools registers (the examples and whatever the project added), sorted."""
+    """The tools functions/tools registers (whatever the project has there), sorted: what a deployment serves."""
     import tools
-    from mcp_runtime.tools import ToolRegistry
+    from mcp_runtime import Catalog
 
-    registry = ToolRegistry()
-    tools.register(registry, table_backed=table_backed)
-    return sorted(spec.name for spec in registry)
+    catalog = Catalog()
+    tools.register(catalog, table_backed=table_backed)
+    return sorted(spec.name for spec in catalog.tools)
 
 
-def served_tools() -> list[str]:
-    """What a test stack lists: the project's tools and the pattern fixtures (each in place of a project
-    tool of its name), sorted."""
-    return sorted({*project_tools(), *PATTERN_TOOLS})
+def fixture_packages(fixtures: str | None = None, *, patterns: bool = True) -> str:
+    """MCP_TOOL_PACKAGES for the platform's fixtures: `fixtures.<name>` for each name `fixtures` lists,
+    after the pattern fixtures unless `patterns` is false."""
+    names = [*(["patterns"] if patterns else []), *(fixtures.split(",") if fixtures else [])]
+    return ",".join(f"fixtures.{name}" for name in names)
+
+
+@contextmanager
+def local_stack_process(
+    fixtures: str | None = None, *, patterns: bool = True, tool_packages: str | None = None, **options: Any
+) -> Iterator[RunningStack]:
+    """`testkit.local_stack_process` serving the platform's fixtures (`fixture_packages`), never the
+    project's tools unless `tool_packages` names them. The fixtures are registered when each function
+    starts (MCP_REGISTER_TOOLS_AT_START): the conformance suites expect their prompts and resources
+    advertised by the first server/discover or initialize."""
+    packages = fixture_packages(fixtures, patterns=patterns) if tool_packages is None else tool_packages
+    if tool_packages is None:
+        options["extra_env"] = {"MCP_REGISTER_TOOLS_AT_START": "1", **(options.get("extra_env") or {})}
+    with testkit.local_stack_process(packages, **options) as running:
+        yield running
 
 
 def register_tool_modules(init: Path, *names: str) -> None:
@@ -85,155 +119,12 @@ def copy_working_tree(source: Path, target: Path) -> None:
             shutil.copy2(source / name, target / name)
 
 
-def meta(capabilities: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
-    return {
-        "io.modelcontextprotocol/protocolVersion": PROTOCOL_VERSION,
-        "io.modelcontextprotocol/clientCapabilities": capabilities or {},
-        "io.modelcontextprotocol/clientInfo": {"name": "tests", "version": "1.0.0"},
-        **extra,
-    }
-
-
-def rpc(
-    method: str,
-    params: dict[str, Any] | None = None,
-    request_id: int | str = 1,
-    capabilities: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    body_params = dict(params or {})
-    body_params.setdefault("_meta", meta(capabilities))
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": body_params}
-
-
-def standard_headers(message: dict[str, Any]) -> dict[str, str]:
-    headers = {
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": PROTOCOL_VERSION,
-        "mcp-method": message["method"],
-    }
-    params = message.get("params") or {}
-    for key in ("name", "uri", "taskId"):
-        if isinstance(params.get(key), str):
-            headers["mcp-name"] = params[key]
-            break
-    return headers
-
-
-def api_event(
-    body: str | dict[str, Any], headers: dict[str, str] | None = None, method: str = "POST", path: str = "/mcp"
-) -> dict[str, Any]:
-    """An API Gateway HTTP API (payload 2.0) event as the front would send it."""
-    if isinstance(body, dict):
-        final_headers = standard_headers(body)
-        body = json.dumps(body)
-    else:
-        final_headers = {"content-type": "application/json"}
-    final_headers.update(headers or {})
-    return {
-        "version": "2.0",
-        "routeKey": "POST /mcp",
-        "rawPath": path,
-        "rawQueryString": "",
-        "headers": final_headers,
-        "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1"}},
-        "body": body,
-        "isBase64Encoded": False,
-    }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class RunningStack:
-    url: str
-    process: subprocess.Popen[str]
-    output: list[str] = field(default_factory=list)  # every line the stack printed, as it arrives
-    state: dict[str, Any] = field(default_factory=dict)  # build/local-stack/run/<port>.json
-
-    def printed(self, text: str) -> bool:
-        return any(text in line for line in list(self.output))
-
-    @property
-    def aws_endpoint(self) -> str:
-        return str(self.state["awsEndpoint"])
-
-    def aws_client(self, service: str) -> Any:
-        """A boto3 client on the stack's moto, signed as its administrator (IAM is enforced there)."""
-        return aws_client(
-            service, endpoint=self.aws_endpoint, region="us-east-1", credentials=self.state["administrator"]
-        )
-
-    def physical_id(self, logical_id_prefix: str, resource_type: str | None = None) -> str:
-        """The physical id of the one resource (of this type) whose logical id starts with this prefix."""
-        types = self.state["resourceTypes"]
-        found = [
-            v
-            for k, v in self.state["physicalIds"].items()
-            if k.startswith(logical_id_prefix) and resource_type in (None, types[k])
-        ]
-        assert len(found) == 1, f"{logical_id_prefix}: {found}"
-        return str(found[0])
-
-
-@contextmanager
-def local_stack_process(
-    fixtures: str | None = None,
-    extra_env: dict[str, str] | None = None,
-    timeout: float = 180.0,
-    default_user: str | None = None,
-    patterns: bool = True,
-    root: Path = REPO,
-) -> Iterator[RunningStack]:
-    """`make run` as a child process on a free port; yields once it prints its endpoint.
-
-    It serves `fixtures` (FIXTURES) and, unless `patterns` is false, the pattern fixtures the runtime's
-    tests call (fixtures/patterns.py): those never depend on the project's example tools.
-
-    Its output is drained all the time (a full pipe would stop the stack) and kept in `output`.
-    `default_user`: requests without a token are taken as this development user's (LOCAL_DEFAULT_USER).
-    `root`: the project it runs (a `copy_project` copy; by default this checkout).
-    """
-    port = free_port()
-    env = {
-        **os.environ,
-        "PORT": str(port),
-        "PYTHONPATH": f"{root / 'functions'}{os.pathsep}{root}",
-        **(extra_env or {}),
-    }
-    env.pop("FIXTURES", None)
-    fixture_sets = [*(fixtures.split(",") if fixtures else []), *(["patterns"] if patterns else [])]
-    if fixture_sets:
-        env["FIXTURES"] = ",".join(fixture_sets)
-    if default_user:
-        env["LOCAL_DEFAULT_USER"] = default_user
-    process, output, url = start_announced(
-        [sys.executable, "-m", "local_stack"], cwd=root, env=env, announcement=_endpoint, timeout=timeout
-    )
-    if url is None:
-        tail = "\n".join(output[-60:])
-        raise RuntimeError(f"local stack did not start:\n{tail}")
-    state_file = root / "build" / "local-stack" / "run" / f"{port}.json"
-    running = RunningStack(url, process, output, json.loads(state_file.read_text()))
-    try:
-        yield running
-    finally:
-        stop_process(process, timeout=15)
-
-
 def copy_project(target: Path) -> Path:
-    """A copy of this checkout's tracked files at `target`, as a team's clone is, sharing this checkout's
-    installs (.venv, node_modules, .tools) and its synthesized templates (a tool is not among their
-    inputs, `local_stack.synth`), so nothing is installed or synthesized again."""
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
-    for name in filter(None, files.split("\0")):
-        if (REPO / name).is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, target / name)
+    """A copy of this checkout's working tree at `target` (`copy_working_tree`: a tool not yet
+    `git add`-ed comes too), sharing this checkout's installs (.venv, node_modules, .tools) and its
+    synthesized templates (a tool is not among their inputs, `local_stack.synth`), so nothing is
+    installed or synthesized again."""
+    copy_working_tree(REPO, target)
     for installed in (".venv", "node_modules", ".tools"):
         if (REPO / installed).exists():
             (target / installed).symlink_to((REPO / installed).resolve())
@@ -244,11 +135,6 @@ def copy_project(target: Path) -> Path:
     for pins in ("pyproject.toml", "requirements-dev.lock", "package.json", "package-lock.json"):
         os.utime(target / pins, (0, 0))
     return target
-
-
-def _endpoint(line: str) -> str | None:
-    """The URL in the line the stack prints once it serves: `MCP endpoint: <url> ...`."""
-    return line.split()[2] if line.startswith("MCP endpoint:") else None
 
 
 def run_python(code: str, extra_env: dict[str, str] | None = None, timeout: float = 120) -> list[str]:
@@ -298,12 +184,13 @@ SHARED_STACKS: dict[str, SharedStack] = {
             "tests/e2e/test_authorization_conformance.py",
             "tests/e2e/test_isolation.py",
             "tests/local_stack/test_sam_env.py",
+            "tests/local_stack/test_testkit_stack.py",
             "tests/test_events.py",
         ),
     ),
-    # As `make run` starts it: a request without a token is the development user's.
+    # As `make run` starts it: a request without a token is the development user's; the ported modules too.
     "developer_stack": SharedStack(
-        {"default_user": "developer"},
+        {"default_user": "developer", "fixtures": "support_desk,weather_station"},
         ("tests/e2e/test_fastmcp_port.py", "tests/e2e/test_legacy_clients.py", "tests/e2e/test_readme_snippets.py"),
     ),
     # The conformance fixtures (the suite calls them by name); the suite sends no token.

@@ -1,10 +1,12 @@
 """Making the template yours keeps the checks green: in a copy of the working tree as a team has it
-(untracked files too, ignored ones not), every example tool deleted with its line (README: "Make it
-yours"), then a plain tool (named `greet`, as the conformance fixtures' is) and the README's two task
-tools (the walkthrough's, with steps, and the long-work one, with steps and a wait) and two modules
-ported from FastMCP and the SDK's MCPServer (docs/fastmcp.md) added, each one file and one line, none
-committed; then `make lint` and the tiers that look at the project's tools (unit, the
-README's and the events' checks, the walkthrough)."""
+(untracked files too, ignored ones not), every example tool deleted with its line and its tests
+(`rm -r functions/tools/<example>.py tests/tools/*`, README: "Make it yours"), then a plain tool (named
+`greet`, as the conformance fixtures' is) and the README's two task tools (the walkthrough's, with
+steps, and the long-work one, with steps and a wait) and two modules ported from FastMCP (with a prompt
+and a resource) and the SDK's MCPServer (docs/fastmcp.md) added, each one file and one line, none
+committed; then `make lint` and the platform's fast tiers: the unit tier, and of the integration tier
+the modules that build the functions' catalog (the others build theirs from the platform's fixtures
+only, which `test_no_platform_test_outside_the_copys_run_reaches_the_projects_tools` holds them to)."""
 
 from __future__ import annotations
 
@@ -48,6 +50,18 @@ async def shout(text: str, ctx: Context) -> str:
     """Shout a text back."""
     await ctx.info("shouting")
     return text.upper()
+
+
+@mcp.prompt
+def loud(topic: str) -> str:
+    """Ask for a loud take on a topic."""
+    return f"Say something loud about {topic}."
+
+
+@mcp.resource("volume://levels")
+def levels() -> str:
+    """The volume levels."""
+    return "quiet, normal, loud"
 '''
 MCPSERVER_MODULE = '''"""Ported from the SDK's MCPServer: only the import line changed."""
 
@@ -61,12 +75,16 @@ def measure(text: str) -> dict[str, int]:
     """Measure a text."""
     return {"length": len(text)}
 '''
-# The tiers a new tool can break (the stack tiers serve it too; they are the same code paths).
+# The tiers a new tool can break (the stack tiers serve it too; they are the same code paths), and the
+# integration modules that build the functions' catalog from the environment (app.composition, app.handlers).
 AFFECTED = [
     "tests/unit",
     "tests/test_readme.py",
     "tests/test_events.py",
+    "tests/test_tiers.py",
     "tests/integration/test_readme_walkthrough.py",
+    "tests/integration/test_task_handlers.py",
+    "tests/integration/test_hardening.py",
 ]
 # Left out of the copy's unit run, which this suite runs as they are: the modules of pure functions no tool
 # reaches (JSON spellings, JWS), and the handler's fuzzing (random requests against the fixtures' tools: the
@@ -98,6 +116,8 @@ def project_made_ours(tmp_path: Path) -> Path:
     for example in examples:
         example.unlink()
     unregister_tool_modules(tools / "__init__.py", *(path.stem for path in examples))
+    for team_test in (target / "tests" / "tools").glob("*"):
+        shutil.rmtree(team_test) if team_test.is_dir() else team_test.unlink()
     (tools / "greet.py").write_text(PLAIN_TOOL, encoding="utf-8")
     (tools / "export_dataset.py").write_text(readme_block("walkthrough"), encoding="utf-8")
     (tools / "run_pipeline.py").write_text(readme_block("long-work"), encoding="utf-8")
@@ -168,3 +188,23 @@ def test_the_copy_is_the_working_tree_as_its_team_has_it(tmp_path: Path) -> None
         "functions/tools/__init__.py",
         "functions/tools/new_tool.py",
     ]
+
+
+# What reaches the project's tools: importing them, reading their folder, or building the functions' catalog
+# from the environment (whose default serves `tools`).
+REACHES_TOOLS = re.compile(
+    r"\bimport tools\b|\bfrom tools\b|functions/tools|\"functions\" / \"tools\"|\bapp\.(composition|handlers)\b"
+    r"|\bfrom app\b|\bimport app\b|\bbuild_(catalog|server)\b"
+)
+
+
+def test_no_platform_test_outside_the_copys_run_reaches_the_projects_tools() -> None:
+    """The fast tiers' modules the copy above does not run build their tools from the platform's fixtures."""
+    fast = [*(REPO / "tests" / "integration").glob("*.py"), REPO / "tests" / "test_rename.py"]
+    run_in_the_copy = {REPO / path for path in AFFECTED}
+    reaching = sorted(
+        str(path.relative_to(REPO))
+        for path in fast
+        if path not in run_in_the_copy and REACHES_TOOLS.search(path.read_text(encoding="utf-8"))
+    )
+    assert reaching == []

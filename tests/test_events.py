@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import RunningStack
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.callbacks import REFUSED
-from tests.support import PATTERN_TOOLS, RunningStack
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = REPO / "events"
@@ -26,7 +26,6 @@ generate = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(generate)
 
 API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*/*.json"))
-EXAMPLE_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("examples/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
 SUPERVISOR_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("supervisor/*.json"))
 SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
@@ -36,7 +35,8 @@ SUPERVISOR_FUNCTION = "SupervisorFunction"
 CALLBACK_FUNCTION = "CallbacksFunction"
 SWEEPER_FUNCTION = "SweeperFunction"
 NOT_FOUND_TASK = {"code": wire.INVALID_PARAMS, "message": "Failed to retrieve task: Task not found"}
-# The example server has tools and tasks but no prompts or resources: those methods are not served.
+# The test stacks serve the platform's pattern fixtures (tests.support.local_stack_process), never the
+# project's tools: tools and tasks, no prompts or resources, so those methods are not served.
 NOT_SERVED = (
     "resources/list",
     "resources/read",
@@ -75,8 +75,9 @@ def _load(relative: str) -> dict[str, Any]:
 
 
 def test_the_files_are_what_the_generator_writes() -> None:
-    expected = generate.all_events()
-    on_disk = {p.relative_to(EVENTS).as_posix() for p in EVENTS.rglob("*.json")}
+    # events/examples/ holds the project's events (for its own tools; tests/tools checks them).
+    expected = {name: event for name, event in generate.all_events().items() if not name.startswith("examples/")}
+    on_disk = {p.relative_to(EVENTS).as_posix() for p in EVENTS.rglob("*.json") if p.parent.name != "examples"}
     assert on_disk == set(expected)
     for relative, event in expected.items():
         assert (EVENTS / relative).read_text(encoding="utf-8") == generate.render(event), relative
@@ -93,7 +94,7 @@ def test_one_event_per_method_and_front() -> None:
     ]
 
 
-@pytest.mark.parametrize("relative", API_EVENTS + EXAMPLE_EVENTS)
+@pytest.mark.parametrize("relative", API_EVENTS)
 def test_event_headers_mirror_the_body(relative: str) -> None:
     event = _load(relative)
     body = json.loads(event["body"])
@@ -136,8 +137,8 @@ def _expected(method: str, request_id: int) -> tuple[int, dict[str, Any]]:
             },
         }
     if method == "tools/list":
-        # The test stack serves the pattern fixtures beside the project's tools (tests.support.local_stack_process).
-        served = build_catalog(Settings(TASK_TABLE_NAME="any", MCP_FIXTURES="patterns"))
+        # The test stack serves the pattern fixtures, not the project's tools (tests.support.local_stack_process).
+        served = build_catalog(Settings(TASK_TABLE_NAME="any", MCP_TOOL_PACKAGES="fixtures.patterns"))
         tools = [spec.to_wire() for spec in served.tools]
         assert "count_words" in {tool["name"] for tool in tools}
         return 200, {
@@ -219,60 +220,6 @@ def test_the_sweeper_event_through_the_handler_finds_no_stale_lease_in_an_empty_
         "refused": 0,
         "left": False,
     }
-
-
-def test_every_example_tool_module_has_an_event_calling_it() -> None:
-    """The template's examples (the modules serving the pattern fixtures' tools, while a project keeps them)
-    each have one; for a tool a project adds, an event is optional. The events call the pattern fixtures'
-    names, so they stay valid on the test stacks once a project deleted the examples."""
-    import tools
-
-    called = {json.loads(_load(relative)["body"])["params"]["name"] for relative in EXAMPLE_EVENTS}
-    assert called <= set(PATTERN_TOOLS)
-    for module in (*tools.MODULES, *tools.TABLE_BACKED_MODULES):
-        module_tools = {
-            name
-            for name, value in vars(module).items()
-            if getattr(value, "__module__", None) == module.__name__ and hasattr(value, "__mcp_tool__")
-        }
-        if module_tools & set(PATTERN_TOOLS):
-            assert module_tools & called, f"no event calls a tool of {module.__name__}"
-
-
-def _call_example(deployed_like: DeployedLike, relative: str) -> dict[str, Any]:
-    response = deployed_like.invoke(API_FUNCTION, _load(relative))
-    assert response["statusCode"] == 200
-    message: dict[str, Any] = json.loads(response["body"])
-    assert message["id"] == json.loads(_load(relative)["body"])["id"]
-    result: dict[str, Any] = message["result"]
-    return result
-
-
-def test_the_plain_example_answers_at_once(deployed_like: DeployedLike) -> None:
-    assert _call_example(deployed_like, "examples/count-words.json")["structuredContent"] == {
-        "words": 4,
-        "characters": 19,
-    }
-
-
-def test_the_mrtr_example_asks_for_confirmation_first(deployed_like: DeployedLike) -> None:
-    result = _call_example(deployed_like, "examples/archive-project.json")
-    assert result["resultType"] == wire.RESULT_INPUT_REQUIRED
-    assert result["inputRequests"]["confirm"]["params"]["message"] == "Archive project 'apollo'? It becomes read-only."
-    assert result["requestState"].startswith("v1.")
-
-
-def test_the_task_example_creates_a_durable_task(deployed_like: DeployedLike) -> None:
-    result = _call_example(deployed_like, "examples/deploy-release.json")
-    assert (result["resultType"], result["status"]) == (wire.RESULT_TASK, "working")
-    assert set(result) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
-
-
-def test_the_handle_example_mints_a_cart_and_the_history_lists_the_callers_tasks(deployed_like: DeployedLike) -> None:
-    opened = _call_example(deployed_like, "examples/cart-open.json")
-    assert opened["content"][0]["text"].startswith("Opened cart cart_")
-    history = _call_example(deployed_like, "examples/list-my-tasks.json")["structuredContent"]
-    assert [task["tool"] for task in history["tasks"]][:1] == ["deploy_release"]
 
 
 def test_the_callback_event_through_the_handler_is_refused_for_a_task_that_does_not_exist(

@@ -18,10 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime import Catalog
 from mcp_runtime.transport import McpHttpTransport
-from tests.support import REPO, register_tool_modules
+from tests.support import REPO, register_tool_modules, template_readme
 from tests.unit.conftest import Client, make_server, result_of
+
+pytestmark = template_readme
 
 # The walkthrough's registration: the prose and the first code block after the walkthrough's file.
 REGISTER_BLOCK = re.compile(r"<!-- walkthrough:end -->\n(?P<prose>.*?)```python\n(?P<code>.*?)```\n", re.DOTALL)
@@ -111,7 +113,7 @@ def registered_names(tools_copy: Path) -> list[str]:
         del sys.modules[name]
     tools = importlib.import_module("tools")
     assert Path(tools.__file__).parent == tools_copy
-    tools.register(ToolRegistry(), table_backed=False)
+    tools.register(Catalog(), table_backed=False)
     return [module.__name__.removeprefix("tools.") for module in tools.MODULES]
 
 

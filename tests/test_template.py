@@ -99,7 +99,7 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from mcp_runtime import ToolRegistry
+from mcp_runtime import Catalog
 
 
 def _modules(*names: str) -> tuple[ModuleType, ...]:
@@ -109,18 +109,23 @@ def _modules(*names: str) -> tuple[ModuleType, ...]:
 MODULES = _modules("oncall", "time_until")
 
 
-def register(tools: ToolRegistry, *, table_backed: bool) -> None:
+def register(catalog: Catalog, *, table_backed: bool) -> None:
     for module in MODULES:
-        tools.include(module)
+        catalog.tools.include(module)
 '''
-TEAM_TEST = '''"""Our own tools, tested in-process."""
+TEAM_TEST = '''"""Our own tools, tested in-process with the test kit."""
 
-from tools import time_until
+from testkit import ToolClient
 
 
-@template_only
 def test_a_week_is_seven_days() -> None:
-    assert time_until.time_until(time_until.UntilArgs(days=7), None) == "7 days"
+    result = ToolClient().call("time_until", {"days": 7})
+    assert result["content"][0]["text"] == "7 days"
+
+
+def test_paging_names_the_service() -> None:
+    result = ToolClient().call("page_engineer", {"service": "checkout"})
+    assert result["content"][0]["text"] == "paged the on-call engineer of checkout"
 '''
 TOOL_CONTEXT = {
     "toolEnvironment": {"ROTA_URL": "https://rota.example.com/v1"},
@@ -506,3 +511,14 @@ def test_a_migration_never_overwrites_a_file_and_names_the_clash(tmp_path: Path)
         "events/examples -> tests/tools/events: tests/tools/events/page.json exist already; move them by hand"
     )
     assert (tmp_path / "events/examples/page.json").read_text() == "events/examples"
+
+
+def test_the_code_and_docs_cite_only_files_a_project_has() -> None:
+    """The design notes the template was built from are not in the repository: nothing may send a reader there."""
+    cited = subprocess.run(
+        ["git", "grep", "-n", "-E", r"(WIRE|DESIGN|LOCAL-AWS|FASTMCP|CONFORMANCE|SOURCES)\.md|\.\./shared/"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
+    assert cited.stdout == ""

@@ -19,7 +19,7 @@ sys.path[:0] = [os.path.join(os.environ["BENCH_REPO"], "functions"), os.environ[
 
 from bench import warm  # noqa: E402
 from cryptography.hazmat.primitives.serialization import load_pem_private_key  # noqa: E402
-from tests.token_issuer import SigningKey, serve_issuer  # noqa: E402
+from testkit import SigningKey, serve_issuer  # noqa: E402
 
 WARM_UP_CALLS = 20
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable
+from importlib import import_module
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, SweeperEndpoint, WorkerEndpoint
@@ -42,40 +43,23 @@ MACHINE_PURPOSE = "the state machine that runs tasks (the template sets it from 
 
 # ---- the catalog: one way, for both functions ------------------------------------------------------
 def build_catalog(settings: Settings) -> Catalog:
-    """The project's tools (registered on first lookup), plus test fixtures when MCP_FIXTURES names them.
+    """The tool packages MCP_TOOL_PACKAGES names (default: the project's `tools`), each registered
+    through its `register(catalog, *, table_backed)` on the first lookup (a cold discover imports none),
+    or at once with MCP_REGISTER_TOOLS_AT_START.
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
     catalog = Catalog()
     table_backed = bool(settings.task_table_name)
 
-    def register_project_tools() -> None:
-        import tools
+    def register_tool_packages() -> None:
+        for name in settings.tool_package_names:
+            import_module(name).register(catalog, table_backed=table_backed)
 
-        tools.register(catalog.tools, table_backed=table_backed)
-
-    catalog.tools.add_loader(register_project_tools)
-    if "conformance" in settings.fixture_sets:
-        from fixtures import conformance
-
-        conformance.register(catalog)
-    if "lifecycle" in settings.fixture_sets:
-        from fixtures import lifecycle
-
-        lifecycle.register(catalog)
-    if "patterns" in settings.fixture_sets:
-        from fixtures import patterns
-
-        patterns.register(catalog, table_backed=table_backed)
-
-    if "configuration" in settings.fixture_sets:
-        from fixtures import configuration
-
-        configuration.register(catalog)
-    if "fastmcp" in settings.fixture_sets:
-        from fixtures import fastmcp_shapes
-
-        catalog.tools.include(fastmcp_shapes, fixture=True)
+    if settings.register_tools_at_start:
+        register_tool_packages()
+    else:
+        catalog.tools.add_loader(register_tool_packages)
     return catalog
 
 
@@ -337,6 +321,7 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
         payloads=build_payload_store(settings, telemetry),
         callback_url=settings.task_callback_url,
         rounds_per_execution=settings.task_rounds_per_execution,
+        max_operations=settings.task_max_steps,
         progress_interval_seconds=settings.task_progress_interval_ms / 1000,
         telemetry=telemetry,
         secrets=build_tool_secrets(settings),

@@ -45,8 +45,9 @@ def callback_handler(event: dict[str, Any], context: Any = None) -> dict[str, An
 @lru_cache(maxsize=1)
 def telemetry() -> PowertoolsTelemetry:
     """Metrics (EMF), JSON logs and spans for this container; Powertools is imported on first record."""
-    built = PowertoolsTelemetry(get_settings().server_name)
-    built.install_log_handler()
+    settings = get_settings()
+    built = PowertoolsTelemetry(settings.server_name)
+    built.install_log_handler(settings.tool_package_names)
     return built
 
 

@@ -29,8 +29,8 @@ from mcp_runtime._json import compact as compact_json
 
 COUNT: Final = "Count"
 MILLISECONDS: Final = "Milliseconds"
-# The runtime's own logger trees: their records are written through the Powertools Logger.
-RUNTIME_LOGGERS: Final[tuple[str, ...]] = ("mcp_runtime", "app", "tools", "fixtures")
+# The runtime's own logger trees: their records, and the tool packages', are written through the Powertools Logger.
+RUNTIME_LOGGERS: Final[tuple[str, ...]] = ("mcp_runtime", "app")
 _TRUTHY: Final = frozenset({"1", "true", "yes", "on", "y", "t"})
 
 internal_log = logging.getLogger("app.telemetry")
@@ -155,11 +155,12 @@ class PowertoolsTelemetry:
         except Exception:
             internal_log.exception("metrics could not be written")
 
-    def install_log_handler(self, names: Iterable[str] = RUNTIME_LOGGERS) -> None:
-        """Route the runtime's `logging` records through the Powertools Logger, built on the first one."""
+    def install_log_handler(self, tool_packages: Iterable[str] = ("tools",)) -> None:
+        """Route the `logging` records of the runtime and of the tool packages (MCP_TOOL_PACKAGES) through
+        the Powertools Logger, built on the first one."""
         level = logging.getLevelName((os.environ.get("POWERTOOLS_LOG_LEVEL") or "INFO").upper())
         handler = _LazyPowertoolsHandler(self)
-        for name in names:
+        for name in dict.fromkeys((*RUNTIME_LOGGERS, *tool_packages)):
             target = logging.getLogger(name)
             for stale in [h for h in target.handlers if isinstance(h, _LazyPowertoolsHandler)]:
                 target.removeHandler(stale)  # a previous composition's telemetry (tests reset it)

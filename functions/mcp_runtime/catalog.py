@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import re
 from collections.abc import Callable, Iterator
+from types import ModuleType
 from typing import Any
 
 from .mrtr import Asker
@@ -224,3 +225,8 @@ class Catalog:
         self.tools.companions = self
         self.prompts.before = self.tools.load
         self.resources.before = self.tools.load
+
+    def include(self, module: ModuleType) -> None:
+        """`tools.include(module)`: a tool package's `register` written for a tool registry (a project's
+        `functions/tools/__init__.py` from before MCP_TOOL_PACKAGES) is given the catalog and still works."""
+        self.tools.include(module)

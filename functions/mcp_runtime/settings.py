@@ -10,12 +10,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .limits import MAX_TASK_TTL_MS  # a task's ttlMs: at least 1 ms, at most this
+from .limits import MAX_OPERATIONS, MAX_OPERATIONS_CEILING, MAX_TASK_TTL_MS  # MAX_TASK_TTL_MS: a task's ttlMs at most
 
 # Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
 _NULL_SPELLINGS = frozenset({"", "null", "none"})
-
-# The fixture sets (`fixtures/<name>.py`) MCP_FIXTURES may name.
 
 # A fixed development key: fine on loopback, refused when a deployment forgets to configure one.
 DEV_STATE_KEY = "local-development-only-requestState-key-0123456789"
@@ -25,7 +23,8 @@ class MissingSetting(RuntimeError):
     """The environment lacks a variable this function needs (its template sets it)."""
 
 
-_FIXTURE_SET = "(conformance|lifecycle|patterns|configuration|fastmcp)"
+# A dotted Python module name, as MCP_TOOL_PACKAGES lists them.
+_PACKAGE = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
 
 
 class Settings(BaseModel):
@@ -34,12 +33,13 @@ class Settings(BaseModel):
     server_name: str = Field("serverless-mcp-tasks", alias="MCP_SERVER_NAME")
     server_version: str = Field("0.1.0", alias="MCP_SERVER_VERSION")
     instructions: str | None = Field(None, alias="MCP_INSTRUCTIONS")
-    # Test fixtures to serve besides the project's tools (comma-separated): "conformance" (the suite's),
-    # "lifecycle" (tools that crash, hang or exhaust memory), "patterns" (one tool of each pattern, for the
-    # runtime's own tests), "configuration" (tools that use what cdk.json gives the tools), "fastmcp" (the
-    # facade's shapes, fixtures/fastmcp_shapes.py). Never set in a
-    # deployment: the asset has none.
-    fixtures: str = Field("", alias="MCP_FIXTURES", pattern=rf"^({_FIXTURE_SET}(,{_FIXTURE_SET})*)?$")
+    # The packages whose tools, prompts and resources are served (comma-separated, in order), each with a
+    # `register(catalog, *, table_backed)`: the project's `tools` unless set otherwise (empty: none).
+    tool_packages: str = Field("tools", alias="MCP_TOOL_PACKAGES", pattern=rf"^({_PACKAGE}(,{_PACKAGE})*)?$")
+    # Register them when the function starts, not at the first lookup: server/discover (and the 2025
+    # initialize) then advertise the prompts and resources of ported modules from the first request, at
+    # the cost of importing every tool module on a cold start.
+    register_tools_at_start: bool = Field(False, alias="MCP_REGISTER_TOOLS_AT_START")
     # DNS-rebinding protection: the origins browsers may call from (comma-separated, exact), and the
     # host names requests may name (empty: any; API Gateway routes by host already).
     allowed_origins: str = Field("", alias="MCP_ALLOWED_ORIGINS")
@@ -85,6 +85,8 @@ class Settings(BaseModel):
     # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
     # The template sets it from the workflow's retry policy; the default is the deployed policy's.
     task_rounds_per_execution: int = Field(138, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
+    # Steps, waits and callbacks one task may record: one more fails the task, naming this limit.
+    task_max_steps: int = Field(MAX_OPERATIONS, alias="TASK_MAX_STEPS", ge=1, le=MAX_OPERATIONS_CEILING)
     # How long an active task may go without a write before the sweeper asks Step Functions about its
     # execution (every write that leaves it active renews the lease), and how many it asks about per run.
     task_lease_seconds: int = Field(600, alias="TASK_LEASE_SECONDS", ge=1, le=86_400)
@@ -124,8 +126,8 @@ class Settings(BaseModel):
 
     # Derived once per container, like the settings they come from (read on every request).
     @cached_property
-    def fixture_sets(self) -> frozenset[str]:
-        return frozenset(name for name in self.fixtures.split(",") if name)
+    def tool_package_names(self) -> tuple[str, ...]:
+        return tuple(name for name in self.tool_packages.split(",") if name)
 
     @cached_property
     def allowed_origins_set(self) -> frozenset[str]:

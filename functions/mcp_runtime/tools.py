@@ -744,10 +744,6 @@ class ToolRegistry:
         self._loaders: list[Callable[[], None]] = []
         self._loading = threading.Lock()
         self._loader_thread: int | None = None
-        # Test fixtures (MCP_FIXTURES) by name: where a project tool has the same name, the fixture is
-        # served in its place, since the suites that call fixtures call them by name.
-        self._fixtures: set[str] = set()
-        self.shadowed: list[str] = []
         # Server objects (mcp_runtime.fastmcp) already included, and the catalog's prompt and resource
         # registries, where their prompts and resources go (None outside a catalog: tools only).
         self._servers: set[int] = set()
@@ -786,33 +782,25 @@ class ToolRegistry:
             finally:
                 self._loader_thread = None
 
-    def include(self, module: ModuleType, *, fixture: bool = False) -> None:
+    def include(self, module: ModuleType) -> None:
         """Serve every `@tool` function defined in a module, in definition order, and every tool,
         prompt and resource registered on a server object it holds (`mcp_runtime.fastmcp`: FastMCP
-        or MCPServer style). `fixture`: a test fixture's module, whose tools take the place of project
-        tools of the same names."""
+        or MCPServer style)."""
         for value in vars(module).values():
             spec = getattr(value, SPEC_ATTRIBUTE, None)
             if isinstance(spec, ToolSpec) and getattr(value, "__module__", None) == module.__name__:
-                self.add(spec, fixture=fixture)
+                self.add(spec)
             register = getattr(type(value), REGISTER_ATTRIBUTE, None)
             if callable(register) and id(value) not in self._servers:
                 self._servers.add(id(value))  # one server object imported by two modules is served once
                 for ported in register(value, self.companions):
-                    self.add(ported, fixture=fixture)
+                    self.add(ported)
 
-    def add(self, spec: ToolSpec, *, fixture: bool = False) -> None:
+    def add(self, spec: ToolSpec) -> None:
         if not TOOL_NAME_PATTERN.match(spec.name):
             raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_PATTERN.pattern}")
-        if spec.name in self._tools and fixture != (spec.name in self._fixtures):
-            # A project tool and a fixture of one name: the fixture is served, the project's is not.
-            self.shadowed.append(spec.name)
-            if not fixture:
-                return
-        elif spec.name in self._tools:
+        if spec.name in self._tools:
             raise ValueError(f"tool {spec.name!r} is registered twice")
-        if fixture:
-            self._fixtures.add(spec.name)
         if spec.task_required and spec.mode is not ToolMode.TASK:
             raise ValueError(f"tool {spec.name!r}: only task tools can require a task")
         if spec.prepare is not None and spec.mode is not ToolMode.TASK:

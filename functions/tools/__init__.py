@@ -5,7 +5,7 @@ from __future__ import annotations
 from importlib import import_module
 from types import ModuleType
 
-from mcp_runtime import ToolRegistry
+from mcp_runtime import Catalog
 
 
 def _modules(*names: str) -> tuple[ModuleType, ...]:
@@ -24,9 +24,10 @@ MODULES = _modules(
 TABLE_BACKED_MODULES = _modules("cart", "my_tasks")
 
 
-def register(tools: ToolRegistry, *, table_backed: bool) -> None:
+def register(catalog: Catalog, *, table_backed: bool) -> None:
+    """Serve this package's tools (and the prompts and resources of its server objects)."""
     for module in MODULES:
-        tools.include(module)
+        catalog.tools.include(module)
     if table_backed:
         for module in TABLE_BACKED_MODULES:
-            tools.include(module)
+            catalog.tools.include(module)

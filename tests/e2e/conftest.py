@@ -10,8 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import RunningStack
 
-from tests.support import RunningStack, local_stack_process
+from tests.support import local_stack_process
 
 # The user a request without a token is taken as (LOCAL_DEFAULT_USER): the clients here send none.
 TEST_USER = "e2e"

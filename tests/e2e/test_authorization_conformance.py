@@ -22,9 +22,10 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from testkit import RunningStack, free_port
 
 from tests.e2e.browser import BrowserSignIn
-from tests.support import REPO, RunningStack, free_port, local_stack_process
+from tests.support import REPO, local_stack_process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.conformance]
 

@@ -24,8 +24,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import jwt
 import pytest
+from testkit import RunningStack, api_event, rpc, standard_headers
 
-from tests.support import RunningStack, api_event, local_stack_process, rpc, standard_headers
+from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e
 

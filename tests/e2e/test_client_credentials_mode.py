@@ -9,9 +9,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
+from testkit import RunningStack
 
 from tests.e2e.test_bridge import call, cognito_token
-from tests.support import RunningStack, local_stack_process
+from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e
 

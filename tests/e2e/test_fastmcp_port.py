@@ -1,5 +1,5 @@
-"""Modules written for FastMCP 4.1.4 (functions/tools/support_desk.py) and mcp 2.3.0's MCPServer
-(functions/tools/weather_station.py), ported by changing their import line, served by the stack as
+"""Modules written for FastMCP 4.1.4 (fixtures/support_desk.py) and mcp 2.3.0's MCPServer
+(fixtures/weather_station.py), ported by changing their import line, served by the stack as
 `make run` starts it and called by real clients: `mcp` 2.3.0 and fastmcp's own `Client` (2026-07-28,
 tasks included), and `mcp` 1.30.0 through the 2025-11-25 leg."""
 
@@ -12,25 +12,14 @@ import anyio
 import mcp_types
 import pytest
 from mcp import Client
+from testkit import RunningStack
 
 from mcp_runtime import wire
 from tests.e2e.scripted_user import ScriptedUser
 from tests.e2e.test_legacy_clients import MCP1_PYTHON, PY_CLIENT, run_client
-from tests.support import RunningStack
+from tests.support import PORTED_TOOLS
 
 pytestmark = pytest.mark.e2e
-
-PORTED_TOOLS = [
-    "average_temperature",
-    "close_ticket",
-    "export_tickets",
-    "find_customer",
-    "forecast",
-    "open_ticket_count",
-    "station_reading",
-    "ticket_counts",
-    "ticket_summary",
-]
 
 
 @pytest.fixture(scope="module")

@@ -18,11 +18,11 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from testkit import RunningStack, rpc, standard_headers
 
 from mcp_runtime import wire
 from mcp_runtime.cursors import encode_cursor
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
-from tests.support import RunningStack, rpc, standard_headers
 
 pytestmark = pytest.mark.e2e
 

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import RunningStack
 
 from mcp_runtime import wire
-from tests.support import REPO, RunningStack, served_tools
+from tests.support import PATTERN_TOOLS, PORTED_TOOLS, REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -69,7 +70,7 @@ def run_client(command: list[str], env: dict[str, str] | None = None) -> dict[st
 
 def assert_every_example_tool_completed(report: dict[str, Any]) -> None:
     assert report["protocolVersion"] == wire.LEGACY_PROTOCOL_VERSION
-    assert report["tools"] == served_tools()
+    assert report["tools"] == sorted(PATTERN_TOOLS + PORTED_TOOLS)
     assert report["asked"] == ASKED
     archive, deploy, cart_open, cart_add, checkout, count = report["calls"]
     assert archive == {"texts": ["Archived project 'apollo' (reason: superseded by v2)."], "isError": False}
@@ -116,7 +117,7 @@ def test_the_inspector_cli_in_its_default_legacy_mode_lists_and_calls_tools(
         connected = mcpdo("connect", "--transport", "http", stack.url)
         assert "Era: legacy" in connected
         listed = json.loads(mcpdo("--format", "json", "--connection", stack.url, "tools/list"))
-        assert sorted(tool["name"] for tool in listed["tools"]) == served_tools()
+        assert sorted(tool["name"] for tool in listed["tools"]) == sorted(PATTERN_TOOLS + PORTED_TOOLS)
         called = json.loads(
             mcpdo(
                 "--format",

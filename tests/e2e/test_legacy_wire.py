@@ -15,6 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from testkit import RunningStack
 
 from mcp_runtime import wire
 from mcp_runtime.legacy._leg import (
@@ -27,7 +28,6 @@ from mcp_runtime.legacy._leg import (
     STREAM_NOT_FOUND,
     TASK_NEEDS_STREAM,
 )
-from tests.support import RunningStack
 
 pytestmark = pytest.mark.e2e
 

@@ -6,10 +6,11 @@ import ast
 import re
 
 import pytest
+from testkit import RunningStack
 
-from tests.support import REPO, RunningStack, run_python
+from tests.support import REPO, run_python, template_readme
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, template_readme]
 README_URL = "http://127.0.0.1:3000/mcp"
 
 

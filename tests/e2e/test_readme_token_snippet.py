@@ -14,10 +14,11 @@ from typing import Any
 import anyio
 import httpx
 import pytest
+from testkit import RunningStack
 
-from tests.support import REPO, RunningStack, local_stack_process, run_python
+from tests.support import REPO, local_stack_process, run_python, template_readme
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, template_readme]
 
 ACCESS_TOKEN_SECONDS = 3
 EXPECTED_LAST_LINE = "{'words': 3, 'characters': 22}"

@@ -10,10 +10,10 @@ import mcp_types
 import pytest
 from fastmcp_tasks.client import TasksClientExtension, _send_cancel, _send_get
 from mcp import Client
+from testkit import RunningStack
 
 from mcp_runtime import wire
 from tests.e2e.scripted_user import ScriptedUser
-from tests.support import RunningStack
 
 pytestmark = pytest.mark.e2e
 

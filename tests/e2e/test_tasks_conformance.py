@@ -12,8 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from testkit import RunningStack
 
-from tests.support import REPO, RunningStack
+from tests.support import REPO
 
 pytestmark = pytest.mark.conformance
 

@@ -261,10 +261,11 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
     assert "TASK_STATE_MACHINE_ARN" not in worker_env
 
 
-def part_deletes(table: Any) -> dict[str, Any]:
-    """A settler deletes the parts of a task without a TTL, and only parts."""
+def part_deletes(table: Any, *actions: str) -> dict[str, Any]:
+    """A settler deletes the parts and step items of a task without a TTL, 25 a BatchWriteItem, and only
+    those (`actions`: the worker also deletes a step item holding a running mark it takes back)."""
     return {
-        "Action": "dynamodb:DeleteItem",
+        "Action": list(actions or ("dynamodb:BatchWriteItem",)),
         "Effect": "Allow",
         "Resource": table,
         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.PART_KEY_PREFIX}*"]}},
@@ -296,6 +297,7 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
                 }
             },
         },
+        part_deletes(table),  # a cancelled task without a TTL: its parts and step items
         {
             "Action": ["dynamodb:Query"],
             "Effect": "Allow",
@@ -337,7 +339,7 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
             "Resource": table,
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
         },
-        part_deletes(table),
+        part_deletes(table, "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"),
         {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
         {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
@@ -692,6 +694,10 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
         },
     )
     variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    # The bridge's origin is configured (the API's execute-api endpoint), never read from a request's Host.
+    (api,) = default_stack.resources("AWS::ApiGatewayV2::Api")
+    assert variables["BRIDGE_PUBLIC_ORIGIN"] == {"Fn::GetAtt": [api, "ApiEndpoint"]}
+    assert default_stack.resources("AWS::ApiGatewayV2::Api")[api]["Properties"]["DisableExecuteApiEndpoint"] is False
     assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST", "_NAMESPACE"))} == {
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
         "BRIDGE_REGISTRATION_BURST": "30",
@@ -1036,6 +1042,9 @@ def test_a_custom_domain_is_mapped_at_its_root_and_becomes_the_endpoints_resourc
     assert {v.get("BRIDGE_RESOURCE_URL") for v in variables if "BRIDGE_TABLE_NAME" in v} == {
         "https://mcp.example.com/mcp"
     }
+    # The domain is the one origin: the bridge names it, and the execute-api host beside it is off.
+    assert {v.get("BRIDGE_PUBLIC_ORIGIN") for v in variables if "BRIDGE_TABLE_NAME" in v} == {"https://mcp.example.com"}
+    stack.template.has_resource_properties("AWS::ApiGatewayV2::Api", {"DisableExecuteApiEndpoint": True})
     assert stack.json["Outputs"]["EndpointUrl"]["Value"] == "https://mcp.example.com/mcp"
     assert "CustomDomainTarget" in stack.json["Outputs"]
 

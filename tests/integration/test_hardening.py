@@ -25,6 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, EmbeddedAws, register_function, unregister_function
 from local_stack.provision import ProvisionedStack
+from testkit import api_event, free_port, rpc, standard_headers
 
 from app.composition import build_server, build_supervisor, build_worker
 from mcp_runtime import wire
@@ -43,7 +44,6 @@ from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.service import TASK_NOT_FOUND_MESSAGE
 from mcp_runtime.transport import McpHttpTransport
 from tests.integration.task_harness import TaskResources, delivered_events
-from tests.support import api_event, free_port, rpc, standard_headers
 
 CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}, "elicitation": {}, "sampling": {}, "roots": {}}
 NOT_FOUND = {"code": wire.INVALID_PARAMS, "message": TASK_NOT_FOUND_MESSAGE}
@@ -111,7 +111,7 @@ def _settings(**overrides: str) -> Settings:
         {
             "TASK_PROGRESS_INTERVAL_MS": "0",
             "MCP_STATE_KEY": "test-only-requestState-key-0123456789abcdef",
-            "MCP_FIXTURES": "patterns",
+            "MCP_TOOL_PACKAGES": "fixtures.patterns",
             **overrides,
         }
     )

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
+from testkit import api_event, rpc, standard_headers
 
 from app.composition import build_server, build_worker
 from mcp_runtime import wire
@@ -19,7 +20,6 @@ from mcp_runtime.settings import Settings
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, INPUT_REQUIRED
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
 from tests.integration.task_harness import ALICE, MALLORY, TASKS_AND_ELICITATION, TaskEnvironment, wait_until
-from tests.support import api_event, rpc, standard_headers
 
 TERMINAL = {"completed", "failed", "cancelled"}
 SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
@@ -31,7 +31,7 @@ def settings(task_env: TaskEnvironment, monkeypatch: pytest.MonkeyPatch) -> Sett
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     values = {
-        "MCP_FIXTURES": "conformance",
+        "MCP_TOOL_PACKAGES": "fixtures.conformance",
         "TASK_TABLE_NAME": task_env.resources.table_name,
         "TASK_STATE_MACHINE_ARN": task_env.resources.state_machine_arn,
         "AWS_ENDPOINT_URL": task_env.aws.endpoint,

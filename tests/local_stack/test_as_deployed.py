@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 import pytest
 from local_stack.runtime import MAX_PAYLOAD_BYTES
+from testkit import RunningStack, rpc, standard_headers
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.models import (
@@ -30,7 +31,7 @@ from mcp_runtime.tasks.models import (
 from mcp_runtime.tasks.store import to_items
 from mcp_runtime.tasks.supervisor import RESUME_REFUSED_ERROR
 from tests.local_stack.conftest import StackClient, edited_assembly, resource_of
-from tests.support import RunningStack, local_stack_process, rpc, served_tools, standard_headers
+from tests.support import PATTERN_TOOLS, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -64,8 +65,15 @@ LAMBDA_RUNTIME_VARIABLES = {
     "PATH",
 }
 # The only local additions: where AWS is, and no AWS config files of this machine's user.
-# ... and MCP_FIXTURES, since every test stack serves the pattern fixtures (tests.support.local_stack_process).
-LOCAL_ADDITIONS = {"AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "MCP_FIXTURES"}
+# ... and MCP_TOOL_PACKAGES and MCP_REGISTER_TOOLS_AT_START: every test stack serves the platform's fixtures,
+# registered at start (tests.support.local_stack_process).
+LOCAL_ADDITIONS = {
+    "AWS_ENDPOINT_URL",
+    "AWS_CONFIG_FILE",
+    "AWS_SHARED_CREDENTIALS_FILE",
+    "MCP_TOOL_PACKAGES",
+    "MCP_REGISTER_TOOLS_AT_START",
+}
 # Set by CPython itself at start where LANG names a locale this machine lacks (PEP 538 coercion).
 INTERPRETER_SET = {"LC_CTYPE"}
 ENVIRONMENT_PROBE = """
@@ -168,7 +176,7 @@ def test_the_api_function_in_its_own_interpreter_answers_discover_and_tools_list
     }
     listed = invoke(stack, API, api_event(rpc("tools/list")))
     names = {tool["name"] for tool in json.loads(listed["payload"]["body"])["result"]["tools"]}
-    assert names == set(served_tools())
+    assert names == set(PATTERN_TOOLS)
 
 
 def test_the_worker_function_with_only_its_template_environment_runs_a_task_step(stack: RunningStack) -> None:

@@ -1,6 +1,6 @@
 """Nothing lost, stuck or repeated: the task runtime under AWS's ordinary failures, through the template-driven stack.
 
-Faults are injected into the functions' own AWS calls by a layer (`fault_layer/sitecustomize.py`):
+Faults are injected into the functions' own AWS calls by a layer (`testkit/_fault_layer/sitecustomize.py`):
 throttling, 5xx answers, timeouts, and requests that AWS applied but whose answer was lost, so a
 retry meets its own write. Each scenario below failed before the runtime was made to survive it.
 """
@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import CRASH, ERROR, LOST, TERMINAL, THROTTLE, TIMEOUT, FaultLayer, Rule, StackClient
 
 from mcp_runtime import wire
 from mcp_runtime.limits import MAX_RESULT_BYTES
-from tests.local_stack.conftest import TERMINAL, StackClient
-from tests.local_stack.faults import CRASH, ERROR, LOST, THROTTLE, TIMEOUT, FaultLayer, Rule
 from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e
@@ -299,6 +298,31 @@ def test_a_create_taken_back_because_it_could_not_be_confirmed_leaves_no_executi
         started = executions_started_since(stack, mark)
     assert len(started) == 1, started  # the stream started it from the item the create wrote
     assert "RUNNING" not in started.values(), started
+
+
+# ---- a step's own item: its writes and its read under faults -------------------------------------------------
+def test_step_item_writes_lost_or_throttled_and_a_throttled_read_of_them_run_each_step_once(
+    stack: StackClient, faults: FaultLayer, ledger: Path
+) -> None:
+    # 14 small steps: the first ten records fit on the work part, the rest (and the wait after step 12)
+    # are kept on the items of their slots; every step's running mark is on its own item.
+    faults.arm(
+        Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#11"',), times=2),  # applied, answers lost
+        Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#3"',)),  # a mark whose record is on the work part
+        Rule(THROTTLE, "DynamoDB.UpdateItem", WORKER, contains=('#step#12"',), times=3),
+        Rule(THROTTLE, "DynamoDB.BatchGetItem", WORKER, contains=("#step#",), times=2),  # the run after the wait
+    )
+
+    task_id = stack.start("stepped_job", {"steps": 14, "ledger": str(ledger), "wait_after": 12, "wait_seconds": 1})
+
+    done = stack.settled(task_id, timeout=60)
+    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "14 steps, sum of squares 819")
+    assert [int(line.split()[1]) for line in ledger.read_text().splitlines()] == list(range(14))
+    assert faults.fired() == {
+        ("DynamoDB.UpdateItem", LOST): 3,
+        ("DynamoDB.UpdateItem", THROTTLE): 3,
+        ("DynamoDB.BatchGetItem", THROTTLE): 2,
+    }
 
 
 # ---- errors classified where they happen --------------------------------------------------------------------

@@ -77,7 +77,8 @@ def readme_layer(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def stack(readme_layer: Path) -> Iterator[StackClient]:
     env = {"LOCAL_CDK_CONTEXT": json.dumps(CONTEXT), "LOCAL_LAYERS": str(readme_layer)}
-    with local_stack_process(fixtures="lifecycle", extra_env=env) as running:
+    # The project's tools (the README's run_pipeline joins them) beside the lifecycle fixtures.
+    with local_stack_process(tool_packages="tools,fixtures.lifecycle", extra_env=env) as running:
         yield StackClient(running, user="long-work")
 
 

@@ -16,18 +16,18 @@ from typing import Any
 
 import pytest
 from local_stack.stack import fixture_layer
-
-from mcp_runtime import wire
-from tests.packaged_api import (
+from testkit import (
     SecretOnMoto,
     api_environment,
     asset_modules,
     bearer_event,
     packaged_asset,
+    rpc,
     secret_on_moto,
+    serve_issuer,
 )
-from tests.support import rpc
-from tests.token_issuer import serve_issuer
+
+from mcp_runtime import wire
 
 # A fresh interpreter answers the events given, in order, and says after each which of the modules
 # that matter here are loaded.
@@ -77,7 +77,10 @@ def first_requests(deployed: tuple[SecretOnMoto, Any], *messages: dict[str, Any]
             code,
             secret,
             issuer,
-            {"MCP_FIXTURES": "patterns", "PYTHONPATH": f"{code.task_root}:{code.runtime_dir}:{fixture_layer()}"},
+            {
+                "MCP_TOOL_PACKAGES": "fixtures.patterns",
+                "PYTHONPATH": f"{code.task_root}:{code.runtime_dir}:{fixture_layer()}",
+            },
         ),
         cwd=str(code.task_root),
         capture_output=True,

@@ -2,7 +2,7 @@
 shard goes on, and `make redrive` settles its task once the cause is gone: through the template-driven
 stack, its mapping as deployed (bisect, bounded retries, SQS on-failure destination).
 
-The poison: every StartExecution of one task answers HTTP 500 (the fault layer, `fault_layer/`), so
+The poison: every StartExecution of one task answers HTTP 500 (the fault layer, `testkit/_fault_layer/`), so
 the supervisor fails that record on every delivery, whatever it retries inside one invocation.
 """
 
@@ -16,9 +16,9 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import pytest
+from testkit import ERROR, FaultLayer, Rule
 
 from tests.local_stack.conftest import StackClient
-from tests.local_stack.faults import ERROR, FaultLayer, Rule
 from tests.support import REPO, local_stack_process
 
 pytestmark = pytest.mark.e2e

@@ -10,9 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
+from testkit import RunningStack
 
 from tests.local_stack.conftest import StackClient
-from tests.support import REPO, RunningStack, copy_project, local_stack_process, register_tool_modules
+from tests.support import REPO, copy_project, local_stack_process, register_tool_modules
 
 pytestmark = pytest.mark.e2e
 
@@ -73,7 +74,7 @@ def test_an_edit_under_functions_reaches_the_next_call_and_one_that_does_not_imp
     source = tool.read_text(encoding="utf-8")
     counted = 'return f"{len(args.text.split())} words"'
     assert source.count(counted) == 1
-    with local_stack_process(root=project, extra_env={"LOCAL_RELOAD": "1"}) as running:
+    with local_stack_process(root=project, tool_packages="tools", extra_env={"LOCAL_RELOAD": "1"}) as running:
         client = StackClient(running)
         assert words(client, "hello reload") == "2 words"
 

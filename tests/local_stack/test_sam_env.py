@@ -16,9 +16,10 @@ import pytest
 from local_stack.sam_env import deployed_template, function_environments
 from local_stack.synth import synthesize
 from moto import mock_aws
+from testkit import RunningStack
 
 from local_stack import sam_env
-from tests.support import REPO, RunningStack
+from tests.support import REPO
 
 pytestmark = pytest.mark.e2e
 

@@ -9,6 +9,7 @@ worker that could not start in AWS: nothing here shares a process or an environm
 from __future__ import annotations
 
 import pytest
+from testkit import TASKS, StackClient
 
 from mcp_runtime import wire
 from mcp_runtime.limits import MAX_TASK_CLIENT_BYTES, MAX_TASK_KEPT_ANSWERS_BYTES
@@ -16,7 +17,6 @@ from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import EXECUTION_FAILED_ERROR
 from mcp_runtime.tasks.service import answers_full_message
 from mcp_runtime.tasks.store import task_key
-from tests.local_stack.conftest import TASKS, StackClient
 
 pytestmark = pytest.mark.e2e
 

@@ -13,10 +13,11 @@ import subprocess
 from typing import Any
 
 import pytest
+from testkit import RunningStack
 
 from mcp_runtime import wire
 from tests.local_stack.conftest import StackClient
-from tests.support import REPO, TOOL_BUCKET, TOOL_CONTEXT, TOOL_SECRET_NAME, RunningStack
+from tests.support import REPO, TOOL_BUCKET, TOOL_CONTEXT, TOOL_SECRET_NAME
 
 pytestmark = pytest.mark.e2e
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from testkit import rpc, standard_headers
 
 from mcp_runtime import wire
 from mcp_runtime.context import Principal
@@ -15,7 +16,6 @@ from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import Settings
 from mcp_runtime.transport import HttpRequest, HttpResponse, McpHttpTransport
-from tests.support import rpc, standard_headers
 
 ALICE = Principal("test:alice", "test")
 BOB = Principal("test:bob", "test")

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from testkit import api_event, rpc
 
 from mcp_runtime import ToolContext, wire
 from mcp_runtime import tool as native_tool
 from mcp_runtime.fastmcp import FastMCP, task_mode
 from mcp_runtime.tools import ToolMode
 from mcp_runtime.transport import McpHttpTransport, sse_messages
-from tests.support import REPO, api_event, rpc
+from tests.support import REPO
 from tests.unit.conftest import Client, error_of, make_server, result_of
 
 FACADE_IMPORT = "from mcp_runtime.fastmcp import"
@@ -442,7 +443,7 @@ def test_an_async_tool_holding_a_module_level_lock_answers_three_warm_calls_thro
 ) -> None:
     from app import handlers
 
-    configure_app(DEV_AUTH="1", MCP_FIXTURES="fastmcp")
+    configure_app(DEV_AUTH="1", MCP_TOOL_PACKAGES="fixtures.fastmcp_shapes")
     answers = []
     for call in range(3):
         event = api_event(

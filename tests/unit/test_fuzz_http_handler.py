@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from testkit import meta
 
 from mcp_runtime import wire
 from mcp_runtime.cursors import encode_cursor
@@ -27,7 +28,6 @@ from mcp_runtime.legacy._leg import SESSION_NOT_FOUND
 from mcp_runtime.limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from mcp_runtime.settings import Settings
 from mcp_runtime.transport import PROTECTED_RESOURCE_PATH
-from tests.support import meta
 
 FUZZ = settings(
     derandomize=True,
@@ -52,7 +52,7 @@ def handler() -> Iterator[Any]:
         for model_field in Settings.model_fields.values():
             if model_field.alias:
                 patch.delenv(model_field.alias, raising=False)
-        patch.setenv("MCP_FIXTURES", "conformance,patterns")
+        patch.setenv("MCP_TOOL_PACKAGES", "fixtures.conformance,fixtures.patterns")
         patch.setenv("MCP_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]")
         patch.setenv("DEV_AUTH", "1")
         patch.setenv("POWERTOOLS_LOG_LEVEL", "ERROR")

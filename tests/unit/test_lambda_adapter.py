@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from testkit import api_event, rpc, standard_headers
 
 from app import handlers
 from mcp_runtime import wire
@@ -15,7 +16,6 @@ from mcp_runtime.context import ANONYMOUS, Principal
 from mcp_runtime.lambda_http import principal_from_event, request_from_event, response_to_proxy
 from mcp_runtime.server import McpServer
 from mcp_runtime.transport import SSE_CONTENT_TYPE, HttpResponse, McpHttpTransport, sse_messages
-from tests.support import api_event, rpc, standard_headers
 
 
 def function_url_event(
@@ -301,7 +301,7 @@ def test_the_handler_requiring_a_principal_refuses_an_event_without_an_authorize
 
 
 def test_a_state_sealed_for_one_jwt_subject_is_refused_for_another(configure_app: Callable[..., None]) -> None:
-    configure_app(MCP_FIXTURES="conformance")
+    configure_app(MCP_TOOL_PACKAGES="fixtures.conformance")
     caps: dict[str, Any] = {"elicitation": {}}
     first = rpc("tools/call", {"name": "test_input_required_result_elicitation", "arguments": {}}, 1, caps)
     round1 = json.loads(handlers.api_handler(with_jwt(api_event(first), {"sub": "alice"}))["body"])

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+from testkit import api_event, rpc
 
 from app import handlers
 from app.telemetry import RUNTIME_LOGGERS, PowertoolsTelemetry, tracing_enabled
@@ -48,7 +49,7 @@ from mcp_runtime.tasks.store import AnswerOutcome, AwaitOutcome, CancelOutcome, 
 from mcp_runtime.tasks.worker import TaskWorker
 from mcp_runtime.tools import ToolContext, ToolMode, ToolRegistry, tool
 from mcp_runtime.transport import McpHttpTransport
-from tests.support import REPO, api_event, rpc
+from tests.support import REPO
 from tests.telemetry_support import RecordingTelemetry, Sample
 from tests.unit.conftest import ALICE, BOB, Client, FakeClock, make_server, result_of
 
@@ -466,7 +467,7 @@ def test_metrics_disabled_by_powertools_settings_print_nothing(
 def _runtime_loggers_restored() -> Iterator[None]:
     saved = {
         name: (list(logging.getLogger(name).handlers), logging.getLogger(name).propagate, logging.getLogger(name).level)
-        for name in RUNTIME_LOGGERS
+        for name in (*RUNTIME_LOGGERS, "tools", "fixtures")
     }
     try:
         yield

@@ -11,10 +11,10 @@ import json
 from typing import Any
 
 import pytest
+from testkit import api_event, rpc
 
 from mcp_runtime.context import ANONYMOUS
 from mcp_runtime.lambda_http import principal_from_event, request_from_event
-from tests.support import api_event, rpc
 
 
 def jwt_event(claims: dict[str, Any], headers: dict[str, str] | None = None) -> dict[str, Any]:

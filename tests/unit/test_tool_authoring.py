@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
+from testkit import meta
 
 from mcp_runtime import wire
 from mcp_runtime.tools import (
@@ -23,7 +24,6 @@ from mcp_runtime.tools import (
     tool,
 )
 from mcp_runtime.transport import McpHttpTransport
-from tests.support import meta
 from tests.unit.conftest import ALICE, Client, error_of, make_server, result_of
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel
@@ -108,21 +109,52 @@ def test_a_loader_that_fails_part_way_is_retried_from_scratch_at_the_next_lookup
     assert len(attempts) == 2
 
 
-def test_a_project_tool_named_like_a_fixture_gives_way_to_the_fixture_in_either_order() -> None:
-    import fixtures.conformance_tasks as conformance_tasks
+def test_the_catalog_serves_exactly_the_tool_packages_mcp_tool_packages_names_in_order() -> None:
+    from app.composition import build_catalog
+    from mcp_runtime.settings import Settings
 
-    @tool(description="The project's own greeting.")
-    def greet(args: EchoArgs, ctx: ToolContext) -> str:
-        return f"Hello from the project, {args.text}"
+    catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle,fixtures.configuration"))
+    import fixtures.configuration as configuration
+    import fixtures.lifecycle as lifecycle
 
-    fixture = conformance_tasks.greet.__mcp_tool__  # type: ignore[attr-defined]
-    project = greet.__mcp_tool__  # type: ignore[attr-defined]
-    for fixture_first in (True, False):
-        registry = ToolRegistry()
-        for spec, is_fixture in ((fixture, True), (project, False))[:: 1 if fixture_first else -1]:
-            registry.add(spec, fixture=is_fixture)
-        assert registry.get("greet") is fixture
-        assert registry.shadowed == ["greet"]
+    expected = {
+        spec.name
+        for module in (lifecycle, configuration)
+        for value in vars(module).values()
+        if (spec := getattr(value, "__mcp_tool__", None)) is not None and value.__module__ == module.__name__
+    }
+    assert expected and {spec.name for spec in catalog.tools} == expected
+
+
+def test_the_packages_are_registered_at_the_first_lookup_or_at_once_when_settings_say_so() -> None:
+    from app.composition import build_catalog
+    from mcp_runtime.settings import Settings
+
+    deferred = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.conformance"))
+    at_start = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.conformance", MCP_REGISTER_TOOLS_AT_START="1"))
+    assert (deferred.prompts.known(), deferred.resources.known()) == (0, 0)
+    assert at_start.prompts.known() > 0 and at_start.resources.known() > 0
+    assert len(deferred.prompts) == at_start.prompts.known()  # a lookup loads them
+
+
+def test_a_tool_served_by_two_packages_is_refused_by_name() -> None:
+    from app.composition import build_catalog
+    from mcp_runtime.settings import Settings
+
+    catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle,fixtures.lifecycle"))
+    with pytest.raises(ValueError, match=r"tool '\w+' is registered twice"):
+        catalog.tools.load()
+
+
+def test_mcp_tool_packages_refuses_what_is_not_a_module_name() -> None:
+    from pydantic import ValidationError
+
+    from mcp_runtime.settings import Settings
+
+    with pytest.raises(ValidationError, match="MCP_TOOL_PACKAGES"):
+        Settings(MCP_TOOL_PACKAGES="tools;rm -rf")
+    assert Settings().tool_package_names == ("tools",)
+    assert Settings(MCP_TOOL_PACKAGES="").tool_package_names == ()
 
 
 def test_two_project_tools_of_one_name_are_still_refused() -> None:
@@ -130,3 +162,25 @@ def test_two_project_tools_of_one_name_are_still_refused() -> None:
     registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="tool 'echo' is registered twice"):
         registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
+
+
+def test_a_tool_package_whose_register_was_written_for_a_tool_registry_still_serves_its_tools(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A project's functions/tools/__init__.py of release 1.0.0 (the team's, never updated) calls
+    `tools.include(module)` on what it is given: now the catalog."""
+    from app.composition import build_catalog
+    from mcp_runtime.settings import Settings
+
+    package = tmp_path / "old_style_tools"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        "import fixtures.lifecycle as lifecycle\n\n\n"
+        "def register(tools, *, table_backed):\n"
+        "    tools.include(lifecycle)\n",
+        encoding="utf-8",
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="old_style_tools"))
+    fresh = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle"))
+    assert [spec.name for spec in catalog.tools] == [spec.name for spec in fresh.tools] != []

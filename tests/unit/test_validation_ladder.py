@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pytest
+from testkit import api_event, meta, rpc, standard_headers
 
 from mcp_runtime import wire
 from mcp_runtime.context import RequestContext
@@ -14,7 +15,7 @@ from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.server import McpServer
 from mcp_runtime.tools import ToolSpec
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
-from tests.support import api_event, meta, project_tools, rpc, standard_headers
+from tests.support import project_tools
 from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
 TASKS_CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}}

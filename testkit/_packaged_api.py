@@ -121,7 +121,7 @@ def bearer_event(
 ) -> dict[str, Any]:
     """An HTTP API event as the function gets it when it validates tokens itself: no authorizer
     context, a bearer token of the issuer for this host's resource."""
-    from tests.support import api_event, standard_headers
+    from testkit._wire import api_event, standard_headers
 
     token = issuer.token(aud=f"https://{host}/mcp", exp=int(time.time()) + 7200)
     headers = {**standard_headers(message), "host": host, "authorization": f"Bearer {token}"}

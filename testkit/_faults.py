@@ -1,4 +1,4 @@
-"""The test side of the fault layer (`fault_layer/sitecustomize.py`): write scenarios, read the calls."""
+"""The test side of the fault layer (`_fault_layer/sitecustomize.py`): write scenarios, read the calls."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-LAYER_SOURCE = Path(__file__).resolve().parent / "fault_layer" / "sitecustomize.py"
+LAYER_SOURCE = Path(__file__).resolve().parent / "_fault_layer" / "sitecustomize.py"
 
 THROTTLE = "throttle"
 ERROR = "error"

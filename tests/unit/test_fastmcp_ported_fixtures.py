@@ -1,5 +1,5 @@
-"""The weather_station example (the SDK's MCPServer style): collected only while
-functions/tools/weather_station.py exists."""
+"""The platform's ported modules (fixtures/support_desk.py, FastMCP style; fixtures/weather_station.py, the
+SDK's MCPServer style) publish what the libraries they were written for publish."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import asyncio
 from tests.support import REPO
 from tests.unit.test_fastmcp_facade import (
     MCPSERVER_IMPORTS,
+    assert_fastmcp_parity,
     inlined,
     listed,
     load,
@@ -16,10 +17,10 @@ from tests.unit.test_fastmcp_facade import (
     without_titles,
 )
 
-WEATHER_STATION = REPO / "functions" / "tools" / "weather_station.py"
+WEATHER_STATION = REPO / "fixtures" / "weather_station.py"
 
 
-def test_the_mcpserver_example_publishes_what_mcp_2_3_0_publishes_with_refs_inlined_and_the_object_closed() -> None:
+def test_the_mcpserver_module_publishes_what_mcp_2_3_0_publishes_with_refs_inlined_and_the_object_closed() -> None:
     ours = listed(served(load(WEATHER_STATION.read_text(), "ours_weather")))
     real = load(ported_back(WEATHER_STATION, MCPSERVER_IMPORTS), "theirs_weather")
     theirs = {
@@ -34,3 +35,7 @@ def test_the_mcpserver_example_publishes_what_mcp_2_3_0_publishes_with_refs_inli
         assert without_titles(tool.get("outputSchema")) == without_titles(inlined(theirs[name].get("outputSchema"))), (
             name
         )
+
+
+def test_the_fastmcp_module_publishes_what_fastmcp_4_1_4_publishes_modulo_titles() -> None:
+    assert_fastmcp_parity(REPO / "fixtures" / "support_desk.py")
