@@ -30,6 +30,21 @@ _ALGORITHMS: Final[dict[str, tuple[Callable[[bytes], Any], bytes]]] = {
 SUPPORTED_ALGORITHMS: Final = frozenset(_ALGORITHMS)
 MIN_RSA_KEY_BITS: Final = 2048  # shorter keys are refused outright (RFC 8725 §3.5)
 _BASE64URL: Final = re.compile(r"[A-Za-z0-9_-]*")
+# No header or claims of a real token nest this deep. Deeper is refused before decoding: how deep json.loads
+# goes before its RecursionError depends on the interpreter (about 1,000 on 3.11, over 10,000 on 3.13).
+MAX_JSON_NESTING: Final = 64
+_JSON_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKETS: Final = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def nests_too_deeply(document: bytes, limit: int = MAX_JSON_NESTING) -> bool:
+    """Whether a JSON text's arrays and objects nest deeper than `limit` (brackets in strings not counted)."""
+    depth = 0
+    for bracket in _JSON_STRING.sub(b'""', document).translate(None, _NOT_BRACKETS):
+        depth += 1 if bracket in b"[{" else -1
+        if depth > limit:
+            return True
+    return False
 
 
 class MalformedJws(ValueError):
@@ -86,6 +101,8 @@ def parse(token: str) -> CompactJws:
         raise MalformedJws(f"{len(segments)} segments, not 3")
     header_segment, payload_segment, signature_segment = segments
     header_json = _base64url(header_segment)
+    if nests_too_deeply(header_json):
+        raise MalformedJws("the header nests too deeply")
     try:
         header = json.loads(header_json)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too

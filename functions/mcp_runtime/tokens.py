@@ -332,6 +332,8 @@ class TokenValidator:
 
     def _checked_claims(self, payload: bytes, resource: str) -> dict[str, Any]:
         """The claims of a token whose signature holds: times, issuer, audience, use and subject."""
+        if _jws.nests_too_deeply(payload):
+            raise TokenRejected("the token is malformed", "the payload nests too deeply")
         try:
             claims = json.loads(payload)
         except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes

@@ -142,3 +142,12 @@ def test_a_header_that_is_not_json_is_refused() -> None:
 def test_jwks_keys_unfit_for_verifying_are_refused(jwk: dict[str, str], reason: str) -> None:
     with pytest.raises(ValueError, match=re.escape(reason)):
         RsaPublicKey.from_jwk(jwk)
+
+
+def test_nesting_past_the_limit_is_refused_whatever_the_interpreters_json_decoder_takes() -> None:
+    """3.11's json.loads gives up near 1,000 levels, 3.13's past 10,000: the limit is ours, the same on both."""
+    from mcp_runtime._jws import MAX_JSON_NESTING, nests_too_deeply
+
+    assert not nests_too_deeply(b"[" * MAX_JSON_NESTING + b"]" * MAX_JSON_NESTING)
+    assert nests_too_deeply(b"[" * (MAX_JSON_NESTING + 1) + b"]" * (MAX_JSON_NESTING + 1))
+    assert not nests_too_deeply(b'{"kid": "' + b"[" * 500 + b'\\"{"}')  # brackets in strings are text
