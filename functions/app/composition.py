@@ -19,6 +19,7 @@ from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import DEV_STATE_KEY, Settings
 from mcp_runtime.tool_secrets import ToolSecrets
+from mcp_runtime.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
@@ -41,12 +42,12 @@ MACHINE_PURPOSE = "the state machine that runs tasks (the template sets it from 
 
 
 # ---- the catalog: one way, for both functions ------------------------------------------------------
-def build_catalog(settings: Settings) -> Catalog:
+def build_catalog(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Catalog:
     """The project's tools (registered on first lookup), plus test fixtures when MCP_FIXTURES names them.
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
-    catalog = Catalog()
+    catalog = Catalog(ToolRegistry(telemetry))  # its telemetry names what it leaves out (ComponentsLeftOut)
     table_backed = bool(settings.task_table_name)
 
     def register_project_tools() -> None:
@@ -75,7 +76,7 @@ def build_catalog(settings: Settings) -> Catalog:
     if "fastmcp" in settings.fixture_sets:
         from fixtures import fastmcp_shapes
 
-        catalog.tools.include(fastmcp_shapes, fixture=True)
+        catalog.tools.include(fastmcp_shapes)
     return catalog
 
 
@@ -254,7 +255,7 @@ def _keys_of_secret(arn: str) -> list[SealingKey]:
 
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
-    catalog = build_catalog(settings)
+    catalog = build_catalog(settings, telemetry)
     handles: HandleStore | None = None
     history: TaskHistory | None = None
     tasks: TaskOperations | None = None
@@ -331,7 +332,7 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
         build_task_store(settings, telemetry),
         # It only answers the task tokens it holds: no state machine ARN needed (nor set).
         StepFunctionsExecutor("", endpoint_url=settings.aws_endpoint_url, telemetry=telemetry),
-        build_catalog(settings).tools,
+        build_catalog(settings, telemetry).tools,
         handles=build_handle_store(settings, telemetry),
         history=build_task_history(settings, telemetry),
         payloads=build_payload_store(settings, telemetry),

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import re
 import threading
 import time
@@ -43,6 +44,7 @@ from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .handles import CallerHandles, HandleStore
+    from .observability import Telemetry
     from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory, TaskHistory
 
@@ -121,6 +123,45 @@ class ToolResult(ValueObject):
         if self.meta:
             result["_meta"] = self.meta
         return result
+
+
+class Undescribable(ValueObject):
+    """A tool, prompt or resource whose description could not be built (a parameter no JSON schema
+    describes, a bad option, a name taken twice): left out of the catalog, named where it was written."""
+
+    __slots__ = ("file", "kind", "line", "module", "name", "reason")
+    kind: str
+    name: str
+    module: str
+    file: str
+    line: int
+    reason: str
+
+    def __init__(self, kind: str, name: str, module: str, file: str, line: int, reason: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.module = module
+        self.file = file
+        self.line = line
+        self.reason = reason
+
+    @classmethod
+    def of(cls, kind: str, name: str, fn: Any, error: BaseException) -> Undescribable:
+        """The failure `error` to describe `fn` (a function, or the object holding one)."""
+        code = getattr(getattr(fn, "fn", fn), "__code__", None)
+        lines = str(error).strip().splitlines()
+        reason = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+        module = getattr(getattr(fn, "fn", fn), "__module__", None) or "?"
+        file = code.co_filename if code is not None else module
+        return cls(kind, name, module, file, code.co_firstlineno if code is not None else 0, reason)
+
+    @property
+    def component(self) -> str:
+        """How logs and metrics name it: `tool:lookup`, `prompt:triage`, `resource:data://config`."""
+        return f"{self.kind}:{self.name}"
+
+    def describe(self, file: str | None = None) -> str:
+        return f"{file or self.file}, line {self.line}: {self.kind} {self.name!r} cannot be described: {self.reason}"
 
 
 def text(value: str) -> dict[str, Any]:
@@ -551,7 +592,10 @@ def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseMo
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[parameter.name] = (hint, default)
     config = ConfigDict(extra="forbid", protected_namespaces=())
-    model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    try:
+        model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    except Exception as error:
+        raise _unschemable_parameter(tool_name, fields) or error from None
     # The schema from a model without `extra="forbid"`, which pydantic would pass on to nested
     # dataclasses and TypedDicts (FastMCP closes the top level only).
     open_model: type[BaseModel] = create_model(
@@ -560,6 +604,19 @@ def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseMo
     schema = published_schema(open_model.model_json_schema())
     schema["additionalProperties"] = False
     return model, KeywordCall(fn, tuple(fields), injected), schema
+
+
+def _unschemable_parameter(tool_name: str, fields: dict[str, Any]) -> TypeError | None:
+    """Which parameter no JSON schema describes (pydantic's error names the type, not the parameter)."""
+    from pydantic import create_model
+
+    for name, (hint, default) in fields.items():
+        try:
+            create_model(f"{tool_name}_{name}", **{name: (hint, default)})
+        except Exception as error:
+            first = (str(error).strip().splitlines() or [""])[0]
+            return TypeError(f"parameter {name!r} ({hint!r}) has no JSON schema: {first}")
+    return None
 
 
 def published_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -693,7 +750,7 @@ def _build_spec(
 
 
 SPEC_ATTRIBUTE: Final = "__mcp_tool__"
-# A server object's method that gives its tools (and puts its prompts and resources in the companions).
+# A server object's method that gives its components, each with its function: `[(component, fn), ...]`.
 REGISTER_ATTRIBUTE: Final = "__mcp_register__"
 
 
@@ -717,7 +774,11 @@ def tool(
     """
 
     def mark(fn: ToolFunction) -> ToolFunction:
-        spec = _build_spec(
+        setattr(fn, SPEC_ATTRIBUTE, described("tool", name or fn.__name__, fn, lambda: _native_spec(fn)))
+        return fn
+
+    def _native_spec(fn: ToolFunction) -> ToolSpec:
+        return _build_spec(
             fn,
             description=description,
             name=name,
@@ -730,26 +791,40 @@ def tool(
             prepare=prepare,
             asks=asks,
         )
-        setattr(fn, SPEC_ATTRIBUTE, spec)
-        return fn
 
     return mark
 
 
+C = typing.TypeVar("C")
+
+
+def described(kind: str, name: str, fn: Any, build: Callable[[], C]) -> C | Undescribable:
+    """`build()`, the description of a tool, prompt or resource, made when its module loads; what went
+    wrong, named, when it cannot be made: the registry leaves it out and says so (the start-up check,
+    the catalog's test and the asset build refuse it)."""
+    try:
+        return build()
+    except Exception as error:
+        return Undescribable.of(kind, name, fn, error)
+
+
+log = logging.getLogger(__name__)
+
+
 class ToolRegistry:
-    def __init__(self) -> None:
+    def __init__(self, telemetry: Telemetry | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         # Deferred registrations: importing tool modules (and building their pydantic models) is
         # left to the first request that needs a tool; discover and task polls never pay for it.
         self._loaders: list[Callable[[], None]] = []
         self._loading = threading.Lock()
         self._loader_thread: int | None = None
-        # Test fixtures (MCP_FIXTURES) by name: where a project tool has the same name, the fixture is
-        # served in its place, since the suites that call fixtures call them by name.
-        self._fixtures: set[str] = set()
-        self.shadowed: list[str] = []
-        # Server objects (mcp_runtime.fastmcp) already included, and the catalog's prompt and resource
-        # registries, where their prompts and resources go (None outside a catalog: tools only).
+        # What could not be described, left out: the other tools keep serving (one teammate's typo is
+        # never an outage of the server). Logged and counted here; refused before a deploy.
+        self.left_out: list[Undescribable] = []
+        self.telemetry = telemetry
+        # Server objects (mcp_runtime.fastmcp) already included, and the catalog, where their prompts
+        # and resources go (None outside a catalog: tools only).
         self._servers: set[int] = set()
         self.companions: Any = None
 
@@ -786,33 +861,54 @@ class ToolRegistry:
             finally:
                 self._loader_thread = None
 
-    def include(self, module: ModuleType, *, fixture: bool = False) -> None:
-        """Serve every `@tool` function defined in a module, in definition order, and every tool,
-        prompt and resource registered on a server object it holds (`mcp_runtime.fastmcp`: FastMCP
-        or MCPServer style). `fixture`: a test fixture's module, whose tools take the place of project
-        tools of the same names."""
+    def include(self, module: ModuleType) -> None:
+        """Serve every tool, prompt and resource a module defines, in definition order: those registered
+        on a server object it holds (`mcp = FastMCP(...)`, `@mcp.tool`), and `@tool` functions. One that
+        could not be described is left out, logged and counted by name; the others are served."""
         for value in vars(module).values():
             spec = getattr(value, SPEC_ATTRIBUTE, None)
-            if isinstance(spec, ToolSpec) and getattr(value, "__module__", None) == module.__name__:
-                self.add(spec, fixture=fixture)
+            if isinstance(spec, ToolSpec | Undescribable) and getattr(value, "__module__", None) == module.__name__:
+                self.admit(spec, value)
             register = getattr(type(value), REGISTER_ATTRIBUTE, None)
             if callable(register) and id(value) not in self._servers:
                 self._servers.add(id(value))  # one server object imported by two modules is served once
-                for ported in register(value, self.companions):
-                    self.add(ported, fixture=fixture)
+                for component, fn in register(value):
+                    self.admit(component, fn)
 
-    def add(self, spec: ToolSpec, *, fixture: bool = False) -> None:
+    def admit(self, component: Any, fn: Any = None) -> None:
+        """Serve one described component (a tool here, a prompt or a resource in the catalog), or leave
+        out one that could not be described (or whose name is taken), saying so."""
+        if isinstance(component, Undescribable):
+            self._leave_out(component)
+            return
+        try:
+            if isinstance(component, ToolSpec):
+                self.add(component)
+            elif self.companions is not None:
+                self.companions.add(component)
+        except ValueError as error:
+            kind = "tool" if isinstance(component, ToolSpec) else type(component).__name__.removesuffix("Spec").lower()
+            name = getattr(component, "name", None) or getattr(component, "uri", "?")
+            self._leave_out(Undescribable.of(kind, name, fn, error))
+
+    def _leave_out(self, problem: Undescribable) -> None:
+        self.left_out.append(problem)
+        log.error(
+            "%s left out of the catalog (the other tools are served): %s",
+            problem.component,
+            problem.describe(),
+            extra={"component": problem.component, "tool_module": problem.module},
+        )
+        if self.telemetry is not None:
+            from .observability import COMPONENTS_LEFT_OUT
+
+            self.telemetry.count(COMPONENTS_LEFT_OUT, component=problem.component)
+
+    def add(self, spec: ToolSpec) -> None:
         if not TOOL_NAME_PATTERN.match(spec.name):
             raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_PATTERN.pattern}")
-        if spec.name in self._tools and fixture != (spec.name in self._fixtures):
-            # A project tool and a fixture of one name: the fixture is served, the project's is not.
-            self.shadowed.append(spec.name)
-            if not fixture:
-                return
-        elif spec.name in self._tools:
+        if spec.name in self._tools:
             raise ValueError(f"tool {spec.name!r} is registered twice")
-        if fixture:
-            self._fixtures.add(spec.name)
         if spec.task_required and spec.mode is not ToolMode.TASK:
             raise ValueError(f"tool {spec.name!r}: only task tools can require a task")
         if spec.prepare is not None and spec.mode is not ToolMode.TASK:

@@ -108,23 +108,6 @@ def test_a_loader_that_fails_part_way_is_retried_from_scratch_at_the_next_lookup
     assert len(attempts) == 2
 
 
-def test_a_project_tool_named_like_a_fixture_gives_way_to_the_fixture_in_either_order() -> None:
-    import fixtures.conformance_tasks as conformance_tasks
-
-    @tool(description="The project's own greeting.")
-    def greet(args: EchoArgs, ctx: ToolContext) -> str:
-        return f"Hello from the project, {args.text}"
-
-    fixture = conformance_tasks.greet.__mcp_tool__  # type: ignore[attr-defined]
-    project = greet.__mcp_tool__  # type: ignore[attr-defined]
-    for fixture_first in (True, False):
-        registry = ToolRegistry()
-        for spec, is_fixture in ((fixture, True), (project, False))[:: 1 if fixture_first else -1]:
-            registry.add(spec, fixture=is_fixture)
-        assert registry.get("greet") is fixture
-        assert registry.shadowed == ["greet"]
-
-
 def test_two_project_tools_of_one_name_are_still_refused() -> None:
     registry = ToolRegistry()
     registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
