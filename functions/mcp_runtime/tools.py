@@ -22,6 +22,7 @@ import inspect
 import json
 import logging
 import re
+import sys
 import threading
 import time
 import typing
@@ -590,7 +591,7 @@ def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseMo
             injected[parameter.name] = factory
             continue
         default = ... if parameter.default is parameter.empty else parameter.default
-        fields[parameter.name] = (hint, default)
+        fields[parameter.name] = (portable(hint), default)
     config = ConfigDict(extra="forbid", protected_namespaces=())
     try:
         model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
@@ -604,6 +605,51 @@ def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseMo
     schema = published_schema(open_model.model_json_schema())
     schema["additionalProperties"] = False
     return model, KeywordCall(fn, tuple(fields), injected), schema
+
+
+def portable(hint: Any) -> Any:
+    """`hint` with every `typing.TypedDict` in it rebuilt as a `typing_extensions.TypedDict` on Python
+    < 3.12, where pydantic refuses the standard library's (as mcp's MCPServer does for results; here
+    for arguments too, and nested ones). The same hint on 3.12 and later, where pydantic takes both."""
+    if sys.version_info >= (3, 12):
+        return hint
+    return _rebuilt(hint, {})
+
+
+def _rebuilt(hint: Any, done: dict[type, Any]) -> Any:
+    if isinstance(hint, type) and typing.is_typeddict(hint) and type(hint).__module__ == "typing":
+        if hint in done:
+            return done[hint]
+        import typing_extensions
+
+        done[hint] = hint  # a TypedDict that contains itself stays as written (pydantic names it)
+        fields = {}
+        for key, value in typing.get_type_hints(hint, include_extras=True).items():
+            # A key's own Required/NotRequired wins over the class's totality (which a 3.11 TypedDict
+            # of postponed annotations computes without seeing them).
+            marker: Any = typing_extensions.Required if key in hint.__required_keys__ else typing_extensions.NotRequired
+            while typing.get_origin(value) in (typing.Required, typing.NotRequired):
+                marker = typing_extensions.Required if typing.get_origin(value) is typing.Required else marker
+                marker = typing_extensions.NotRequired if typing.get_origin(value) is typing.NotRequired else marker
+                (value,) = typing.get_args(value)
+            fields[key] = marker[_rebuilt(value, done)]
+        rebuilt: Any = typing_extensions.TypedDict(hint.__name__, fields)  # type: ignore[operator]
+        rebuilt.__doc__, rebuilt.__module__, rebuilt.__qualname__ = hint.__doc__, hint.__module__, hint.__qualname__
+        done[hint] = rebuilt
+        return rebuilt
+    arguments = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if not arguments or origin is Literal:
+        return hint
+    changed = tuple(_rebuilt(argument, done) for argument in arguments)
+    if all(new is old for new, old in zip(changed, arguments, strict=True)):
+        return hint
+    if origin is typing.Annotated:
+        return typing.Annotated[(changed[0], *hint.__metadata__)]
+    if origin in (typing.Union, _UnionType):
+        return typing.Union[changed]  # noqa: UP007 (a runtime union of computed arms)
+    copy_with = getattr(hint, "copy_with", None)
+    return copy_with(changed) if callable(copy_with) else origin[changed]
 
 
 def _unschemable_parameter(tool_name: str, fields: dict[str, Any]) -> TypeError | None:

@@ -30,6 +30,7 @@ from ..tools import (
     Undescribable,
     described,
     injected_context,
+    portable,
     published_schema,
     signature_model,
     task_flags,
@@ -509,7 +510,7 @@ def _output_schema(fn: Callable[..., Any], entry: _ToolEntry) -> dict[str, Any] 
     written = inspect.signature(fn).return_annotation
     if written in (inspect.Signature.empty, None):  # `-> None` as written (a string `None` is NoneType)
         return None
-    returned = typing.get_type_hints(fn, include_extras=True).get("return", inspect.Signature.empty)
+    returned = portable(typing.get_type_hints(fn, include_extras=True).get("return", inspect.Signature.empty))
     if returned is Any or _unstructured(returned):
         return None
     from pydantic import TypeAdapter, create_model
