@@ -497,12 +497,36 @@ _ERROR_PHRASES: Final[dict[str, str]] = {
 }
 
 
+# The constraint each kind of error broke, in words, from the schema's side of it (pydantic's `ctx`):
+# what the model needs to fix the call; the value it sent is never repeated.
+_CONSTRAINTS: Final[dict[str, tuple[str, str]]] = {
+    "string_pattern_mismatch": ("pattern", "must match the pattern {!r}"),
+    "greater_than": ("gt", "is too small (must be more than {})"),
+    "greater_than_equal": ("ge", "is too small (at least {})"),
+    "less_than": ("lt", "is too large (must be less than {})"),
+    "less_than_equal": ("le", "is too large (at most {})"),
+    "string_too_short": ("min_length", "is too short (at least {} character{s})"),
+    "string_too_long": ("max_length", "is too long (at most {} character{s})"),
+    "too_short": ("min_length", "has too few items (at least {})"),
+    "too_long": ("max_length", "has too many items (at most {})"),
+    "literal_error": ("expected", "is not one of the allowed values: {}"),
+    "enum": ("expected", "is not one of the allowed values: {}"),
+    "multiple_of": ("multiple_of", "must be a multiple of {}"),
+}
+
+
 def describe_validation_error(exc: ValidationError) -> str:
-    """Our own words for argument problems: pydantic's text and input echoes stay off the wire."""
+    """Our own words for argument problems, naming the constraint broken (the pattern, the bound, the
+    allowed values); pydantic's text and the values sent stay off the wire."""
     problems = []
     for error in exc.errors(include_url=False, include_input=False)[:5]:
         where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        problems.append(f"'{where}' {_ERROR_PHRASES.get(error['type'], 'is invalid')}")
+        constraint = _CONSTRAINTS.get(error["type"])
+        bound = (error.get("ctx") or {}).get(constraint[0]) if constraint else None
+        if constraint is not None and bound is not None:
+            problems.append(f"'{where}' {constraint[1].format(bound, s='' if bound == 1 else 's')}")
+        else:
+            problems.append(f"'{where}' {_ERROR_PHRASES.get(error['type'], 'is invalid')}")
     return "Invalid arguments: " + "; ".join(problems)
 
 

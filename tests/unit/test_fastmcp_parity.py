@@ -158,5 +158,40 @@ def test_ctx_secret_on_the_fastmcp_context_is_the_tools_secrets() -> None:
     secrets = ToolSecrets({"deploy_token": "arn:aws:secretsmanager:us-east-1:123456789012:secret:deploy"})
     ctx = Context(ToolContext(RequestMeta("2026-07-28", {}), Principal("alice"), secrets=secrets))
 
-    with pytest.raises(UnknownSecret, match="cdk.json's toolSecrets gives the tools 'deploy_token'"):
+    with pytest.raises(UnknownSecret, match=r"cdk\.json's toolSecrets gives the tools 'deploy_token'"):
         ctx.secret("github_token")
+
+
+CONSTRAINED = '''\
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from mcp_runtime.fastmcp import FastMCP
+
+mcp = FastMCP("oncall")
+
+
+@mcp.tool
+def page(
+    service: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{2,30}$")],
+    hours: Annotated[int, Field(ge=1, le=72)],
+    severity: Literal["sev1", "sev2"] = "sev2",
+) -> str:
+    """Page the on-call of a service."""
+    return f"paged {service}"
+'''
+
+
+def test_a_validation_error_names_the_pattern_bound_and_allowed_values_and_never_the_value_sent() -> None:
+    client = served(load(CONSTRAINED, "constrained_oncall"))
+
+    refused = result_of(client.call_tool("page", {"service": "Payments API!", "hours": 500, "severity": "SECRET-sev0"}))
+
+    (text,) = [block["text"] for block in refused["content"]]
+    assert refused["isError"] is True
+    assert text == (
+        "Invalid arguments: 'service' must match the pattern '^[a-z][a-z0-9-]{2,30}$'; "
+        "'hours' is too large (at most 72); 'severity' is not one of the allowed values: 'sev1' or 'sev2'"
+    )
+    assert "Payments" not in text and "500" not in text and "SECRET" not in text
