@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # the handle store, task history and durable runs load only w
     from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory, TaskHistory
 
+log = logging.getLogger(__name__)
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
 ASKABLE: Final[dict[str, str]] = {
@@ -361,6 +362,8 @@ class ToolSpec:
         "name",
         "output_model",
         "prepare",
+        "rerun_interrupted",
+        "show_error_details",
         "task_required",
         "title",
     )
@@ -377,6 +380,8 @@ class ToolSpec:
     prepare: ToolFunction | None
     header_params: dict[str, str]
     asks: tuple[str, ...]
+    rerun_interrupted: bool
+    show_error_details: bool
 
     def __init__(
         self,
@@ -393,6 +398,8 @@ class ToolSpec:
         prepare: ToolFunction | None = None,
         header_params: dict[str, str] | None = None,
         asks: tuple[str, ...] = (),
+        rerun_interrupted: bool = False,
+        show_error_details: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -409,6 +416,12 @@ class ToolSpec:
         self.header_params = {} if header_params is None else header_params
         # Client capabilities the tool may ask for: a call from a client without them is refused up front.
         self.asks = asks
+        # Task tools: whether a run cut short (timed out, crashed) may run the code outside steps again
+        # (False: the task fails naming the limit and the fix). Runs the tool asks for are always made.
+        self.rerun_interrupted = rerun_interrupted
+        # Whether an exception's text reaches the client (FastMCP's `mask_error_details=False`); the log
+        # and the operator's view of a task get it either way.
+        self.show_error_details = show_error_details
 
     @property
     def task_support(self) -> TaskSupport:
@@ -451,6 +464,11 @@ class ToolSpec:
             return ToolResult(
                 [text("The handle was changed by another call at the same time; try again.")], is_error=True
             )
+        except Exception as exc:
+            if not self.show_error_details:
+                raise  # a generic -32603 for the client; the server logs everything
+            log.error("tool %s raised: %s", self.name, exc, exc_info=exc)
+            return ToolResult([text(f"Error calling tool {self.name!r}: {exc}")], is_error=True)
         return self.to_result(produced)
 
     def to_result(self, produced: Any) -> ToolResult:
@@ -789,6 +807,7 @@ def _build_spec(
     input_schema: dict[str, Any] | None,
     prepare: ToolFunction | None,
     asks: tuple[str, ...] = (),
+    rerun_interrupted: bool = False,
 ) -> ToolSpec:
     unknown = [capability for capability in asks if capability not in ASKABLE]
     if unknown:
@@ -816,6 +835,7 @@ def _build_spec(
         prepare=prepare,
         header_params=_header_params(schema),
         asks=tuple(asks),
+        rerun_interrupted=rerun_interrupted,
     )
 
 
@@ -836,6 +856,7 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     prepare: ToolFunction | None = None,
     asks: tuple[str, ...] = (),
+    rerun_interrupted: bool = False,
 ) -> Callable[[ToolFunction], ToolFunction]:
     """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it.
 
@@ -860,6 +881,7 @@ def tool(
             input_schema=input_schema,
             prepare=prepare,
             asks=asks,
+            rerun_interrupted=rerun_interrupted,
         )
 
     return mark
@@ -876,9 +898,6 @@ def described(kind: str, name: str, fn: Any, build: Callable[[], C]) -> C | Unde
         return build()
     except Exception as error:
         return Undescribable.of(kind, name, fn, error)
-
-
-log = logging.getLogger(__name__)
 
 
 class ToolRegistry:

@@ -18,7 +18,7 @@ from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import ITEM_RECORDS_BYTES, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
-from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark, record_cost
+from mcp_runtime.tasks.durable import RUN_MARK_KEY, STEP_BUSY_RECHECK_SECONDS, is_step_mark, record_cost
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
@@ -56,8 +56,8 @@ def settled(service: TaskService, task_id: str, timeout: float = 30) -> dict[str
 
 
 def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dict[str, Any]]:
-    """The task's durable records as the last write of its work part left them: a settled task's parts
-    are deleted, so they are read from the table's stream."""
+    """The task's durable records as the last write of its work part left them (the run's own
+    in-progress mark aside): a settled task's parts are deleted, so they are read from the table's stream."""
     streams = env.aws.client("dynamodbstreams")
     arn = env.dynamodb.describe_table(TableName=env.resources.table_name)["Table"]["LatestStreamArn"]
     images: list[dict[str, Any]] = []
@@ -70,7 +70,8 @@ def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dic
             images += [record["dynamodb"]["NewImage"] for record in page["Records"] if "NewImage" in record["dynamodb"]]
             iterator = page.get("NextShardIterator") if page["Records"] else None
     work = {schema.PARTITION_KEY: {"S": schema.part_key_value(task_id, schema.WORK_PART)}}
-    return steps_of([image for image in images if image[schema.PARTITION_KEY] == work[schema.PARTITION_KEY]][-1])
+    last = steps_of([image for image in images if image[schema.PARTITION_KEY] == work[schema.PARTITION_KEY]][-1])
+    return {key: record for key, record in last.items() if key != RUN_MARK_KEY}
 
 
 def step_runs(ledger: Path) -> list[int]:

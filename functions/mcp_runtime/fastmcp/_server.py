@@ -103,6 +103,8 @@ class _ToolEntry:
     timeout: float | None
     structured_output: bool | None
     wrap_mark: bool
+    rerun_interrupted: bool
+    show_error_details: bool
 
 
 @dataclasses.dataclass
@@ -180,12 +182,22 @@ class FastMCP:
     """A FastMCP 4.1 server, as a module in functions/tools defines one: `mcp = FastMCP("name")`. The
     runtime serves the tools, resources and prompts registered on it; nothing here runs a server."""
 
-    def __init__(self, name: str | None = None, instructions: str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        instructions: str | None = None,
+        *,
+        mask_error_details: bool | None = None,
+        **options: Any,
+    ) -> None:
         for option, value in options.items():
             if option in UNSUPPORTED_OPTIONS and value not in (None, [], (), {}):
                 raise NotImplementedError(f"{type(self).__name__}({option}=...): {UNSUPPORTED_OPTIONS[option]}")
         self.name = name or "FastMCP"
         self.instructions = instructions
+        # FastMCP shows an exception's text unless masked; here it is masked unless the team says
+        # `mask_error_details=False` (the log and `make task ID=` have it either way).
+        self.mask_error_details = mask_error_details is not False
         # Every tool, resource and prompt decorated, described (or why not), with its function.
         self._components: list[tuple[ToolSpec | ResourceSpec | PromptSpec | Undescribable, Callable[..., Any]]] = []
 
@@ -214,6 +226,7 @@ class FastMCP:
         task: Any = None,
         timeout: float | None = None,
         structured_output: bool | None = None,
+        rerun_interrupted: bool = False,
         icons: Any = None,
         run_in_thread: bool = True,
         enabled: bool | None = None,
@@ -251,6 +264,8 @@ class FastMCP:
                     timeout=timeout,
                     structured_output=structured_output,
                     wrap_mark=self._wrap_mark,
+                    rerun_interrupted=rerun_interrupted,
+                    show_error_details=not self.mask_error_details,
                 )
             )
 
@@ -488,6 +503,8 @@ def _tool_spec(entry: _ToolEntry) -> PortedToolSpec:
         task_required=entry.task_required,
         title=entry.title,
         annotations=entry.annotations,
+        rerun_interrupted=entry.rerun_interrupted,
+        show_error_details=entry.show_error_details,
     )
     output_schema = _output_schema(fn, entry)
     spec.wraps = bool(output_schema and output_schema.get(WRAP_KEY))
