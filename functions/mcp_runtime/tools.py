@@ -669,13 +669,15 @@ def _rebuilt(hint: Any, done: dict[type, Any]) -> Any:
         for key, value in typing.get_type_hints(hint, include_extras=True).items():
             # A key's own Required/NotRequired wins over the class's totality (which a 3.11 TypedDict
             # of postponed annotations computes without seeing them).
-            marker: Any = typing_extensions.Required if key in hint.__required_keys__ else typing_extensions.NotRequired
+            required: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
+            marker: Any = typing_extensions.Required if key in required else typing_extensions.NotRequired
             while typing.get_origin(value) in (typing.Required, typing.NotRequired):
                 marker = typing_extensions.Required if typing.get_origin(value) is typing.Required else marker
                 marker = typing_extensions.NotRequired if typing.get_origin(value) is typing.NotRequired else marker
                 (value,) = typing.get_args(value)
             fields[key] = marker[_rebuilt(value, done)]
-        rebuilt: Any = typing_extensions.TypedDict(hint.__name__, fields)  # type: ignore[operator]
+        make_typeddict: Any = typing_extensions.TypedDict
+        rebuilt: Any = make_typeddict(hint.__name__, fields)
         rebuilt.__doc__, rebuilt.__module__, rebuilt.__qualname__ = hint.__doc__, hint.__module__, hint.__qualname__
         done[hint] = rebuilt
         return rebuilt
@@ -700,7 +702,8 @@ def _unschemable_parameter(tool_name: str, fields: dict[str, Any]) -> TypeError 
 
     for name, (hint, default) in fields.items():
         try:
-            create_model(f"{tool_name}_{name}", **{name: (hint, default)})
+            single: dict[str, Any] = {name: (hint, default)}
+            create_model(f"{tool_name}_{name}", **single)
         except Exception as error:
             first = (str(error).strip().splitlines() or [""])[0]
             return TypeError(f"parameter {name!r} ({hint!r}) has no JSON schema: {first}")
@@ -977,7 +980,7 @@ class ToolRegistry:
                 self.companions.add(component)
         except ValueError as error:
             kind = "tool" if isinstance(component, ToolSpec) else type(component).__name__.removesuffix("Spec").lower()
-            name = getattr(component, "name", None) or getattr(component, "uri", "?")
+            name = str(getattr(component, "name", None) or getattr(component, "uri", "?"))
             self._leave_out(Undescribable.of(kind, name, fn, error))
 
     def _leave_out(self, problem: Undescribable) -> None:

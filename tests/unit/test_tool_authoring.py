@@ -397,4 +397,7 @@ def test_a_keyword_signature_async_tool_gets_a_model_made_from_its_parameters_an
         "required": ["vector"],
     }
     assert (result["structuredContent"], json.loads(result["content"][0]["text"])) == ({"vector": [2.0, 5.0]},) * 2
-    assert (refused["isError"], refused["content"][0]["text"]) == (True, "Invalid arguments: 'factor' is too small (must be more than 0.0)")
+    assert (refused["isError"], refused["content"][0]["text"]) == (
+        True,
+        "Invalid arguments: 'factor' is too small (must be more than 0.0)",
+    )
