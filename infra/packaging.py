@@ -439,14 +439,16 @@ def build_package(
 
     `installed`: a directory `installed_dependencies` filled before, linked instead of installing again.
     `pyproject`, `lock`: the project's pins (another copy's, in tests).
-    `check_tools`: first import the tools from the source with this interpreter's packages and refuse
+    `check_tools`: first import the tools from the source with this interpreter's packages (the dev
+    environment's: a package only it has is the local stack's check to name) and refuse
     (`ToolsRefused`) one that does not import or cannot be described (the synth's check; the local stack
     checks them against the asset's packages itself).
     """
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
     if check_tools:
-        refusal = tools_refusal([str(FUNCTIONS_DIR)])
+        site = [entry for entry in sys.path if entry.endswith(("site-packages", "dist-packages"))]
+        refusal = tools_refusal([str(FUNCTIONS_DIR), *site])
         if refusal is not None:
             raise ToolsRefused(refusal)
     if installed is None:
