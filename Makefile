@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export PYTHONDONTWRITEBYTECODE :=
 
 .PHONY: install run test test-unit test-fast lint conformance synth bench clean rename sam-env redrive tasks task \
-	add-dependency remove-dependency lock secret
+	add-dependency remove-dependency lock secret update check-update
 	revoke-client rotate-signing-keys
 
 # The four installs are independent: they run at once (the Python ones with uv, pinned, from PyPI).
@@ -37,6 +37,9 @@ $(BROWSER_STAMP):
 
 # uv installs the lock as pip would (the same distributions, compiled to bytecode as pip compiles them),
 # several times faster; pip stays in the venv for the asset build (infra/packaging.py).
+# uv compiles every installed module to bytecode, as pip does (UV_COMPILE_BYTECODE=0: not ahead of time, as a
+# scratch copy's install does; its interpreters then compile what they import, once).
+export UV_COMPILE_BYTECODE ?= 1
 UV_VERSION := 0.13.8
 UV := .tools/uv-$(UV_VERSION)/bin/uv
 $(UV):
@@ -45,12 +48,12 @@ $(UV):
 
 $(VENV)/.installed: pyproject.toml requirements-dev.lock | $(UV)
 	$(PYTHON) -m venv $(VENV)
-	$(UV) pip install --quiet --compile-bytecode --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
+	$(UV) pip install --quiet --python $(VENV)/bin/python "pip==26.3" --requirement requirements-dev.lock
 	touch $@
 
 $(MCP1_VENV)/.installed: tests/clients/mcp1-requirements.txt | $(UV)
 	$(PYTHON) -m venv $(MCP1_VENV)
-	$(UV) pip install --quiet --compile-bytecode --python $(MCP1_VENV)/bin/python --requirement tests/clients/mcp1-requirements.txt
+	$(UV) pip install --quiet --python $(MCP1_VENV)/bin/python --requirement tests/clients/mcp1-requirements.txt
 	touch $@
 
 node_modules/.installed: package.json package-lock.json
@@ -162,9 +165,20 @@ test-fast: $(VENV)/.installed
 conformance: install
 	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(PY) -m pytest -q -m conformance
 
+# The project's name (cdk.json's projectName; `copier copy` asks for it): the stack, server and metrics are
+# named after it at synth.
 rename:
 	@test -n "$(NAME)" || (echo "usage: make rename NAME=acme-mcp" && exit 2)
 	$(PYTHON) scripts/rename_project.py "$(NAME)"
+
+# The template's releases (docs/upgrading.md). `make update` takes the newest (VERSION=v1.2.0: that one):
+# copier's 3-way update of the platform's files, never touching your room, then scripts/upgrade.py (cdk.json's
+# platform part, the lock written again, the installs). Commit first: copier updates a clean git tree only.
+update: $(VENV)/.installed
+	$(VENV)/bin/copier update --trust --skip-answered $(if $(VERSION),--vcs-ref $(VERSION))
+
+check-update: $(VENV)/.installed
+	$(VENV)/bin/copier check-update
 
 # Benchmarks (not tests): figures, ratios and budgets; writes bench/results/. BENCH_ARGS=--quick for a smoke run.
 bench: install

@@ -6,21 +6,20 @@ from aws_cdk import App, Validations
 from cdk_nag import AwsSolutionsChecks
 
 from infra.config import DeploymentConfig
+from infra.naming import stack_name
 from infra.stack import McpTasksStack
-
-DEFAULT_STACK_NAME = "ServerlessMcpTasks"
 
 
 def build_app(app: App | None = None, *, nag: bool = True) -> tuple[App, McpTasksStack]:
     app = app or App()
-    stack_name = str(app.node.try_get_context("stackName") or DEFAULT_STACK_NAME)
+    config = DeploymentConfig.from_context(app)
     stack = McpTasksStack(
         app,
-        stack_name,
-        config=DeploymentConfig.from_context(app),
+        stack_name(app.node.get_all_context()),
+        config=config,
         # Environment-agnostic: `cdk deploy` targets the account and region of the caller's profile,
         # and the template is the same wherever it is synthesized.
-        description="serverless-mcp-tasks: an MCP (2026-07-28) server on Lambda with durable tasks",
+        description=f"{config.project_name}: an MCP (2026-07-28) server on Lambda with durable tasks",
     )
     if nag:
         Validations.of(app).add_plugins(AwsSolutionsChecks(app))

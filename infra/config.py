@@ -15,6 +15,8 @@ from typing import Any
 from aws_cdk import RemovalPolicy
 from constructs import Construct
 
+from infra.naming import TEMPLATE_PROJECT_NAME, check_project_name
+
 _REMOVAL_POLICIES = {
     "retain": RemovalPolicy.RETAIN,
     "destroy": RemovalPolicy.DESTROY,
@@ -486,6 +488,21 @@ def check_context_keys(context: Mapping[str, Any], known: set[str]) -> None:
         raise ValueError(f"unknown context key {key!r}{hint}: the keys are {', '.join(allowed)}")
 
 
+_SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
+
+
+def _alarm_topic_arn(value: Any) -> str | None:
+    if not value:
+        return None
+    arn = str(value).strip()
+    if not _SNS_TOPIC_ARN.match(arn):
+        raise ValueError(
+            f"context 'alarmTopicArn' must be an SNS topic ARN such as arn:aws:sns:eu-west-1:111122223333:pager, "
+            f"got {value!r}"
+        )
+    return arn
+
+
 DEFAULT_ASSET_SIZE_LIMIT_MB = 50
 # Lambda's limit for a function's code, unzipped (layers included): a ceiling above it could never deploy.
 LAMBDA_UNZIPPED_LIMIT_MB = 250
@@ -503,7 +520,9 @@ def _asset_size_limit(value: Any) -> int:
 
 @dataclass(frozen=True)
 class DeploymentConfig:
-    server_name: str = "serverless-mcp-tasks"
+    # The project's name (`projectName`, kebab case): the stack's (Pascal case), the server's and the metrics'.
+    project_name: str = TEMPLATE_PROJECT_NAME
+    server_name: str = TEMPLATE_PROJECT_NAME
     # Table and log groups: "retain" (default, data outlives the stack), "destroy" or "snapshot".
     removal_policy: str = "retain"
     auth: AuthConfig = field(default_factory=AuthConfig)
@@ -542,6 +561,8 @@ class DeploymentConfig:
     # How long the supervisor retries a throttled Step Functions call inside one invocation (its timeout is 60 s).
     supervisor_retry_seconds: int = 40
     alarm_email: str | None = None
+    # An SNS topic the team already has (a pager's, a chat's): every alarm notifies it too.
+    alarm_topic_arn: str | None = None
     # A sanity ceiling on the functions' asset, unzipped with its bytecode, checked at synth (`infra.bundling`).
     # Not a performance budget: that is the packaged asset's cold start (bench/coldstart.py).
     asset_size_limit_mb: int = DEFAULT_ASSET_SIZE_LIMIT_MB
@@ -586,8 +607,10 @@ class DeploymentConfig:
             resource_url = resource_url or f"https://{domain}/mcp"
         rate = _int(get("throttleRateLimit") or 50, "throttleRateLimit", 1, 10_000)
         burst = _int(get("throttleBurstLimit") or 100, "throttleBurstLimit", 1, 5_000)
+        project = check_project_name(str(get("projectName") or TEMPLATE_PROJECT_NAME))
         return cls(
-            server_name=str(get("serverName") or cls.server_name),
+            project_name=project,
+            server_name=str(get("serverName") or project),
             removal_policy=removal,
             auth=auth,
             resource_url=resource_url,
@@ -616,6 +639,7 @@ class DeploymentConfig:
                 50,
             ),
             alarm_email=str(get("alarmEmail")) if get("alarmEmail") else None,
+            alarm_topic_arn=_alarm_topic_arn(get("alarmTopicArn")),
             asset_size_limit_mb=_asset_size_limit(get("assetSizeLimitMb")),
             tools=_tools_from_context(get),
         )

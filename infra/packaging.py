@@ -33,6 +33,8 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS_DIR = REPO_ROOT / "functions"
 PYPROJECT = REPO_ROOT / "pyproject.toml"
+# The team's runtime dependencies (its room, beside its tools): `make add-dependency` writes them here.
+TOOLS_REQUIREMENTS = FUNCTIONS_DIR / "tools" / "requirements.txt"
 LOCK_FILE = REPO_ROOT / "requirements-dev.lock"
 WHEELHOUSE_ROOT = REPO_ROOT / "build" / "wheelhouse"
 
@@ -53,7 +55,9 @@ PRUNED_DATA_GLOBS: tuple[str, ...] = (
 )
 # Bump when the layout of a built asset changes, so cached assets are rebuilt.
 BUILD_FORMAT = "3"
-_IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache")
+_IGNORED = shutil.ignore_patterns(
+    "__pycache__", "*.pyc", "*.pyo", ".mypy_cache", ".pytest_cache", TOOLS_REQUIREMENTS.name
+)
 # Every file of an asset gets this mtime (1980-01-01, the earliest a zip can hold): the same bytes
 # and metadata for the same inputs, whenever and wherever built.
 STABLE_MTIME = 315532800
@@ -86,10 +90,23 @@ def host_target() -> Target:
     return Target(f"manylinux2014_{arch}", f"{sys.version_info.major}.{sys.version_info.minor}")
 
 
-def runtime_requirements(pyproject: Path = PYPROJECT) -> list[str]:
-    """The runtime dependencies of pyproject.toml, minus what the Lambda runtime provides."""
+def tools_requirements(path: Path = TOOLS_REQUIREMENTS) -> list[str]:
+    """The team's runtime dependencies, one requirement a line (comments and blank lines skipped)."""
+    if not path.exists():
+        return []
+    lines = (line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines())
+    return [line for line in lines if line]
+
+
+def runtime_requirements(pyproject: Path = PYPROJECT, tools: Path | None = None) -> list[str]:
+    """What the functions import at run time: the platform's (pyproject.toml's [project] dependencies) and
+    the team's (`tools`, default functions/tools/requirements.txt beside `pyproject`), minus what the Lambda
+    runtime provides."""
     project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
-    return [req for req in project["dependencies"] if _requirement_name(req) not in RUNTIME_PROVIDED]
+    team = tools_requirements(
+        tools if tools is not None else pyproject.parent / "functions" / "tools" / "requirements.txt"
+    )
+    return [req for req in [*project["dependencies"], *team] if _requirement_name(req) not in RUNTIME_PROVIDED]
 
 
 def _requirement_name(requirement: str) -> str:

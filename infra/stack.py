@@ -66,6 +66,7 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             payloads=self.payloads,
             http_api=self.front.api,
+            public_origin=self.front.public_origin,
         )
         state_machine = StateMachineIdentity.of(self)
         self.functions = TaskFunctions(
@@ -128,6 +129,7 @@ class McpTasksStack(Stack):
                 "OAuthBridge",
                 code=code,
                 http_api=self.front.api,
+                public_origin=self.front.public_origin,
                 pool=self.front.user_pool,
                 auth=config.auth,
                 resource_url=config.resource_url,
@@ -147,12 +149,14 @@ class McpTasksStack(Stack):
             table=self.tasks.table,
             http_api=self.front.api,
             alarm_email=config.alarm_email,
+            alarm_topic_arn=config.alarm_topic_arn,
             metrics_namespace=config.server_name,  # POWERTOOLS_METRICS_NAMESPACE of both functions
             stream_failures=self.supervisor.stream_failures,
             status_event_failures=self.supervisor.status_event_failures,
         )
-        if self.bridge is not None and self.monitoring.topic is not None:
-            self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(self.monitoring.topic))
+        if self.bridge is not None:
+            for topic in self.monitoring.topics:
+                self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(topic))
         # The code the functions share was staged above: held to the team's ceiling (assetSizeLimitMb).
         self.asset_sizes = bundling.check_function_assets(self, config.asset_size_limit_mb)
 
@@ -183,6 +187,6 @@ class McpTasksStack(Stack):
             CfnOutput(
                 self,
                 "AuthorizationServer",
-                value=self.front.api.api_endpoint,
+                value=self.front.public_origin,
                 description="OAuth authorization server MCP clients discover (the bridge in front of Cognito)",
             )

@@ -11,13 +11,21 @@ switch (StopExecution during a callback wait, answered task tokens, `$$.State.En
 conditional writes, stream iterators, execution status changes reported to the listeners of
 `on_execution_status`, as AWS reports them to EventBridge: `local_stack.event_delivery`), are in
 `local_stack.moto_patches` (group "emulation"), which also holds the moto version guard.
+
+moto's admin API (`/moto-api/...`: reset, which wipes every resource; the recorder, which hands out every
+request with its arguments; the dashboard) answers only a request carrying the stack's own secret in
+`X-Local-Stack-Secret` (`EmbeddedAws.admin_secret`; the run file holds it, readable by its user only):
+the port is on loopback, where every local user can connect.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
 import os
+import secrets
+import threading
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,6 +36,7 @@ from local_stack.clients import aws_client
 from local_stack.moto_patches import Invoker, LambdaThrottled, function_name_of
 
 __all__ = [
+    "ADMIN_SECRET_HEADER",
     "DUMMY_CREDENTIALS",
     "MOTO_CONFIG",
     "REGION",
@@ -51,6 +60,13 @@ MOTO_CONFIG: Final[dict[str, Any]] = {
     "stepfunctions": {"execute_state_machine": True},
     "lambda": {"use_docker": False},
 }
+
+ADMIN_SECRET_HEADER: Final = "X-Local-Stack-Secret"
+ADMIN_API_REFUSED: Final = (
+    b'{"message": "moto\'s admin API answers the local stack\'s own callers only: send its secret in '
+    + ADMIN_SECRET_HEADER.encode()
+    + b' (the run file build/local-stack/run/<port>.json holds it)"}'
+)
 
 LambdaHandler = Callable[[dict[str, Any], Any], Any]
 
@@ -116,6 +132,7 @@ class EmbeddedAws:
 
     server: Any
     endpoint: str
+    admin_secret: str = ""
     _clients: dict[str, Any] = field(default_factory=dict)
 
     def client(self, service: str) -> Any:
@@ -138,7 +155,7 @@ class EmbeddedAws:
         request = urllib.request.Request(
             f"{self.endpoint}/moto-api/config",
             data=json.dumps(MOTO_CONFIG).encode(),
-            headers={"content-type": "application/json"},
+            headers={"content-type": "application/json", ADMIN_SECRET_HEADER: self.admin_secret},
             method="POST",
         )
         with urllib.request.urlopen(request, timeout=10) as response:
@@ -146,7 +163,9 @@ class EmbeddedAws:
 
     def reset(self) -> None:
         """Forget every resource (moto's state is process-wide), then configure again."""
-        request = urllib.request.Request(f"{self.endpoint}/moto-api/reset", data=b"", method="POST")
+        request = urllib.request.Request(
+            f"{self.endpoint}/moto-api/reset", data=b"", headers={ADMIN_SECRET_HEADER: self.admin_secret}, method="POST"
+        )
         with urllib.request.urlopen(request, timeout=10) as response:
             response.read()
         self.configure()
@@ -155,17 +174,58 @@ class EmbeddedAws:
         self.server.stop()
 
 
+class _GuardedMotoServer:
+    """moto's server on a loopback port, its admin API answering only requests with `secret`."""
+
+    def __init__(self, secret: str) -> None:
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        class Guarded(DomainDispatcherApplication):
+            def get_application(self, environ: dict[str, Any]) -> Any:
+                application = super().get_application(environ)
+                admin = getattr(application, "service", None) == "moto_api"
+                given = str(environ.get("HTTP_X_LOCAL_STACK_SECRET", ""))
+                if admin and not hmac.compare_digest(given.encode(), secret.encode()):
+                    return _refuse_admin_request
+                return application
+
+        self._server = make_server(
+            "127.0.0.1", 0, Guarded(create_backend_app), threaded=True, request_handler=MotoRequestHandler
+        )
+        self._thread = threading.Thread(target=self._server.serve_forever, name="moto", daemon=True)
+        self._thread.start()
+
+    def get_host_and_port(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join()
+
+
+def _refuse_admin_request(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+    start_response(
+        "403 Forbidden", [("Content-Type", "application/json"), ("Content-Length", str(len(ADMIN_API_REFUSED)))]
+    )
+    return [ADMIN_API_REFUSED]
+
+
 def start_embedded_aws() -> EmbeddedAws:
     """Start moto on a free loopback port and point its Step Functions interpreter at it (MOTO_PORT)."""
-    from moto.server import ThreadedMotoServer
-
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one access-log line per AWS call otherwise
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
+    secret = secrets.token_urlsafe(32)
+    server = _GuardedMotoServer(secret)
     host, port = server.get_host_and_port()
     # The interpreter calls Lambda at http://localhost:$MOTO_PORT: without this every Task state fails.
     os.environ["MOTO_PORT"] = str(port)
-    aws = EmbeddedAws(server, f"http://{host}:{port}")
+    aws = EmbeddedAws(server, f"http://{host}:{port}", secret)
     install_patches()
     aws.configure()
     return aws

@@ -33,7 +33,10 @@ await new Promise((resolve) => server.listen(port, host, resolve));
 const issuer = `http://${host}:${server.address().port}`;
 
 // Redirect URIs as the Cognito bridge accepts them (oauth_bridge/registration.py): https, http on a
-// loopback host only, or a native app's private-use scheme; never http to another host.
+// loopback host only, or a native app's private-use scheme named as a reverse domain name (or Cursor's);
+// never http to another host, never user-info or a backslash.
+const KNOWN_APP_SCHEMES = new Set(['cursor:']);
+const PRIVATE_SCHEME = /^[a-z][a-z0-9-]*(\.[a-z0-9-]+)+:$/;
 const LOOPBACK = new Set(['127.0.0.1', '[::1]', 'localhost']);
 const FORBIDDEN = new Set(['javascript:', 'data:', 'file:', 'vbscript:', 'about:', 'blob:', 'ws:', 'wss:']);
 function refuseRedirectUri(description) {
@@ -43,12 +46,25 @@ function refuseRedirectUri(description) {
 }
 function checkRedirectUris(uris) {
   for (const uri of uris || []) {
+    if (uri.includes('\\')) {
+      throw refuseRedirectUri(`the redirect URI '${uri}' has a backslash, which browsers read as a slash`);
+    }
     const parsed = URL.parse(uri);
     if (parsed && parsed.protocol === 'http:' && !LOOPBACK.has(parsed.hostname)) {
       throw refuseRedirectUri(`the redirect URI '${uri}' uses http on a host other than loopback`);
     }
     if (parsed && FORBIDDEN.has(parsed.protocol)) {
       throw refuseRedirectUri(`the redirect URI scheme '${parsed.protocol.slice(0, -1)}' is not allowed`);
+    }
+    if (parsed && (parsed.username || parsed.password)) {
+      throw refuseRedirectUri(`the redirect URI '${uri}' has user information (before an @ in its host)`);
+    }
+    const web = parsed && (parsed.protocol === 'http:' || parsed.protocol === 'https:');
+    if (parsed && !web && !KNOWN_APP_SCHEMES.has(parsed.protocol) && !PRIVATE_SCHEME.test(parsed.protocol)) {
+      throw refuseRedirectUri(
+        `the redirect URI '${uri}' has a private-use scheme that is not a reverse domain name ` +
+          '(RFC 8252 §7.1: com.example.app:/callback)',
+      );
     }
   }
 }

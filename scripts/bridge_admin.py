@@ -6,17 +6,22 @@ Each invokes the bridge's function with an action of its own, as the cleanup sch
   issued under it (refused by the bridge from now on, and revoked at Cognito); each person is asked again
   on the client's next sign-in. Access tokens already issued run out on their own (`accessTokenMinutes`).
 - `rotate-signing-keys`: a new key signs the consent forms and the person cookie from now on; the previous
-  two still verify, so nothing in flight breaks. Run it twice to retire a leaked key at once.
+  two still verify, so nothing in flight breaks (a routine rotation).
+- `rotate-signing-keys --retire` (`RETIRE=1` with make): a leaked key, retired in this one step: a new key
+  signs and no other verifies, in every container at once. Forms open in a browser and person cookies
+  are refused: people open their client's sign-in link again (their approvals stand).
 
     make revoke-client CLIENT=3f9c...                         # the local stack `make run` started
     make revoke-client CLIENT=https://app.example/client.json STACK=ServerlessMcpTasks
     make rotate-signing-keys STACK=ServerlessMcpTasks          # boto3's default credentials
+    make rotate-signing-keys RETIRE=1 STACK=ServerlessMcpTasks # a key leaked: retire every earlier one
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any, Final
@@ -64,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("command", choices=["revoke-client", "rotate-signing-keys"])
     parser.add_argument("--client", help="the client_id to revoke (revoke-client)")
+    parser.add_argument(
+        "--retire",
+        action="store_true",
+        default=(os.environ.get("RETIRE") or "") not in ("", "0"),  # `make rotate-signing-keys RETIRE=1`
+        help="rotate-signing-keys: no earlier key verifies any more (a leaked key)",
+    )
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--stack", help="a deployed stack's name")
     where.add_argument("--port", type=int, help="the local stack's port (default: the newest)")
@@ -78,8 +89,11 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print(f"revoked {result['revokedApprovals']} approvals of {args.client} and their refresh tokens")
     else:
-        result = invoke(lambda_, function, {"action": "rotate-signing-keys"})
-        print(f"a new signing key signs from now on; {result['signingKeys']} keys verify")
+        result = invoke(lambda_, function, {"action": "rotate-signing-keys", "retire": args.retire})
+        if args.retire:
+            print("a new signing key signs from now on; every earlier key is retired (no container accepts it)")
+        else:
+            print(f"a new signing key signs from now on; {result['signingKeys']} keys verify")
     return 0
 
 

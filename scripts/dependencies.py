@@ -1,20 +1,22 @@
 """`make add-dependency PKG=...`, `make remove-dependency PKG=...`, `make lock`: the functions' runtime
 dependencies in one command (docs/dependencies.md).
 
-Where dependencies live: `[project] dependencies` in pyproject.toml is what the functions import at run
-time and the Lambda asset ships (infra/packaging.py); the `dev` extra is what only the tests, the CDK app
-and the linters need. requirements-dev.lock pins both and everything they pull in: `make install` installs
-it into .venv, and the asset build takes its pins as constraints. The lock is written by the pinned uv
-(`uv pip compile --universal`, the pins it already holds kept), so it is the same file on any machine.
+Where dependencies live: the platform's own are `[project] dependencies` in pyproject.toml (what the runtime
+imports) and its `dev` extra (tests, the CDK app, the linters); the team's are functions/tools/requirements.txt,
+one requirement a line, beside its tools (its room: a platform update never touches it). Both runtime lists
+ship in the Lambda asset (infra/packaging.py). requirements-dev.lock pins everything together: `make install`
+installs it into .venv, and the asset build takes its pins as constraints. The lock is written by the pinned
+uv (`uv pip compile --universal`, the pins it already holds kept), so it is the same file on any machine, and
+it is derived: after a platform update, `make lock` writes it again from both lists.
 
 `add PKG` (a name, with an optional version range: `httpx`, `httpx==0.28.1`, `httpx>=0.28,<1`):
-1. writes PKG into pyproject's runtime dependencies (in place of an earlier requirement on that package);
+1. writes PKG into functions/tools/requirements.txt (in place of an earlier requirement on that package);
 2. re-locks;
 3. installs the runtime dependencies for the functions' platform (arm64, CPython 3.13, wheels only) as
    the asset build does, into a scratch directory: a package without such a wheel is refused now, not
    at `cdk deploy`, and the wheels are kept in build/wheelhouse for the synth;
 4. installs the lock into the venv.
-Whatever fails puts pyproject.toml and the lock back as they were. `remove NAME` undoes `add`.
+Whatever fails puts the requirements file and the lock back as they were. `remove NAME` undoes `add`.
 """
 
 from __future__ import annotations
@@ -47,14 +49,17 @@ from infra.packaging import (  # noqa: E402 (the repository's root is put on the
 
 # What the lock's header names as the command that writes it.
 LOCK_COMMAND = "make lock"
-# `dependencies = [` ... `]` of the [project] table, as pyproject.toml writes it: one requirement a line.
-_DEPENDENCIES = re.compile(r"^dependencies = \[\n(?P<body>(?:[^\]\n]*\n)*?)\]", re.MULTILINE)
-_ENTRY = re.compile(r'^\s*"(?P<requirement>[^"]+)",?\s*(#.*)?$')
+# A requirement line of the team's file: the requirement, then an optional comment.
+_ENTRY = re.compile(r"^\s*(?P<requirement>[^#\s][^#]*?)\s*(#.*)?$")
+TOOLS_REQUIREMENTS_HEADER = (
+    "# Your tools' runtime dependencies, one requirement a line: `make add-dependency PKG=...` writes here and\n"
+    "# re-locks (docs/dependencies.md). They ship in the functions' asset beside the platform's own.\n"
+)
 _PIN = re.compile(r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;]+)")
 
 
 class Refused(Exception):
-    """What the person who ran the command reads; pyproject.toml and the lock are as they were."""
+    """What the person who ran the command reads; the requirements file and the lock are as they were."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +73,22 @@ class Project:
         return self.root / "pyproject.toml"
 
     @property
+    def tools_requirements(self) -> Path:
+        return self.root / "functions" / "tools" / "requirements.txt"
+
+    @property
     def lock(self) -> Path:
         return self.root / "requirements-dev.lock"
+
+    def platform_requirement(self, name: str) -> str | None:
+        """The platform's runtime requirement on `name` (pyproject.toml), if it has one."""
+        for entry in runtime_entries(self.pyproject.read_text(encoding="utf-8")):
+            if canonicalize_name(Requirement(entry).name) == canonicalize_name(name):
+                return entry
+        return None
+
+    def tools_text(self) -> str:
+        return self.tools_requirements.read_text(encoding="utf-8") if self.tools_requirements.exists() else ""
 
 
 def parse(spec: str) -> Requirement:
@@ -99,46 +118,47 @@ def runtime_entries(pyproject_text: str) -> list[str]:
     return [str(item) for item in tomllib.loads(pyproject_text)["project"].get("dependencies", [])]
 
 
-def _dependencies_block(text: str) -> re.Match[str]:
-    project = text.find("[project]\n")
-    block = _DEPENDENCIES.search(text, max(project, 0))
-    next_table = text.find("\n[", project + 1)
-    if project < 0 or block is None or -1 < next_table < block.start():
-        raise Refused("pyproject.toml has no `dependencies = [` list in its [project] table to edit")
-    return block
-
-
 def _entry_name(line: str) -> str | None:
     entry = _ENTRY.match(line)
-    return canonicalize_name(Requirement(entry["requirement"]).name) if entry else None
+    if entry is None:
+        return None
+    try:
+        return canonicalize_name(Requirement(entry["requirement"]).name)
+    except InvalidRequirement:
+        return None
+
+
+def tools_entries(text: str) -> list[str]:
+    """The requirements of the team's file, in order."""
+    return [entry["requirement"] for line in text.splitlines() if (entry := _ENTRY.match(line))]
 
 
 def with_requirement(text: str, requirement: Requirement) -> str:
-    """pyproject.toml's text with `requirement` among the runtime dependencies, replacing one on the same
-    package where there is one, added last otherwise; comments and the rest of the file untouched."""
-    block = _dependencies_block(text)
-    lines = block["body"].splitlines(keepends=True)
+    """The team's file with `requirement` in it, replacing one on the same package where there is one, added
+    last otherwise; comments and the other lines untouched (a new file starts with a header)."""
+    lines = (text or TOOLS_REQUIREMENTS_HEADER).splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
     name = canonicalize_name(requirement.name)
-    line = f'    "{requirement}",\n'
+    line = f"{requirement}\n"
     same = [index for index, existing in enumerate(lines) if _entry_name(existing) == name]
     if same:
         lines[same[0]] = line
     else:
         lines.append(line)
-    return text[: block.start("body")] + "".join(lines) + text[block.end("body") :]
+    return "".join(lines)
 
 
 def without_requirement(text: str, name: str) -> str:
-    block = _dependencies_block(text)
-    lines = block["body"].splitlines(keepends=True)
+    lines = text.splitlines(keepends=True)
     kept = [line for line in lines if _entry_name(line) != canonicalize_name(name)]
     if len(kept) == len(lines):
-        listed = ", ".join(Requirement(entry).name for entry in runtime_entries(text)) or "none"
+        listed = ", ".join(Requirement(entry).name for entry in tools_entries(text)) or "none"
         raise Refused(
-            f"{name} is not a runtime dependency (pyproject.toml [project] dependencies: {listed}); "
-            "dev dependencies are edited in the dev extra, then `make lock`"
+            f"{name} is not one of your runtime dependencies (functions/tools/requirements.txt: {listed}); "
+            "dev dependencies are edited in pyproject.toml's dev extra, then `make lock`"
         )
-    return text[: block.start("body")] + "".join(kept) + text[block.end("body") :]
+    return "".join(kept)
 
 
 def pins(lock_text: str) -> dict[str, str]:
@@ -153,12 +173,15 @@ def pins(lock_text: str) -> dict[str, str]:
 def relock(project: Project, *, offline: bool = False) -> None:
     """requirements-dev.lock from pyproject.toml (runtime and dev), with the pinned uv: the same file on
     any machine (`--universal`: markers, not this machine's platform), the pins it holds kept."""
+    sources = ["pyproject.toml"]
+    if tools_entries(project.tools_text()):
+        sources.append(project.tools_requirements.relative_to(project.root).as_posix())
     command = [
         str(project.uv),
         "pip",
         "compile",
         "--universal",
-        "pyproject.toml",
+        *sources,
         "--extra",
         "dev",
         "--no-annotate",
@@ -171,7 +194,7 @@ def relock(project: Project, *, offline: bool = False) -> None:
     ]
     done = subprocess.run(command, cwd=project.root, capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        raise Refused(f"uv could not lock pyproject.toml's dependencies together:\n{done.stderr.strip()}")
+        raise Refused(f"uv could not lock the platform's and your dependencies together:\n{done.stderr.strip()}")
 
 
 def shipped_for_lambda(project: Project) -> dict[str, str]:
@@ -182,7 +205,7 @@ def shipped_for_lambda(project: Project) -> dict[str, str]:
             install_dependencies(
                 Path(scratch),
                 LAMBDA_TARGET,
-                runtime_requirements(project.pyproject),
+                runtime_requirements(project.pyproject, project.tools_requirements),
                 project.wheelhouse_root / LAMBDA_TARGET.slug,
                 lock=project.lock,
             )
@@ -200,7 +223,8 @@ def shipped_for_lambda(project: Project) -> dict[str, str]:
 
 def install_venv(project: Project, python: Path, dropped: Sequence[str]) -> None:
     uv = str(project.uv)
-    install = [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", str(python)]
+    # Bytecode as `make install` compiles it (the Makefile's UV_COMPILE_BYTECODE, which uv reads).
+    install = [uv, "pip", "install", "--quiet", "--python", str(python)]
     done = subprocess.run([*install, "--requirement", str(project.lock)], capture_output=True, text=True, check=False)
     if done.returncode == 0 and dropped:
         uninstall = [uv, "pip", "uninstall", "--quiet", "--python", str(python), *dropped]
@@ -232,12 +256,16 @@ def _describe(names: dict[str, str]) -> str:
 def change(
     project: Project, edit: str, *, python: Path | None, check_lambda: bool = True, offline: bool = False
 ) -> list[str]:
-    """pyproject.toml becomes `edit`; then the lock, the Lambda wheels and the venv follow, or nothing changes."""
-    saved = [_Saved.of(project.pyproject), _Saved.of(project.lock)]
+    """The team's requirements file becomes `edit`; then the lock, the Lambda wheels and the venv follow, or
+    nothing changes."""
+    existed = project.tools_requirements.exists()
+    saved = [_Saved.of(project.lock), *([_Saved.of(project.tools_requirements)] if existed else [])]
     before = pins(project.lock.read_text(encoding="utf-8"))
     report = []
     try:
-        project.pyproject.write_text(edit, encoding="utf-8")
+        if edit != project.tools_text():
+            project.tools_requirements.parent.mkdir(parents=True, exist_ok=True)
+            project.tools_requirements.write_text(edit, encoding="utf-8")
         relock(project, offline=offline)
         after = pins(project.lock.read_text(encoding="utf-8"))
         added = {name: version for name, version in after.items() if before.get(name) != version}
@@ -254,6 +282,8 @@ def change(
     except BaseException:
         for file in saved:
             file.restore()
+        if not existed:
+            project.tools_requirements.unlink(missing_ok=True)
         raise
     return report
 
@@ -262,17 +292,23 @@ def add(
     project: Project, spec: str, *, python: Path | None, check_lambda: bool = True, offline: bool = False
 ) -> list[str]:
     requirement = parse(spec)
-    text = project.pyproject.read_text(encoding="utf-8")
-    report = [f"pyproject.toml: {requirement} is a runtime dependency (shipped in the functions' asset)"]
-    edit = with_requirement(text, requirement)
+    platform = project.platform_requirement(requirement.name)
+    if platform is not None:
+        raise Refused(
+            f"{canonicalize_name(requirement.name)} is a dependency of the platform ({platform} in pyproject.toml): "
+            "the functions already import it at that pin, and a platform update moves the pin"
+        )
+    report = [
+        f"functions/tools/requirements.txt: {requirement} is a runtime dependency (shipped in the functions' asset)"
+    ]
+    edit = with_requirement(project.tools_text(), requirement)
     return report + change(project, edit, python=python, check_lambda=check_lambda, offline=offline)
 
 
 def remove(project: Project, name: str, *, python: Path | None, offline: bool = False) -> list[str]:
     bare = parse(name)
-    text = project.pyproject.read_text(encoding="utf-8")
-    edit = without_requirement(text, bare.name)
-    report = [f"pyproject.toml: {canonicalize_name(bare.name)} is no longer a runtime dependency"]
+    edit = without_requirement(project.tools_text(), bare.name)
+    report = [f"functions/tools/requirements.txt: {canonicalize_name(bare.name)} is no longer a runtime dependency"]
     # Nothing new to fetch for the functions' platform: the asset only loses a package.
     return report + change(project, edit, python=python, check_lambda=False, offline=offline)
 
@@ -283,7 +319,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("package", nargs="?", default="")
     parser.add_argument("--uv", type=Path, required=True, help="the pinned uv (the Makefile's UV)")
     parser.add_argument("--python", type=Path, help="the venv's interpreter to install the lock into")
-    parser.add_argument("--root", type=Path, default=REPO, help="the project (pyproject.toml, requirements-dev.lock)")
+    parser.add_argument(
+        "--root",
+        type=Path,
+        default=REPO,
+        help="the project (pyproject.toml, functions/tools/requirements.txt, the lock)",
+    )
     args = parser.parse_args(argv)
     project = Project(args.root.resolve(), args.uv.resolve())
     usage = {"add": "PKG='httpx==0.28.1'", "remove": "PKG=httpx"}
@@ -295,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "remove":
             report = remove(project, args.package, python=args.python)
         else:
-            report = change(project, project.pyproject.read_text(encoding="utf-8"), python=args.python)
+            report = change(project, project.tools_text(), python=args.python)
     except Refused as refused:
         label = {"add": "add-dependency", "remove": "remove-dependency", "lock": "lock"}[args.command]
         print(f"make {label}: {refused}\nnothing changed", file=sys.stderr)

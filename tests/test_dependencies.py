@@ -1,5 +1,6 @@
-"""`make add-dependency` / `make remove-dependency` / `make lock` (scripts/dependencies.py) on a copy of
-pyproject.toml and the lock: the runtime dependency is written, the lock re-written by the pinned uv,
+"""`make add-dependency` / `make remove-dependency` / `make lock` (scripts/dependencies.py) on a copy of the
+project's dependency files (pyproject.toml, the team's functions/tools/requirements.txt, the lock), whatever the
+team has added: the runtime dependency is written to the team's file, the lock re-written by the pinned uv,
 the functions' platform gets its wheels (the asset build's own code), and a refusal changes nothing.
 
 Network: uv resolves from its cache when that can answer (`make install` filled it); pip fetches the
@@ -22,7 +23,7 @@ sys.path.insert(0, str(REPO / "scripts"))
 import dependencies
 
 UV = next(iter(sorted((REPO / ".tools").glob("uv-*/bin/uv"))), None)
-LAST_RUNTIME_LINE = '    "publicsuffixlist==1.1.2.20261023",\n'
+PROJECT_FILES = ("pyproject.toml", "requirements-dev.lock", "functions/tools/requirements.txt")
 
 
 def _uv() -> Path:
@@ -31,12 +32,18 @@ def _uv() -> Path:
     return UV
 
 
+def _copy_project_files(root: Path) -> None:
+    for name in PROJECT_FILES:
+        if (REPO / name).exists():
+            (root / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, root / name)
+
+
 @pytest.fixture(scope="session")
 def offline(tmp_path_factory: pytest.TempPathFactory) -> bool:
     """Whether uv's cache answers for the lock as it is (then the tests lock offline)."""
     scratch = tmp_path_factory.mktemp("lock-probe")
-    for name in ("pyproject.toml", "requirements-dev.lock"):
-        shutil.copy2(REPO / name, scratch / name)
+    _copy_project_files(scratch)
     try:
         dependencies.relock(dependencies.Project(scratch, _uv()), offline=True)
     except dependencies.Refused:
@@ -46,20 +53,29 @@ def offline(tmp_path_factory: pytest.TempPathFactory) -> bool:
 
 @pytest.fixture
 def project(tmp_path: Path) -> dependencies.Project:
+    """A copy of the project's dependency files as they are: the platform's, and whatever the team added."""
     root = tmp_path / "project"
     root.mkdir()
-    for name in ("pyproject.toml", "requirements-dev.lock"):
-        shutil.copy2(REPO / name, root / name)
+    _copy_project_files(root)
     # This checkout's wheelhouse (build/, git-ignored): httpx's wheels for Lambda are fetched once, as the
     # pins say, and kept; another build reads only the wheels its own pins name.
     return dependencies.Project(root, _uv(), WHEELHOUSE_ROOT)
 
 
-def files(project: dependencies.Project) -> tuple[bytes, bytes]:
-    return project.pyproject.read_bytes(), project.lock.read_bytes()
+def files(project: dependencies.Project) -> tuple[bytes, bytes, bytes | None]:
+    tools = project.tools_requirements.read_bytes() if project.tools_requirements.exists() else None
+    return project.pyproject.read_bytes(), project.lock.read_bytes(), tools
 
 
-def test_the_committed_lock_is_what_make_lock_writes_from_pyproject(
+def team_entries(project: dependencies.Project) -> list[str]:
+    return dependencies.tools_entries(project.tools_text())
+
+
+def without_httpx(entries: list[str]) -> list[str]:
+    return [entry for entry in entries if dependencies._entry_name(entry) != "httpx"]
+
+
+def test_the_committed_lock_is_what_make_lock_writes_from_the_platform_and_the_team_lists(
     project: dependencies.Project, offline: bool
 ) -> None:
     before = files(project)
@@ -70,21 +86,20 @@ def test_the_committed_lock_is_what_make_lock_writes_from_pyproject(
     )
 
 
-def test_adding_httpx_ships_it_for_arm64_cpython_3_13_and_removing_it_restores_both_files(
+def test_adding_httpx_writes_the_teams_file_ships_it_for_arm64_cpython_3_13_and_removing_it_takes_it_out(
     project: dependencies.Project, offline: bool
 ) -> None:
-    pyproject, lock = files(project)
+    pyproject = project.pyproject.read_bytes()
+    entries = without_httpx(team_entries(project))
     report = dependencies.add(project, "httpx==0.28.1", python=None, offline=offline)
 
-    assert project.pyproject.read_text() == pyproject.decode().replace(
-        LAST_RUNTIME_LINE, LAST_RUNTIME_LINE + '    "httpx==0.28.1",\n'
+    assert project.pyproject.read_bytes() == pyproject  # the platform's file is never the team's to edit
+    assert without_httpx(team_entries(project)) == entries
+    assert "httpx==0.28.1" in team_entries(project)
+    assert "\nhttpx==0.28.1\n" in project.lock.read_text()  # pinned already, as a dev dependency
+    assert report[0] == (
+        "functions/tools/requirements.txt: httpx==0.28.1 is a runtime dependency (shipped in the functions' asset)"
     )
-    assert dependencies.runtime_entries(project.pyproject.read_text())[-1] == "httpx==0.28.1"
-    assert project.lock.read_bytes() == lock  # pinned already, as a dev dependency: the same lock
-    assert report[:2] == [
-        "pyproject.toml: httpx==0.28.1 is a runtime dependency (shipped in the functions' asset)",
-        "requirements-dev.lock: unchanged",
-    ]
     # What the asset build's install (infra.packaging.install_dependencies: wheels for arm64 / CPython 3.13
     # only, the lock as constraints) put in a scratch directory, from the .dist-info it left there.
     shipped = re.fullmatch(r"the functions' asset \(cp313-manylinux2014_aarch64\) ships (.*)", report[2])
@@ -92,29 +107,29 @@ def test_adding_httpx_ships_it_for_arm64_cpython_3_13_and_removing_it_restores_b
     assert {"httpx 0.28.1", "httpcore 1.0.9", "h11 0.16.0", "pydantic-core 2.50.4"} <= set(shipped[1].split(", "))
     assert "boto3" not in shipped[1]
 
-    assert dependencies.remove(project, "httpx", python=None, offline=offline) == [
-        "pyproject.toml: httpx is no longer a runtime dependency",
-        "requirements-dev.lock: unchanged",
-    ]
-    assert files(project) == (pyproject, lock)
+    assert dependencies.remove(project, "httpx", python=None, offline=offline)[0] == (
+        "functions/tools/requirements.txt: httpx is no longer a runtime dependency"
+    )
+    assert team_entries(project) == entries
 
 
 def test_a_bare_name_or_a_range_is_written_as_given_and_replaces_the_earlier_requirement(
     project: dependencies.Project, offline: bool
 ) -> None:
-    lock = project.lock.read_bytes()
+    entries = without_httpx(team_entries(project))
     dependencies.add(project, "httpx", python=None, check_lambda=False, offline=offline)
-    assert dependencies.runtime_entries(project.pyproject.read_text())[-1] == "httpx"
+    assert team_entries(project) == [*entries, "httpx"]
     dependencies.add(project, "HTTPX >= 0.28, < 1", python=None, check_lambda=False, offline=offline)
-    entries = dependencies.runtime_entries(project.pyproject.read_text())
-    assert entries == [
-        "pydantic==2.14.3",
-        "aws-lambda-powertools==3.37.0",
-        "publicsuffixlist==1.1.2.20261023",
-        "HTTPX<1,>=0.28",
-    ]
-    assert project.lock.read_bytes() == lock  # the lock pins the version: httpx==0.28.1
-    assert "\nhttpx==0.28.1\n" in project.lock.read_text()
+    assert team_entries(project) == [*entries, "HTTPX<1,>=0.28"]
+    assert "\nhttpx==0.28.1\n" in project.lock.read_text()  # the lock pins the version
+
+
+def test_the_teams_file_is_made_by_its_first_dependency_when_the_team_deleted_it(
+    project: dependencies.Project, offline: bool
+) -> None:
+    project.tools_requirements.unlink(missing_ok=True)
+    dependencies.add(project, "httpx==0.28.1", python=None, check_lambda=False, offline=offline)
+    assert project.tools_requirements.read_text() == dependencies.TOOLS_REQUIREMENTS_HEADER + "httpx==0.28.1\n"
 
 
 def test_make_lock_after_a_dev_dependency_is_removed_by_hand_drops_it_and_what_only_it_needed(
@@ -122,11 +137,9 @@ def test_make_lock_after_a_dev_dependency_is_removed_by_hand_drops_it_and_what_o
 ) -> None:
     edited = project.pyproject.read_text().replace('    "selenium==4.38.0",\n', "")
     project.pyproject.write_text(edited)
-    report = dependencies.change(project, edited, python=None, check_lambda=False, offline=offline)
-    assert report == [
-        "requirements-dev.lock: dropped outcome, pysocks, selenium, sniffio, trio, trio-websocket, "
-        "websocket-client, wsproto"
-    ]
+    report = dependencies.change(project, project.tools_text(), python=None, check_lambda=False, offline=offline)
+    assert report[0].startswith("requirements-dev.lock: dropped ")
+    assert {"selenium", "trio", "trio-websocket", "wsproto"} <= set(report[0].split("dropped ")[1].split(", "))
     assert "selenium" not in dependencies.pins(project.lock.read_text())
 
 
@@ -153,10 +166,10 @@ def test_make_lock_after_a_dev_dependency_is_removed_by_hand_drops_it_and_what_o
             "PKG='httpx==0.28.1' or PKG='httpx>=0.28,<1'",
         ),
         (
-            "remove",
-            "requests",
-            "requests is not a runtime dependency (pyproject.toml [project] dependencies: pydantic, "
-            "aws-lambda-powertools, publicsuffixlist); dev dependencies are edited in the dev extra, then `make lock`",
+            "add",
+            "pydantic>=2",
+            "pydantic is a dependency of the platform (pydantic==2.14.3 in pyproject.toml): the functions already "
+            "import it at that pin, and a platform update moves the pin",
         ),
     ],
 )
@@ -171,17 +184,31 @@ def test_a_refused_package_is_named_and_nothing_changes(
     assert files(project) == before
 
 
-def test_a_range_the_dev_pins_exclude_fails_to_lock_and_leaves_both_files_as_they_were(
+def test_removing_a_package_the_team_does_not_list_is_refused_naming_what_it_lists(
+    project: dependencies.Project,
+) -> None:
+    project.tools_requirements.write_text(dependencies.TOOLS_REQUIREMENTS_HEADER + "httpx==0.28.1  # fetch_page\n")
+    before = files(project)
+    with pytest.raises(dependencies.Refused) as refused:
+        dependencies.remove(project, "requests", python=None)
+    assert str(refused.value) == (
+        "requests is not one of your runtime dependencies (functions/tools/requirements.txt: httpx); "
+        "dev dependencies are edited in pyproject.toml's dev extra, then `make lock`"
+    )
+    assert files(project) == before
+
+
+def test_a_range_the_platform_pins_exclude_fails_to_lock_and_leaves_every_file_as_it_was(
     project: dependencies.Project, offline: bool
 ) -> None:
     before = files(project)
-    mtimes = (project.pyproject.stat().st_mtime, project.lock.stat().st_mtime)
+    mtime = project.lock.stat().st_mtime
     with pytest.raises(dependencies.Refused) as refused:
         dependencies.add(project, "httpx>=0.29", python=None, offline=offline)
-    assert str(refused.value).startswith("uv could not lock pyproject.toml's dependencies together:\n")
+    assert str(refused.value).startswith("uv could not lock the platform's and your dependencies together:\n")
     assert "httpx" in str(refused.value)
     assert files(project) == before
-    assert (project.pyproject.stat().st_mtime, project.lock.stat().st_mtime) == mtimes  # make reinstalls nothing
+    assert project.lock.stat().st_mtime == mtime  # make reinstalls nothing
 
 
 def test_the_command_prints_the_refusal_and_that_nothing_changed(project: dependencies.Project) -> None:

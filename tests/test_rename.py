@@ -1,125 +1,87 @@
-"""`make rename NAME=…` on a copy of the repository: every spelling of the old name is replaced."""
+"""`make rename NAME=…` (and `copier copy`'s task): the project's name is cdk.json's `projectName`, the one
+place it lives; the stack, server and metrics are named after it at synth, and no other file changes."""
 
 from __future__ import annotations
 
-import os
+import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from infra.naming import pascal, project_name, stack_name
 
 from tests.support import REPO
 
 sys.path.insert(0, str(REPO / "scripts"))
-import rename_project
-
-CANDIDATES = ("acme-orders", "beta-shop", "gamma-store")
-
-
-def other_names(root: Path) -> list[str]:
-    """Names to rename to, none of them the project's current one (the suite must pass after a rename too)."""
-    return [name for name in CANDIDATES if name != rename_project.current_name(root)]
+CDK_JSON = """{
+  "app": "PYTHONPATH=functions .venv/bin/python -m infra.cdk_app",
+  "context": {
+    "projectName": "acme-orders",
+    "toolEnvironment": {"REPORT_LIMIT": "10"}
+  }
+}
+"""
 
 
 @pytest.fixture
-def copy_of_repository(tmp_path: Path) -> Path:
-    target = tmp_path / "copy"
-    target.mkdir()
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True).stdout.decode()
-    for name in filter(None, files.split("\0")):
-        source = REPO / name
-        if source.is_file():
-            (target / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(source, target / name)
-    subprocess.run(["git", "init", "-q"], cwd=target, check=True)
-    subprocess.run(["git", "add", "-A"], cwd=target, check=True)
-    return target
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "cdk.json").write_text(CDK_JSON)
+    (tmp_path / "README.md").write_text("# acme-orders\n\nOur orders server.\n")
+    return tmp_path
 
 
-def test_renaming_replaces_every_spelling_of_the_old_name(copy_of_repository: Path) -> None:
-    old = rename_project.spellings(rename_project.current_name(copy_of_repository))
-    new = rename_project.spellings(other_names(copy_of_repository)[0])
-    completed = subprocess.run(
-        [sys.executable, "scripts/rename_project.py", new["kebab"]],
-        cwd=copy_of_repository,
-        capture_output=True,
-        text=True,
-    )
-    assert completed.returncode == 0, completed.stderr
-    leftovers = subprocess.run(
-        [
-            "git",
-            "grep",
-            "-n",
-            "-i",
-            "-E",
-            "|".join(old.values()),
-        ],
-        cwd=copy_of_repository,
-        capture_output=True,
-        text=True,
-    ).stdout
-    assert leftovers == ""
-    assert f'name = "{new["kebab"]}"' in (copy_of_repository / "pyproject.toml").read_text()
-    assert f'DEFAULT_STACK_NAME = "{new["pascal"]}"' in (copy_of_repository / "infra" / "cdk_app.py").read_text()
-    settings_code = (copy_of_repository / "functions" / "mcp_runtime" / "settings.py").read_text()
-    assert f'Field("{new["kebab"]}", alias="MCP_SERVER_NAME")' in settings_code
-    assert rename_project.current_name(copy_of_repository) == new["kebab"]
+def rename(root: Path, name: str) -> subprocess.CompletedProcess[str]:
+    command = [sys.executable, str(REPO / "scripts" / "rename_project.py"), "--root", str(root), "--", name]
+    return subprocess.run(command, capture_output=True, text=True, check=False)
 
 
+def test_renaming_sets_project_name_and_the_readmes_title_and_nothing_else(project: Path) -> None:
+    done = rename(project, "beta-shop")
+    assert (done.returncode, done.stdout) == (0, "Named beta-shop (stack BetaShop): cdk.json, README.md.\n")
+    assert (project / "cdk.json").read_text() == CDK_JSON.replace('"acme-orders"', '"beta-shop"')
+    assert (project / "README.md").read_text() == "# beta-shop\n\nOur orders server.\n"
+    context = json.loads((project / "cdk.json").read_text())["context"]
+    assert (project_name(context), stack_name(context)) == ("beta-shop", "BetaShop")
+
+
+def test_a_cdk_json_without_project_name_gets_it_first_in_its_context(project: Path) -> None:
+    (project / "cdk.json").write_text(CDK_JSON.replace('    "projectName": "acme-orders",\n', ""))
+    assert rename(project, "gamma-store").returncode == 0
+    assert (project / "cdk.json").read_text() == CDK_JSON.replace('"acme-orders"', '"gamma-store"')
+
+
+@pytest.mark.parametrize("bad", ["Acme", "acme_orders", "acme orders", "-acme", "acme-", "acme--mcp", "", "a" * 41])
 def test_a_name_that_is_not_lower_case_words_with_dashes_is_refused_and_nothing_changes(
-    copy_of_repository: Path,
+    project: Path, bad: str
 ) -> None:
-    before = (copy_of_repository / "pyproject.toml").read_text()
-    for bad in ("Acme", "acme_orders", "acme orders", "-acme", "", rename_project.current_name(copy_of_repository)):
-        with pytest.raises(ValueError):
-            rename_project.rename(copy_of_repository, bad)
-    assert (copy_of_repository / "pyproject.toml").read_text() == before
-
-
-def test_spellings_cover_kebab_pascal_and_snake() -> None:
-    assert rename_project.spellings("acme-orders") == {
-        "kebab": "acme-orders",
-        "pascal": "AcmeOrders",
-        "snake": "acme_orders",
-    }
-
-
-def test_a_second_rename_renames_again(copy_of_repository: Path) -> None:
-    first, second = other_names(copy_of_repository)[:2]
-    rename_project.rename(copy_of_repository, first)
-    changed = rename_project.rename(copy_of_repository, second)
-    assert changed
-    assert f'name = "{second}"' in (copy_of_repository / "pyproject.toml").read_text()
-    leftovers = subprocess.run(
-        ["git", "grep", "-n", "-i", "-E", "|".join(rename_project.spellings(first).values())],
-        cwd=copy_of_repository,
-        capture_output=True,
-        text=True,
-    ).stdout
-    assert leftovers == ""
-
-
-def test_the_renamed_projects_own_rename_tests_pass(copy_of_repository: Path) -> None:
-    rename_project.rename(copy_of_repository, other_names(copy_of_repository)[0])
-    subprocess.run(["git", "add", "-A"], cwd=copy_of_repository, check=True)
-    completed = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/test_rename.py",
-            "-k",
-            "not own_rename",
-        ],
-        cwd=copy_of_repository,
-        env={**os.environ, "PYTHONPATH": f"{copy_of_repository / 'functions'}:{copy_of_repository}"},
-        capture_output=True,
-        text=True,
+    done = rename(project, bad)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"NAME must be lower-case words joined by dashes, at most 40 characters, like acme-mcp (got {bad!r})\n"
     )
-    assert completed.returncode == 0, completed.stdout[-3000:]
+    assert (project / "cdk.json").read_text() == CDK_JSON
+
+
+def test_the_same_name_again_is_refused(project: Path) -> None:
+    done = rename(project, "acme-orders")
+    assert (done.returncode, done.stderr) == (2, "the project is already called acme-orders\n")
+
+
+def test_the_stack_is_named_after_the_project_unless_stack_name_says_otherwise() -> None:
+    assert pascal("acme-orders") == "AcmeOrders"
+    assert stack_name({"projectName": "acme-orders"}) == "AcmeOrders"
+    assert stack_name({"projectName": "acme-orders", "stackName": "Orders-Prod"}) == "Orders-Prod"
+    assert stack_name({}) == "ServerlessMcpTasks"  # a cdk.json that names no project: the template's name
+    with pytest.raises(ValueError, match="context 'projectName' must be lower-case words joined by dashes"):
+        project_name({"projectName": "Acme"})
+
+
+def test_make_rename_runs_the_script_with_the_given_name(tmp_path: Path) -> None:
+    shutil.copy2(REPO / "Makefile", tmp_path / "Makefile")
+    planned = subprocess.run(
+        ["make", "-n", "rename", "NAME=acme-mcp"], cwd=tmp_path, capture_output=True, text=True, check=True
+    )
+    commands = [line for line in planned.stdout.splitlines() if not line.startswith("make")]  # make -w's own lines
+    assert commands[-1].endswith('scripts/rename_project.py "acme-mcp"')

@@ -338,6 +338,7 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
         payloads=build_payload_store(settings, telemetry),
         callback_url=settings.task_callback_url,
         rounds_per_execution=settings.task_rounds_per_execution,
+        max_operations=settings.task_max_steps,
         progress_interval_seconds=settings.task_progress_interval_ms / 1000,
         telemetry=telemetry,
         secrets=build_tool_secrets(settings),

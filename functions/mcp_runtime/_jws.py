@@ -90,6 +90,8 @@ def parse(token: str) -> CompactJws:
         header = json.loads(header_json)
     except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError are ValueErrors too
         raise MalformedJws(f"the header is not JSON: {exc}") from None
+    except RecursionError:  # nested deeper than the decoder goes: no header of a real token is
+        raise MalformedJws("the header nests too deeply") from None
     if not isinstance(header, dict):
         raise MalformedJws("the header is not a JSON object")
     if "crit" in header:  # no extension is understood here, so none may be critical (RFC 7515 §4.1.11)

@@ -65,7 +65,7 @@ MAX_TASK_ANSWERS: Final = 64  # our choice: answers one `tasks/update` may bring
 MAX_TASK_ANSWERS_BYTES: Final = 64 * KB  # our choice: inside DynamoDB's 400 KB item
 # What a task keeps of its answers across every round (`kept_answer_bytes` of each): an update that
 # would take it past this is refused with -32602 and changes nothing. With what the create stored
-# (80 KB), the inline records (128 KB), the scratch (32 KB) and the questions (32 KB), the item stays
+# (80 KB, on the parts), the scratch (32 KB, on the work part) and the questions (32 KB), the item stays
 # under DynamoDB's 400 KB with 32 KB for the rest of it (issued keys, the task token, the message).
 # A terminal write removes all of these and keeps the result (32 KB inline) or an error (bounded by
 # MAX_TERMINAL_ERROR_BYTES), so it always fits.
@@ -91,12 +91,18 @@ MAX_SETTLE_RESULT_BYTES: Final = 192 * KB  # our choice: inside Step Functions' 
 # response's own escaping of the body.
 MAX_ANSWER_BYTES: Final = 6_291_456 - 64 * KB  # AWS quota: Lambda's 6 MB synchronous response
 # ---- tasks: durable records (a step's value, a callback's result): inline when small, in S3
-# otherwise; all of a task's records together (keys, values kept inline, pointers to S3) take at most
-# ITEM_RECORDS_BYTES of its item, and a record that would take more is a tool error.
-MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: many small steps stay on the item
-ITEM_RECORDS_BYTES: Final = 128 * KB  # our choice: inside DynamoDB's 400 KB item, with the rest of it
+# otherwise. Each operation's record is an item of its own (`part#<id>#step#<n>`), so a step's writes
+# cost the same at step 1,000 as at step 1; the first small ones are kept on the work part instead
+# (while they fit WORK_PART_RECORDS_BYTES), so the worker reads a task of a few steps in one request.
+MAX_INLINE_RECORD_BYTES: Final = 4 * KB  # our choice: a record's item stays a few KB (its writes a few WRU)
+# our choice: the work part (its key, create token, TTL and a small scratch too) stays within 1 KB, 1 WRU a write
+WORK_PART_RECORDS_BYTES: Final = 640
 MAX_RECORD_BYTES: Final = 5 * 1024 * KB  # our choice: like a result, it is read back inside one answer
-MAX_OPERATIONS: Final = 1000  # our choice: steps, waits and callbacks of one task
+MAX_OPERATION_NAME_BYTES: Final = 1 * KB  # our choice: a step's name is on its item, and in its callback's token
+# Steps, waits and callbacks one task may record (the setting TASK_MAX_STEPS, at most MAX_OPERATIONS_CEILING):
+# the worker reads them all on every run, 100 items a request.
+MAX_OPERATIONS: Final = 1000  # our choice: the default
+MAX_OPERATIONS_CEILING: Final = 10_000  # our choice: a run's read of them stays under a second
 # What an external system may send to complete a callback (its result is a record like a step's).
 MAX_CALLBACK_BYTES: Final = MAX_RECORD_BYTES  # our choice: the record it becomes
 MAX_CALLBACK_ERROR_CHARS: Final = 1000  # our choice: a failed callback's message, as kept

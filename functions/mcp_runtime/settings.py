@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .limits import MAX_TASK_TTL_MS  # a task's ttlMs: at least 1 ms, at most this
+from .limits import MAX_OPERATIONS, MAX_OPERATIONS_CEILING, MAX_TASK_TTL_MS  # MAX_TASK_TTL_MS: a task's ttlMs at most
 
 # Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
 _NULL_SPELLINGS = frozenset({"", "null", "none"})
@@ -85,6 +85,8 @@ class Settings(BaseModel):
     # Tool runs per execution before a new execution takes over (Step Functions' 25,000-event history).
     # The template sets it from the workflow's retry policy; the default is the deployed policy's.
     task_rounds_per_execution: int = Field(138, alias="TASK_ROUNDS_PER_EXECUTION", ge=1, le=1_200)
+    # Steps, waits and callbacks one task may record: one more fails the task, naming this limit.
+    task_max_steps: int = Field(MAX_OPERATIONS, alias="TASK_MAX_STEPS", ge=1, le=MAX_OPERATIONS_CEILING)
     # How long an active task may go without a write before the sweeper asks Step Functions about its
     # execution (every write that leaves it active renews the lease), and how many it asks about per run.
     task_lease_seconds: int = Field(600, alias="TASK_LEASE_SECONDS", ge=1, le=86_400)

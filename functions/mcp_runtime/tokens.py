@@ -334,7 +334,7 @@ class TokenValidator:
         """The claims of a token whose signature holds: times, issuer, audience, use and subject."""
         try:
             claims = json.loads(payload)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested deeper than the decoder goes
             raise TokenRejected("the token is malformed", "the payload is not JSON") from None
         if not isinstance(claims, dict):
             raise TokenRejected("the token is malformed", "the payload is not a JSON object")

@@ -17,7 +17,8 @@ people in (managed login) and issues the tokens; it has neither registration met
   the person on the consent page), `/oauth2/consent` (approve: a browser-bound record, then Cognito;
   deny; the person's approvals page), `/oauth2/callback` (redeems Cognito's code, records the
   approval, gives the client a single-use code of the bridge's), `/oauth2/token` (that code, PKCE,
-  redirect URI and resource checked; refreshes while the approval stands), `/oauth2/revoke`;
+  redirect URI and resource checked; refresh tokens of its own, rotated at each use, a reused one
+  revoking its family), `/oauth2/revoke`;
 - `consent.py`: the pages, their CSRF-bound form token, the signed person cookie, the key list;
 - `grants.py`: the sign-in records, codes, approvals, refresh tokens and signing keys;
 - `aws.py`: the registrations table (conditional writes only) and the app clients;

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from .registration import destination
+
 FORM_SECONDS: Final = 600
 PERSON_SECONDS: Final = 7 * 86_400
 CSRF_COOKIE: Final = "mcp-consent-csrf"
@@ -90,15 +92,18 @@ class Signer:
 
     # ---- the forms' token -----------------------------------------------------------------------
     def form_token(self, request_query: str, csrf: str, now: float) -> str:
+        """`<expires>.<nonce>.<signature>`: the nonce makes each form its own, so each is answered once."""
         expires = int(now) + FORM_SECONDS
-        signature = self.sign("consent-form", "\n".join((str(expires), csrf, request_query)))
-        return f"{expires}.{signature}"
+        nonce = secrets.token_urlsafe(12)
+        signature = self.sign("consent-form", "\n".join((str(expires), nonce, csrf, request_query)))
+        return f"{expires}.{nonce}.{signature}"
 
     def form_token_valid(self, token: str, request_query: str, csrf: str | None, now: float) -> bool:
-        expires, _, signature = token.partition(".")
-        if not csrf or not expires.isdigit() or int(expires) < now:
+        expires, _, rest = token.partition(".")
+        nonce, _, signature = rest.partition(".")
+        if not csrf or not expires.isdigit() or int(expires) < now or not nonce:
             return False
-        return self.verify("consent-form", "\n".join((expires, csrf, request_query)), signature)
+        return self.verify("consent-form", "\n".join((expires, nonce, csrf, request_query)), signature)
 
     # ---- the person signed in -------------------------------------------------------------------
     def person_cookie(self, subject: str, now: float) -> str:
@@ -169,7 +174,7 @@ def consent_page(
     ask: ConsentRequest, action: str, request_query: str, token: str, cognito_url: str
 ) -> tuple[str, dict[str, str]]:
     e = html.escape
-    redirect_host = urlsplit(ask.redirect_uri).netloc or urlsplit(ask.redirect_uri).scheme + ":"
+    redirect_host = destination(ask.redirect_uri)  # the host a browser goes to (registration.py)
     if ask.metadata_url is not None:
         registered = f"by its Client ID Metadata Document at {e(ask.metadata_url)}"
         warning = ""

@@ -8,7 +8,9 @@ state, resource, scopes) bound to the browser, and sends it to Cognito. At the c
 redeems Cognito's code (with its own PKCE verifier and the app client's secret, which only the bridge
 holds), records the person's approval, and sends the MCP client a code of its own: single use, short
 lived, bound to that record. `/oauth2/token` checks the client, the code, the redirect URI, PKCE and
-the resource, and answers the tokens; refreshes go through the bridge while the approval stands.
+the resource, and answers the tokens with a refresh token of the bridge's own; refreshes go through the
+bridge while the approval stands, each refresh token works once (the answer carries the next), and one
+used again revokes its whole family.
 
 Every request is checked in full before anything is written, so a refused one stores nothing. Before
 the person has acted, every error is answered here (JSON), never a redirect (RFC 9700 §4.11.2); after
@@ -78,7 +80,7 @@ from .grants import (
     new_secret,
 )
 from .limits import RegistrationLimits
-from .registration import OFFLINE_ACCESS, cognito_client_name, parse_client_metadata
+from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
 from .settings import BridgeSettings
 from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
@@ -96,8 +98,10 @@ CONSOLE_CLIENT_NAME: Final = "mcp-bridge-approvals"
 _CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
 _SECRET_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
+_USED_FORM: Final = "this form was sent already: open the client's sign-in link again"
 _STALE_SIGN_IN: Final = "this sign-in expired or was used already: start again from your client"
 _BAD_CODE: Final = "the code is invalid, expired, used already or not this client's"
+_REVOKED_CODE: Final = "the approval this code was issued under was revoked: sign in again"
 _BAD_REFRESH: Final = "the refresh token was revoked, has expired or is not this client's"
 MCP_PATH: Final = "/mcp"
 REGISTERED_CLIENTS: Final = "RegisteredClients"
@@ -109,8 +113,6 @@ REGISTRATION_NOTE: Final = (
 CLEANUP_MINUTES: Final = 15
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
-# A container reads the signing keys again this often, so a rotation reaches every container.
-SIGNING_KEYS_SECONDS: Final = 300
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 TOKEN_TIMEOUT_SECONDS: Final = 10.0
 _TOKEN_FIELDS: Final = ("access_token", "id_token", "refresh_token", "token_type", "expires_in")
@@ -129,12 +131,13 @@ class Authorization:
     scopes: tuple[str, ...]
     nonce: str | None = None
 
-    def back(self, error: str, description: str) -> dict[str, Any]:
-        """An answer to the client at its registered redirect URI, with its `state`: only once the
-        person has acted (denied), never for a request nobody looked at."""
+    def back(self, error: str, description: str, issuer: str) -> dict[str, Any]:
+        """An answer to the client at its registered redirect URI, with its `state` and the issuer (RFC
+        9207): only once the person has acted (denied), never for a request nobody looked at."""
         params = {"error": error, "error_description": description}
         if self.state is not None:
             params["state"] = self.state
+        params["iss"] = issuer
         return redirect_with(self.redirect_uri, params)
 
 
@@ -170,12 +173,10 @@ class Bridge:
     fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
     post: TokenPost = post_form
     clock: Callable[[], float] = time.time
-    _signing_keys: tuple[bytes, ...] = field(default=(), repr=False)
-    _keys_read_at: float = field(default=0.0, repr=False)
 
     # ---- metadata (RFC 8414) ----------------------------------------------------------------
     def metadata(self, request: Request) -> dict[str, Any]:
-        base = request.base_url
+        base = self._issuer(request)
         document = {
             "issuer": base,
             "authorization_endpoint": base + AUTHORIZE_PATH,
@@ -189,13 +190,25 @@ class Bridge:
             "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
             "scopes_supported": [*self.settings.scopes, OFFLINE_ACCESS],
             "client_id_metadata_document_supported": True,
+            # Every authorization response names the issuer (RFC 9207): a client talking to two
+            # authorization servers cannot be sent one's code for the other (mix-up attacks).
+            "authorization_response_iss_parameter_supported": True,
             # RFC 8414 §2 allows more parameters: which registration to use, for people reading this.
             "registration_note": REGISTRATION_NOTE,
         }
         return json_response(200, document, {"cache-control": "max-age=3600"})
 
+    def _origin(self, request: Request) -> str:
+        """Where the bridge is reached: the configured public origin (the template always sets it); the
+        request's own only where none is (component tests)."""
+        return (self.settings.public_origin or "").rstrip("/") or request.base_url
+
+    def _issuer(self, request: Request) -> str:
+        """The issuer, as the metadata and every authorization response (`iss`, RFC 9207) name it."""
+        return self._origin(request)
+
     def _resource(self, request: Request) -> str:
-        return self.settings.resource_url or request.base_url + MCP_PATH
+        return self.settings.resource_url or self._origin(request) + MCP_PATH
 
     # ---- dynamic client registration (RFC 7591) ---------------------------------------------
     def register(self, request: Request) -> dict[str, Any]:
@@ -244,7 +257,7 @@ class Bridge:
             return registration
         if not registration.stored and registration.metadata_url is not None:
             self._count_registration(request.source_ip, check_metadata_url(registration.metadata_url)[0].lower())
-        app = self._create_app_client(registration.client_name, request.base_url + CALLBACK_PATH)
+        app = self._create_app_client(registration.client_name, self._origin(request) + CALLBACK_PATH)
         made = replace(registration, cognito_client_id=app.client_id, cognito_secret=app.client_secret or "")
         try:
             if registration.stored:
@@ -359,12 +372,12 @@ class Bridge:
         now = self.clock()
         signer = self._signer()
         cookies = read_cookies(request.cookie)
-        person = signer.person(cookies.get(cookie_name(request.base_url, PERSON_COOKIE)), now)
+        person = signer.person(cookies.get(cookie_name(self._origin(request), PERSON_COOKIE)), now)
         if person is not None and checked.registration.cognito_client_id:
             approval = self.grants.approval(person, checked.registration.key)
             if approval is not None and approval.covers(checked.scopes, now):
                 return self._to_cognito(request, checked, "standing", person)
-        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        csrf = cookies.get(cookie_name(self._origin(request), CSRF_COOKIE)) or ""
         if not _CSRF_VALUE.fullmatch(csrf):
             csrf = new_csrf_value()
         token = signer.form_token(request.raw_query, csrf, now)
@@ -380,25 +393,26 @@ class Bridge:
             approval_days=self.settings.approval_days,
         )
         body, headers = consent_page(
-            ask, request.base_url + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
+            ask, self._origin(request) + CONSENT_PATH, request.raw_query, token, self.settings.cognito_domain_url
         )
-        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        cookie = set_cookie(self._origin(request), CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
         return html_response(200, body, headers, cookie)
 
     def consent(self, request: Request) -> dict[str, Any]:
         """The forms' answers: approve (on to Cognito) or deny (access_denied to the client) on the
         consent page; sign in or revoke on the approvals page."""
         origin = request.headers.get("origin")
-        if origin is not None and origin != request.base_url:
+        if origin is not None and origin != self._origin(request):
             raise OAuthError(403, "access_denied", "the consent form was posted from another site")
         form = request.form()
         decision = request.single(form, "decision")
         token = request.single(form, "token") or ""
-        csrf = read_cookies(request.cookie).get(cookie_name(request.base_url, CSRF_COOKIE))
+        csrf = read_cookies(request.cookie).get(cookie_name(self._origin(request), CSRF_COOKIE))
         signer = self._signer()
         if decision in ("sign-in", "revoke"):
             if not signer.form_token_valid(token, CONSOLE_FORM, csrf, self.clock()):
                 raise OAuthError(403, "access_denied", _STALE_FORM)
+            self._use_form(token)
             if decision == "sign-in":
                 return self._console_sign_in(request)
             return self._revoke_on_page(request, form)
@@ -407,11 +421,19 @@ class Bridge:
             raise OAuthError(403, "access_denied", _STALE_FORM)
         checked = self._check_authorization(request, parse_pairs(raw))
         if decision == "deny":
-            return checked.back("access_denied", "the user denied the request")
+            self._use_form(token)
+            return checked.back("access_denied", "the user denied the request", self._issuer(request))
         if decision != "approve":
             raise OAuthError(400, "invalid_request", "decision must be approve or deny")
         registration = self._app_client_for(checked.registration, request)
+        self._use_form(token)  # once the approve can go through: a refused one writes nothing
         return self._to_cognito(request, replace(checked, registration=registration), "consent", None)
+
+    def _use_form(self, token: str) -> None:
+        """A form is answered once: a replayed one (each approve would write a sign-in record) is refused."""
+        expires = int(token.partition(".")[0])  # checked as digits by form_token_valid
+        if not self.grants.use_form(token, expires):
+            raise OAuthError(403, "access_denied", _USED_FORM)
 
     def _to_cognito(self, request: Request, checked: Authorization, kind: str, person: str | None) -> dict[str, Any]:
         """Store the approved sign-in (bound to this browser) and send the browser to Cognito's
@@ -455,7 +477,7 @@ class Bridge:
         params = {
             "response_type": "code",
             "client_id": app_client_id,
-            "redirect_uri": request.base_url + CALLBACK_PATH,
+            "redirect_uri": self._origin(request) + CALLBACK_PATH,
             "state": flow_id,
             "code_challenge": _s256(verifier),
             "code_challenge_method": "S256",
@@ -463,13 +485,13 @@ class Bridge:
         }
         if nonce is not None:
             params["nonce"] = nonce
-        cookie = set_cookie(request.base_url, FLOW_COOKIE, browser, FLOW_SECONDS, "Lax")
+        cookie = set_cookie(self._origin(request), FLOW_COOKIE, browser, FLOW_SECONDS, "Lax")
         query = urlencode(params, quote_via=quote)
         return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
 
     def _browser_value(self, request: Request) -> str:
         """This browser's sign-in cookie (kept, so two sign-ins at once in one browser both work)."""
-        value = read_cookies(request.cookie).get(cookie_name(request.base_url, FLOW_COOKIE)) or ""
+        value = read_cookies(request.cookie).get(cookie_name(self._origin(request), FLOW_COOKIE)) or ""
         return value if _SECRET_VALUE.fullmatch(value) else new_secret()
 
     # ---- the callback from Cognito --------------------------------------------------------------
@@ -481,7 +503,7 @@ class Bridge:
         pending = self.grants.take_pending(flow_id) if _SECRET_VALUE.fullmatch(flow_id) else None
         if pending is None:
             raise OAuthError(400, "invalid_request", _STALE_SIGN_IN)
-        browser = read_cookies(request.cookie).get(cookie_name(request.base_url, FLOW_COOKIE)) or ""
+        browser = read_cookies(request.cookie).get(cookie_name(self._origin(request), FLOW_COOKIE)) or ""
         if not hmac.compare_digest(digest(browser), pending.browser):
             raise OAuthError(403, "access_denied", "this sign-in was started in another browser: start again there")
         error, code = request.single(q, "error"), request.single(q, "code")
@@ -490,11 +512,12 @@ class Bridge:
             if error is not None or not code or console is None:
                 raise OAuthError(400, "access_denied", "the sign-in did not complete")
             tokens = self._redeem(request, console[0], console[1], code, pending.verifier)
-            return redirect(request.base_url + CONSENT_PATH, self._person_cookie(request, _subject(tokens)))
+            return redirect(self._origin(request) + CONSENT_PATH, self._person_cookie(request, _subject(tokens)))
         registration = self.store.get(pending.client_key)
         if registration is None or not registration.cognito_client_id or registration.legacy:
             raise OAuthError(400, "invalid_client", "the client is no longer registered: register again")
         back = {} if pending.state is None else {"state": pending.state}
+        back["iss"] = self._issuer(request)  # RFC 9207, in every authorization response
         if error is not None or not code:  # the person acted at Cognito (cancelled): the client hears it
             return redirect_with(
                 pending.redirect_uri,
@@ -517,7 +540,9 @@ class Bridge:
             approval = standing
         else:
             approval = self._approve(subject, registration, pending, now)
-        self._record_refresh(registration, approval, tokens, now)
+        upstream_refresh = tokens.get("refresh_token")
+        if isinstance(upstream_refresh, str) and upstream_refresh:  # the client gets a refresh token of the bridge's
+            tokens = {**tokens, "refresh_token": self._issue_refresh(registration, approval, upstream_refresh, now)}
         client_code = new_secret()
         self.grants.put_code(
             client_code,
@@ -530,6 +555,7 @@ class Bridge:
                 subject=subject,
                 tokens={k: tokens[k] for k in _TOKEN_FIELDS if k in tokens},
                 expires_at=now + CODE_SECONDS,
+                grant=approval.grant,
             ),
         )
         answer = redirect_with(pending.redirect_uri, {"code": client_code, **back})
@@ -538,14 +564,14 @@ class Bridge:
 
     def _person_cookie(self, request: Request, subject: str) -> str:
         value = self._signer().person_cookie(subject, self.clock())
-        return set_cookie(request.base_url, PERSON_COOKIE, value, PERSON_SECONDS, "Lax")
+        return set_cookie(self._origin(request), PERSON_COOKIE, value, PERSON_SECONDS, "Lax")
 
     def _redeem(self, request: Request, app_id: str, secret: str, code: str, verifier: str) -> dict[str, Any]:
         """Cognito's tokens for its code (the bridge's callback, verifier and the app client's secret)."""
         form = {
             "grant_type": "authorization_code",
             "code": code,
-            "redirect_uri": request.base_url + CALLBACK_PATH,
+            "redirect_uri": self._origin(request) + CALLBACK_PATH,
             "code_verifier": verifier,
         }
         status, body = self._cognito_token(app_id, secret, form)
@@ -593,37 +619,40 @@ class Bridge:
             return replace(approval, revision=approval.revision + 1)
         raise BridgeUnavailable("the approval kept changing concurrently")
 
-    def _record_refresh(self, registration: Registration, approval: Approval, tokens: dict[str, Any], now: int) -> None:
-        """A refresh token handed out under an approval: recorded, so it is refused and revoked with it."""
-        token = tokens.get("refresh_token")
-        if not isinstance(token, str) or not token:
-            return
+    def _issue_refresh(
+        self, registration: Registration, approval: Approval, upstream: str, now: int, replacing: str = ""
+    ) -> str:
+        """A refresh token of the bridge's, standing for Cognito's `upstream` under this approval: recorded
+        (hashed) and listed in the approval, so it is refused and revoked with it. `replacing`: the digest
+        of the token it rotates out, dropped from that list."""
+        token = new_secret()
         expires = now + self.settings.refresh_token_days * 86_400
         self.grants.put_refresh(
-            token, RefreshRecord(approval.subject, registration.key, approval.grant, token), expires
+            token, RefreshRecord(approval.subject, registration.key, approval.grant, upstream), expires
         )
         for _ in range(3):
             current = self.grants.approval(approval.subject, registration.key)
-            if current is None or digest(token) in current.refresh:
-                return
-            kept = (*current.refresh, digest(token))
+            if current is None or current.grant != approval.grant:
+                return token  # revoked meanwhile: the new token is refused with its approval gone
+            kept = (*[d for d in current.refresh if d != replacing], digest(token))
             try:
                 self.grants.save_approval(replace(current, refresh=kept[-MAX_REFRESH_PER_APPROVAL:]))
             except ConditionFailed:
                 continue
-            return
+            return token
+        return token
 
     # ---- the approvals page ---------------------------------------------------------------------
     def approvals(self, request: Request) -> dict[str, Any]:
         """`GET /oauth2/consent`: the signed-in person's approvals, each revocable; sign in first."""
         signer = self._signer()
         cookies = read_cookies(request.cookie)
-        csrf = cookies.get(cookie_name(request.base_url, CSRF_COOKIE)) or ""
+        csrf = cookies.get(cookie_name(self._origin(request), CSRF_COOKIE)) or ""
         if not _CSRF_VALUE.fullmatch(csrf):
             csrf = new_csrf_value()
         token = signer.form_token(CONSOLE_FORM, csrf, self.clock())
-        action = request.base_url + CONSENT_PATH
-        person = signer.person(cookies.get(cookie_name(request.base_url, PERSON_COOKIE)), self.clock())
+        action = self._origin(request) + CONSENT_PATH
+        person = signer.person(cookies.get(cookie_name(self._origin(request), PERSON_COOKIE)), self.clock())
         if person is None:
             body, headers = sign_in_page(action, token, self.settings.cognito_domain_url)
         else:
@@ -639,14 +668,14 @@ class Bridge:
                 if a.expires_at > self.clock()
             ]
             body, headers = approvals_page(action, listed, token)
-        cookie = set_cookie(request.base_url, CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
+        cookie = set_cookie(self._origin(request), CSRF_COOKIE, csrf, FORM_SECONDS, "Strict")
         return html_response(200, body, headers, cookie)
 
     def _console_sign_in(self, request: Request) -> dict[str, Any]:
         """Sign the person in with Cognito (the bridge's own app client) to show their approvals."""
         console = self.grants.console_client()
         if console is None:
-            app = self.clients.create(CONSOLE_CLIENT_NAME, request.base_url + CALLBACK_PATH)
+            app = self.clients.create(CONSOLE_CLIENT_NAME, self._origin(request) + CALLBACK_PATH)
             try:
                 self.grants.save_console_client(app.client_id, app.client_secret or "")
                 console = (app.client_id, app.client_secret or "")
@@ -662,7 +691,7 @@ class Bridge:
             kind="console",
             client_key=CONSOLE_CLIENT,
             client_id="",
-            redirect_uri=request.base_url + CONSENT_PATH,
+            redirect_uri=self._origin(request) + CONSENT_PATH,
             code_challenge="",
             state=None,
             resource="",
@@ -676,14 +705,14 @@ class Bridge:
 
     def _revoke_on_page(self, request: Request, form: dict[str, list[str]]) -> dict[str, Any]:
         person = self._signer().person(
-            read_cookies(request.cookie).get(cookie_name(request.base_url, PERSON_COOKIE)), self.clock()
+            read_cookies(request.cookie).get(cookie_name(self._origin(request), PERSON_COOKIE)), self.clock()
         )
         if person is None:
             raise OAuthError(403, "access_denied", "sign in again to revoke approvals")
         approval = self.grants.approval(person, request.single(form, "client") or "")
         if approval is not None:
             self._revoke_approval(approval)
-        return redirect(request.base_url + CONSENT_PATH)
+        return redirect(self._origin(request) + CONSENT_PATH)
 
     # ---- revocation -----------------------------------------------------------------------------
     def _revoke_approval(self, approval: Approval) -> None:
@@ -691,9 +720,11 @@ class Bridge:
         with contextlib.suppress(ConditionFailed):  # revoked concurrently: the tokens still go below
             self.grants.remove_approval(approval)
         registration = self.store.get(approval.client_key)
+        revoked: set[str] = set()
         for token_digest in approval.refresh:
             record = self.grants.take_refresh(token_digest)
-            if record is not None and registration is not None:
+            if record is not None and registration is not None and record.token not in revoked:
+                revoked.add(record.token)  # rotated tokens of one sign-in share Cognito's
                 self._revoke_at_cognito(registration, record.token)
 
     def _revoke_at_cognito(self, registration: Registration, token: Any) -> None:
@@ -737,17 +768,15 @@ class Bridge:
         log.info("revoked %d approvals of client %s", len(approvals), client_id)
         return {"revokedApprovals": len(approvals)}
 
-    def rotate_signing_keys(self) -> dict[str, int]:
-        """The operator's command: a new key signs from now on; the older ones still verify."""
-        count = self.grants.rotate_signing_keys()
-        self._keys_read_at = 0.0
-        return {"signingKeys": count}
+    def rotate_signing_keys(self, retire: bool = False) -> dict[str, int]:
+        """The operator's command: a new key signs from now on; the older ones still verify, or (`retire`,
+        for a leaked key) none does, in every container at once (the keys are read on each use)."""
+        return {"signingKeys": self.grants.rotate_signing_keys(retire)}
 
     def _signer(self) -> Signer:
-        if not self._signing_keys or self.clock() - self._keys_read_at > SIGNING_KEYS_SECONDS:
-            self._signing_keys = self.grants.signing_keys()
-            self._keys_read_at = self.clock()
-        return Signer(self._signing_keys)
+        # Read on each use (one consistent read; a page or a form needs one or two): a retired key is
+        # refused by every container from the moment it is retired, none caches it.
+        return Signer(self.grants.signing_keys())
 
     def _check_authorization(self, request: Request, q: dict[str, list[str]]) -> Authorization:
         """The authorize request checked in full. Nobody has looked at it yet, so every error is
@@ -756,6 +785,8 @@ class Bridge:
         redirect_uri = request.single(q, "redirect_uri")
         if redirect_uri is None:
             raise OAuthError(400, "invalid_request", "redirect_uri is required")
+        # Checked again as registered ones are: one stored under older, laxer rules is never used.
+        check_redirect_uri(redirect_uri, "invalid_request")
         registration = self._registered(client_id, fetch=True, redirect_uri=redirect_uri, source_ip=request.source_ip)
         if redirect_uri not in registration.redirect_uris:
             raise OAuthError(400, "invalid_request", "redirect_uri is not registered for this client")
@@ -801,27 +832,67 @@ class Bridge:
         refresh_token = request.single(form, "refresh_token")
         if not refresh_token:
             raise OAuthError(400, "invalid_request", "refresh_token is required")
+        return self._refresh(request, form, registration, refresh_token)
+
+    def _refresh(
+        self, request: Request, form: dict[str, list[str]], registration: Registration, refresh_token: str
+    ) -> dict[str, Any]:
+        """A refresh token works once (OAuth 2.1 §4.3.1): the answer carries a new one. One presented again
+        after its use is a stolen copy, or the client it was stolen from: its family (the approval, with
+        every refresh token under it) is revoked, here and at Cognito."""
         record = self.grants.refresh(refresh_token)
-        approval = None
-        if record is not None and record.client_key == registration.key:
-            approval = self.grants.approval(record.subject, registration.key)
-        if record is None or approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
+        if record is None:
+            self._revoke_family_of_spent(refresh_token)
             raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
-        upstream = {"grant_type": "refresh_token", "refresh_token": refresh_token}
+        approval = None
+        if record.client_key == registration.key:
+            approval = self.grants.approval(record.subject, registration.key)
+        if approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        upstream = {"grant_type": "refresh_token", "refresh_token": record.token}
         scope = request.single(form, "scope")
         if scope is not None:
             upstream["scope"] = " ".join(s for s in scope.split() if s != OFFLINE_ACCESS)
         status, body = self._cognito_token(registration.cognito_client_id, registration.cognito_secret, upstream)
-        if status == 200:
-            self.store.touch(registration)
-            with contextlib.suppress(ValueError, AttributeError):
-                self._record_refresh(registration, approval, json.loads(body), int(self.clock()))
-        return {
-            "statusCode": status if status in (200, 400, 401) else 503,
-            "headers": {"content-type": "application/json", **NO_STORE},
-            "body": body.decode("utf-8", "replace") if status in (200, 400, 401) else _unavailable(),
-            "isBase64Encoded": False,
-        }
+        if status != 200:  # the token is not spent: the client may try it again
+            return {
+                "statusCode": status if status in (400, 401) else 503,
+                "headers": {"content-type": "application/json", **NO_STORE},
+                "body": body.decode("utf-8", "replace") if status in (400, 401) else _unavailable(),
+                "isBase64Encoded": False,
+            }
+        try:
+            tokens: Any = json.loads(body)
+        except ValueError:
+            raise BridgeUnavailable("Cognito's token endpoint answered no JSON") from None
+        if not isinstance(tokens, dict) or not isinstance(tokens.get("access_token"), str):
+            raise BridgeUnavailable("Cognito's token endpoint answered no access token")
+        now = int(self.clock())
+        expires = now + self.settings.refresh_token_days * 86_400
+        if not self.grants.spend_refresh(refresh_token, record, expires):
+            self._revoke_family(record.subject, record.client_key, record.grant)  # used twice at once
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        self.store.touch(registration)
+        upstream_refresh = tokens.get("refresh_token")  # Cognito's own rotation, when the app client has it on
+        upstream_token = upstream_refresh if isinstance(upstream_refresh, str) and upstream_refresh else record.token
+        answer = {k: tokens[k] for k in _TOKEN_FIELDS if k in tokens}
+        answer["refresh_token"] = self._issue_refresh(
+            registration, approval, upstream_token, now, replacing=digest(refresh_token)
+        )
+        if "scope" in tokens:
+            answer["scope"] = tokens["scope"]
+        return json_response(200, answer, NO_STORE)
+
+    def _revoke_family_of_spent(self, refresh_token: str) -> None:
+        spent = self.grants.spent(refresh_token) if len(refresh_token) <= 512 else None
+        if spent is not None:
+            log.warning("a refresh token was used again after its rotation: its family is revoked")
+            self._revoke_family(*spent)
+
+    def _revoke_family(self, subject: str, client_key: str, grant: str) -> None:
+        approval = self.grants.approval(subject, client_key)
+        if approval is not None and approval.grant == grant:
+            self._revoke_approval(approval)
 
     def _exchange_code(
         self, request: Request, form: dict[str, list[str]], registration: Registration
@@ -834,6 +905,14 @@ class Bridge:
         issued = self.grants.take_code(code) if len(code) <= 128 else None  # taken: a second try finds nothing
         if issued is None or issued.client_key != registration.key:
             raise OAuthError(400, "invalid_grant", _BAD_CODE)
+        approval = self.grants.approval(issued.subject, issued.client_key)
+        if (
+            approval is None
+            or not issued.grant
+            or approval.grant != issued.grant
+            or approval.expires_at <= self.clock()
+        ):
+            raise OAuthError(400, "invalid_grant", _REVOKED_CODE)  # revoked since the code was minted
         if request.single(form, "redirect_uri") != issued.redirect_uri:
             raise OAuthError(400, "invalid_grant", "redirect_uri is not the one of the authorization request")
         if not _PKCE_CHALLENGE.fullmatch(verifier) or not hmac.compare_digest(_s256(verifier), issued.code_challenge):

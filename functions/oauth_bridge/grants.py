@@ -4,12 +4,19 @@
   the MCP client, its redirect URI, its PKCE challenge and `state`, the resource and scopes, the bridge's
   own PKCE verifier for Cognito, and a digest of the cookie of the browser that approved. Taken (deleted)
   once, at the callback; `FLOW_SECONDS` to live.
-- `code#<sha256>`: a code the bridge minted for an MCP client at the callback: bound to that record and
-  the tokens Cognito issued; taken once at `/oauth2/token`; `CODE_SECONDS` to live.
+- `code#<sha256>`: a code the bridge minted for an MCP client at the callback: bound to that record, the
+  tokens Cognito issued and the approval's grant; taken once at `/oauth2/token`, and redeemed only while
+  that approval stands; `CODE_SECONDS` to live.
 - `approval#<subject>#<client key>`: a person's approval of a client for some scopes, until it expires,
   with the digests of the refresh tokens issued under it (revoked with it).
-- `refresh#<sha256>`: a refresh token the bridge handed out: whose, for which client; the token itself,
-  to revoke it at Cognito. A refresh is forwarded only while this row and its approval exist.
+- `refresh#<sha256>`: a refresh token the bridge handed out (its own, random; the client never sees
+  Cognito's): whose, for which client, under which grant; Cognito's refresh token behind it, to refresh
+  and to revoke it there. A refresh is forwarded only while this row and its approval exist. Each use
+  spends it (the client gets a new one: OAuth 2.1 §4.3.1 rotation) and leaves
+- `spent#<sha256>`: a refresh token used once already: presented again, it is a stolen copy (or the
+  theft's victim), and its whole family, the approval with every refresh token under it, is revoked.
+- `form#<sha256>`: a consent or approvals form that was posted: each is answered once (a replay writes
+  nothing); kept until the form would have expired anyway (TTL on `expiresAt`).
 - `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify).
 """
 
@@ -31,6 +38,8 @@ PENDING_PREFIX: Final = "pending#"
 CODE_PREFIX: Final = "code#"
 APPROVAL_PREFIX: Final = "approval#"
 REFRESH_PREFIX: Final = "refresh#"
+FORM_PREFIX: Final = "form#"
+SPENT_PREFIX: Final = "spent#"
 SIGNING_KEYS: Final = "meta#signing-keys"
 LEGACY_SIGNING_KEY: Final = "meta#signing-key"
 CONSOLE_CLIENT: Final = "meta#console-client"
@@ -77,6 +86,9 @@ class IssuedCode:
     subject: str
     tokens: dict[str, Any]
     expires_at: int
+    # The approval's grant when the code was minted: a revocation (or a revoke and approve again) before
+    # the exchange leaves the code refused.
+    grant: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +175,14 @@ class GrantStore:
         if found is None:
             return None
         return Pending(**{**found, "scopes": tuple(found["scopes"])})
+
+    def use_form(self, token: str, expires_at: int) -> bool:
+        """Mark a posted form's token used; False if it was used before (a replay)."""
+        try:
+            self._put_new(FORM_PREFIX + digest(token), {}, expires_at)
+        except ConditionFailed:
+            return False
+        return True
 
     def put_code(self, code: str, issued: IssuedCode) -> None:
         self._put_new(CODE_PREFIX + digest(code), asdict(issued), issued.expires_at)
@@ -263,6 +283,26 @@ class GrantStore:
         found = self._take(REFRESH_PREFIX + token_digest)
         return RefreshRecord(**found) if found is not None else None
 
+    def spend_refresh(self, token: str, record: RefreshRecord, expires_at: int) -> bool:
+        """Use a refresh token up (it is deleted, a `spent#` marker remembers whose it was); False if it was
+        used meanwhile (two uses of one token: one of them is not its client's)."""
+        if self.take_refresh(digest(token)) is None:
+            return False
+        spent = {"subject": record.subject, "client_key": record.client_key, "grant": record.grant}
+        try:
+            self._put_new(SPENT_PREFIX + digest(token), spent, expires_at)
+        except ConditionFailed:
+            return False
+        return True
+
+    def spent(self, token: str) -> tuple[str, str, str] | None:
+        """(subject, client key, grant) of a refresh token used up before: its reuse names its family."""
+        item = self._get(SPENT_PREFIX + digest(token))
+        if not item or int(item["expiresAt"]["N"]) <= self.clock():
+            return None
+        found = json.loads(item["doc"]["S"])
+        return str(found["subject"]), str(found["client_key"]), str(found["grant"])
+
     # ---- signing keys ---------------------------------------------------------------------------
     def signing_keys(self) -> tuple[bytes, ...]:
         """The keys, newest first: made on first use (from the one key of earlier versions, if any)."""
@@ -277,10 +317,11 @@ class GrantStore:
             return self.signing_keys()  # another container made them first
         return keys
 
-    def rotate_signing_keys(self) -> int:
-        """A new key signs from now on; the older ones still verify (at most `MAX_SIGNING_KEYS` kept)."""
+    def rotate_signing_keys(self, retire: bool = False) -> int:
+        """A new key signs from now on; the older ones still verify (at most `MAX_SIGNING_KEYS` kept), or
+        with `retire` none does: what they signed (forms in flight, person cookies) is refused at once."""
         current = self.signing_keys()
-        keys = (secrets.token_bytes(32), *current)[:MAX_SIGNING_KEYS]
+        keys = (secrets.token_bytes(32),) if retire else (secrets.token_bytes(32), *current)[:MAX_SIGNING_KEYS]
         self._put_keys(keys, current[0])
         return len(keys)
 

@@ -2,8 +2,8 @@
 
 API Gateway (payload 2.0) routes the bridge's endpoints here; its cleanup schedule (every 15 minutes) sends
 `{"action": "cleanup"}`; the operator's commands (scripts/bridge_admin.py) send `{"action": "revoke-client",
-"clientId": ...}` and `{"action": "rotate-signing-keys"}`. Clients get OAuth-shaped errors with a short
-description; the log gets everything. An unexpected failure is `server_error` (500) without detail.
+"clientId": ...}` and `{"action": "rotate-signing-keys", "retire": false|true}`. Clients get OAuth-shaped
+errors with a short description; the log gets everything. An unexpected failure is `server_error` (500) without detail.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def dispatch(target: Bridge, event: dict[str, Any]) -> dict[str, Any]:
         except OAuthError as error:
             return {"error": error.description}
     if event.get("action") == "rotate-signing-keys":
-        return target.rotate_signing_keys()
+        return target.rotate_signing_keys(retire=event.get("retire") is True)
     try:
         request = request_from_event(event)
         name = ROUTES.get((request.method, request.path))

@@ -4,12 +4,14 @@
   metadata document fetch, failed ones included, takes a token from a bucket of
   `registration_burst` tokens that refills at `registrations_per_hour`. An office behind one NAT
   onboards its people at once (the burst); a flood from one address is held to the hourly rate.
-- Per registrable domain (eTLD+1 from the Public Suffix List's ICANN section, as bundled by the
-  pinned `publicsuffixlist`): every new client from a metadata document takes a token from a bucket
-  of `registrations_per_host_per_hour` refilling at that rate. Wildcard DNS gives an attacker every
-  name under its domain, never another registrable domain. The list's private section (github.io,
-  ngrok-free.app, ...) is left out on purpose: there anyone mints subdomains for free, so one party
-  could be as many "domains" as it likes.
+- Per registrable domain (eTLD+1 from the whole Public Suffix List, its private section included, as
+  bundled by the pinned `publicsuffixlist`): every new client from a metadata document takes a token
+  from a bucket of `registrations_per_host_per_hour` refilling at that rate. Wildcard DNS gives an
+  attacker every name under its domain, never another registrable domain. Under a suffix of the
+  private section (`github.io`, `vercel.app`, `ngrok-free.app`) each site is a domain of its own, as
+  browsers treat it: one party's flood on `attacker.github.io` leaves `someone.github.io` its bucket.
+  A party that mints such sites for free is still held by its source's bucket, which every metadata
+  fetch takes from.
 
 A refusal is 429 `temporarily_unavailable` with `Retry-After`: the seconds until a token is back.
 """
@@ -49,7 +51,7 @@ def _suffixes() -> PublicSuffixList:
     # container: the bridge's other paths never pay for it.
     from publicsuffixlist import PublicSuffixList
 
-    return PublicSuffixList(only_icann=True)
+    return PublicSuffixList()  # ICANN and private sections
 
 
 def registrable_domain(host: str) -> str:

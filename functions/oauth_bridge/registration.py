@@ -2,13 +2,22 @@
 
 Redirect URIs (OAuth 2.1 §2.3.1 and §8.4.2, RFC 8252): absolute, no fragment, and either `https`,
 `http` on a loopback host only (127.0.0.1, [::1], localhost: a native client's local listener), or
-a private-use scheme such as `cursor://` or `vscode://`. Never `http` to another host, and never
-`javascript:`, `data:` or `file:`. A bad redirect URI is `invalid_redirect_uri`; anything else
-wrong with the metadata is `invalid_client_metadata` (RFC 7591 §3.2.2).
+a private-use scheme named as a reverse domain name (RFC 8252 §7.1: `com.example.app:/callback`), or
+the scheme of a named MCP client that predates that rule (`KNOWN_APP_SCHEMES`: Cursor's `cursor:`).
+Never `http` to another host, never `javascript:`, `data:` or `file:`, and never an operating system's
+own handler (`ms-msdt:`, `search-ms:`): any other single-word scheme is refused.
+
+A URI is accepted only where this parser and a browser's (the WHATWG URL Standard) read the same host:
+no user-info (`https://claude.ai@attacker.example/cb` goes to attacker.example), no backslash (a browser
+reads a backslash as `/` in http(s) URLs), no percent-encoded host, and a numeric host only as a plain dotted
+IPv4 address (a browser reads `0x7f.1` as 127.0.0.1). `destination(uri)` is that host, as the consent
+page shows it. A bad redirect URI is `invalid_redirect_uri`; anything else wrong with the metadata is
+`invalid_client_metadata` (RFC 7591 §3.2.2).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from typing import Any, Final
@@ -24,7 +33,12 @@ OFFLINE_ACCESS: Final = "offline_access"
 AUTH_METHODS: Final = ("none", "client_secret_basic", "client_secret_post")
 _LOOPBACK: Final = frozenset({"127.0.0.1", "::1", "localhost"})
 _FORBIDDEN_SCHEMES: Final = frozenset({"javascript", "data", "file", "vbscript", "about", "blob", "ws", "wss"})
-_PRIVATE_SCHEME: Final = re.compile(r"^[a-z][a-z0-9+.-]*$")
+# A reverse domain name: two labels at least (RFC 8252 §7.1), as schemes may be spelled (RFC 3986 §3.1).
+_PRIVATE_SCHEME: Final = re.compile(r"^[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)+$")
+# Schemes of MCP clients (README, "Connect a client") that are not reverse-DNS names, each one checked to
+# be that app's own and no operating system's handler. Add one only so.
+KNOWN_APP_SCHEMES: Final = frozenset({"cursor"})
+_NUMERIC_LABEL: Final = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
 # Cognito's ClientName pattern is [\w\s+=,.@-]+: other characters are replaced in the app client's name.
 _COGNITO_NAME_UNSAFE: Final = re.compile(r"[^\w\s+=,.@-]")
 
@@ -34,6 +48,8 @@ def check_redirect_uri(uri: Any, error: str = "invalid_redirect_uri") -> str:
         raise OAuthError(400, error, "each redirect URI must be a string of at most 2048 characters")
     if any(ord(c) < 0x21 or ord(c) > 0x7E for c in uri):
         raise OAuthError(400, error, f"the redirect URI {uri!r} has spaces, control or non-ASCII characters")
+    if "\\" in uri:
+        raise OAuthError(400, error, f"the redirect URI {uri!r} has a backslash, which browsers read as a slash")
     try:
         parts = urlsplit(uri)
         _ = parts.port  # a port that is not a number is refused here
@@ -44,17 +60,52 @@ def check_redirect_uri(uri: Any, error: str = "invalid_redirect_uri") -> str:
         raise OAuthError(400, error, f"the redirect URI {uri!r} must be absolute and have no fragment")
     if scheme in _FORBIDDEN_SCHEMES:
         raise OAuthError(400, error, f"the redirect URI scheme {scheme!r} is not allowed")
+    if "@" in parts.netloc:
+        raise OAuthError(400, error, f"the redirect URI {uri!r} has user information (before an @ in its host)")
     if scheme == "https":
         if not parts.hostname:
             raise OAuthError(400, error, f"the redirect URI {uri!r} has no host")
+        _check_host(uri, parts.hostname, error)
         return uri
     if scheme == "http":
         if parts.hostname not in _LOOPBACK:
             raise OAuthError(400, error, f"the redirect URI {uri!r} uses http on a host other than loopback")
         return uri
-    if not _PRIVATE_SCHEME.match(scheme):
-        raise OAuthError(400, error, f"the redirect URI {uri!r} has an invalid scheme")
+    if scheme not in KNOWN_APP_SCHEMES and not _PRIVATE_SCHEME.match(scheme):
+        raise OAuthError(
+            400,
+            error,
+            f"the redirect URI {uri!r} has a private-use scheme that is not a reverse domain name "
+            "(RFC 8252 §7.1: com.example.app:/callback)",
+        )
     return uri  # a native app's private-use scheme (RFC 8252 §7.1)
+
+
+def _check_host(uri: str, host: str, error: str) -> None:
+    """Refuse a host a browser would read as another: percent-encoded, or numeric but not dotted IPv4."""
+    if "%" in host:
+        raise OAuthError(400, error, f"the redirect URI {uri!r} has a percent-encoded host")
+    last = host.rstrip(".").rsplit(".", 1)[-1]
+    if host.startswith("[") or ":" in host:
+        return  # an IPv6 literal: urlsplit has checked its brackets, browsers read it alike
+    if _NUMERIC_LABEL.match(last):
+        try:
+            canonical = str(ipaddress.IPv4Address(host))
+        except ValueError:
+            canonical = ""
+        if canonical != host:
+            raise OAuthError(
+                400, error, f"the redirect URI {uri!r} has a numeric host that is not a dotted IPv4 address"
+            )
+
+
+def destination(uri: str) -> str:
+    """Where a browser goes with a checked redirect URI: its host (and port) for http(s), else its scheme."""
+    parts = urlsplit(uri)
+    if parts.scheme.lower() in ("http", "https") and parts.hostname:
+        host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+        return f"{host}:{parts.port}" if parts.port is not None else host
+    return f"{parts.scheme.lower()}:"
 
 
 def check_redirect_uris(value: Any, error: str = "invalid_redirect_uri") -> tuple[str, ...]:

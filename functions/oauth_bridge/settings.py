@@ -19,8 +19,11 @@ class BridgeSettings(BaseModel):
     # The scope of the MCP endpoint's resource server (what a token needs), and others a client may ask for.
     resource_scope: str = Field(alias="BRIDGE_RESOURCE_SCOPE")
     extra_scopes: str = Field("openid", alias="BRIDGE_EXTRA_SCOPES")
-    # The MCP endpoint's canonical URI (default: this API's origin + /mcp, from the request).
+    # The MCP endpoint's canonical URI (default: the public origin + /mcp).
     resource_url: str | None = Field(None, alias="BRIDGE_RESOURCE_URL")
+    # The origin the bridge is reached at (the template's: the custom domain's, else the execute-api one).
+    # Its metadata, callback, cookies and redirects name it; a request's Host never does.
+    public_origin: str | None = Field(None, alias="BRIDGE_PUBLIC_ORIGIN")
     # Per source: a token bucket of `registration_burst` that refills `registrations_per_hour` (limits.py).
     registrations_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOUR", ge=1)
     registration_burst: int = Field(30, alias="BRIDGE_REGISTRATION_BURST", ge=1)

@@ -46,6 +46,7 @@ class TaskCallbacks(Construct):
         table: dynamodb.ITable,
         payloads: TaskPayloads,
         http_api: apigwv2.HttpApi,
+        public_origin: str,
     ) -> None:
         super().__init__(scope, construct_id)
         self.function = defaults.function(
@@ -70,4 +71,4 @@ class TaskCallbacks(Construct):
             "External systems completing a task's callback hold no user token: the body's single-use 256-bit "
             "token is the credential, checked against the hash on the task item in the same conditional write.",
         )
-        self.url = f"{http_api.api_endpoint}{CALLBACK_PATH}"
+        self.url = f"{public_origin}{CALLBACK_PATH}"  # the custom domain's, when there is one

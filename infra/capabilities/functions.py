@@ -34,21 +34,24 @@ if TYPE_CHECKING:
 
 # The task store reads, creates and conditionally updates task items (a task's hot item and its two
 # parts); handles are minted (put), resolved (get), updated and deleted. A task's items are deleted
-# only to take back a create whose answer was lost (`TaskStore.discard`), its parts also once a task
-# without a TTL is cancelled; handles when the tool says so.
+# only to take back a create whose answer was lost (`TaskStore.discard`), its parts and step items also
+# once a task without a TTL is cancelled (25 a BatchWriteItem); handles when the tool says so.
 API_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:DeleteItem",), (schema.HANDLE_KEY_PREFIX, schema.TASK_KEY_PREFIX, schema.PART_KEY_PREFIX)),
+    TableGrant(("dynamodb:BatchWriteItem",), (schema.PART_KEY_PREFIX,)),
 )
 # Task history (a tool): the caller's own tasks, newest first, from the owner index, and only there.
 API_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
-# The worker reads its task's items (one BatchGetItem: the hot item and its parts) and updates them
-# (run, store_token, progress, finish), and deletes the parts of a task without a TTL it settles; the
-# tool it runs may use handles like any tool, so it may also mint and delete those, and only those.
+# The worker reads its task's items (BatchGetItem: the hot item, its parts, its step items) and updates
+# them (run, store_token, progress, finish; a step item is created by its first UpdateItem), deletes a
+# step item holding a running mark it takes back, and the parts and step items of a task without a TTL
+# it settles (25 a BatchWriteItem); the tool it runs may use handles like any tool, so it may also mint
+# and delete those, and only those.
 WORKER_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:PutItem", "dynamodb:DeleteItem"), (schema.HANDLE_KEY_PREFIX,)),
-    TableGrant(("dynamodb:DeleteItem",), (schema.PART_KEY_PREFIX,)),
+    TableGrant(("dynamodb:BatchWriteItem", "dynamodb:DeleteItem"), (schema.PART_KEY_PREFIX,)),
 )
 # Right after the write that asks for it, the API starts a task's execution, resumes it with the
 # stored token once the answers are recorded, and stops it once a cancel is recorded (the supervisor,

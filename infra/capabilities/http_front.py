@@ -241,6 +241,9 @@ class HttpFront(Construct):
             description="MCP endpoint (/mcp), stateless: one JSON-RPC call per request",
             create_default_stage=False,
             cors_preflight=cors,
+            # With a custom domain, the domain is the only way in: the execute-api host beside it would be a
+            # second origin (its sign-in pages, its callback) that a stranger could start flows on.
+            disable_execute_api_endpoint=custom_domain is not None,
         )
         self.access_logs = logs.LogGroup(
             self, "AccessLogs", retention=retention(log_retention_days), removal_policy=removal_policy
@@ -253,9 +256,11 @@ class HttpFront(Construct):
             throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
             access_log_settings=JsonAccessLogs(self.access_logs),
         )
-        self.endpoint_url = f"{self.api.api_endpoint}{MCP_PATH}"
         self.domain: apigwv2.DomainName | None = None
-        if custom_domain is not None:
+        if custom_domain is None:
+            # Where clients, the bridge and external callers reach this API (never a request's Host).
+            self.public_origin: str = self.api.api_endpoint
+        else:
             name, certificate_arn = custom_domain
             self.domain = apigwv2.DomainName(
                 self,
@@ -265,7 +270,8 @@ class HttpFront(Construct):
             )
             # No api_mapping_key: a base path would hide /.well-known/* from clients that probe the root.
             apigwv2.ApiMapping(self, "CustomDomainMapping", api=self.api, domain_name=self.domain, stage=self.stage)
-            self.endpoint_url = f"https://{name}{MCP_PATH}"
+            self.public_origin = f"https://{name}"
+        self.endpoint_url = f"{self.public_origin}{MCP_PATH}"
         self.scopes = tuple(self.function_environment.get("MCP_JWT_REQUIRED_SCOPES", "").split())
         self.function_url: lambda_.FunctionUrl | None = None
 

@@ -41,6 +41,7 @@ class Monitoring(Construct):
         http_api: apigwv2.IHttpApi,
         alarm_email: str | None,
         metrics_namespace: str,
+        alarm_topic_arn: str | None = None,
         stream_failures: sqs.IQueue | None = None,
         status_event_failures: sqs.IQueue | None = None,
     ) -> None:
@@ -165,11 +166,15 @@ class Monitoring(Construct):
             if queue is not None:
                 metric = queue.metric_approximate_number_of_messages_visible(period=PERIOD, statistic="Maximum")
                 self.alarms[name] = (metric, description)
-        topic: sns.Topic | None = None
+        # Where alarms go: the template's own topic with an e-mail subscription (alarmEmail), a topic the team
+        # already has (alarmTopicArn: a pager's or a chat's), or both.
+        self.topics: list[sns.ITopic] = []
         if alarm_email:
             topic = sns.Topic(self, "AlarmTopic", display_name="MCP server alarms", enforce_ssl=True)
             topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
-        self.topic = topic
+            self.topics.append(topic)
+        if alarm_topic_arn:
+            self.topics.append(sns.Topic.from_topic_arn(self, "TeamAlarmTopic", alarm_topic_arn))
         self.alarm_constructs: dict[str, cloudwatch.Alarm] = {}
         for name, (metric, description) in self.alarms.items():
             alarm = cloudwatch.Alarm(
@@ -182,7 +187,7 @@ class Monitoring(Construct):
                 comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
                 treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
-            if topic is not None:
+            for topic in self.topics:
                 alarm.add_alarm_action(actions.SnsAction(topic))
             self.alarm_constructs[name] = alarm
 

@@ -58,6 +58,12 @@ BRIDGE_TABLE_ACTIONS: tuple[str, ...] = (
 )
 
 
+def origin_of(url: str) -> str:
+    """`https://host[:port]` of an https URL (the endpoint's resource URI under a custom domain)."""
+    scheme, _, rest = url.partition("://")
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
 class OAuthBridge(Construct):
     def __init__(
         self,
@@ -66,6 +72,7 @@ class OAuthBridge(Construct):
         *,
         code: lambda_.Code,
         http_api: apigwv2.HttpApi,
+        public_origin: str,
         pool: QuickStartUserPool,
         auth: AuthConfig,
         resource_url: str | None,
@@ -104,6 +111,10 @@ class OAuthBridge(Construct):
         }
         if resource_url:
             environment["BRIDGE_RESOURCE_URL"] = resource_url
+        # The origin the bridge names in its metadata, its callback and every redirect: from here, never from
+        # a request's Host (the execute-api host and a custom domain are two origins of one API).
+        self.public_origin = origin_of(resource_url) if resource_url else public_origin
+        environment["BRIDGE_PUBLIC_ORIGIN"] = self.public_origin
         self.function = McpFunction(
             self,
             "Bridge",
@@ -167,5 +178,5 @@ class OAuthBridge(Construct):
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        self.issuer = http_api.api_endpoint
+        self.issuer = self.public_origin
         self.region = Stack.of(self).region

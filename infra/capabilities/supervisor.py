@@ -40,10 +40,11 @@ if TYPE_CHECKING:
     from infra.capabilities.workflow import TaskWorkflow
 
 # It reads the task whose execution ended and settles it; it reads nothing else and writes nothing else.
-# It settles a task whose execution ended unseen, and deletes the parts of such a task without a TTL.
+# It settles a task whose execution ended unseen, and deletes the parts and step items of such a task
+# without a TTL (25 a BatchWriteItem).
 SUPERVISOR_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
-    TableGrant(("dynamodb:DeleteItem",), (schema.PART_KEY_PREFIX,)),
+    TableGrant(("dynamodb:BatchWriteItem",), (schema.PART_KEY_PREFIX,)),
 )
 SUPERVISOR_STATE_MACHINE_ACTIONS: tuple[str, ...] = ("states:StartExecution", "states:SendTaskSuccess")
 SUPERVISOR_EXECUTION_ACTIONS: tuple[str, ...] = ("states:StopExecution",)

@@ -27,11 +27,11 @@ from mcp_runtime.tasks import schema
 if TYPE_CHECKING:
     from infra.capabilities.workflow import TaskWorkflow
 
-# It reads the index of active tasks and settles or renews their leases (and deletes the parts of a
-# task without a TTL it settles); nothing else.
+# It reads the index of active tasks and settles or renews their leases (and deletes the parts and
+# step items of a task without a TTL it settles, 25 a BatchWriteItem); nothing else.
 SWEEPER_TABLE_GRANTS: tuple[TableGrant, ...] = (
     TableGrant(("dynamodb:UpdateItem",)),
-    TableGrant(("dynamodb:DeleteItem",), (schema.PART_KEY_PREFIX,)),
+    TableGrant(("dynamodb:BatchWriteItem",), (schema.PART_KEY_PREFIX,)),
 )
 SWEEPER_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)
 # StartExecution: a task whose start was lost is started again (same name and input).

@@ -267,6 +267,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
         "error": ["access_denied"],
         "error_description": ["the user denied the request"],
         "state": ["b-1"],
+        "iss": [world.base],  # RFC 9207
     }
     assert len(world.cognito.authorize_requests()) == 1
 
@@ -274,6 +275,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
     browser.get(world.authorize_url(client_a, world.client_a, "a-2"))
     await_condition(lambda: len(world.codes(world.client_a)) == 2, "the second code reached client A")
     assert world.codes(world.client_a)[1]["state"] == ["a-2"]
+    assert world.codes(world.client_a)[1]["iss"] == [world.base]
     browser.get(world.authorize_url(client_b, world.client_b, "b-2"))
     assert browser.title == "Allow access?"
     assert len(world.codes(world.client_b)) == 1 and len(world.cognito.authorize_requests()) == 2
@@ -350,6 +352,7 @@ def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_brows
 ) -> None:
     browser = world.browser
     client_a = world.register("Revoke me", world.client_a)
+    issued_before = set(world.cognito.refresh_tokens)
     browser.get(world.authorize_url(client_a, world.client_a, "r-1"))
     click(browser, "approve")
     (code,) = await_condition(
@@ -363,6 +366,8 @@ def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_brows
         "client_id": client_a,
     }
     refresh_token = httpx.post(f"{world.base}/oauth2/token", data=form, timeout=30).json()["refresh_token"]
+    (cognitos,) = set(world.cognito.refresh_tokens) - issued_before  # issued to the bridge at the callback
+    assert refresh_token != cognitos  # the client holds the bridge's own; Cognito's stays with the bridge
     browser.get(f"{world.base}/oauth2/consent")
     assert browser.title == "Your approvals"
     assert re.fullmatch(r"You approved \d+ clients?\.", text(browser, "approvals"))
@@ -372,7 +377,7 @@ def test_revoking_on_the_approvals_page_revokes_the_refresh_tokens_and_the_brows
     world.screenshot("approvals-page")
     row.find_element(By.TAG_NAME, "button").click()
     await_condition(lambda: client_a not in browser.page_source, "the approval was revoked")
-    assert refresh_token in world.cognito.revoked  # revoked at Cognito (RFC 7009) too
+    assert cognitos in world.cognito.revoked  # Cognito's behind it, revoked at Cognito (RFC 7009) too
     refused = httpx.post(
         f"{world.base}/oauth2/token",
         data={"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_a},
@@ -422,6 +427,15 @@ def test_the_operators_command_revokes_a_client_for_everyone_and_rotates_the_sig
     assert (rotated.returncode, rotated.stdout) == (0, "a new signing key signs from now on; 2 keys verify\n")
     click(browser, "approve")  # a form signed with the previous key still verifies
     await_condition(lambda: any(q.get("state") == ["op-2"] for q in world.codes(world.client_a)), "the code for op-2")
+    retired = subprocess.run(
+        [*script, "rotate-signing-keys", "--retire", "--port", str(port)], capture_output=True, text=True, timeout=60
+    )
+    assert (retired.returncode, retired.stdout) == (
+        0,
+        "a new signing key signs from now on; every earlier key is retired (no container accepts it)\n",
+    )
+    browser.get(world.authorize_url(client_a, world.client_a, "op-3"))
+    assert browser.title == "Allow access?"  # the person cookie, signed with a retired key, no longer stands
 
 
 # ---- a real client (the Python `mcp` SDK) signs in through the bridge ------------------------------
@@ -450,7 +464,9 @@ class ConsentingPerson:
                 location = response.headers.get("location", "")
                 if location.startswith(self.redirect_uri):
                     query = parse_qs(urlsplit(location).query)
-                    self.result = AuthorizationCodeResult(code=query["code"][0], state=query["state"][0])
+                    self.result = AuthorizationCodeResult(
+                        code=query["code"][0], state=query["state"][0], iss=query.get("iss", [None])[0]
+                    )
                     return
                 assert response.status_code == 302, response.text
                 response = await browser.get(location)

@@ -256,8 +256,10 @@ def test_the_provider_refuses_tokens_for_another_resource_with_invalid_target(oa
     [
         ("http://evil.example.com/cb", "the redirect URI 'http://evil.example.com/cb' uses http on a host other than loopback"),  # noqa: E501
         ("javascript:alert(1)", "the redirect URI scheme 'javascript' is not allowed"),
+        ("https://claude.ai@attacker.example/cb", "the redirect URI 'https://claude.ai@attacker.example/cb' has user information (before an @ in its host)"),  # noqa: E501
+        ("ms-msdt:/id", "the redirect URI 'ms-msdt:/id' has a private-use scheme that is not a reverse domain name (RFC 8252 §7.1: com.example.app:/callback)"),  # noqa: E501
     ],
-    ids=["http-remote", "javascript"],
+    ids=["http-remote", "javascript", "user-info", "os-handler"],
 )  # fmt: skip
 def test_the_local_provider_refuses_redirect_uris_the_bridge_refuses(
     oauth_stack: OAuthStack, redirect_uri: str, description: str

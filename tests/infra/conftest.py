@@ -27,11 +27,15 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "1")
 from aws_cdk import App  # noqa: E402
 from aws_cdk.assertions import Template  # noqa: E402
 from infra.capabilities.workflow import ASL_PATH  # noqa: E402
-from infra.cdk_app import DEFAULT_STACK_NAME, build_app  # noqa: E402
+from infra.cdk_app import build_app  # noqa: E402
+from infra.naming import project_context, project_name, stack_name  # noqa: E402
 from infra.stack import McpTasksStack  # noqa: E402
 
 from infra import nag  # noqa: E402
 
+# The project's names as its cdk.json gives them (a copy's own, whatever it is called).
+PROJECT_NAME = project_name(project_context())
+DEFAULT_STACK_NAME = stack_name(project_context())
 # Skips asset bundling (pip) for every stack: the assertion tests look at the template only.
 NO_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
 # Quick-start settings of the CLI synth; the dashboards of both configurations are asserted.

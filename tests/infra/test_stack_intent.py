@@ -15,11 +15,19 @@ from infra.config import ThrottleRetry
 
 from mcp_runtime.settings import Settings
 from mcp_runtime.tasks import payloads, schema, store
-from tests.infra.conftest import CLIENT_CREDENTIALS, FULL_OPTIONS, OWN_ISSUER, REPO, Synthesized
+from tests.infra.conftest import (
+    CLIENT_CREDENTIALS,
+    DEFAULT_STACK_NAME,
+    FULL_OPTIONS,
+    OWN_ISSUER,
+    PROJECT_NAME,
+    REPO,
+    Synthesized,
+)
 
 pytestmark = pytest.mark.infra
 
-STATE_MACHINE_NAME = "ServerlessMcpTasks-tasks"
+STATE_MACHINE_NAME = f"{DEFAULT_STACK_NAME}-tasks"
 
 
 def _arn(resource: str, name: str) -> dict[str, Any]:
@@ -244,7 +252,7 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
     assert env["MCP_STATE_SECRET_ARN"] == {"Ref": default_stack.logical_id(stack.sealing.secret)}
     assert env["MCP_REQUIRE_PRINCIPAL"] == "true"
     assert env["MCP_SCOPES_SUPPORTED"] == "mcp/invoke"
-    assert env["POWERTOOLS_SERVICE_NAME"] == "serverless-mcp-tasks"
+    assert env["POWERTOOLS_SERVICE_NAME"] == PROJECT_NAME
     worker_env = default_stack.json["Resources"][default_stack.logical_id(stack.functions.worker_function)][
         "Properties"
     ]["Environment"]["Variables"]
@@ -253,10 +261,11 @@ def test_api_function_environment(default_stack: Synthesized) -> None:
     assert "TASK_STATE_MACHINE_ARN" not in worker_env
 
 
-def part_deletes(table: Any) -> dict[str, Any]:
-    """A settler deletes the parts of a task without a TTL, and only parts."""
+def part_deletes(table: Any, *actions: str) -> dict[str, Any]:
+    """A settler deletes the parts and step items of a task without a TTL, 25 a BatchWriteItem, and only
+    those (`actions`: the worker also deletes a step item holding a running mark it takes back)."""
     return {
-        "Action": "dynamodb:DeleteItem",
+        "Action": list(actions or ("dynamodb:BatchWriteItem",)),
         "Effect": "Allow",
         "Resource": table,
         "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.PART_KEY_PREFIX}*"]}},
@@ -288,6 +297,7 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
                 }
             },
         },
+        part_deletes(table),  # a cancelled task without a TTL: its parts and step items
         {
             "Action": ["dynamodb:Query"],
             "Effect": "Allow",
@@ -329,7 +339,7 @@ def test_worker_function_policy_is_exactly_what_it_calls(default_stack: Synthesi
             "Resource": table,
             "Condition": {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{schema.HANDLE_KEY_PREFIX}*"]}},
         },
-        part_deletes(table),
+        part_deletes(table, "dynamodb:BatchWriteItem", "dynamodb:DeleteItem"),
         {"Action": ["states:SendTaskSuccess"], "Effect": "Allow", "Resource": _arn("stateMachine", STATE_MACHINE_NAME)},
         {"Action": ["s3:GetObject", "s3:PutObject"], "Effect": "Allow", "Resource": _payload_objects(default_stack)},
     ]
@@ -674,7 +684,7 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
     default_stack.template.has_resource_properties(
         "AWS::CloudWatch::Alarm",
         {
-            "Namespace": "serverless-mcp-tasks",
+            "Namespace": PROJECT_NAME,
             "MetricName": "RegisteredClients",
             "Statistic": "Maximum",
             "Period": 900,
@@ -684,11 +694,15 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
         },
     )
     variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    # The bridge's origin is configured (the API's execute-api endpoint), never read from a request's Host.
+    (api,) = default_stack.resources("AWS::ApiGatewayV2::Api")
+    assert variables["BRIDGE_PUBLIC_ORIGIN"] == {"Fn::GetAtt": [api, "ApiEndpoint"]}
+    assert default_stack.resources("AWS::ApiGatewayV2::Api")[api]["Properties"]["DisableExecuteApiEndpoint"] is False
     assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST", "_NAMESPACE"))} == {
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
         "BRIDGE_REGISTRATION_BURST": "30",
         "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
-        "BRIDGE_METRICS_NAMESPACE": "serverless-mcp-tasks",
+        "BRIDGE_METRICS_NAMESPACE": PROJECT_NAME,
     }
 
 
@@ -903,7 +917,12 @@ def test_the_asset_ceiling_is_50_mb_unless_cdk_json_says_otherwise(synth: Any) -
         ({"throttleRateLmit": "50"}, "unknown context key 'throttleRateLmit' (did you mean 'throttleRateLimit'?): "),
         (
             {"workerTimeout": "60"},
-            "the keys are alarmEmail, apiMemoryMb, apiReservedConcurrency, apiTimeoutSeconds, assetSizeLimitMb, ",
+            "the keys are alarmEmail, alarmTopicArn, apiMemoryMb, apiReservedConcurrency, apiTimeoutSeconds, ",
+        ),
+        (
+            {"alarmTopicArn": "pager"},
+            "context 'alarmTopicArn' must be an SNS topic ARN such as arn:aws:sns:eu-west-1:111122223333:pager, "
+            "got 'pager'",
         ),
         ({"assetSizeLimitMb": "big"}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 'big'"),
         ({"assetSizeLimitMb": 12.5}, "context 'assetSizeLimitMb' must be a whole number between 1 and 250, got 12.5"),
@@ -923,6 +942,23 @@ def test_sealing_secret_is_generated(default_stack: Synthesized) -> None:
         "AWS::SecretsManager::Secret",
         {"GenerateSecretString": Match.object_like({"PasswordLength": 64, "ExcludePunctuation": True})},
     )
+
+
+def test_alarms_go_to_a_topic_the_team_already_has_without_a_topic_of_the_templates(synth: Any) -> None:
+    pager = "arn:aws:sns:eu-west-1:111122223333:pager"
+    stack = synth(alarmTopicArn=pager)
+    alarms = stack.resources("AWS::CloudWatch::Alarm")
+    assert len(alarms) > 10
+    assert {json.dumps(alarm["Properties"]["AlarmActions"]) for alarm in alarms.values()} == {json.dumps([pager])}
+    assert stack.resources("AWS::SNS::Topic") == {}
+
+
+def test_with_an_email_and_the_teams_topic_every_alarm_notifies_both(synth: Any) -> None:
+    pager = "arn:aws:sns:eu-west-1:111122223333:pager"
+    stack = synth(alarmTopicArn=pager, alarmEmail="ops@example.com")
+    (own_topic,) = stack.resources("AWS::SNS::Topic")
+    for alarm in stack.resources("AWS::CloudWatch::Alarm").values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": own_topic}, pager]
 
 
 def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(synth: Any) -> None:
@@ -1006,6 +1042,9 @@ def test_a_custom_domain_is_mapped_at_its_root_and_becomes_the_endpoints_resourc
     assert {v.get("BRIDGE_RESOURCE_URL") for v in variables if "BRIDGE_TABLE_NAME" in v} == {
         "https://mcp.example.com/mcp"
     }
+    # The domain is the one origin: the bridge names it, and the execute-api host beside it is off.
+    assert {v.get("BRIDGE_PUBLIC_ORIGIN") for v in variables if "BRIDGE_TABLE_NAME" in v} == {"https://mcp.example.com"}
+    stack.template.has_resource_properties("AWS::ApiGatewayV2::Api", {"DisableExecuteApiEndpoint": True})
     assert stack.json["Outputs"]["EndpointUrl"]["Value"] == "https://mcp.example.com/mcp"
     assert "CustomDomainTarget" in stack.json["Outputs"]
 

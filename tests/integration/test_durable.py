@@ -2,30 +2,43 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from bench.capacity import CapacityMeter
 from fixtures import lifecycle
 from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
+from local_stack.clients import aws_client
 from pydantic import BaseModel
 
 from mcp_runtime import ToolContext, ToolMode, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
-from mcp_runtime.limits import ITEM_RECORDS_BYTES, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
+from mcp_runtime.limits import MAX_OPERATION_NAME_BYTES, MAX_OPERATIONS, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
-from mcp_runtime.tasks.durable import RUN_MARK_KEY, STEP_BUSY_RECHECK_SECONDS, is_step_mark, record_cost
+from mcp_runtime.tasks.durable import RUN_MARK_KEY, STEP_BUSY_RECHECK_SECONDS, is_step_mark
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tasks.store import steps_of
+from mcp_runtime.tasks.store import (
+    DynamoTaskStore,
+    part_key,
+    record_to_attribute,
+    step_item_entry,
+    step_key,
+    steps_of,
+    task_key,
+)
 from mcp_runtime.tasks.worker import RESULT_NOT_STORED_MESSAGE, RESULT_PUT_BACKOFF_SECONDS, TaskWorker
 from mcp_runtime.tools import SPEC_ATTRIBUTE
-from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
+from tests.integration.task_harness import Clock, TaskEnvironment, request_context, wait_until
+from tests.integration.test_task_store import create
 
 TERMINAL = {COMPLETED, FAILED, CANCELLED}
 
@@ -56,8 +69,9 @@ def settled(service: TaskService, task_id: str, timeout: float = 30) -> dict[str
 
 
 def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dict[str, Any]]:
-    """The task's durable records as the last write of its work part left them (the run's own
-    in-progress mark aside): a settled task's parts are deleted, so they are read from the table's stream."""
+    """The task's durable records as the last writes of its work part and its step items left them (the
+    run's own in-progress mark aside): a settled task's parts are deleted, so they are read from the
+    table's stream."""
     streams = env.aws.client("dynamodbstreams")
     arn = env.dynamodb.describe_table(TableName=env.resources.table_name)["Table"]["LatestStreamArn"]
     images: list[dict[str, Any]] = []
@@ -69,9 +83,20 @@ def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dic
             page = streams.get_records(ShardIterator=iterator)
             images += [record["dynamodb"]["NewImage"] for record in page["Records"] if "NewImage" in record["dynamodb"]]
             iterator = page.get("NextShardIterator") if page["Records"] else None
-    work = {schema.PARTITION_KEY: {"S": schema.part_key_value(task_id, schema.WORK_PART)}}
-    last = steps_of([image for image in images if image[schema.PARTITION_KEY] == work[schema.PARTITION_KEY]][-1])
-    return {key: record for key, record in last.items() if key != RUN_MARK_KEY}
+    latest = {image[schema.PARTITION_KEY]["S"]: image for image in images}
+    work = steps_of(latest[schema.part_key_value(task_id, schema.WORK_PART)])
+    records = {key: entry for key, entry in work.items() if key != RUN_MARK_KEY}
+    for slot in range(1_000):
+        shown = step_item_entry(latest.get(schema.step_key_value(task_id, slot)))
+        if (
+            shown is not None
+            and shown[1] is not None
+            and not is_step_mark(records.get(shown[0]) or {"state": "running"})
+        ):
+            continue  # the work part's record stands for this slot
+        if shown is not None and shown[1] is not None:
+            records[shown[0]] = shown[1]
+    return records
 
 
 def step_runs(ledger: Path) -> list[int]:
@@ -349,7 +374,7 @@ def test_a_second_run_that_meets_a_step_another_run_is_in_waits_and_the_side_eff
     assert second["outcome"] == "wait"
     assert 1 <= second["wait"]["seconds"] <= STEP_BUSY_RECHECK_SECONDS
     (step,) = records_before_settling(env, task_id).values()
-    assert (sorted(step), step["v"]) == (["ms", "v"], "charged once")
+    assert (sorted(step), step["v"]) == (["ms", "n", "v"], "charged once")
 
 
 class FlakyArgs(BaseModel):
@@ -390,29 +415,103 @@ def test_a_step_that_raised_leaves_no_mark_so_the_next_run_runs_it_at_once(
 
 class ManyStepsArgs(BaseModel):
     steps: int
-    name_chars: int
+    name_chars: int = 4
 
 
-@tool(description="Many small steps with long names.", mode=ToolMode.TASK)
-def long_named_steps_job(args: ManyStepsArgs, ctx: ToolContext) -> str:
+@tool(description="Many small steps.", mode=ToolMode.TASK)
+def many_steps_job(args: ManyStepsArgs, ctx: ToolContext) -> str:
+    total = 0
     for n in range(args.steps):
-        ctx.step(f"{n:04d}" + "x" * args.name_chars, lambda n=n: n)
-    return f"{args.steps} steps"
+        total += ctx.step(f"{n:04d}" + "x" * (args.name_chars - 4), lambda n=n: n)
+    return f"{args.steps} steps, sum {total}"
 
 
-def test_durable_records_past_their_share_of_the_item_are_a_tool_error_naming_the_limit_not_a_store_failure(
+def task_with_recorded_steps(env: TaskEnvironment, tool_name: str, arguments: dict[str, Any], steps: int) -> str:
+    """A working task of `tool_name` whose first `steps` steps (`step:0000`...) are recorded, each on its
+    own step item, as a run that recorded them leaves them (written in bulk: a thousand steps through
+    the real writes take minutes of moto; `bench/capacity.py` drives them one by one)."""
+    record = dataclasses.replace(create(env.store(), Clock(time.time())), tool_name=tool_name, arguments=arguments)
+    env.store().discard(record.task_id, record.create_token)
+    env.store().create(record)
+    items = [
+        {
+            **step_key(record.task_id, n),
+            schema.STEP_KEY_ATTRIBUTE: {"S": f"step:{n:04d}"},
+            schema.STEP_RECORD_ATTRIBUTE: record_to_attribute({"v": n, "ms": 0}),
+            schema.TTL_ATTRIBUTE: {"N": str(record.expires_at)},
+        }
+        for n in range(steps)
+    ]
+    for first in range(0, steps, 25):
+        env.dynamodb.batch_write_item(
+            RequestItems={env.resources.table_name: [{"PutRequest": {"Item": i}} for i in items[first : first + 25]]}
+        )
+    env.dynamodb.update_item(
+        TableName=env.resources.table_name,
+        Key=task_key(record.task_id),
+        UpdateExpression="SET #count = :count",
+        ExpressionAttributeNames={"#count": schema.STEP_ITEMS_ATTRIBUTE},
+        ExpressionAttributeValues={":count": {"N": str(steps)}},
+    )
+    return record.task_id
+
+
+def test_a_thousand_steps_fit_in_one_task_its_run_reads_them_100_a_request_and_completes(
+    env: TaskEnvironment,
+) -> None:
+    env.tools.add(getattr(many_steps_job, SPEC_ATTRIBUTE))
+    task_id = task_with_recorded_steps(env, "many_steps_job", {"steps": MAX_OPERATIONS}, MAX_OPERATIONS - 1)
+    meter = CapacityMeter(
+        aws_client("dynamodb", endpoint=env.aws.endpoint, region=REGION, credentials=DUMMY_CREDENTIALS)
+    )
+    worker = env.worker()
+    worker.store = DynamoTaskStore(env.resources.table_name, meter.client)
+
+    with meter.measuring("run"):
+        outcome = worker.run(task_id)
+
+    assert outcome["outcome"] == wire.OUTCOME_COMPLETED
+    done = env.store().get(task_id)
+    assert done.status == COMPLETED and done.result is not None
+    assert done.result["content"] == [{"type": "text", "text": "1000 steps, sum 499500"}]
+    # The hot item and its parts in one request, then the 999 step items 100 a request; the 1,000th
+    # step: 2 writes of the hot item, its mark and its record on its own item; the terminal write.
+    assert meter.calls["run"] == ["BatchGetItem"] * 11 + ["UpdateItem"] * 5
+    # The 1,000th record fit on the work part (with its n), where its mark's item is not read again.
+    work = env.dynamodb.get_item(
+        TableName=env.resources.table_name, Key=part_key(task_id, schema.WORK_PART), ConsistentRead=True
+    )["Item"]
+    assert {name: steps_of(work)["step:0999"][name] for name in ("v", "n")} == {"v": 999, "n": 999}
+
+
+def test_an_operation_past_the_tasks_limit_fails_the_task_naming_the_limit_and_its_records_stand(
+    env: TaskEnvironment,
+) -> None:
+    env.tools.add(getattr(many_steps_job, SPEC_ATTRIBUTE))
+    task_id = task_with_recorded_steps(env, "many_steps_job", {"steps": 4}, 3)
+    worker = env.worker()
+    worker.max_operations = 3  # TASK_MAX_STEPS=3
+
+    outcome = worker.run(task_id)
+
+    assert outcome["outcome"] == wire.OUTCOME_FAILED
+    assert env.store().get(task_id).error == {
+        "code": wire.INTERNAL_ERROR,
+        "message": "A task may record at most 3 steps, waits and callbacks (TASK_MAX_STEPS); "
+        "its tool asked for one more: step:0003",
+    }
+    assert not env.dynamodb.get_item(TableName=env.resources.table_name, Key=step_key(task_id, 3)).get("Item")
+
+
+def test_a_step_name_past_its_limit_is_a_tool_error_naming_the_limit(
     service: TaskService, env: TaskEnvironment
 ) -> None:
-    env.tools.add(getattr(long_named_steps_job, SPEC_ATTRIBUTE))
-    # 100 records of 4 KB names: each value is tiny, their keys alone would take the whole 400 KB item.
-    task_id = start(service, env, "long_named_steps_job", {"steps": 100, "name_chars": 4000})
+    env.tools.add(getattr(many_steps_job, SPEC_ATTRIBUTE))
+    task_id = start(service, env, "many_steps_job", {"steps": 1, "name_chars": MAX_OPERATION_NAME_BYTES + 1})
 
-    done = settled(service, task_id, timeout=120)
+    done = settled(service, task_id)
 
     assert (done["status"], done["result"]["isError"]) == (COMPLETED, True)
     assert done["result"]["content"][0]["text"] == (
-        f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item"
+        f"A step, wait or callback name may be at most {MAX_OPERATION_NAME_BYTES} bytes"
     )
-    kept = records_before_settling(env, task_id)
-    assert sum(record_cost(key, record) for key, record in kept.items()) <= ITEM_RECORDS_BYTES
-    assert 25 < len(kept) < 100

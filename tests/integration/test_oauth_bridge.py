@@ -12,7 +12,7 @@ import html
 import json
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
@@ -39,6 +39,7 @@ VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
 CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 HOST = "client.test"
 DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
+ISSUER = "http://127.0.0.1:3000"
 # Hosts under these serve metadata documents too (every name resolves to loopback here).
 WILDCARD_NAMES = ("*.evil.co.uk", "*.other.co.uk")
 
@@ -202,6 +203,7 @@ class BridgeUnderTest:
         assert answer["statusCode"] == 302, answer["body"]
         location = urlsplit(answer["headers"]["location"])
         assert f"{location.scheme}://{location.netloc}{location.path}" == params.get("redirect_uri", CALLBACK)
+        assert parse_qs(location.query)["iss"] == [ISSUER]  # RFC 9207, in every authorization response
         return parse_qs(location.query)["code"][0]
 
     def exchange(self, client_id: str, code: str, form: dict[str, str] | None = None) -> dict[str, Any]:
@@ -392,7 +394,9 @@ def test_the_code_is_exchanged_for_cognitos_tokens_once_with_pkce_the_redirect_u
     answer = bridge.exchange(client_id, code)
     assert answer["statusCode"] == 200 and answer["headers"]["cache-control"] == "no-store"
     tokens = json.loads(answer["body"])
-    assert tokens["refresh_token"] == "rt-1" and tokens["scope"] == "mcp/invoke"
+    assert tokens["scope"] == "mcp/invoke"
+    # A refresh token of the bridge's, never Cognito's ("rt-1"): the bridge rotates it at each use.
+    assert len(tokens["refresh_token"]) == 43 and tokens["refresh_token"] != "rt-1"
     assert json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))["client_id"] == app_id
     assert bridge.registration(client_id)["lastUsedAt"]["N"] == str(int(bridge.clock()))
     again = bridge.exchange(client_id, code)
@@ -471,24 +475,58 @@ def test_a_refresh_goes_to_cognito_with_the_app_clients_secret_while_the_approva
     client_id = bridge.client()
     tokens = bridge.tokens(client_id)
     (app,) = bridge.app_clients().values()
+    other = bridge.client()
+    stolen = bridge.refresh(other, tokens["refresh_token"])  # another client's: refused, and not used up
+    assert (stolen["statusCode"], json.loads(stolen["body"])["error"]) == (400, "invalid_grant")
     answer = bridge.refresh(client_id, tokens["refresh_token"], scope="mcp/invoke offline_access")
     assert (answer["statusCode"], json.loads(answer["body"])["access_token"]) == (200, "refreshed")
     url, sent, headers = bridge.cognito.calls[-1]
     assert url == f"{DOMAIN}/oauth2/token"
     assert sent == {
         "grant_type": ["refresh_token"],
-        "refresh_token": [tokens["refresh_token"]],
+        "refresh_token": ["rt-1"],  # Cognito's, which only the bridge holds
         "scope": ["mcp/invoke"],
         "client_id": [app["ClientId"]],
     }
     assert headers["authorization"] == (
         "Basic " + base64.b64encode(f"{app['ClientId']}:{app['ClientSecret']}".encode()).decode()
     )
-    other = bridge.client()
-    stolen = bridge.refresh(other, tokens["refresh_token"])
-    assert (stolen["statusCode"], json.loads(stolen["body"])["error"]) == (400, "invalid_grant")
     unknown = bridge.refresh(client_id, "rt-never-issued")
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (400, "invalid_grant")
+
+
+def test_a_refresh_token_works_once_and_its_reuse_revokes_the_whole_family(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    first = bridge.tokens(client_id, jar)["refresh_token"]
+    answer = bridge.refresh(client_id, first)
+    assert answer["statusCode"] == 200
+    second = json.loads(answer["body"])["refresh_token"]
+    assert second != first and len(second) == 43
+    third = json.loads(bridge.refresh(client_id, second)["body"])["refresh_token"]
+    approval = json.loads(next(v for k, v in bridge.items().items() if k.startswith("approval#"))["doc"]["S"])
+    assert len(approval["refresh"]) == 1  # the rotated-out tokens leave the family's list
+    reused = bridge.refresh(client_id, first)  # a stolen copy of a used token (or its client, robbed)
+    assert (reused["statusCode"], json.loads(reused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the refresh token was revoked, has expired or is not this client's",
+        },
+    )
+    assert bridge.refresh(client_id, third)["statusCode"] == 400  # the whole family goes
+    assert bridge.cognito.revoked == ["rt-1"]  # and Cognito's refresh token behind it
+    assert not [k for k in bridge.items() if k.startswith(("approval#", "refresh#"))]
+    assert bridge.authorize(client_id, jar)["statusCode"] == 200  # the person is asked again
+
+
+def test_a_refresh_cognito_fails_leaves_the_token_usable(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    token = bridge.tokens(client_id)["refresh_token"]
+    bridge.cognito.refresh_answer = (500, b"")
+    assert bridge.refresh(client_id, token)["statusCode"] == 503
+    bridge.cognito.refresh_answer = None
+    assert bridge.refresh(client_id, token)["statusCode"] == 200  # not spent by the failure: no reuse
 
 
 @pytest.mark.parametrize(("status", "expected"), [(400, 400), (401, 401), (500, 503), (429, 503)])
@@ -595,6 +633,7 @@ def test_deny_sends_access_denied_with_the_state_to_the_registered_redirect_uri(
         "error": ["access_denied"],
         "error_description": ["the user denied the request"],
         "state": ["xyz"],
+        "iss": [ISSUER],
     }
     assert "cookies" not in answer and bridge.app_clients() == {}
 
@@ -624,6 +663,30 @@ def test_a_consent_form_that_is_stale_or_not_this_browsers_is_refused_with_403(
     assert json.loads(answer["body"])["error"] == "access_denied"
     assert bridge.cognito.calls == [] and "location" not in answer["headers"]
     assert bridge.app_clients() == {}
+
+
+def test_a_consent_form_is_answered_once_and_a_replay_writes_nothing(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    form, _ = consent_form(bridge.authorize(client_id, jar))
+    first = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)
+    assert first["statusCode"] == 302 and first["headers"]["location"].startswith(DOMAIN)
+    items = set(bridge.items())
+    for decision in ("approve", "approve", "deny"):
+        replay = bridge.call("POST", "/oauth2/consent", form={**form, "decision": decision}, jar=jar)
+        assert (replay["statusCode"], json.loads(replay["body"])) == (
+            403,
+            {
+                "error": "access_denied",
+                "error_description": "this form was sent already: open the client's sign-in link again",
+            },
+        )
+    assert set(bridge.items()) == items  # no sign-in record, no app client, no slot more
+    assert len(bridge.app_clients()) == 1
+    console = dict(re.findall(r'name="(token)" value="([^"]*)"', approvals_page(bridge, jar)["body"]))
+    assert bridge.call("POST", "/oauth2/consent", form={**console, "decision": "sign-in"}, jar=jar)["statusCode"] == 302
+    again = bridge.call("POST", "/oauth2/consent", form={**console, "decision": "sign-in"}, jar=jar)
+    assert again["statusCode"] == 403
 
 
 def test_an_approval_stands_for_that_person_and_client_and_is_asked_again_when_the_scopes_grow(
@@ -749,7 +812,7 @@ def test_revoking_an_approval_revokes_its_refresh_tokens_and_asks_again(bridge: 
     form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
     answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)
     assert (answer["statusCode"], answer["headers"]["location"]) == (302, "http://127.0.0.1:3000/oauth2/consent")
-    assert bridge.cognito.revoked == [tokens["refresh_token"]]
+    assert bridge.cognito.revoked == ["rt-1"]  # Cognito's refresh token behind the bridge's
     refused = bridge.refresh(client_id, tokens["refresh_token"])
     assert (refused["statusCode"], json.loads(refused["body"])) == (
         400,
@@ -764,6 +827,32 @@ def test_revoking_an_approval_revokes_its_refresh_tokens_and_asks_again(bridge: 
     renewed = bridge.tokens(client_id, jar)
     assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(client_id, renewed["refresh_token"])["statusCode"] == 200
+
+
+def test_a_code_minted_before_a_revocation_is_refused_after_it(bridge: BridgeUnderTest) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.tokens(client_id, jar)
+    unredeemed = bridge.code(client_id, jar)  # the approval stands: straight through Cognito to a code
+    page = approvals_page(bridge, jar)["body"]
+    form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
+    assert bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)["statusCode"] == 302
+    refused = bridge.exchange(client_id, unredeemed)
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the approval this code was issued under was revoked: sign in again",
+        },
+    )
+    # Approved again meanwhile (a new grant): the old code stays refused.
+    second = bridge.code(client_id, jar)
+    page = approvals_page(bridge, jar)["body"]
+    form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
+    bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)
+    fresh = bridge.code(client_id, jar)
+    assert bridge.exchange(client_id, second)["statusCode"] == 400
+    assert bridge.exchange(client_id, fresh)["statusCode"] == 200
 
 
 def test_a_revoke_form_without_the_persons_cookie_or_token_revokes_nothing(bridge: BridgeUnderTest) -> None:
@@ -786,7 +875,7 @@ def test_a_client_revokes_its_refresh_token_at_the_bridge_rfc_7009(bridge: Bridg
     assert not_its_own["statusCode"] == 200 and bridge.cognito.revoked == []
     answer = bridge.call("POST", "/oauth2/revoke", form={"token": tokens["refresh_token"], "client_id": client_id})
     assert (answer["statusCode"], answer["body"]) == (200, "")
-    assert bridge.cognito.revoked == [tokens["refresh_token"]]
+    assert bridge.cognito.revoked == ["rt-1"]
     assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
     unknown = bridge.call("POST", "/oauth2/revoke", form={"token": "whatever", "client_id": client_id})
     assert unknown["statusCode"] == 200  # RFC 7009 §2.2: an unknown token is not an error
@@ -799,7 +888,7 @@ def test_the_operator_revokes_a_client_for_everyone(bridge: BridgeUnderTest) -> 
     bob = bridge.tokens(client_id)
     bobs_other = bridge.tokens(kept)
     assert dispatch(bridge.bridge, {"action": "revoke-client", "clientId": client_id}) == {"revokedApprovals": 2}
-    assert sorted(bridge.cognito.revoked) == sorted([alice["refresh_token"], bob["refresh_token"]])
+    assert sorted(bridge.cognito.revoked) == ["rt-1", "rt-2"]  # Alice's and Bob's sign-ins at Cognito
     assert bridge.refresh(client_id, alice["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(client_id, bob["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(kept, bobs_other["refresh_token"])["statusCode"] == 200
@@ -824,6 +913,22 @@ def test_signing_keys_rotate_and_what_the_old_key_signed_still_verifies(bridge: 
     assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 3}
     assert dispatch(bridge.bridge, {"action": "rotate-signing-keys"}) == {"signingKeys": 3}  # at most three kept
     assert bridge.bridge._signer().person(jar["mcp-person"], bridge.clock()) is None  # the oldest is gone
+
+
+def test_retiring_the_signing_keys_refuses_what_the_old_ones_signed_in_every_container_at_once(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    jar: Jar = {}
+    bridge.code(client_id, jar)
+    form, _ = consent_form(bridge.authorize(bridge.client(), jar))
+    other_container = replace(bridge.bridge)  # a second warm container of the function, same table
+    assert other_container._signer().person(jar["mcp-person"], bridge.clock()) == "alice-sub"
+    assert dispatch(bridge.bridge, {"action": "rotate-signing-keys", "retire": True}) == {"signingKeys": 1}
+    assert other_container._signer().person(jar["mcp-person"], bridge.clock()) is None  # no cached key
+    assert bridge.authorize(client_id, jar)["statusCode"] == 200  # the person cookie no longer stands
+    refused = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)
+    assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (403, "access_denied")
 
 
 # ---- registration limits and the expiry of clients that never sign in -----------------------------
@@ -947,6 +1052,8 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
     bridge: BridgeUnderTest,
 ) -> None:
     document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
+    assert document["issuer"] == ISSUER
+    assert document["authorization_response_iss_parameter_supported"] is True  # RFC 9207
     assert document["client_id_metadata_document_supported"] is True
     assert document["registration_endpoint"] == "http://127.0.0.1:3000/oauth2/register"
     assert document["revocation_endpoint"] == "http://127.0.0.1:3000/oauth2/revoke"
@@ -955,6 +1062,22 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
         "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
         "registration, which stays available at registration_endpoint for clients that lack it"
     )
+
+
+def test_the_origin_is_the_configured_one_whatever_host_a_request_names(bridge: BridgeUnderTest) -> None:
+    bridge.bridge.settings = bridge.bridge.settings.model_copy(update={"public_origin": ISSUER})
+    elsewhere = {"host": "attacker.example"}
+    document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server", headers=elsewhere)["body"])
+    assert (document["issuer"], document["token_endpoint"]) == (ISSUER, f"{ISSUER}/oauth2/token")
+    client_id = bridge.client()
+    jar: Jar = {}
+    page = bridge.call("GET", "/oauth2/authorize", query=authorize_query(client_id), jar=jar, headers=elsewhere)
+    form, _ = consent_form(page)
+    approved = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar, headers=elsewhere)
+    query = parse_qs(urlsplit(approved["headers"]["location"]).query)
+    assert query["redirect_uri"] == [BRIDGE_CALLBACK]  # Cognito sends the person back to the configured origin
+    (app,) = bridge.app_clients().values()
+    assert app["CallbackURLs"] == [BRIDGE_CALLBACK]  # and no stranger's Host pins another callback
 
 
 def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: BridgeUnderTest) -> None:

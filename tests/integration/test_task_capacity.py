@@ -49,15 +49,34 @@ def store(table_env: TaskEnvironment, meter: CapacityMeter, clock: Clock) -> Dyn
 
 
 def big_task(store: DynamoTaskStore, clock: Clock) -> str:
-    """A task with a 64 KB argument and 60 KB of step records."""
+    """A task with a 64 KB argument and 60 KB of step records (each on its step item, as the worker keeps
+    a record too large for the work part)."""
     record = create(store, clock)
     task_id = record.task_id
     store.discard(task_id, record.create_token)
     arguments: dict[str, Any] = {"blob": "a" * (MAX_TASK_ARGUMENTS_BYTES - 100)}
     store.create(dataclasses.replace(record, arguments=arguments))
     for number in range(15):
-        store.record_operation(task_id, f"step:s{number}", dict(STEP_RECORD), {"at": number})
+        store.record_operation(task_id, f"step:s{number}", dict(STEP_RECORD), {"at": number}, slot=number)
     return task_id
+
+
+def test_a_steps_mark_and_record_cost_2_wru_each_on_a_task_of_many_records_as_on_a_fresh_one(
+    store: DynamoTaskStore, meter: CapacityMeter, clock: Clock
+) -> None:
+    fresh, big = create(store, clock).task_id, big_task(store, clock)
+    small = {"v": {"ok": True, "n": 16}, "ms": 5}
+
+    for task_id, slot in ((fresh, 0), (big, 15)):
+        with meter.measuring(f"mark {slot}"):
+            store.mark_step(
+                task_id, "step:next", {"state": "running", "run": "r", "expires": clock() + 60}, clock(), slot=slot
+            )
+        with meter.measuring(f"record {slot}"):
+            store.record_operation(task_id, "step:next", dict(small), None, slot=slot)
+
+    for label in ("mark 0", "record 0", "mark 15", "record 15"):
+        assert (meter.calls[label], meter.wru(label)) == (["UpdateItem", "UpdateItem"], 2), label  # hot 1, own item 1
 
 
 def test_a_progress_write_on_a_task_with_a_64_kb_argument_and_60_kb_of_step_records_costs_1_wru(

@@ -21,7 +21,13 @@ from mcp_runtime._aws import AwsRejected
 from mcp_runtime.limits import MAX_TASK_KEPT_ANSWERS_BYTES, encoded_size, kept_answer_bytes
 from mcp_runtime.mrtr import elicitation_request
 from mcp_runtime.tasks import schema
-from mcp_runtime.tasks.errors import TaskAnswersFull, TaskConflict, TaskNotFound, TaskStoreRefused
+from mcp_runtime.tasks.errors import (
+    OperationsOutOfOrder,
+    TaskAnswersFull,
+    TaskConflict,
+    TaskNotFound,
+    TaskStoreRefused,
+)
 from mcp_runtime.tasks.history import DynamoTaskHistory, TaskSummary
 from mcp_runtime.tasks.models import (
     CANCELLED,
@@ -37,7 +43,7 @@ from mcp_runtime.tasks.models import (
     iso_timestamp,
 )
 from mcp_runtime.tasks.service import new_task_id
-from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, part_key, task_key
+from mcp_runtime.tasks.store import AnswerOutcome, CancelOutcome, DynamoTaskStore, part_key, step_key, task_key
 from tests.integration.task_harness import ALICE, MALLORY, Clock, TaskEnvironment, TaskResources, request_context
 
 TTL_MS = 60_000
@@ -467,7 +473,8 @@ def test_a_refusal_becomes_a_store_refusal_chained_from_the_client_error_and_is_
 class Interleaving:
     """One task, three actors taking turns in a random order, each acting on what it last read.
 
-    worker: reads, then completes / asks for input / fails / reports progress with the version it read;
+    worker: reads, then completes / asks for input / fails / reports progress with the version it read, or
+    records its next step on the step item of its slot (or dies between the step's mark and its record);
     client: answers a random mix of keys (outstanding, answered, never issued) or cancels;
     reconciler: reads, then settles failed with the version it read (an execution found dead).
     """
@@ -475,6 +482,7 @@ class Interleaving:
     def __init__(self, store: DynamoTaskStore, clock: Clock, rng: random.Random) -> None:
         self.store = store
         self.rng = rng
+        self.clock = clock
         self.record = create(store, clock)
         self.task_id = self.record.task_id
         self.worker_view: TaskRecord | None = None
@@ -483,6 +491,10 @@ class Interleaving:
         self.terminal: TaskRecord | None = None
         self.last_seen = self.record
         self.asks = 0
+        self.recorded: dict[str, dict[str, Any]] = {}
+        # A write of the running tool (progress, a step) since the last questions: it consumed the
+        # token their answers resume the execution with (that run is the resumed one).
+        self.token_consumed = False
 
     def step(self) -> None:
         actor = self.rng.choice((self.worker, self.worker, self.client, self.client, self.reconciler))
@@ -494,9 +506,16 @@ class Interleaving:
             self.worker_view = self.store.get(self.task_id)
             return
         view, self.worker_view = self.worker_view, None
-        move = self.rng.choice(("complete", "ask", "ask", "protocol_error", "crash", "progress"))
+        move = self.rng.choice(("complete", "ask", "ask", "protocol_error", "crash", "progress", "step"))
         try:
-            if move == "complete":
+            if move == "step":
+                slot = len(self.recorded)
+                key, now = f"step:s{slot}", self.clock()
+                self.store.mark_step(self.task_id, key, mark("worker", now + 60), now, slot=slot)
+                self.token_consumed = True
+                if self.rng.random() < 0.8:  # else: the invocation died in the step, before its record
+                    self.recorded[key] = self.store.record_operation(self.task_id, key, {"v": slot}, None, slot=slot)
+            elif move == "complete":
                 self.store.finish(self.task_id, COMPLETED, RESULT, expected_version=view.version)
             elif move == "protocol_error":
                 self.store.finish(self.task_id, FAILED, {"code": wire.INVALID_PARAMS, "message": "bad"}, view.version)
@@ -504,13 +523,15 @@ class Interleaving:
                 self.store.finish(self.task_id, FAILED, ERROR)
             elif move == "progress":
                 self.store.set_status_message(self.task_id, "busy")
+                self.token_consumed = True
             else:
                 self.asks += 1
                 keys = [f"q{self.asks}a", f"q{self.asks}b"][: self.rng.randint(1, 2)]
                 issued = view.issued_keys + tuple((key, key) for key in keys)
-                self.store.await_input(
+                asked = self.store.await_input(
                     self.task_id, view.version, {k: request(k) for k in keys}, issued, {}, f"token-{self.asks}"
                 )
+                self.token_consumed = self.token_consumed and not asked.applied
         except TaskConflict:
             pass
 
@@ -527,7 +548,9 @@ class Interleaving:
             assert self.first_answers.setdefault(key, responses[key]) == responses[key], f"{key} answered twice"
         if outcome.resumed:
             resumed = self.store.get(self.task_id)
-            assert resumed.status == WORKING and resumed.task_token is not None, "resumed without a token to send"
+            # The token stays until the resumed run's first write (an answer sent again after it finds none).
+            assert resumed.status == WORKING, "resumed, yet not working"
+            assert resumed.task_token is not None or self.token_consumed, "resumed without a token to send"
 
     def reconciler(self) -> None:
         if self.reconciler_view is None:
@@ -575,6 +598,8 @@ def test_no_interleaving_of_cancel_update_completion_and_crash_loses_a_task_or_b
         store.cancel(run.task_id, ALICE.id)  # whatever happened, the client can always end it
         final = store.get(run.task_id, ALICE.id)
         assert final.is_terminal, f"seed {seed}: task left {final.status}"
+        kept = {key: entry for key, entry in store.load(run.task_id).steps.items() if entry.get("state") != "running"}
+        assert kept == run.recorded, f"seed {seed}: a step record lost, or one kept that the worker was refused"
 
 
 def test_concurrent_conditional_writes_to_one_item_have_exactly_one_winner(task_env: TaskEnvironment) -> None:
@@ -712,39 +737,133 @@ def mark(run: str, expires: float) -> dict[str, Any]:
     return {"state": "running", "run": run, "expires": expires}
 
 
+# A step's entry is on the work part (`slot` None: the first small records, and tasks from before
+# step items) or on the step item of its slot: the same rules hold in both places.
+PLACES = pytest.mark.parametrize("slot", [None, 7], ids=["on the work part", "on its step item"])
+
+
+@PLACES
 def test_a_step_is_marked_once_until_its_mark_expires_and_then_another_run_takes_it_over(
-    store: DynamoTaskStore, clock: Clock
+    store: DynamoTaskStore, clock: Clock, slot: int | None
 ) -> None:
     record = create(store, clock)
     now = clock()
     first = mark("run-1", now + 60)
 
-    assert store.mark_step(record.task_id, "step:charge", first, now) == first
-    assert store.mark_step(record.task_id, "step:charge", mark("run-2", now + 90), now + 59) == first
+    assert store.mark_step(record.task_id, "step:charge", first, now, slot=slot) == first
+    assert store.mark_step(record.task_id, "step:charge", mark("run-2", now + 90), now + 59, slot=slot) == first
     later = mark("run-3", now + 200)
-    assert store.mark_step(record.task_id, "step:charge", later, now + 61) == later  # run-1 died in the step
+    assert store.mark_step(record.task_id, "step:charge", later, now + 61, slot=slot) == later  # run-1 died
 
 
-def test_a_recorded_value_replaces_any_runs_mark_and_the_first_value_wins(store: DynamoTaskStore, clock: Clock) -> None:
+@PLACES
+def test_a_recorded_value_replaces_any_runs_mark_and_the_first_value_wins(
+    store: DynamoTaskStore, clock: Clock, slot: int | None
+) -> None:
     record = create(store, clock)
-    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock())
+    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock(), slot=slot)
 
-    kept = store.record_operation(record.task_id, "step:charge", {"v": "from run 2", "ms": 5}, {})
-    again = store.record_operation(record.task_id, "step:charge", {"v": "from run 1", "ms": 9}, {})
-    marked = store.mark_step(record.task_id, "step:charge", mark("run-3", clock() + 60), clock())
+    kept = store.record_operation(record.task_id, "step:charge", {"v": "from run 2", "ms": 5}, {}, slot=slot)
+    again = store.record_operation(record.task_id, "step:charge", {"v": "from run 1", "ms": 9}, {}, slot=slot)
+    marked = store.mark_step(record.task_id, "step:charge", mark("run-3", clock() + 60), clock(), slot=slot)
 
     assert kept == again == marked == {"v": "from run 2", "ms": 5}
+    assert store.load(record.task_id).steps == {"step:charge": kept}
 
 
-def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock) -> None:
+@PLACES
+def test_a_run_removes_only_its_own_mark(store: DynamoTaskStore, clock: Clock, slot: int | None) -> None:
     record = create(store, clock)
     theirs = mark("run-1", clock() + 60)
-    store.mark_step(record.task_id, "step:charge", theirs, clock())
+    store.mark_step(record.task_id, "step:charge", theirs, clock(), slot=slot)
 
-    store.unmark_step(record.task_id, "step:charge", "run-2")
+    store.unmark_step(record.task_id, "step:charge", "run-2", slot=slot)
     assert store.load(record.task_id).steps == {"step:charge": theirs}
-    store.unmark_step(record.task_id, "step:charge", "run-1")
+    store.unmark_step(record.task_id, "step:charge", "run-1", slot=slot)
     assert store.load(record.task_id).steps == {}
+
+
+def test_a_step_item_carries_the_tasks_ttl_its_key_and_the_hot_item_counts_it_for_the_workers_read(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    record = create(store, clock)
+    store.mark_step(record.task_id, "step:charge", mark("run-1", clock() + 60), clock(), slot=3)
+    store.record_operation(record.task_id, "step:charge", {"v": 1, "ms": 5}, None, slot=3)
+
+    item = task_env.dynamodb.get_item(
+        TableName=task_env.resources.table_name, Key=step_key(record.task_id, 3), ConsistentRead=True
+    )["Item"]
+    assert item == {
+        **step_key(record.task_id, 3),
+        schema.STEP_KEY_ATTRIBUTE: {"S": "step:charge"},
+        schema.STEP_RECORD_ATTRIBUTE: {"M": {"v": {"S": "1"}, "ms": {"N": "5"}}},
+        schema.TTL_ATTRIBUTE: {"N": str(record.expires_at)},
+    }
+    loaded = store.load(record.task_id)
+    assert (loaded.step_items, loaded.steps, loaded.step_slots) == (
+        4,
+        {"step:charge": {"v": 1, "ms": 5}},
+        {"step:charge": 3},
+    )
+    assert store.get(record.task_id).step_items == 4  # on the hot item: a number, read with it
+
+
+def test_the_step_items_count_only_grows_when_a_slower_run_writes_an_earlier_slot(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    store.record_operation(record.task_id, "step:later", {"v": 2}, None, slot=9)
+
+    store.mark_step(record.task_id, "step:earlier", mark("run-slow", clock() + 60), clock(), slot=2)
+
+    assert store.get(record.task_id).step_items == 10
+
+
+def test_a_run_that_takes_over_a_dead_runs_mark_finds_the_record_it_kept_on_the_work_part_and_does_not_run_it_again(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    # run-1 marked the step on its item, kept its record on the work part, and died before its next step.
+    record = create(store, clock)
+    now = clock()
+    store.mark_step(record.task_id, "step:charge", mark("run-1", now + 60), now, slot=0)
+    store.record_operation(record.task_id, "step:charge", {"v": "charged", "ms": 5, "n": 0}, {})
+
+    # run-2 read the task before that record, and comes to the step once run-1's mark has expired.
+    found = store.mark_step(record.task_id, "step:charge", mark("run-2", now + 200), now + 61, slot=0)
+
+    assert found == {"v": "charged", "ms": 5, "n": 0}
+
+
+def test_an_operation_asked_in_another_order_than_an_earlier_run_is_refused_and_leaves_the_record(
+    store: DynamoTaskStore, clock: Clock
+) -> None:
+    record = create(store, clock)
+    store.record_operation(record.task_id, "step:first", {"v": 1}, None, slot=0)
+
+    with pytest.raises(OperationsOutOfOrder):
+        store.mark_step(record.task_id, "step:other", mark("run-2", clock() + 60), clock(), slot=0)
+    with pytest.raises(OperationsOutOfOrder):
+        store.record_operation(record.task_id, "wait:", {"until": 1.0}, {}, slot=0)
+
+    assert store.load(record.task_id).steps == {"step:first": {"v": 1}}
+
+
+def test_settling_a_task_without_a_ttl_deletes_its_step_items_and_one_with_a_ttl_leaves_them_to_expire(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
+) -> None:
+    kept, expiring = create(store, clock, ttl_ms=None), create(store, clock)
+    for task in (kept, expiring):
+        for slot in range(30):  # more than one BatchWriteItem's 25
+            store.record_operation(task.task_id, f"step:s{slot}", {"v": slot}, None, slot=slot)
+        store.finish(task.task_id, COMPLETED, RESULT)
+
+    def step_items(task_id: str) -> int:
+        keys = [step_key(task_id, slot) for slot in range(30)]
+        found = task_env.dynamodb.batch_get_item(RequestItems={task_env.resources.table_name: {"Keys": keys}})
+        return len(found["Responses"][task_env.resources.table_name])
+
+    assert (step_items(kept.task_id), step_items(expiring.task_id)) == (0, 30)
+    assert store.get(kept.task_id, ALICE.id).status == COMPLETED
 
 
 def test_marking_a_step_of_a_cancelled_task_is_a_conflict(store: DynamoTaskStore, clock: Clock) -> None:

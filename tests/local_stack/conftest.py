@@ -104,3 +104,42 @@ def edited_assembly(
 def resource_of(template: dict[str, Any], logical_id_prefix: str) -> dict[str, Any]:
     (found,) = [body for key, body in template["Resources"].items() if key.startswith(logical_id_prefix)]
     return found
+
+
+def descendants(pid: int) -> dict[int, str]:
+    """The processes `pid` started, and theirs (Linux /proc): pid -> command line. Not the warm synthesizer
+    (LOCAL_SYNTH_WARM, the suite's), which a stack may spawn and which serves the stacks after it."""
+    children: dict[int, list[int]] = {}
+    commands: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            commands[int(entry.name)] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+        except (OSError, IndexError):
+            continue  # ended meanwhile
+        children.setdefault(int(fields[1]), []).append(int(entry.name))
+    found: dict[int, str] = {}
+    pending = list(children.get(pid, []))
+    while pending:
+        child = pending.pop()
+        if "local_stack._warm_synth" in commands.get(child, ""):
+            continue
+        found[child] = commands.get(child, "")
+        pending.extend(children.get(child, []))
+    return found
+
+
+def still_running(processes: dict[int, str]) -> dict[int, str]:
+    """Those of `processes` that still run the same command (a reused pid runs another)."""
+    alive = {}
+    for pid, command in processes.items():
+        try:
+            now = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode().strip()
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if now == command and state != "Z":
+            alive[pid] = command
+    return alive

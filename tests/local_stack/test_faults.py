@@ -301,6 +301,31 @@ def test_a_create_taken_back_because_it_could_not_be_confirmed_leaves_no_executi
     assert "RUNNING" not in started.values(), started
 
 
+# ---- a step's own item: its writes and its read under faults -------------------------------------------------
+def test_step_item_writes_lost_or_throttled_and_a_throttled_read_of_them_run_each_step_once(
+    stack: StackClient, faults: FaultLayer, ledger: Path
+) -> None:
+    # 14 small steps: the first ten records fit on the work part, the rest (and the wait after step 12)
+    # are kept on the items of their slots; every step's running mark is on its own item.
+    faults.arm(
+        Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#11"',), times=2),  # applied, answers lost
+        Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#3"',)),  # a mark whose record is on the work part
+        Rule(THROTTLE, "DynamoDB.UpdateItem", WORKER, contains=('#step#12"',), times=3),
+        Rule(THROTTLE, "DynamoDB.BatchGetItem", WORKER, contains=("#step#",), times=2),  # the run after the wait
+    )
+
+    task_id = stack.start("stepped_job", {"steps": 14, "ledger": str(ledger), "wait_after": 12, "wait_seconds": 1})
+
+    done = stack.settled(task_id, timeout=60)
+    assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "14 steps, sum of squares 819")
+    assert [int(line.split()[1]) for line in ledger.read_text().splitlines()] == list(range(14))
+    assert faults.fired() == {
+        ("DynamoDB.UpdateItem", LOST): 3,
+        ("DynamoDB.UpdateItem", THROTTLE): 3,
+        ("DynamoDB.BatchGetItem", THROTTLE): 2,
+    }
+
+
 # ---- errors classified where they happen --------------------------------------------------------------------
 def test_a_throttled_final_write_is_retried_with_the_result_in_hand_and_the_tool_runs_once(
     stack: StackClient, faults: FaultLayer, ledger: Path

@@ -9,15 +9,18 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from infra.packaging import host_target, installed_dependencies
 from local_stack.code import CODE_ROOT, FunctionCode, build_function_code
 from local_stack.stack import LogSink, StartRefused, check_tools_import
 
+from tests.local_stack.conftest import descendants, still_running
 from tests.local_stack.embedded_moto import eventually
 from tests.support import REPO, local_stack_process
 
@@ -184,8 +187,15 @@ def test_make_run_refuses_a_tool_importing_pytest_naming_the_package_and_the_com
     assert not (project / "build" / "local-stack" / "synth").exists()  # refused before the CDK app is synthesized
 
 
-def test_ctrl_c_stops_the_stack_quietly() -> None:
+def test_ctrl_c_stops_the_stack_quietly_and_leaves_no_process_and_no_run_file_behind() -> None:
     with local_stack_process() as running:
+        run_file = REPO / "build" / "local-stack" / "run" / f"{running.url.split(':')[2].split('/')[0]}.json"
+        assert stat.S_IMODE(run_file.stat().st_mode) == 0o600  # the administrator's keys, moto's admin secret
+        assert stat.S_IMODE(run_file.parent.stat().st_mode) == 0o700
+        refused = httpx.post(f"{running.aws_endpoint}/moto-api/reset", timeout=10)
+        assert refused.status_code == 403
+        processes = descendants(running.process.pid)
+        assert any("_bootstrap.py" in command for command in processes.values()), processes
         os.killpg(running.process.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: the whole group
         assert running.process.wait(timeout=60) == 0
         # The process has ended; the thread draining its output may not have read the last line yet.
@@ -193,6 +203,8 @@ def test_ctrl_c_stops_the_stack_quietly() -> None:
         output = list(running.output)
     assert output[-2:] == ["stopping...", "stopped"]
     assert not [line for line in output if "Traceback" in line or "KeyboardInterrupt" in line]
+    assert not run_file.exists()
+    assert still_running(processes) == {}
 
 
 def test_a_logged_traceback_is_printed_as_one_pointing_at_the_source_files(tmp_path: Path) -> None:

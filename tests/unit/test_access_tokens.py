@@ -132,6 +132,11 @@ def test_no_token_gets_401_naming_the_metadata_and_the_scope(issuer: LocalIssuer
         (lambda i: i.token(iat=int(time.time()) + 600), "the token is not valid yet"),
         (lambda i: i.token(sub=None), "the token has no 'sub' claim"),
         (lambda i: i.token(sub=""), "the token has no subject"),
+        (
+            lambda i: raw_header(b'{"alg":"RS256","kid":"k1","x":' + b"[" * 5000 + b"]" * 5000 + b"}"),
+            "the token is malformed",
+        ),
+        (lambda i: signed_payload(i, b'{"sub":' + b"[" * 5000 + b"]" * 5000 + b"}"), "the token is malformed"),
     ],
     ids=[
         "expired",
@@ -159,6 +164,8 @@ def test_no_token_gets_401_naming_the_metadata_and_the_scope(issuer: LocalIssuer
         "issued-in-the-future",
         "no-subject-claim",
         "empty-subject",
+        "header-nested-deeply",
+        "claims-nested-deeply",
     ],
 )
 def test_an_unacceptable_token_gets_401_invalid_token_with_the_reason(
@@ -181,6 +188,11 @@ def jwt_none(issuer: LocalIssuer) -> str:
 
 def unsigned(header: dict[str, Any]) -> str:
     encoded = base64.urlsafe_b64encode(json.dumps(header).encode()).rstrip(b"=").decode()
+    return f"{encoded}.e30.c2ln"
+
+
+def raw_header(header: bytes) -> str:
+    encoded = base64.urlsafe_b64encode(header).rstrip(b"=").decode()
     return f"{encoded}.e30.c2ln"
 
 

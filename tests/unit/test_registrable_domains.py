@@ -22,8 +22,12 @@ from tests.support import REPO
         ("Deep.Evil.CO.UK.", "evil.co.uk"),  # case and the root dot do not make another domain
         ("x.evil.co.uk", "evil.co.uk"),  # co.uk is a public suffix: not "co.uk" for everyone
         ("app.other.co.uk", "other.co.uk"),
-        ("someone.github.io", "github.io"),  # the list's private section is left out on purpose
-        ("abc.ngrok-free.app", "ngrok-free.app"),
+        ("someone.github.io", "someone.github.io"),  # the list's private section: each site its own
+        ("docs.someone.github.io", "someone.github.io"),
+        ("my-app.vercel.app", "my-app.vercel.app"),
+        ("preview.my-app.vercel.app", "my-app.vercel.app"),
+        ("abc.ngrok-free.app", "abc.ngrok-free.app"),
+        ("github.io", "github.io"),  # a private suffix itself is its own
         ("co.uk", "co.uk"),  # a public suffix itself is its own
         ("93.184.216.34", "93.184.216.34"),  # an address is its own, never "216.34"
         ("[2001:db8::1]", "2001:db8::1"),

@@ -24,7 +24,9 @@ class RecordingStore:
     def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
         self.written.append((message, progress))
 
-    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
+    def mark_step(
+        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+    ) -> dict[str, Any]:
         return mark
 
     def record_operation(
@@ -36,10 +38,11 @@ class RecordingStore:
         *,
         replace: bool = False,
         parked_until: float | None = None,
+        slot: int | None = None,
     ) -> dict[str, Any]:
         return record
 
-    def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
+    def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None:
         pass
 
 

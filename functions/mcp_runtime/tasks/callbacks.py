@@ -19,7 +19,7 @@ from typing import Any, Final
 
 from ..limits import MAX_CALLBACK_BYTES, MAX_CALLBACK_ERROR_CHARS, MAX_INLINE_RECORD_BYTES, encoded_size
 from ..observability import NO_TELEMETRY, Telemetry
-from .durable import CALLBACK_WAITING, decode_callback_token, token_hash
+from .durable import CALLBACK_WAITING, callback_address, decode_callback_token, token_hash
 from .errors import CallbackLate, TaskNotFound, TaskStoreRefused, TaskStoreUnavailable
 from .payloads import PayloadStore
 from .store import TaskStore
@@ -63,13 +63,14 @@ class CallbackService:
         decoded = decode_callback_token(body["token"])
         if decoded is None:
             return CallbackAnswer(404, REFUSED)
-        task_id, key, secret = decoded
+        task_id, address, secret = decoded
+        key, slot = callback_address(address)
         self.telemetry.correlate(task_id=task_id)
         try:
             outcome = self._outcome(task_id, key, secret, body)
             if outcome is None:
                 return CallbackAnswer(404, REFUSED)
-            completed = self.store.complete_callback(task_id, key, token_hash(secret), outcome)
+            completed = self.store.complete_callback(task_id, key, token_hash(secret), outcome, slot=slot)
         except CallbackLate as exc:
             log.warning("%s; refused", exc)
             return CallbackAnswer(409, LATE)

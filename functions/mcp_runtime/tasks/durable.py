@@ -42,15 +42,16 @@ from typing import Any, Final, Protocol, TypeVar
 
 from .._aws import seconds_left
 from ..limits import (
-    ITEM_RECORDS_BYTES,
     MAX_INLINE_RECORD_BYTES,
+    MAX_OPERATION_NAME_BYTES,
     MAX_OPERATIONS,
     MAX_RECORD_BYTES,
     MAX_WAIT_SECONDS,
+    WORK_PART_RECORDS_BYTES,
     encoded_size,
 )
 from ..tools import ToolError
-from .errors import TaskConflict, TaskNoLongerRunning, TaskNotFound
+from .errors import OperationsOutOfOrder, TaskConflict, TaskNoLongerRunning, TaskNotFound
 from .payloads import PayloadStore, is_pointer
 
 T = TypeVar("T")
@@ -102,11 +103,22 @@ class WaitFor(Suspend):
 
 
 class AwaitCallback(Suspend):
-    def __init__(self, key: str, name: str, timeout_seconds: int | None) -> None:
+    def __init__(self, key: str, name: str, timeout_seconds: int | None, slot: int | None = None) -> None:
         super().__init__(key)
         self.key = key
         self.name = name
         self.timeout_seconds = timeout_seconds
+        self.slot = slot  # the step item its record is on (None: the work part)
+
+
+class CannotRecord(BaseException):
+    """The task cannot record the operation its tool asks for (past the task's limit of operations, or
+    asked in another order than an earlier run's): the task fails with `reason`. A BaseException, so a
+    tool's own `except Exception` cannot swallow it."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 class CallbackFailed(ToolError):
@@ -143,7 +155,7 @@ class Callback:
 
 
 def record_cost(key: str, record: Mapping[str, Any]) -> int:
-    """What a durable record takes of the task item: its key, its JSON, and room for its `ms`."""
+    """What a durable record takes of the work part: its key, its JSON, and room for its `ms` and `n`."""
     return len(key.encode()) + encoded_size(record) + RECORD_FRAMING_BYTES
 
 
@@ -155,13 +167,15 @@ def is_step_mark(record: Mapping[str, Any]) -> bool:
 class OperationStore(Protocol):
     """What a durable run needs of the task store (`DynamoTaskStore` implements it)."""
 
-    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
-        """Mark the step running unless another run's mark is live there (or its value is recorded);
-        returns what the step's entry holds after the write: this mark, another's, or the value.
-        Raises TaskNoLongerRunning once the task stopped working."""
+    def mark_step(
+        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+    ) -> dict[str, Any]:
+        """Mark the step running on the item of its `slot` unless another run's mark is live there (or
+        its value is recorded); returns what the step's entry holds after the write: this mark,
+        another's, or the value. Raises TaskConflict once the task stopped working."""
         ...
 
-    def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
+    def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None:
         """Remove this run's mark (its `fn()` raised); another run's mark or a value stays."""
         ...
 
@@ -170,14 +184,16 @@ class OperationStore(Protocol):
         task_id: str,
         key: str,
         record: dict[str, Any],
-        scratch: Mapping[str, Any],
+        scratch: Mapping[str, Any] | None,
         *,
         replace: bool = False,
         parked_until: float | None = None,
+        slot: int | None = None,
     ) -> dict[str, Any]:
-        """Write the operation's record (first writer wins unless `replace`); returns the record kept.
-        Raises TaskNoLongerRunning once the task stopped working. `parked_until`: when the wait this
-        record starts ends (the task's lease runs past it)."""
+        """Write the operation's record (first writer wins unless `replace`) on the work part, or on the
+        item of its `slot`; returns the record kept. Raises TaskConflict once the task stopped working.
+        `scratch` (None: left as it is) is kept with it. `parked_until`: when the wait this record
+        starts ends (the task's lease runs past it)."""
         ...
 
 
@@ -185,12 +201,23 @@ def token_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
-def encode_callback_token(task_id: str, key: str, secret: str) -> str:
-    """`<task id>.<key, base64url>.<secret>`: the key finds the record, the secret proves the holder."""
+def encode_callback_token(task_id: str, key: str, secret: str, slot: int | None = None) -> str:
+    """`<task id>.<address, base64url>.<secret>`: the address finds the record (its key, and `<n>/`
+    before it when the record is on step item n), the secret proves the holder."""
     import base64
 
-    encoded = base64.urlsafe_b64encode(key.encode()).decode().rstrip("=")
+    address = key if slot is None else f"{slot}/{key}"
+    encoded = base64.urlsafe_b64encode(address.encode()).decode().rstrip("=")
     return f"{task_id}.{encoded}.{secret}"
+
+
+def callback_address(address: str) -> tuple[str, int | None]:
+    """(the record's key, its step item or None) of a decoded token's address: keys begin with their
+    kind (`callback:`), never with a digit."""
+    slot, separator, key = address.partition("/")
+    if separator and slot.isdigit() and key:
+        return key, int(slot)
+    return address, None
 
 
 def decode_callback_token(token: str) -> tuple[str, str, str] | None:
@@ -232,6 +259,8 @@ class DurableRun:
         clock: Callable[[], float] = time.time,
         monotonic: Callable[[], float] = time.monotonic,
         time_left: Callable[[], float | None] = seconds_left,
+        max_operations: int = MAX_OPERATIONS,
+        step_slots: Mapping[str, int] | None = None,
     ) -> None:
         self.task_id = task_id
         self.records = dict(records)
@@ -240,8 +269,13 @@ class DurableRun:
         self.payloads_expire = payloads_expire  # False for a task without a TTL: its objects are kept
         self.callback_url = callback_url
         self._scratch = scratch
-        # What the records take of the item (keys, values, pointers), held within ITEM_RECORDS_BYTES.
-        self._item_bytes = sum(record_cost(key, record) for key, record in self.records.items())
+        self.max_operations = max_operations
+        # The records on step items, by key (their slot); the others are on the work part, and take
+        # there (keys, values, pointers) at most WORK_PART_RECORDS_BYTES, so its writes stay 1 WRU.
+        self._on_items = dict(step_slots or {})
+        self._work_bytes = sum(record_cost(key, rec) for key, rec in self.records.items() if key not in self._on_items)
+        # Each operation's slot: how many the run asked for before it (the n of its step item).
+        self._slots: dict[str, int] = {}
         self._clock = clock
         self._monotonic = monotonic
         self._time_left = time_left
@@ -250,6 +284,7 @@ class DurableRun:
         # Steps recorded in this invocation: a run that recorded none never ends early (it must progress).
         self.recorded_here = 0
         self.run_id = secrets.token_urlsafe(12)
+        self._run_marked = False  # mark_run wrote this run's in-progress mark
         # A run replays while it has records and has not yet asked for an operation they do not hold:
         # what the tool reports meanwhile, an earlier run reported already. `on_live` is called when the
         # first new operation begins (before it runs).
@@ -268,10 +303,13 @@ class DurableRun:
             for key, record in self.records.items()
             if key != RUN_MARK_KEY
         )
-        recorded = tuple(
+        return InterruptedRun(in_step, self.recorded_steps())
+
+    def recorded_steps(self) -> tuple[str, ...]:
+        """The keys of the steps recorded for the task so far."""
+        return tuple(
             key for key, record in self.records.items() if key.startswith("step:") and not is_step_mark(record)
         )
-        return InterruptedRun(in_step, recorded)
 
     def mark_run(self, execution: str, round_number: int) -> None:
         """Mark this run as in progress (with its execution and round) until it ends at a boundary."""
@@ -289,18 +327,27 @@ class DurableRun:
             self.store.mark_step(self.task_id, RUN_MARK_KEY, mark, now)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None
+        self._run_marked = True
 
     def unmark_run(self) -> None:
         """This run ended at a durable boundary (a wait, a question, a callback, a continuation)."""
-        self._unmark(RUN_MARK_KEY)
+        if not self._run_marked:
+            return
+        try:
+            self.store.unmark_step(self.task_id, RUN_MARK_KEY, self.run_id)  # on the work part
+        except Exception as exc:  # the mark then names an earlier round: no later run reads it as cut short
+            log.warning("task %s: the run's in-progress mark was not removed (%s)", self.task_id, exc)
 
     # ---- keys and time ----------------------------------------------------------------------------
     def _key(self, kind: str, name: str) -> str:
         if self._in_step:
             raise RuntimeError("durable operations cannot be nested inside a step")
+        if len(name.encode()) > MAX_OPERATION_NAME_BYTES:
+            raise ToolError(f"A step, wait or callback name may be at most {MAX_OPERATION_NAME_BYTES} bytes")
         self._seen[(kind, name)] += 1
         count = self._seen[(kind, name)]
         key = f"{kind}:{name}" + (f"#{count}" if count > 1 else "")
+        self._slots[key] = len(self._slots)
         if self.replaying and (key not in self.records or is_step_mark(self.records[key])):
             self.replaying = False
             if self.on_live is not None:
@@ -365,6 +412,8 @@ class DurableRun:
         found = self.records.get(key)
         if found is not None and not is_step_mark(found):
             return _Recorded(self._value_of(found))
+        if found is not None and found.get("run") != self.run_id and float(found.get("expires") or 0) > self._clock():
+            raise WaitFor(self._recheck_after(found))  # another run's live mark, as read (from before step items too)
         if self.time_is_short():
             raise ContinueLater(key)
         self._check_room(key)
@@ -374,8 +423,11 @@ class DurableRun:
             return _Recorded(self._value_of(found))  # recorded by another run meanwhile
         if found.get("run") != self.run_id:
             # Another run is in this step now: look again once it has had time to record it.
-            raise WaitFor(max(1, min(STEP_BUSY_RECHECK_SECONDS, math.ceil(float(found["expires"]) - self._clock()))))
+            raise WaitFor(self._recheck_after(found))
         return _Started(key, self._monotonic())
+
+    def _recheck_after(self, mark: Mapping[str, Any]) -> int:
+        return max(1, min(STEP_BUSY_RECHECK_SECONDS, math.ceil(float(mark["expires"]) - self._clock())))
 
     def _finish_step(self, started: _Started, produced: Any) -> Any:
         key = started.key
@@ -392,18 +444,21 @@ class DurableRun:
         return self._value_of(kept)
 
     def _mark(self, key: str) -> dict[str, Any]:
+        """Mark the step running on its own step item (its record then goes there or to the work part)."""
         left = self._time_left()
         now = self._clock()
         lasts = (STEP_MARK_UNBOUNDED_SECONDS if left is None else max(0.0, left)) + STEP_MARK_MARGIN_SECONDS
         mark = {"state": STEP_RUNNING, "run": self.run_id, "expires": round(now + lasts, 3)}
         try:
-            return self.store.mark_step(self.task_id, key, mark, now)
+            return self.store.mark_step(self.task_id, key, mark, now, slot=self._slots[key])
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None
+        except OperationsOutOfOrder as exc:
+            raise CannotRecord(_out_of_order(exc)) from None
 
     def _unmark(self, key: str) -> None:
         try:
-            self.store.unmark_step(self.task_id, key, self.run_id)
+            self.store.unmark_step(self.task_id, key, self.run_id, slot=self._slots[key])
         except Exception as exc:  # the mark then lasts until it expires: a later run waits that long
             log.warning("task %s: running mark of %s not removed (%s)", self.task_id, key, exc)
 
@@ -415,7 +470,8 @@ class DurableRun:
         found = self.records.get(key)
         now = self._clock()
         if found is None:
-            found = self._record(key, {"until": now + seconds}, parked_until=now + seconds)
+            self._check_room(key)
+            found = self._record(key, {"until": now + seconds}, parked_until=now + seconds, keep_scratch=True)
         left = float(found["until"]) - now
         if left <= 0:
             return
@@ -437,7 +493,8 @@ class DurableRun:
         timeout = None if timeout_seconds is None else max(1, math.ceil(timeout_seconds))
         if found is not None and found.get("awaited"):
             # Awaited before and woken without a completion: wait again, the external system has the token.
-            raise AwaitCallback(key, name, self._remaining(found))
+            raise AwaitCallback(key, name, self._remaining(found), self._on_items.get(key))
+        self._check_room(key)
         # First time, or a run that died before its wait began: issue a (new) token and submit it.
         secret = secrets.token_urlsafe(32)
         record = {
@@ -447,9 +504,11 @@ class DurableRun:
             "timeout": timeout,
             "deadline": None if timeout is None else now + timeout,
         }
-        self._record(key, record, replace=found is not None)
-        submit(Callback(name, encode_callback_token(self.task_id, key, secret), self.callback_url))
-        raise AwaitCallback(key, name, timeout)
+        # On its own item: the completion writes up to 4 KB into the record, which the work part keeps small.
+        self._record(key, record, replace=found is not None, keep_scratch=True, own_item=True)
+        slot = self._on_items.get(key)
+        submit(Callback(name, encode_callback_token(self.task_id, key, secret, slot), self.callback_url))
+        raise AwaitCallback(key, name, timeout, slot)
 
     def _remaining(self, record: Mapping[str, Any]) -> int | None:
         if record.get("deadline") is None:
@@ -464,37 +523,63 @@ class DurableRun:
             raise ToolError(
                 f"Step {key!r} returned {size} bytes; a step's value may be at most {MAX_RECORD_BYTES} bytes"
             )
-        inline = {"v": value}
-        if size <= MAX_INLINE_RECORD_BYTES and self._item_bytes + record_cost(key, inline) <= ITEM_RECORDS_BYTES:
-            return inline
+        if size <= MAX_INLINE_RECORD_BYTES:
+            return {"v": value}
         if self.payloads is None:
             raise ToolError(f"Step {key!r} returned {size} bytes, more than the task item can hold")
         return {"ref": self.payloads.put(self.task_id, key, value, expires=self.payloads_expire)}
 
-    def _check_room(self, key: str, record: Mapping[str, Any] | None = None) -> int:
-        """What writing `record` under `key` adds to the item; ToolError past MAX_OPERATIONS or ITEM_RECORDS_BYTES."""
-        if len(self.records) >= MAX_OPERATIONS and key not in self.records:
-            raise ToolError(f"A task may record at most {MAX_OPERATIONS} steps, waits and callbacks")
-        if record is None:
-            return 0
-        previous = self.records.get(key)
-        adding = record_cost(key, record) - (record_cost(key, previous) if previous is not None else 0)
-        if self._item_bytes + adding > ITEM_RECORDS_BYTES:
-            raise ToolError(f"A task's durable records may take at most {ITEM_RECORDS_BYTES} bytes of its item")
-        return adding
+    def _check_room(self, key: str, record: Mapping[str, Any] | None = None) -> None:
+        """CannotRecord for an operation past the task's limit (`max_operations`, TASK_MAX_STEPS)."""
+        slot = self._slots[key]
+        if slot >= self.max_operations and key not in self.records:
+            raise CannotRecord(
+                f"A task may record at most {self.max_operations} steps, waits and callbacks (TASK_MAX_STEPS); "
+                f"its tool asked for one more: {key}"
+            )
 
     def _record(
-        self, key: str, record: dict[str, Any], replace: bool = False, parked_until: float | None = None
+        self,
+        key: str,
+        record: dict[str, Any],
+        replace: bool = False,
+        parked_until: float | None = None,
+        *,
+        keep_scratch: bool = False,
+        own_item: bool = False,
     ) -> dict[str, Any]:
-        adding = self._check_room(key, record)
+        """Write the record on the work part while it fits there (so a task of a few small steps is read
+        in one request), else on the item of its slot; a callback replaced stays where it was. The
+        scratch goes with it when it costs no write of its own (on the work part), and always for a wait
+        or a callback (`keep_scratch`: the invocation ends there)."""
+        self._check_room(key, record)
+        slot = self._slots[key]
+        entry = {**record, "n": slot}
+        previous = self.records.get(key)
+        adding = record_cost(key, entry) - (record_cost(key, previous) if previous and key not in self._on_items else 0)
+        # A callback replaced stays where it was; anything else goes on the work part while it fits.
+        fits = not own_item and self._work_bytes + adding <= WORK_PART_RECORDS_BYTES
+        on_work_part = key not in self._on_items if replace else fits
         try:
             kept = self.store.record_operation(
-                self.task_id, key, record, self._scratch(), replace=replace, parked_until=parked_until
+                self.task_id,
+                key,
+                entry if on_work_part else dict(record),
+                self._scratch() if on_work_part or keep_scratch else None,
+                replace=replace,
+                parked_until=parked_until,
+                slot=None if on_work_part else slot,
             )
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary
+        except OperationsOutOfOrder as exc:
+            raise CannotRecord(_out_of_order(exc)) from None
         self.records[key] = kept
-        self._item_bytes += adding
+        if on_work_part:
+            self._work_bytes += adding
+            self._on_items.pop(key, None)
+        else:
+            self._on_items[key] = slot
         return kept
 
     def _value_of(self, record: Mapping[str, Any]) -> Any:
@@ -505,11 +590,17 @@ class DurableRun:
         return record.get("v")
 
 
+def _out_of_order(exc: OperationsOutOfOrder) -> str:
+    log.error("%s", exc)
+    return "The task's tool asked for its steps, waits and callbacks in another order than in an earlier run"
+
+
 __all__ = [
     "AwaitCallback",
     "Callback",
     "CallbackFailed",
     "CallbackTimedOut",
+    "CannotRecord",
     "ContinueLater",
     "DurableRun",
     "OperationStore",

@@ -43,6 +43,11 @@ class TaskAnswersFull(TaskError):
         self.limit_bytes = limit_bytes
 
 
+class OperationsOutOfOrder(TaskError):
+    """A run asked for a durable operation where an earlier run recorded another (its tool asked for
+    them in another order): the task cannot go on from its records."""
+
+
 class CallbackLate(TaskError):
     """A completion, by the token's holder, of a callback whose deadline has passed: the task went on
     (or goes on) without it; nothing was written."""

@@ -149,6 +149,10 @@ class TaskRecord:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     # A result too large for the item: where it is in the payload bucket.
     result_ref: dict[str, Any] | None = None
+    # 1 + the highest n of the task's step items (`schema.step_key_value`); which records the load read
+    # from them, by key, with their n.
+    step_items: int = 0
+    step_slots: dict[str, int] = field(default_factory=dict)
 
     @property
     def execution(self) -> str:

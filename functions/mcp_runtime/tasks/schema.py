@@ -22,16 +22,28 @@ OWNER_INDEX_ATTRIBUTES: Final[tuple[str, ...]] = (
 )
 TASK_KEY_PREFIX: Final = "task#"
 # A task's large parts, each its own item beside the task's (`mcp_runtime.tasks.store`): "part#<id>#call"
-# (the tool call: arguments, client, prepared) and "part#<id>#work" (durable records and scratch). They
-# carry no owner, lease, status or effect, so neither index holds them and the supervisor's stream filter
-# (an `effect` on the new image) drops their records.
+# (the tool call: arguments, client, prepared), "part#<id>#work" (the scratch and the first small durable
+# records) and "part#<id>#step#<n>" (the n-th durable operation a run asks for: its running mark or its
+# record). They carry no owner, lease, status or effect, so neither index holds them and the supervisor's
+# stream filter (an `effect` on the new image) drops their records.
 PART_KEY_PREFIX: Final = "part#"
 CALL_PART: Final = "call"
 WORK_PART: Final = "work"
+STEP_PART: Final = "step"
+# On the hot item: 1 + the highest n of a task's step items (absent: none), so the worker knows their keys.
+STEP_ITEMS_ATTRIBUTE: Final = "stepItems"
+# On a step item: the operation's key (`step:fetch#2`) and its record (a map, as the work part's entries).
+STEP_KEY_ATTRIBUTE: Final = "key"
+STEP_RECORD_ATTRIBUTE: Final = "record"
 
 
 def part_key_value(task_id: str, part: str) -> str:
     return f"{PART_KEY_PREFIX}{task_id}#{part}"
+
+
+def step_key_value(task_id: str, slot: int) -> str:
+    """The key of the item of a task's `slot`-th durable operation (counted from 0 in the order a run asks)."""
+    return f"{PART_KEY_PREFIX}{task_id}#{STEP_PART}#{slot}"
 
 
 # The sparse index of active tasks the sweeper reads (`mcp_runtime.tasks.sweeper`). Every write that

@@ -14,20 +14,28 @@ owner, lease, status or effect (so neither index nor the supervisor sees them):
 - `part#<id>#call`: the tool call (arguments, client, prepared), put once at create (conditional
   puts, like the hot item's), before the hot item (a create that dies between leaves parts nothing
   reads, which `discard` or the TTL removes);
-- `part#<id>#work`: the durable records (`steps`) and the tool's scratch, put (empty) at create.
+- `part#<id>#work`: the tool's scratch, and the first durable records while they fit in
+  `limits.WORK_PART_RECORDS_BYTES` (each with its `n`), put (empty) at create;
+- `part#<id>#step#<n>`: the n-th durable operation a run asks for (its key, and its running mark or
+  its record), created by its first write; `stepItems` on the hot item is 1 + the highest n written,
+  so the worker knows their keys.
 
 Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
 lease or status write on one item holding a 64 KB argument and 60 KB of records cost 124 WRU; on the
-hot item it costs 1 (`bench/capacity.py` measures it). `tasks/get` reads the hot item alone (one
-GetItem, at most 1 RRU); the worker reads the three items with one consistent BatchGetItem (`load`).
-The table keeps its partition-only key (no sort key, so no table replacement): the parts' keys are
-derived from the task id, never listed. A step costs two writes on the work part (its running mark,
-its record) and two on the hot item (the status check, the lease, the token and effect they consume):
-the hot write goes first, so a step on a task that stopped working is refused before anything is
-recorded, and a crash between the two leaves a renewed lease and no record (the step runs again, as
-after any crash). The other writes of both items are ordered the same way, each saying why a crash
-between its two writes is harmless (`await_input`, `await_callback`, `complete_callback`), rather than
-transactions, which DynamoDB bills twice on both items.
+hot item it costs 1, and a step's writes on its own item cost what its record weighs, at step 1,000
+as at step 1 (`bench/capacity.py` measures both). `tasks/get` reads the hot item alone (one
+GetItem, at most 1 RRU); the worker reads the hot item and its two parts with one consistent
+BatchGetItem, then the step items the work part does not stand for, 100 a request (`load`): a task
+whose records fit on the work part is read in one request. The table keeps its partition-only key
+(no sort key, so no table replacement): the parts' keys are derived from the task id and the count,
+never listed. A step costs two writes of its own item (its running mark, then its record there or on
+the work part) and two of the hot item before them (the status check, the lease, the token and effect
+they consume): the hot write goes first, so a step on a task that stopped working is refused before
+anything is recorded, and a crash between the two leaves a renewed lease and no record (the step runs
+again, as after any crash). The other writes of both items are ordered the same way, each saying why
+a crash between its two writes is harmless (`record_operation`, `mark_step`, `await_input`,
+`await_callback`, `complete_callback`), rather than transactions, which DynamoDB bills twice on both
+items.
 
 What stays on the hot item, because one conditional write must change it with the status or
 `tasks/get` must read it: the questions (at most 32 KB, only while the task waits for input, when
@@ -39,8 +47,9 @@ Rules every write follows:
 - a terminal status is written once: every transition requires an active status; it removes what
   only a working task needs (`WORKING_PARTS`), so a settled item is small, and its write fits
   whatever the task carried; the parts expire with the task (TTL deletes are free; a delete is
-  billed on the part's size), and a task without a TTL has them deleted: nothing reads a settled
-  task's parts, and none grows;
+  billed on the part's size), and a task without a TTL has them deleted (its step items too, 25 a
+  BatchWriteItem: `stepItems` stays on the settled hot item to say how many): nothing reads a
+  settled task's parts, and none grows;
 - a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
   down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
@@ -58,6 +67,7 @@ Rules every write follows:
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -72,6 +82,7 @@ from ..observability import NO_TELEMETRY, Telemetry, traced
 from . import schema
 from .errors import (
     CallbackLate,
+    OperationsOutOfOrder,
     TaskAnswersFull,
     TaskConflict,
     TaskNotFound,
@@ -106,6 +117,10 @@ ANSWERS_BYTES = "answersBytes"
 # The progress value of the report the statusMessage came from (`TaskRecord.progress`).
 PROGRESS = "progress"
 LOG_LINES = "logLines"
+
+# DynamoDB's most keys in one BatchGetItem, and items in one BatchWriteItem.
+BATCH_GET_KEYS: Final = 100
+BATCH_WRITE_ITEMS: Final = 25
 
 # How long an active task may go without a write before the sweeper looks at its execution.
 DEFAULT_LEASE_SECONDS: Final = 600
@@ -200,25 +215,37 @@ class TaskStore(Protocol):
         task_id: str,
         key: str,
         record: dict[str, Any],
-        scratch: Mapping[str, Any],
+        scratch: Mapping[str, Any] | None,
         *,
         replace: bool = False,
         parked_until: float | None = None,
+        slot: int | None = None,
     ) -> dict[str, Any]: ...
 
-    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]: ...
+    def mark_step(
+        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+    ) -> dict[str, Any]: ...
 
-    def unmark_step(self, task_id: str, key: str, run_id: str) -> None: ...
+    def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None: ...
 
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None: ...
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
 
     def await_callback(
-        self, task_id: str, key: str, task_token: str, message: str, parked_until: float | None = None
+        self,
+        task_id: str,
+        key: str,
+        task_token: str,
+        message: str,
+        parked_until: float | None = None,
+        *,
+        slot: int | None = None,
     ) -> AwaitOutcome: ...
 
-    def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool: ...
+    def complete_callback(
+        self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any], *, slot: int | None = None
+    ) -> bool: ...
 
 
 def task_key(task_id: str) -> dict[str, dict[str, str]]:
@@ -228,6 +255,11 @@ def task_key(task_id: str) -> dict[str, dict[str, str]]:
 def part_key(task_id: str, part: str) -> dict[str, dict[str, str]]:
     """The key of one of a task's parts (`schema.CALL_PART`, `schema.WORK_PART`)."""
     return {schema.PARTITION_KEY: {"S": schema.part_key_value(task_id, part)}}
+
+
+def step_key(task_id: str, slot: int) -> dict[str, dict[str, str]]:
+    """The key of the item of a task's `slot`-th durable operation."""
+    return {schema.PARTITION_KEY: {"S": schema.step_key_value(task_id, slot)}}
 
 
 def _json(value: Any) -> dict[str, str]:
@@ -362,6 +394,8 @@ def to_item(record: TaskRecord) -> Item:
         item["resultRef"] = _json(record.result_ref)
     if record.answers_bytes:
         item[ANSWERS_BYTES] = {"N": str(record.answers_bytes)}
+    if record.step_items:
+        item[schema.STEP_ITEMS_ATTRIBUTE] = {"N": str(record.step_items)}
     return item
 
 
@@ -445,12 +479,68 @@ def from_item(item: Item, call: Item | None = None, work: Item | None = None) ->
         execution_name=text("executionName") or "",
         steps=steps_of(parts),
         result_ref=_loads(item.get("resultRef")),
+        step_items=number(schema.STEP_ITEMS_ATTRIBUTE) or 0,
     )
 
 
 def steps_of(item: Item | None) -> dict[str, dict[str, Any]]:
     """The durable records a work part (or an item holding `steps`) shows."""
     return {key: record_from_attribute(value) for key, value in ((item or {}).get("steps") or {}).get("M", {}).items()}
+
+
+def step_item_entry(item: Item | None) -> tuple[str, dict[str, Any] | None] | None:
+    """(the operation's key, its entry: a running mark or a record, None once taken back) a step item
+    shows; None for no item."""
+    if not item or schema.STEP_KEY_ATTRIBUTE not in item:
+        return None
+    attribute = item.get(schema.STEP_RECORD_ATTRIBUTE)
+    return item[schema.STEP_KEY_ATTRIBUTE]["S"], record_from_attribute(attribute) if attribute else None
+
+
+@dataclass(frozen=True, slots=True)
+class _Place:
+    """Where a durable operation's entry is written: an entry of the work part's `steps` map (`slot`
+    None: the first small records, and tasks from before step items), or the step item of its slot."""
+
+    task_id: str
+    key: str
+    slot: int | None
+
+    @property
+    def item_key(self) -> dict[str, dict[str, str]]:
+        return part_key(self.task_id, schema.WORK_PART) if self.slot is None else step_key(self.task_id, self.slot)
+
+    def path(self, expression: _Expression) -> str:
+        if self.slot is None:
+            return f"{expression.name('steps')}.{expression.name(self.key)}"
+        return expression.name(schema.STEP_RECORD_ATTRIBUTE)
+
+    def set_entry(self, expression: _Expression, entry: Mapping[str, Any], expires_at: int | None) -> None:
+        """Write `entry` here; a step item is created by its first write (with its key and the task's TTL),
+        and never takes the entry of another operation (`OperationsOutOfOrder` on the failure)."""
+        expression.sets.append(f"{self.path(expression)} = {expression.value(record_to_attribute(entry))}")
+        if self.slot is None:
+            return
+        key, value = expression.name(schema.STEP_KEY_ATTRIBUTE), expression.value({"S": self.key})
+        expression.sets.append(f"{key} = {value}")
+        expression.require(f"(attribute_not_exists({key}) OR {key} = {value})")
+        if expires_at is not None:
+            expression.set(schema.TTL_ATTRIBUTE, {"N": str(expires_at)})
+
+    def entry(self, item: Item | None) -> dict[str, Any] | None:
+        """This operation's entry as `item` (this place's item, or None when absent) shows it."""
+        if self.slot is None:
+            return steps_of(item).get(self.key) if item else None
+        shown = step_item_entry(item)
+        if shown is None:
+            return None
+        key, entry = shown
+        if key != self.key:
+            raise OperationsOutOfOrder(
+                f"task {self.task_id}: durable operation {self.slot + 1} was {key!r} in an earlier run, "
+                f"{self.key!r} in this one"
+            )
+        return entry
 
 
 class _Expression:
@@ -573,14 +663,31 @@ class DynamoTaskStore:
 
     @traced("TaskStore.load")
     def load(self, task_id: str) -> TaskRecord:
-        """The worker's read: the hot item and its parts, in one consistent BatchGetItem."""
+        """The worker's read: the hot item and its parts in one consistent BatchGetItem, then the step
+        items the work part does not stand for (`stepItems` on the hot item says how many there are),
+        100 a request. A task whose records all fit on the work part is read in one request."""
         items = self._batch_get([task_key(task_id), *(part_key(task_id, part) for part in _PARTS)])
         hot = items.get(schema.TASK_KEY_PREFIX + task_id)
         call, work = (items.get(schema.part_key_value(task_id, part)) for part in _PARTS)
-        return self._visible(hot, None, call, work)
+        record = self._visible(hot, None, call, work)
+        on_work_part = {entry["n"] for entry in record.steps.values() if isinstance(entry.get("n"), int)}
+        wanted = [slot for slot in range(record.step_items) if slot not in on_work_part]
+        if not wanted:
+            return record
+        steps, slots = dict(record.steps), dict[str, int]()
+        for first in range(0, len(wanted), BATCH_GET_KEYS):
+            found = self._batch_get([step_key(task_id, slot) for slot in wanted[first : first + BATCH_GET_KEYS]])
+            for slot in wanted[first : first + BATCH_GET_KEYS]:
+                key, entry = step_item_entry(found.get(schema.step_key_value(task_id, slot))) or ("", None)
+                if entry is None:
+                    continue  # never written, or a mark taken back
+                if key not in steps or _is_mark(steps[key]):  # the work part's record, if any, came first
+                    steps[key], slots[key] = entry, slot
+        return dataclasses.replace(record, steps=steps, step_slots=slots)
 
     def _batch_get(self, keys: list[dict[str, dict[str, str]]]) -> dict[str, Item]:
-        """The items of `keys` that exist, by partition key value (what DynamoDB left unprocessed is asked again)."""
+        """The items of `keys` (at most 100) that exist, by partition key value (what DynamoDB left
+        unprocessed is asked again)."""
         found: dict[str, Item] = {}
         request: dict[str, Any] = {self.table_name: {"Keys": keys, "ConsistentRead": True}}
         for _ in range(5):
@@ -666,17 +773,30 @@ class DynamoTaskStore:
         """A settled task's parts: nothing reads them again, and they do not grow (a part write follows a
         hot write that requires the task working, so only one racing the settle lands, within the
         part's bounds). They expire with the task, as TTL deletes are free (a delete is billed like a
-        write of the whole part); a task without a TTL has them deleted."""
+        write of the whole part); a task without a TTL has them deleted, its step items too (the
+        settled hot item still says how many: `stepItems`)."""
         if settled.expires_at is None:
-            self._delete_parts(settled.task_id)
+            self._delete_parts(settled.task_id, settled.step_items)
 
-    def _delete_parts(self, task_id: str) -> None:
-        """A delete that fails leaves the part behind: nothing reads it, and it does not grow."""
-        for part in _PARTS:
+    def _delete_parts(self, task_id: str, step_items: int) -> None:
+        """BatchWriteItem, 25 deletes a request. A delete that fails leaves the item behind: nothing reads
+        it, and it does not grow. (A step write that raced the settle, its hot write passed just before
+        it, may put one step item back after this: the same holds for it.)"""
+        keys = [*(part_key(task_id, part) for part in _PARTS), *(step_key(task_id, n) for n in range(step_items))]
+        for first in range(0, len(keys), BATCH_WRITE_ITEMS):
+            request: dict[str, Any] = {
+                self.table_name: [{"DeleteRequest": {"Key": key}} for key in keys[first : first + BATCH_WRITE_ITEMS]]
+            }
             try:
-                self._call("delete_item", TableName=self.table_name, Key=part_key(task_id, part))
+                for _ in range(5):
+                    request = self._call("batch_write_item", RequestItems=request).get("UnprocessedItems") or {}
+                    if not request:
+                        break
+                else:
+                    raise TaskStoreUnavailable("task table unavailable (batch_write_item: items left unprocessed)")
             except (TaskStoreUnavailable, TaskStoreRefused) as exc:
-                log.warning("task %s: its %s part was not deleted (%s)", task_id, part, exc)
+                log.warning("task %s: %d of its parts were not deleted (%s)", task_id, len(keys) - first, exc)
+                return
 
     @traced("TaskStore.answer")
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
@@ -882,7 +1002,7 @@ class DynamoTaskStore:
         work = _Expression()
         work.set("scratch", _json(dict(scratch)))
         with contextlib.suppress(_ConditionFailed):  # settled meanwhile: its parts are gone
-            self._update_part(task_id, schema.WORK_PART, work)
+            self._update_part(_Place(task_id, "", None), work)
 
     @traced("TaskStore.replace_token")
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool:
@@ -902,77 +1022,134 @@ class DynamoTaskStore:
         return True
 
     # ---- durable operations (mcp_runtime.tasks.durable) -------------------------------------------
+    # Each writes the hot item first (the task works; its lease, token and effect; `stepItems`), then
+    # the operation's entry: on the work part (`slot` None) or on its own step item (`slot` n), whose
+    # write costs what that one entry weighs, whatever the task recorded before it.
     @traced("TaskStore.record_operation")
     def record_operation(
         self,
         task_id: str,
         key: str,
         record: dict[str, Any],
-        scratch: Mapping[str, Any],
+        scratch: Mapping[str, Any] | None,
         *,
         replace: bool = False,
         parked_until: float | None = None,
+        slot: int | None = None,
     ) -> dict[str, Any]:
         """A step's, wait's or callback's record; the first writer wins (a callback that was never
         awaited is replaced). Raises TaskConflict once the task stopped working. `parked_until`: when a
-        wait this record starts ends (the task's lease runs to then).
+        wait this record starts ends (the task's lease runs to then). `scratch` (None: left as it is)
+        is kept on the work part: in the same write, or, for a record on a step item, in the write after.
 
         The hot write goes first (the task works; its lease, token and effect): a crash before the
-        record is written leaves a task whose run records the operation again, as after any crash."""
-        hot = _Expression()
-        hot.parked_until = parked_until
-        self._update_while_working(task_id, self._running_tool_write(hot))
+        record is written leaves a task whose run records the operation again, as after any crash. A
+        crash between a step item's record and the scratch that follows it loses that scratch, as a
+        checkpoint that fails does (the run that follows goes on with the scratch kept before)."""
+        place = _Place(task_id, key, slot)
+        hot = self._step_hot_write(task_id, slot, parked_until)
         expression = _Expression()
-        expression.set_entry("steps", key, record_to_attribute(record))
-        expression.set("scratch", _json(dict(scratch)))
-        path = f"{expression.name('steps')}.{expression.name(key)}"
+        place.set_entry(expression, record, hot.expires_at)
+        if scratch is not None and slot is None:
+            expression.set("scratch", _json(dict(scratch)))
+        path = place.path(expression)
         if replace:
             expression.require(f"{path}.{expression.name('state')} = {expression.value({'S': 'waiting'})}")
         else:  # a value takes the place of a running mark, any run's: the first value wins
             running = expression.value({"S": "running"})
             expression.require(f"(attribute_not_exists({path}) OR {path}.{expression.name('state')} = {running})")
         try:
-            return steps_of(self._update_part(task_id, schema.WORK_PART, expression))[key]
+            kept = place.entry(self._update_part(place, expression))
         except _ConditionFailed as failure:
-            current = steps_of(failure.item) if failure.item else None
-        if current is None:
-            raise TaskConflict(f"task {task_id} is no longer working")  # settled: its parts are gone
-        if key in current and current[key].get("state") != "running":
-            return current[key]  # recorded first by another run (or by this write, its answer lost)
-        raise TaskConflict(f"task {task_id}: {key} could not be recorded")
+            current = place.entry(failure.item)
+            if failure.item is None and slot is None:
+                raise TaskConflict(f"task {task_id} is no longer working") from None  # settled: its parts are gone
+            if current is not None and current.get("state") != "running":
+                return current  # recorded first by another run (or by this write, its answer lost)
+            raise TaskConflict(f"task {task_id}: {key} could not be recorded") from None
+        if scratch is not None and slot is not None:
+            self._keep_scratch(task_id, scratch)
+        assert kept is not None
+        return kept
 
     @traced("TaskStore.mark_step")
-    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float) -> dict[str, Any]:
+    def mark_step(
+        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+    ) -> dict[str, Any]:
         """Mark a step running (`durable.is_step_mark`) where nothing is, or only an expired mark; returns
         the step's entry as it is after the write. Raises TaskConflict once the task stopped working.
-        The hot write (the task works) goes first, so a cancelled task's step never starts."""
-        self._update_while_working(task_id, self._running_tool_write(_Expression()))
+        The hot write (the task works) goes first, so a cancelled task's step never starts; a crash
+        between the two leaves a renewed lease and no mark (the step is marked again, as after any crash).
+
+        On a step item (`slot`), a mark that took the place of another run's expired mark looks at the
+        work part too: that run may have kept its record there (`record_operation` with `slot` None)
+        before it died, and then this step is recorded, not to be run again."""
+        place = _Place(task_id, key, slot)
+        hot = self._step_hot_write(task_id, slot)
         expression = _Expression()
-        expression.set_entry("steps", key, record_to_attribute(mark))
-        path = f"{expression.name('steps')}.{expression.name(key)}"
+        place.set_entry(expression, mark, hot.expires_at)
+        path = place.path(expression)
         running = expression.value({"S": mark["state"]})
         expired = f"({path}.{expression.name('state')} = {running} AND {path}.{expression.name('expires')} < "
         expression.require(f"(attribute_not_exists({path}) OR {expired}{expression.value({'N': repr(float(now))})}))")
         try:
-            return steps_of(self._update_part(task_id, schema.WORK_PART, expression))[key]
+            old = self._update_part(place, expression, returns="ALL_OLD")
         except _ConditionFailed as failure:
-            current = steps_of(failure.item) if failure.item else None
-        if current is None:
-            raise TaskConflict(f"task {task_id} is no longer working")
-        if key in current:
-            return current[key]  # another run's live mark, or the value it recorded
-        raise TaskConflict(f"task {task_id}: {key} could not be marked")
+            current = place.entry(failure.item)
+            if current is None:
+                raise TaskConflict(f"task {task_id} is no longer working") from None
+            return current  # another run's live mark, or the value it recorded
+        taken_over = place.entry(old) if slot is not None and old else None
+        if taken_over is not None and taken_over.get("run") != mark.get("run"):
+            work = self._call(
+                "get_item", TableName=self.table_name, Key=part_key(task_id, schema.WORK_PART), ConsistentRead=True
+            ).get("Item")
+            recorded = steps_of(work).get(key)
+            if recorded is not None and not _is_mark(recorded):
+                return recorded
+        return dict(mark)
 
     @traced("TaskStore.unmark_step")
-    def unmark_step(self, task_id: str, key: str, run_id: str) -> None:
+    def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None:
         """Remove this run's running mark of a step; anything else there stays. A settled task's work
-        part is gone (or going), so the write finds nothing and changes nothing."""
+        part is gone (or going), so the write finds nothing and changes nothing; a step item holding the
+        mark is deleted (the load skips a missing one)."""
+        place = _Place(task_id, key, slot)
         expression = _Expression()
-        expression.remove_entry("steps", key)
-        path = f"{expression.name('steps')}.{expression.name(key)}"
+        path = place.path(expression)
         expression.require(f"{path}.{expression.name('run')} = {expression.value({'S': run_id})}")
         with contextlib.suppress(_ConditionFailed):
-            self._update_part(task_id, schema.WORK_PART, expression)
+            if slot is not None:
+                self._call(
+                    "delete_item",
+                    TableName=self.table_name,
+                    Key=place.item_key,
+                    ConditionExpression=" AND ".join(expression.conditions),
+                    ExpressionAttributeNames=expression.names,
+                    ExpressionAttributeValues=expression.values,
+                )
+                return
+            expression.removes.append(path)
+            self._update_part(place, expression)
+
+    def _step_hot_write(self, task_id: str, slot: int | None, parked_until: float | None = None) -> TaskRecord:
+        """The hot write before an operation's entry: the task works (TaskConflict once not), its lease,
+        token and effect; for an entry on step item `slot`, `stepItems` at least slot + 1, so the
+        worker's load reads that item (a number for a number: the item does not grow)."""
+        expression = self._running_tool_write(_Expression())
+        expression.parked_until = parked_until
+        if slot is not None:
+            count, value = expression.name(schema.STEP_ITEMS_ATTRIBUTE), expression.value({"N": str(slot + 1)})
+            expression.set(schema.STEP_ITEMS_ATTRIBUTE, {"N": str(slot + 1)})
+            expression.require(f"(attribute_not_exists({count}) OR {count} <= {value})")
+        try:
+            return self._update(task_id, expression)
+        except _ConditionFailed as failure:
+            seen = failure.record
+            if slot is None or seen is None or seen.status != WORKING or seen.step_items <= slot + 1:
+                raise TaskConflict(f"task {task_id} is no longer working") from None
+        # Another run wrote a later step item already (the count only grows): the write without it.
+        return self._step_hot_write(task_id, None, parked_until)
 
     @traced("TaskStore.checkpoint")
     def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
@@ -981,7 +1158,7 @@ class DynamoTaskStore:
         expression = _Expression()
         expression.set("scratch", _json(dict(scratch)))
         try:
-            self._update_part(task_id, schema.WORK_PART, expression)
+            self._update_part(_Place(task_id, "", None), expression)
         except _ConditionFailed:
             raise TaskConflict(f"task {task_id} is no longer working") from None
 
@@ -1006,7 +1183,14 @@ class DynamoTaskStore:
 
     @traced("TaskStore.await_callback")
     def await_callback(
-        self, task_id: str, key: str, task_token: str, message: str, parked_until: float | None = None
+        self,
+        task_id: str,
+        key: str,
+        task_token: str,
+        message: str,
+        parked_until: float | None = None,
+        *,
+        slot: int | None = None,
     ) -> AwaitOutcome:
         """Store the task token a callback's completion resumes the execution with, then mark the
         callback `awaited` on the work part (its token went out; the task stays working). `parked_until`:
@@ -1030,18 +1214,21 @@ class DynamoTaskStore:
             if failure.record is None:
                 raise TaskNotFound("Task not found") from None
             return AwaitOutcome(False, self.load(task_id))
+        place = _Place(task_id, key, slot)
         work = _Expression()
-        path = f"{work.name('steps')}.{work.name(key)}"
+        path = place.path(work)
         work.sets.append(f"{path}.{work.name('awaited')} = {work.value({'BOOL': True})}")
         work.require(f"{path}.{work.name('state')} = {work.value({'S': 'waiting'})}")
         try:
-            self._update_part(task_id, schema.WORK_PART, work)
+            self._update_part(place, work)
         except _ConditionFailed:
             return AwaitOutcome(False, self.load(task_id))
         return AwaitOutcome(True, self.load(task_id))
 
     @traced("TaskStore.complete_callback")
-    def complete_callback(self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any]) -> bool:
+    def complete_callback(
+        self, task_id: str, key: str, secret_hash: str, outcome: dict[str, Any], *, slot: int | None = None
+    ) -> bool:
         """The external system's completion: once, for the holder of the token, while the task works
         and before the callback's deadline. Asks for the waiting execution to be resumed. False when
         refused (unknown, used, forged, ended); CallbackLate, with nothing written, for the holder of
@@ -1054,8 +1241,9 @@ class DynamoTaskStore:
         the token still stored: the holder's retry finds exactly that and asks for the resume again."""
         now = self._clock()
         write_id = new_write_id()
+        place = _Place(task_id, key, slot)
         work = _Expression()
-        path = f"{work.name('steps')}.{work.name(key)}"
+        path = place.path(work)
         for name, value in {"state": "done", **outcome}.items():
             attribute = _json(value) if name in _RECORD_JSON_FIELDS else {"S": str(value)}
             work.sets.append(f"{path}.{work.name(name)} = {work.value(attribute)}")
@@ -1065,7 +1253,7 @@ class DynamoTaskStore:
         no_deadline = f"attribute_not_exists({deadline}) OR attribute_type({deadline}, {work.value({'S': 'NULL'})})"
         work.require(f"({no_deadline} OR {deadline} > {work.value({'N': repr(float(now))})})")
         try:
-            self._update_part(task_id, schema.WORK_PART, work)
+            self._update_part(place, work)
         except _ConditionFailed:
             try:
                 record = self.load(task_id)
@@ -1280,18 +1468,21 @@ class DynamoTaskStore:
         expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
         return expression
 
-    def _update_part(self, task_id: str, part: str, expression: _Expression) -> Item:
-        """One conditional UpdateItem of a part that exists (a settled task's are gone); returns it as written."""
-        expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
+    def _update_part(self, place: _Place, expression: _Expression, returns: str = "ALL_NEW") -> Item:
+        """One conditional UpdateItem of the item of `place`; returns it as written (`returns`: or as it
+        was). The work part must exist (a settled task's is gone); a step item is created by its first
+        write, and an entry is only ever written after a hot write that found the task working."""
+        if place.slot is None:
+            expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
         response = self._call(
             "update_item",
             TableName=self.table_name,
-            Key=part_key(task_id, part),
-            ReturnValues="ALL_NEW",
+            Key=place.item_key,
+            ReturnValues=returns,
             ReturnValuesOnConditionCheckFailure="ALL_OLD",
             **expression.request(),
         )
-        attributes: Item = response["Attributes"]
+        attributes: Item = response.get("Attributes") or {}
         return attributes
 
     def _call(self, operation: str, **params: Any) -> dict[str, Any]:
@@ -1349,6 +1540,10 @@ def _resume_never_asked(record: TaskRecord, key: str) -> bool:
         and record.effect is None
         and not others_waiting
     )
+
+
+def _is_mark(entry: Mapping[str, Any]) -> bool:
+    return entry.get("state") == "running"
 
 
 def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:

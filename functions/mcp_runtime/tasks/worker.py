@@ -46,6 +46,7 @@ from ..limits import (
     MAX_INLINE_RESULT_BYTES,
     MAX_INPUT_REQUESTS_BYTES,
     MAX_KEPT_TASK_LOG_LINES,
+    MAX_OPERATIONS,
     MAX_RESULT_BYTES,
     MAX_SCRATCH_BYTES,
     MAX_SETTLE_RESULT_BYTES,
@@ -76,7 +77,7 @@ from ..wire import (
     OUTCOME_WAIT,
     WorkerOutcome,
 )
-from .durable import AwaitCallback, ContinueLater, DurableRun, InterruptedRun, WaitFor
+from .durable import AwaitCallback, CannotRecord, ContinueLater, DurableRun, InterruptedRun, WaitFor
 from .errors import (
     ExecutorRefused,
     ExecutorUnavailable,
@@ -276,6 +277,7 @@ class TaskWorker:
         payloads: PayloadStore | None = None,
         callback_url: str = "",
         rounds_per_execution: int = DEFAULT_ROUNDS_PER_EXECUTION,
+        max_operations: int = MAX_OPERATIONS,
         progress_interval_seconds: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -294,6 +296,7 @@ class TaskWorker:
         self.payloads = payloads
         self.callback_url = callback_url
         self.rounds_per_execution = rounds_per_execution
+        self.max_operations = max_operations  # steps, waits and callbacks a task may record (TASK_MAX_STEPS)
         self.progress_interval_seconds = progress_interval_seconds
         self._clock = clock
         self._wall_clock = wall_clock
@@ -344,6 +347,8 @@ class TaskWorker:
             payloads_expire=record.ttl_ms is not None,
             scratch=lambda: holder["ctx"].scratch,
             callback_url=self.callback_url,
+            max_operations=self.max_operations,
+            step_slots=record.step_slots,
         )
         progress = ProgressReporter(
             self.store,
@@ -368,10 +373,13 @@ class TaskWorker:
             interrupted.in_step or interrupted.recorded_steps or spec.rerun_interrupted
         ):
             return self._fail_interrupted(record, spec, interrupted)
-        try:
-            durable.mark_run(run_execution, round_number)
-        except TaskNoLongerRunning:
-            return _outcome(OUTCOME_OVERTAKEN)
+        # Only a run the policy could refuse after it is cut short marks itself (two writes): a tool with
+        # recorded steps resumes after them, and one that allows it runs again.
+        if not spec.rerun_interrupted and not durable.recorded_steps():
+            try:
+                durable.mark_run(run_execution, round_number)
+            except TaskNoLongerRunning:
+                return _outcome(OUTCOME_OVERTAKEN)
         try:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
@@ -398,6 +406,8 @@ class TaskWorker:
             return self._callback_token_wait(record, waiting)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled while the tool ran: noticed at a write
+        except CannotRecord as exc:
+            return self._settle(record, FAILED, {**EXECUTION_FAILED_ERROR, "message": exc.reason})
         except McpError as exc:
             return self._settle(record, FAILED, exc.to_error_object())
         except TaskError:
@@ -497,6 +507,8 @@ class TaskWorker:
         if waiting.timeout_seconds is not None:
             timeout = min(timeout, waiting.timeout_seconds)
         token_wait = {"kind": "callback", "key": waiting.key, "name": waiting.name, "timeoutSeconds": timeout}
+        if waiting.slot is not None:
+            token_wait["slot"] = waiting.slot  # its record is on that step item
         return {**_outcome(OUTCOME_CALLBACK), "tokenWait": token_wait}
 
     def _continue(self, record: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
@@ -642,8 +654,14 @@ class TaskWorker:
     def _await_callback(self, task_id: str, task_token: str, token_wait: Mapping[str, Any]) -> dict[str, Any]:
         key, name = str(token_wait["key"]), str(token_wait.get("name") or "")
         try:
+            slot = token_wait.get("slot")
             outcome = self.store.await_callback(
-                task_id, key, task_token, f"Waiting for {name}", parked_until=self._parked_until(token_wait)
+                task_id,
+                key,
+                task_token,
+                f"Waiting for {name}",
+                parked_until=self._parked_until(token_wait),
+                slot=None if slot is None else int(slot),
             )
         except TaskNotFound:
             self._resume(task_token)
