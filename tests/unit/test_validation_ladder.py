@@ -1,4 +1,4 @@
-"""The validation ladder of the HTTP transport (WIRE.md §2.6, §2.7, §8): every rung, its code and its status."""
+"""The validation ladder of the HTTP transport (docs/architecture.md): every rung, its code and its status."""
 
 from __future__ import annotations
 

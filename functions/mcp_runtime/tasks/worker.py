@@ -123,7 +123,7 @@ def allocate_wire_keys(
     """Wire keys for the tool's questions: its own key the first time, `key.2`, `key.3`... after.
 
     A wire key is never issued twice in a task's life, so an answer can only ever match the
-    question it was given for (WIRE.md §14.6 key discipline).
+    question it was given for (the tasks extension's input-request keys: docs/tasks.md).
     """
     issued = list(issued_keys)
     used = {wire_key for wire_key, _ in issued}
