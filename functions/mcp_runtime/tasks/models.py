@@ -1,4 +1,4 @@
-"""The task record as the store keeps it, and its two wire renderings (the tasks extension's Task and its result; docs/tasks.md).
+"""The task record as the store keeps it, and its two wire renderings (a Task and its result; docs/tasks.md).
 
 `CreateTaskResult` is flat (`resultType: "task"` plus the `Task` fields) and carries no payload;
 `tasks/get` answers `resultType: "complete"` plus a `DetailedTask`, whose payload depends on the
