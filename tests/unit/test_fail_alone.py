@@ -193,24 +193,3 @@ def test_the_whole_catalog_of_functions_tools_can_be_described() -> None:
     """What `make run`, a reload and the asset build check: every tool, prompt and resource of the
     team's modules (whatever they are: none at all passes) is described."""
     assert [problem.describe() for problem in undescribable("tools")] == []
-
-
-def test_the_start_up_check_refuses_a_module_naming_file_line_tool_and_reason(tmp_path: Path) -> None:
-    from infra.packaging import tools_refusal
-
-    source = tmp_path / "functions"
-    (source / "tools").mkdir(parents=True)
-    (source / "tools" / "__init__.py").write_text("from . import teammate\n", encoding="utf-8")
-    (source / "tools" / "teammate.py").write_text(BROKEN_SOURCE, encoding="utf-8")
-    runtime = Path(__file__).resolve().parents[2] / "functions"
-    site = [p for p in sys.path if p.endswith("site-packages")]
-
-    refusal = tools_refusal([str(source), str(runtime), *site], source)
-
-    assert refusal is not None
-    assert refusal.splitlines()[0] == "a tool cannot be described (fix it, or remove it):"
-    assert (
-        "  functions/tools/teammate.py, line 14: tool 'holds_a_lock' (module tools.teammate): "
-        "TypeError: parameter 'lock'"
-    ) in refusal
-    assert "functions/tools/teammate.py, line 20: tool 'still_works' (module tools.teammate): " in refusal

@@ -135,18 +135,6 @@ def test_any_other_extension_is_refused_when_the_module_loads_saying_what_to_do(
     )
 
 
-def test_an_import_of_fastmcp_tasks_left_in_a_module_advises_the_facades_import_line_never_adding_it() -> None:
-    from infra.packaging import missing_dependency_hint
-
-    hint = missing_dependency_hint("Traceback ...\nModuleNotFoundError: No module named 'fastmcp_tasks'\n")
-
-    assert hint is not None and "make add-dependency" not in hint
-    assert hint.startswith("fastmcp_tasks is not needed here (tasks are the runtime's own, task=True): ")
-    assert "from mcp_runtime.fastmcp import Context, FastMCP, ToolError, TasksExtension" in hint
-    fastmcp_hint = missing_dependency_hint("ModuleNotFoundError: No module named 'fastmcp.exceptions'\n")
-    assert fastmcp_hint is not None and fastmcp_hint.startswith("fastmcp is not shipped: ")
-
-
 def test_ctx_secret_on_the_fastmcp_context_is_the_tools_secrets() -> None:
     import pytest
 
