@@ -4,7 +4,7 @@ Both Lambda functions (API and worker) run one asset: infra/bundling.py's `build
 manylinux2014_aarch64 / CPython 3.13 (pip --target of the runtime dependencies, boto3 left to the
 Lambda runtime, unused Powertools utilities pruned, then functions/{mcp_runtime,app,tools}).
 For comparison, the same pip --target install of the SDK stack (mcp==2.3.0 + mangum, boto3 excluded).
-Not a budget (DESIGN.md): size is the sanity ceiling a team sets in cdk.json (`assetSizeLimitMb`, checked
+Not a budget (docs/performance.md): size is the sanity ceiling a team sets in cdk.json (`assetSizeLimitMb`, checked
 at synth); reported here beside the figure. The performance budget is the packaged asset's cold start
 (bench/coldstart.py: packaged_discover_token/boto3_runtime <= 1.0).
 """

@@ -13,7 +13,7 @@ during an operation are that operation's (the API makes each write's Step Functi
 right after the write), and the supervisor's calls it causes in the background (from the table's
 stream: the same start, resume or stop again, the backstop; from the execution's status change: one
 read) are reported beside them; the worker's are reported until the task awaits input and from the
-answer to the terminal write ("complete"). Budget (DESIGN.md, with the task's two parts beside its
+answer to the terminal write ("complete"). Budget (docs/performance.md, with the task's two parts beside its
 hot item, `mcp_runtime.tasks.store`): create = 3 conditional puts (the parts, the hot item) + 1
 StartExecution; get = 1 consistent read; update = 1 conditional update + at most 1 SendTaskSuccess;
 cancel = 1 conditional update + 1 StopExecution. The background's repeat of the same call is

@@ -27,7 +27,7 @@ moto) and the issuer on loopback:
                           example (functions/tools/support_desk.py, over mcp_runtime.fastmcp)
 The api_* variants above run the development tree (functions/ on PYTHONPATH, the venv's site,
 MCP_STATE_KEY instead of the secret): kept beside, labelled "dev tree".
-Budgets (DESIGN.md): packaged_discover_token / boto3_runtime <= 1.0 (wall and instructions),
+Budgets (docs/performance.md): packaged_discover_token / boto3_runtime <= 1.0 (wall and instructions),
 api_discover / boto3 <= 1.0 (dev tree) and sdk_discover / api_discover >= 4.
 """
 
@@ -51,7 +51,7 @@ from bench.common import api_event, issuer_environment, lambda_env, rpc, summary
 CHILD = Path(__file__).resolve().parent / "cold" / "child.py"
 
 
-# The asset's performance budget (DESIGN.md), what deploys: its first server/discover with a token, at or
+# The asset's performance budget (docs/performance.md), what deploys: its first server/discover with a token, at or
 # below `import boto3` from the runtime's libraries. Its size is no budget (assetSizeLimitMb, bench/assets.py).
 PACKAGED_BUDGET = "cold start packaged_discover_token/boto3_runtime <= 1.0"
 

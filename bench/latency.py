@@ -17,7 +17,7 @@ Measured, one task at a time (`confirm_delete`: it asks one question, then finis
   first call (the local Step Functions interpreter and the worker's invocation), on a task id that
   does not exist (the worker reads it and stops). Also reported: a Lambda `Invoke` of the worker to
   its first call.
-Budget (DESIGN.md): p50 of each, minus the p50 local overhead on its path, <= 150 ms: for a create,
+Budget (docs/performance.md): p50 of each, minus the p50 local overhead on its path, <= 150 ms: for a create,
 the request round trip plus StartExecution to the worker; for an update, the request round trip
 alone (the interpreter's own time from a callback to the next invocation is not subtracted: the
 stricter reading). What is left is what the runtime adds: the conditional write and the direct Step

@@ -5,7 +5,7 @@ handler produced for that request), so the ratio is what the runtime adds on top
 any handler does. Methods: tools/list, a plain tools/call (count_words), an MRTR round of
 archive_project (the first round, which seals a requestState, and the answer round, which opens it
 and seals the next), and tasks/get with the store stubbed out by an in-memory `TaskOperations`.
-Budget (DESIGN.md): within 10x of the bare handler. No AWS calls anywhere.
+Budget (docs/performance.md): within 10x of the bare handler. No AWS calls anywhere.
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ class PipLocalBundling:
     def try_bundle(self, output_dir: str, options: BundlingOptions) -> bool:  # jsii passes the options positionally
         if find_compiler(self.target.python_version) is None and docker_available():
             return False
-        build_package(output_dir, self.target)
+        build_package(output_dir, self.target, check_tools=True)
         return True
 
 

@@ -250,6 +250,18 @@ def prune_unreached(output_dir: Path) -> list[str]:
     return removed
 
 
+# The libraries a ported tool module imports, which the runtime stands in for (docs/fastmcp.md): the
+# advice is the import line, never adding the library (it would not serve the module on Lambda).
+_PORT_ADVICE = (
+    "the runtime stands in for it: import the same names from mcp_runtime.fastmcp instead "
+    "(`from mcp_runtime.fastmcp import Context, FastMCP, ToolError, TasksExtension, ...`); "
+    "docs/fastmcp.md says what maps"
+)
+PORTED_LIBRARIES: dict[str, str] = {
+    "fastmcp": f"fastmcp is not shipped: {_PORT_ADVICE}",
+    "fastmcp_tasks": f"fastmcp_tasks is not needed here (tasks are the runtime's own, task=True): {_PORT_ADVICE}",
+    "mcp": f"the mcp SDK is not shipped: {_PORT_ADVICE}",
+}
 _NO_MODULE = re.compile(r"^ModuleNotFoundError: No module named '(?P<module>[^']+)'", re.MULTILINE)
 
 
@@ -263,6 +275,8 @@ def missing_dependency_hint(stderr: str) -> str | None:
     module = found[-1].split(".")[0]
     if module in SHIPPED_PACKAGES or module == "fixtures":
         return None
+    if module in PORTED_LIBRARIES:
+        return PORTED_LIBRARIES[module]
     from importlib.metadata import packages_distributions
 
     distributions = packages_distributions().get(module)
@@ -444,6 +458,50 @@ def check_runtime_stdlib(
         found = [item for item in found if item.module not in stand_ins]
     if found:
         raise RuntimeStdlibMissing("\n".join(item.describe(source_root, version) for item in found))
+
+
+# Imports the tools and describes every tool, prompt and resource (`mcp_runtime.catalog.main`).
+_CATALOG_CHECK = "import sys; sys.path[:0] = {path!r}; from mcp_runtime.catalog import main; sys.exit(main())"
+UNDESCRIBABLE_STATUS = 3  # mcp_runtime.catalog.UNDESCRIBABLE_STATUS (infra never imports the runtime)
+# A traceback's frame: `  File "<path>", line <n>, in <name>` (a SyntaxError's has no `in`).
+FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
+
+
+def tools_refusal(path: list[str], source: Path = FUNCTIONS_DIR) -> str | None:
+    """Import the tools from `source` (the first entry of `path`, the import path the functions will
+    have) and describe every tool, prompt and resource: None when all of them can be, otherwise why not,
+    naming the file, line and tool, as `make run`, a reload and the asset build refuse it."""
+    done = subprocess.run(
+        [sys.executable, "-I", "-S", "-c", _CATALOG_CHECK.format(path=path)],
+        cwd=source,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode == 0:
+        return None
+    if done.returncode == UNDESCRIBABLE_STATUS:
+        lines = []
+        for row in done.stdout.strip().splitlines():
+            file, line, kind, name, module, reason = row.split("\t", 5)
+            where = Path(file).resolve()
+            shown = where.relative_to(source.parent) if where.is_relative_to(source.parent) else where
+            lines.append(f"  {shown}, line {line}: {kind} {name!r} (module {module}): {reason}")
+        return "a tool cannot be described (fix it, or remove it):\n" + "\n".join(lines)
+    frames = [m for m in FRAME.finditer(done.stderr) if Path(m["path"]).resolve().is_relative_to(source / "tools")]
+    where_found = frames[-1] if frames else None
+    place = (
+        f"{Path(where_found['path']).resolve().relative_to(source.parent)}, line {where_found['line']}"
+        if where_found
+        else "tools"
+    )
+    error = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit status {done.returncode}"
+    hint = missing_dependency_hint(done.stderr)
+    return f"a tool does not import: {place}: {error}\n" + (f"{hint}\n" if hint else "") + f"\n{done.stderr.rstrip()}"
+
+
+class ToolsRefused(Exception):
+    """The asset is not built: a tool does not import, or cannot be described."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -658,15 +716,25 @@ def build_package(
     bytecode: bool = True,
     pyproject: Path = PYPROJECT,
     lock: Path = LOCK_FILE,
+    check_tools: bool = False,
 ) -> Path:
     """Dependencies for `target` plus our packages, laid out as Lambda expects (handler `app.handlers.*`),
     with bytecode for the target's interpreter where one is at hand (`compile_bytecode`).
 
     `installed`: a directory `installed_dependencies` filled before, linked instead of installing again.
     `pyproject`, `lock`: the project's pins (another copy's, in tests).
+    `check_tools`: first import the tools from the source with this interpreter's packages (the dev
+    environment's: a package only it has is the local stack's check to name) and refuse
+    (`ToolsRefused`) one that does not import or cannot be described (the synth's check; the local stack
+    checks them against the asset's packages itself).
     """
     output = Path(output_dir)
     output.mkdir(parents=True, exist_ok=True)
+    if check_tools:
+        site = [entry for entry in sys.path if entry.endswith(("site-packages", "dist-packages"))]
+        refusal = tools_refusal([str(FUNCTIONS_DIR), *site])
+        if refusal is not None:
+            raise ToolsRefused(refusal)
     if installed is None:
         install_dependencies(output, target, runtime_requirements(pyproject), wheelhouse_root / target.slug, lock=lock)
     else:

@@ -51,10 +51,8 @@ import fcntl
 import json
 import logging
 import os
-import re
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
@@ -64,7 +62,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import IO, Any, Final, TextIO
 
-from infra.packaging import RuntimeStdlibMissing, check_runtime_stdlib, describe_interpreter, missing_dependency_hint
+from infra.packaging import RuntimeStdlibMissing, check_runtime_stdlib, describe_interpreter, tools_refusal
 
 from local_stack import iam_enforcement, persistence
 from local_stack.aws import (
@@ -383,16 +381,14 @@ def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
     return handle
 
 
-# A traceback's frame: `  File "<path>", line <n>, in <name>` (a SyntaxError's has no `in`).
-FRAME: Final = re.compile(r'^\s*File "(?P<path>[^"]+)", line (?P<line>\d+)', re.MULTILINE)
-
-
 def check_tools_import(code: FunctionCode, source: Path = REPO / "functions", layers: Sequence[Path] = ()) -> None:
     """Import the project's tools as the functions will: from the source (so a failure names your file
     and line, not the built copy's), with nothing else on the import path but what the functions have:
     the asset's packages (what deploys), the layers and the Lambda runtime's own (boto3). A package only
     the dev environment has fails here as it would in Lambda, named, with the command that adds it; so
-    does a standard-library module the Lambda runtime's Python lacks, even where this interpreter has it."""
+    does a standard-library module the Lambda runtime's Python lacks, even where this interpreter has it.
+    Then describe every tool, prompt and resource: one that cannot be described is refused by name and line
+    (a deployed server would leave it out)."""
     provided = {
         entry.name.split(".")[0] for root in (code.task_root, *layers) if root.is_dir() for entry in root.iterdir()
     }
@@ -401,24 +397,9 @@ def check_tools_import(code: FunctionCode, source: Path = REPO / "functions", la
         check_runtime_stdlib(source, packages, provided)
     except RuntimeStdlibMissing as missing:
         raise StartRefused(f"a tool does not import in Lambda: {missing}") from None
-    path = [str(source), str(code.task_root), *map(str, layers), str(code.runtime_dir)]
-    done = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", f"import sys; sys.path[:0] = {path!r}; import tools"],
-        cwd=source,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode == 0:
-        return
-    frames = [m for m in FRAME.finditer(done.stderr) if Path(m["path"]).resolve().is_relative_to(source / "tools")]
-    where = frames[-1] if frames else None
-    place = f"{Path(where['path']).resolve().relative_to(source.parent)}, line {where['line']}" if where else "tools"
-    error = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit status {done.returncode}"
-    hint = missing_dependency_hint(done.stderr)
-    raise StartRefused(
-        f"a tool does not import: {place}: {error}\n" + (f"{hint}\n" if hint else "") + f"\n{done.stderr.rstrip()}"
-    )
+    refusal = tools_refusal([str(source), str(code.task_root), *map(str, layers), str(code.runtime_dir)], source)
+    if refusal is not None:
+        raise StartRefused(refusal)
 
 
 def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStack:

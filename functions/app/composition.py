@@ -20,6 +20,7 @@ from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import DEV_STATE_KEY, Settings
 from mcp_runtime.tool_secrets import ToolSecrets
+from mcp_runtime.tools import ToolRegistry
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
@@ -42,14 +43,14 @@ MACHINE_PURPOSE = "the state machine that runs tasks (the template sets it from 
 
 
 # ---- the catalog: one way, for both functions ------------------------------------------------------
-def build_catalog(settings: Settings) -> Catalog:
+def build_catalog(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Catalog:
     """The tool packages MCP_TOOL_PACKAGES names (default: the project's `tools`), each registered
     through its `register(catalog, *, table_backed)` on the first lookup (a cold discover imports none),
     or at once with MCP_REGISTER_TOOLS_AT_START.
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
-    catalog = Catalog()
+    catalog = Catalog(ToolRegistry(telemetry))  # its telemetry names what it leaves out (ComponentsLeftOut)
     table_backed = bool(settings.task_table_name)
 
     def register_tool_packages() -> None:
@@ -238,7 +239,7 @@ def _keys_of_secret(arn: str) -> list[SealingKey]:
 
 
 def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> McpServer:
-    catalog = build_catalog(settings)
+    catalog = build_catalog(settings, telemetry)
     handles: HandleStore | None = None
     history: TaskHistory | None = None
     tasks: TaskOperations | None = None
@@ -315,7 +316,7 @@ def build_worker(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Tas
         build_task_store(settings, telemetry),
         # It only answers the task tokens it holds: no state machine ARN needed (nor set).
         StepFunctionsExecutor("", endpoint_url=settings.aws_endpoint_url, telemetry=telemetry),
-        build_catalog(settings).tools,
+        build_catalog(settings, telemetry).tools,
         handles=build_handle_store(settings, telemetry),
         history=build_task_history(settings, telemetry),
         payloads=build_payload_store(settings, telemetry),

@@ -9,7 +9,7 @@ from types import ModuleType
 from typing import Any
 
 from .mrtr import Asker
-from .tools import ToolRegistry
+from .tools import ToolRegistry, Undescribable
 
 PromptFunction = Callable[[dict[str, str], Asker], list[dict[str, Any]]]
 ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
@@ -230,3 +230,41 @@ class Catalog:
         """`tools.include(module)`: a tool package's `register` written for a tool registry (a project's
         `functions/tools/__init__.py` from before MCP_TOOL_PACKAGES) is given the catalog and still works."""
         self.tools.include(module)
+
+    def add(self, component: PromptSpec | ResourceSpec) -> None:
+        """A prompt or a resource of a tool module (ToolRegistry.include admits tools itself)."""
+        if isinstance(component, PromptSpec):
+            self.prompts.add(component)
+        else:
+            self.resources.add(component)
+
+
+def undescribable(package: str = "tools") -> list[Undescribable]:
+    """Import the tool package and describe every tool, prompt and resource its modules define: those
+    that cannot be described (the start-up check, the catalog's test and the asset build refuse them;
+    a running server leaves them out). An import error propagates as it is."""
+    import importlib
+    import sys
+
+    importlib.import_module(package)
+    catalog = Catalog()
+    for name, module in sorted(sys.modules.items()):
+        if module is not None and (name == package or name.startswith(f"{package}.")):
+            catalog.tools.include(module)
+    return list(catalog.tools.left_out)
+
+
+# The exit status of `python -m mcp_runtime.catalog` (CATALOG_CHECK) when something cannot be described,
+# one tab-separated line per component on stdout: file, line, kind, name, module, reason.
+UNDESCRIBABLE_STATUS = 3
+
+
+def main() -> int:
+    import logging
+
+    logging.disable(logging.CRITICAL)  # the lines below say it, once each
+    problems = undescribable()
+    for problem in problems:
+        fields = (problem.file, str(problem.line), problem.kind, problem.name, problem.module, problem.reason)
+        print("\t".join(field.replace("\t", " ").replace("\n", " ") for field in fields))
+    return UNDESCRIBABLE_STATUS if problems else 0

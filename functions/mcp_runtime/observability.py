@@ -45,6 +45,11 @@ TOOL_EXCEPTIONS: Final = "ToolExceptions"
 # than report it, dimension `by`: "sweeper", "supervisor" or "worker". The task's other writes and every
 # other task go on; the sweeper looks at the task again an hour later.
 TASK_WRITES_REFUSED: Final = "TaskWritesRefused"
+# One per tool, prompt or resource that could not be described when its module loaded (a parameter no
+# JSON schema describes, a name taken twice), left out of the catalog while the others serve, dimension
+# `component`: "tool:<name>", "prompt:<name>" or "resource:<uri>". The start-up check and the asset
+# build refuse such a module; this counts one that reached an environment anyway.
+COMPONENTS_LEFT_OUT: Final = "ComponentsLeftOut"
 
 # Terminal task status -> its counter.
 TERMINAL_METRICS: Final[dict[str, str]] = {
@@ -67,6 +72,7 @@ METRIC_DIMENSIONS: Final[dict[str, tuple[tuple[str, ...], ...]]] = {
     TASKS_STALE: (("status",),),
     TASK_WRITES_REFUSED: (("by",),),
     TOOL_EXCEPTIONS: (("tool",),),
+    COMPONENTS_LEFT_OUT: (("component",),),
 }
 ALL_METRICS: Final[tuple[str, ...]] = tuple(METRIC_DIMENSIONS)
 

@@ -20,7 +20,9 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import logging
 import re
+import sys
 import threading
 import time
 import typing
@@ -43,9 +45,11 @@ from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .handles import CallerHandles, HandleStore
+    from .observability import Telemetry
     from .tasks.durable import Callback, DurableRun
     from .tasks.history import CallerTaskHistory, TaskHistory
 
+log = logging.getLogger(__name__)
 TOOL_NAME_PATTERN: Final = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 # What a tool may ask of the client mid-call (`asks=`), in the words its refusal uses.
 ASKABLE: Final[dict[str, str]] = {
@@ -121,6 +125,45 @@ class ToolResult(ValueObject):
         if self.meta:
             result["_meta"] = self.meta
         return result
+
+
+class Undescribable(ValueObject):
+    """A tool, prompt or resource whose description could not be built (a parameter no JSON schema
+    describes, a bad option, a name taken twice): left out of the catalog, named where it was written."""
+
+    __slots__ = ("file", "kind", "line", "module", "name", "reason")
+    kind: str
+    name: str
+    module: str
+    file: str
+    line: int
+    reason: str
+
+    def __init__(self, kind: str, name: str, module: str, file: str, line: int, reason: str) -> None:
+        self.kind = kind
+        self.name = name
+        self.module = module
+        self.file = file
+        self.line = line
+        self.reason = reason
+
+    @classmethod
+    def of(cls, kind: str, name: str, fn: Any, error: BaseException) -> Undescribable:
+        """The failure `error` to describe `fn` (a function, or the object holding one)."""
+        code = getattr(getattr(fn, "fn", fn), "__code__", None)
+        lines = str(error).strip().splitlines()
+        reason = f"{type(error).__name__}: {lines[0] if lines else ''}".rstrip(": ")
+        module = getattr(getattr(fn, "fn", fn), "__module__", None) or "?"
+        file = code.co_filename if code is not None else module
+        return cls(kind, name, module, file, code.co_firstlineno if code is not None else 0, reason)
+
+    @property
+    def component(self) -> str:
+        """How logs and metrics name it: `tool:lookup`, `prompt:triage`, `resource:data://config`."""
+        return f"{self.kind}:{self.name}"
+
+    def describe(self, file: str | None = None) -> str:
+        return f"{file or self.file}, line {self.line}: {self.kind} {self.name!r} cannot be described: {self.reason}"
 
 
 def text(value: str) -> dict[str, Any]:
@@ -319,6 +362,8 @@ class ToolSpec:
         "name",
         "output_model",
         "prepare",
+        "rerun_interrupted",
+        "show_error_details",
         "task_required",
         "title",
     )
@@ -335,6 +380,8 @@ class ToolSpec:
     prepare: ToolFunction | None
     header_params: dict[str, str]
     asks: tuple[str, ...]
+    rerun_interrupted: bool
+    show_error_details: bool
 
     def __init__(
         self,
@@ -351,6 +398,8 @@ class ToolSpec:
         prepare: ToolFunction | None = None,
         header_params: dict[str, str] | None = None,
         asks: tuple[str, ...] = (),
+        rerun_interrupted: bool = False,
+        show_error_details: bool = False,
     ) -> None:
         self.name = name
         self.description = description
@@ -367,6 +416,12 @@ class ToolSpec:
         self.header_params = {} if header_params is None else header_params
         # Client capabilities the tool may ask for: a call from a client without them is refused up front.
         self.asks = asks
+        # Task tools: whether a run cut short (timed out, crashed) may run the code outside steps again
+        # (False: the task fails naming the limit and the fix). Runs the tool asks for are always made.
+        self.rerun_interrupted = rerun_interrupted
+        # Whether an exception's text reaches the client (FastMCP's `mask_error_details=False`); the log
+        # and the operator's view of a task get it either way.
+        self.show_error_details = show_error_details
 
     @property
     def task_support(self) -> TaskSupport:
@@ -409,6 +464,11 @@ class ToolSpec:
             return ToolResult(
                 [text("The handle was changed by another call at the same time; try again.")], is_error=True
             )
+        except Exception as exc:
+            if not self.show_error_details:
+                raise  # a generic -32603 for the client; the server logs everything
+            log.error("tool %s raised: %s", self.name, exc, exc_info=exc)
+            return ToolResult([text(f"Error calling tool {self.name!r}: {exc}")], is_error=True)
         return self.to_result(produced)
 
     def to_result(self, produced: Any) -> ToolResult:
@@ -455,12 +515,36 @@ _ERROR_PHRASES: Final[dict[str, str]] = {
 }
 
 
+# The constraint each kind of error broke, in words, from the schema's side of it (pydantic's `ctx`):
+# what the model needs to fix the call; the value it sent is never repeated.
+_CONSTRAINTS: Final[dict[str, tuple[str, str]]] = {
+    "string_pattern_mismatch": ("pattern", "must match the pattern {!r}"),
+    "greater_than": ("gt", "is too small (must be more than {})"),
+    "greater_than_equal": ("ge", "is too small (at least {})"),
+    "less_than": ("lt", "is too large (must be less than {})"),
+    "less_than_equal": ("le", "is too large (at most {})"),
+    "string_too_short": ("min_length", "is too short (at least {} character{s})"),
+    "string_too_long": ("max_length", "is too long (at most {} character{s})"),
+    "too_short": ("min_length", "has too few items (at least {})"),
+    "too_long": ("max_length", "has too many items (at most {})"),
+    "literal_error": ("expected", "is not one of the allowed values: {}"),
+    "enum": ("expected", "is not one of the allowed values: {}"),
+    "multiple_of": ("multiple_of", "must be a multiple of {}"),
+}
+
+
 def describe_validation_error(exc: ValidationError) -> str:
-    """Our own words for argument problems: pydantic's text and input echoes stay off the wire."""
+    """Our own words for argument problems, naming the constraint broken (the pattern, the bound, the
+    allowed values); pydantic's text and the values sent stay off the wire."""
     problems = []
     for error in exc.errors(include_url=False, include_input=False)[:5]:
         where = ".".join(str(part) for part in error["loc"]) or "arguments"
-        problems.append(f"'{where}' {_ERROR_PHRASES.get(error['type'], 'is invalid')}")
+        constraint = _CONSTRAINTS.get(error["type"])
+        bound = (error.get("ctx") or {}).get(constraint[0]) if constraint else None
+        if constraint is not None and bound is not None:
+            problems.append(f"'{where}' {constraint[1].format(bound, s='' if bound == 1 else 's')}")
+        else:
+            problems.append(f"'{where}' {_ERROR_PHRASES.get(error['type'], 'is invalid')}")
     return "Invalid arguments: " + "; ".join(problems)
 
 
@@ -549,9 +633,12 @@ def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseMo
             injected[parameter.name] = factory
             continue
         default = ... if parameter.default is parameter.empty else parameter.default
-        fields[parameter.name] = (hint, default)
+        fields[parameter.name] = (portable(hint), default)
     config = ConfigDict(extra="forbid", protected_namespaces=())
-    model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    try:
+        model: type[BaseModel] = create_model(f"{tool_name}_arguments", __config__=config, **fields)
+    except Exception as error:
+        raise _unschemable_parameter(tool_name, fields) or error from None
     # The schema from a model without `extra="forbid"`, which pydantic would pass on to nested
     # dataclasses and TypedDicts (FastMCP closes the top level only).
     open_model: type[BaseModel] = create_model(
@@ -560,6 +647,67 @@ def signature_model(fn: Callable[..., Any], tool_name: str) -> tuple[type[BaseMo
     schema = published_schema(open_model.model_json_schema())
     schema["additionalProperties"] = False
     return model, KeywordCall(fn, tuple(fields), injected), schema
+
+
+def portable(hint: Any) -> Any:
+    """`hint` with every `typing.TypedDict` in it rebuilt as a `typing_extensions.TypedDict` on Python
+    < 3.12, where pydantic refuses the standard library's (as mcp's MCPServer does for results; here
+    for arguments too, and nested ones). The same hint on 3.12 and later, where pydantic takes both."""
+    if sys.version_info < (3, 12):  # mypy checks against the runtime's 3.13 and skips this block
+        return _rebuilt(hint, {})
+    return hint
+
+
+def _rebuilt(hint: Any, done: dict[type, Any]) -> Any:
+    if isinstance(hint, type) and typing.is_typeddict(hint) and type(hint).__module__ == "typing":
+        if hint in done:
+            return done[hint]
+        import typing_extensions
+
+        done[hint] = hint  # a TypedDict that contains itself stays as written (pydantic names it)
+        fields = {}
+        for key, value in typing.get_type_hints(hint, include_extras=True).items():
+            # A key's own Required/NotRequired wins over the class's totality (which a 3.11 TypedDict
+            # of postponed annotations computes without seeing them).
+            required: frozenset[str] = getattr(hint, "__required_keys__", frozenset())
+            marker: Any = typing_extensions.Required if key in required else typing_extensions.NotRequired
+            while typing.get_origin(value) in (typing.Required, typing.NotRequired):
+                marker = typing_extensions.Required if typing.get_origin(value) is typing.Required else marker
+                marker = typing_extensions.NotRequired if typing.get_origin(value) is typing.NotRequired else marker
+                (value,) = typing.get_args(value)
+            fields[key] = marker[_rebuilt(value, done)]
+        make_typeddict: Any = typing_extensions.TypedDict
+        rebuilt: Any = make_typeddict(hint.__name__, fields)
+        rebuilt.__doc__, rebuilt.__module__, rebuilt.__qualname__ = hint.__doc__, hint.__module__, hint.__qualname__
+        done[hint] = rebuilt
+        return rebuilt
+    arguments = typing.get_args(hint)
+    origin = typing.get_origin(hint)
+    if not arguments or origin is Literal:
+        return hint
+    changed = tuple(_rebuilt(argument, done) for argument in arguments)
+    if all(new is old for new, old in zip(changed, arguments, strict=True)):
+        return hint
+    if origin is typing.Annotated:
+        return typing.Annotated[(changed[0], *hint.__metadata__)]
+    if origin in (typing.Union, _UnionType):
+        return typing.Union[changed]  # noqa: UP007 (a runtime union of computed arms)
+    copy_with = getattr(hint, "copy_with", None)
+    return copy_with(changed) if callable(copy_with) else origin[changed]
+
+
+def _unschemable_parameter(tool_name: str, fields: dict[str, Any]) -> TypeError | None:
+    """Which parameter no JSON schema describes (pydantic's error names the type, not the parameter)."""
+    from pydantic import create_model
+
+    for name, (hint, default) in fields.items():
+        try:
+            single: dict[str, Any] = {name: (hint, default)}
+            create_model(f"{tool_name}_{name}", **single)
+        except Exception as error:
+            first = (str(error).strip().splitlines() or [""])[0]
+            return TypeError(f"parameter {name!r} ({hint!r}) has no JSON schema: {first}")
+    return None
 
 
 def published_schema(schema: dict[str, Any]) -> dict[str, Any]:
@@ -662,6 +810,7 @@ def _build_spec(
     input_schema: dict[str, Any] | None,
     prepare: ToolFunction | None,
     asks: tuple[str, ...] = (),
+    rerun_interrupted: bool = False,
 ) -> ToolSpec:
     unknown = [capability for capability in asks if capability not in ASKABLE]
     if unknown:
@@ -689,11 +838,12 @@ def _build_spec(
         prepare=prepare,
         header_params=_header_params(schema),
         asks=tuple(asks),
+        rerun_interrupted=rerun_interrupted,
     )
 
 
 SPEC_ATTRIBUTE: Final = "__mcp_tool__"
-# A server object's method that gives its tools (and puts its prompts and resources in the companions).
+# A server object's method that gives its components, each with its function: `[(component, fn), ...]`.
 REGISTER_ATTRIBUTE: Final = "__mcp_register__"
 
 
@@ -709,6 +859,7 @@ def tool(
     input_schema: dict[str, Any] | None = None,
     prepare: ToolFunction | None = None,
     asks: tuple[str, ...] = (),
+    rerun_interrupted: bool = False,
 ) -> Callable[[ToolFunction], ToolFunction]:
     """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it.
 
@@ -717,7 +868,11 @@ def tool(
     """
 
     def mark(fn: ToolFunction) -> ToolFunction:
-        spec = _build_spec(
+        setattr(fn, SPEC_ATTRIBUTE, described("tool", name or fn.__name__, fn, lambda: _native_spec(fn)))
+        return fn
+
+    def _native_spec(fn: ToolFunction) -> ToolSpec:
+        return _build_spec(
             fn,
             description=description,
             name=name,
@@ -729,23 +884,39 @@ def tool(
             input_schema=input_schema,
             prepare=prepare,
             asks=asks,
+            rerun_interrupted=rerun_interrupted,
         )
-        setattr(fn, SPEC_ATTRIBUTE, spec)
-        return fn
 
     return mark
 
 
+C = typing.TypeVar("C")
+
+
+def described(kind: str, name: str, fn: Any, build: Callable[[], C]) -> C | Undescribable:
+    """`build()`, the description of a tool, prompt or resource, made when its module loads; what went
+    wrong, named, when it cannot be made: the registry leaves it out and says so (the start-up check,
+    the catalog's test and the asset build refuse it)."""
+    try:
+        return build()
+    except Exception as error:
+        return Undescribable.of(kind, name, fn, error)
+
+
 class ToolRegistry:
-    def __init__(self) -> None:
+    def __init__(self, telemetry: Telemetry | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
         # Deferred registrations: importing tool modules (and building their pydantic models) is
         # left to the first request that needs a tool; discover and task polls never pay for it.
         self._loaders: list[Callable[[], None]] = []
         self._loading = threading.Lock()
         self._loader_thread: int | None = None
-        # Server objects (mcp_runtime.fastmcp) already included, and the catalog's prompt and resource
-        # registries, where their prompts and resources go (None outside a catalog: tools only).
+        # What could not be described, left out: the other tools keep serving (one teammate's typo is
+        # never an outage of the server). Logged and counted here; refused before a deploy.
+        self.left_out: list[Undescribable] = []
+        self.telemetry = telemetry
+        # Server objects (mcp_runtime.fastmcp) already included, and the catalog, where their prompts
+        # and resources go (None outside a catalog: tools only).
         self._servers: set[int] = set()
         self.companions: Any = None
 
@@ -783,18 +954,47 @@ class ToolRegistry:
                 self._loader_thread = None
 
     def include(self, module: ModuleType) -> None:
-        """Serve every `@tool` function defined in a module, in definition order, and every tool,
-        prompt and resource registered on a server object it holds (`mcp_runtime.fastmcp`: FastMCP
-        or MCPServer style)."""
+        """Serve every tool, prompt and resource a module defines, in definition order: those registered
+        on a server object it holds (`mcp = FastMCP(...)`, `@mcp.tool`), and `@tool` functions. One that
+        could not be described is left out, logged and counted by name; the others are served."""
         for value in vars(module).values():
             spec = getattr(value, SPEC_ATTRIBUTE, None)
-            if isinstance(spec, ToolSpec) and getattr(value, "__module__", None) == module.__name__:
-                self.add(spec)
+            if isinstance(spec, ToolSpec | Undescribable) and getattr(value, "__module__", None) == module.__name__:
+                self.admit(spec, value)
             register = getattr(type(value), REGISTER_ATTRIBUTE, None)
             if callable(register) and id(value) not in self._servers:
                 self._servers.add(id(value))  # one server object imported by two modules is served once
-                for ported in register(value, self.companions):
-                    self.add(ported)
+                for component, fn in register(value):
+                    self.admit(component, fn)
+
+    def admit(self, component: Any, fn: Any = None) -> None:
+        """Serve one described component (a tool here, a prompt or a resource in the catalog), or leave
+        out one that could not be described (or whose name is taken), saying so."""
+        if isinstance(component, Undescribable):
+            self._leave_out(component)
+            return
+        try:
+            if isinstance(component, ToolSpec):
+                self.add(component)
+            elif self.companions is not None:
+                self.companions.add(component)
+        except ValueError as error:
+            kind = "tool" if isinstance(component, ToolSpec) else type(component).__name__.removesuffix("Spec").lower()
+            name = str(getattr(component, "name", None) or getattr(component, "uri", "?"))
+            self._leave_out(Undescribable.of(kind, name, fn, error))
+
+    def _leave_out(self, problem: Undescribable) -> None:
+        self.left_out.append(problem)
+        log.error(
+            "%s left out of the catalog (the other tools are served): %s",
+            problem.component,
+            problem.describe(),
+            extra={"component": problem.component, "tool_module": problem.module},
+        )
+        if self.telemetry is not None:
+            from .observability import COMPONENTS_LEFT_OUT
+
+            self.telemetry.count(COMPONENTS_LEFT_OUT, component=problem.component)
 
     def add(self, spec: ToolSpec) -> None:
         if not TOOL_NAME_PATTERN.match(spec.name):

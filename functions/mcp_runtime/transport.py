@@ -1,6 +1,6 @@
 """Streamable HTTP (2026-07-28, stateless): the validation ladder and the one exception-to-wire mapping.
 
-Order (WIRE.md §2.7): HTTP method -> Origin/Host -> parse -> JSON-RPC shape -> required `_meta`
+Order (docs/architecture.md): HTTP method -> Origin/Host -> parse -> JSON-RPC shape -> required `_meta`
 -> header/body version cross-check -> version support -> Mcp-Method/Mcp-Name -> method known ->
 capability gate -> Mcp-Param-* -> handler params.
 
@@ -372,7 +372,7 @@ class McpHttpTransport:
         if self.on_request is not None:
             self.on_request(ctx)
         result = self.server.dispatch(spec, params, ctx)
-        # Every result names the server (WIRE.md 4.2), keeping whatever `_meta` the result already has.
+        # Every result names the server (its server info `_meta`), keeping whatever `_meta` the result has.
         result_meta = result.get("_meta")
         result["_meta"] = {
             wire.META_SERVER_INFO: self._server_info,

@@ -405,6 +405,11 @@ class Monitoring(Construct):
                 left=[self._search("tool", obs.TOOL_EXCEPTIONS, "Sum", "${PROP('Dim.tool')}")],
                 width=12,
             ),
+            cloudwatch.GraphWidget(
+                title="Tools, prompts and resources left out: they could not be described (the log says why)",
+                left=[self._search("component", obs.COMPONENTS_LEFT_OUT, "Sum", "${PROP('Dim.component')}")],
+                width=12,
+            ),
         )
 
     @staticmethod

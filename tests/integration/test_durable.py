@@ -22,7 +22,7 @@ from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import MAX_OPERATION_NAME_BYTES, MAX_OPERATIONS, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.callbacks import REFUSED, CallbackService
-from mcp_runtime.tasks.durable import STEP_BUSY_RECHECK_SECONDS, is_step_mark
+from mcp_runtime.tasks.durable import RUN_MARK_KEY, STEP_BUSY_RECHECK_SECONDS, is_step_mark
 from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED
 from mcp_runtime.tasks.payloads import S3PayloadStore
 from mcp_runtime.tasks.service import TaskService
@@ -69,8 +69,9 @@ def settled(service: TaskService, task_id: str, timeout: float = 30) -> dict[str
 
 
 def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dict[str, Any]]:
-    """The task's durable records as the last writes of its work part and its step items left them: a
-    settled task's parts are deleted, so they are read from the table's stream."""
+    """The task's durable records as the last writes of its work part and its step items left them (the
+    run's own in-progress mark aside): a settled task's parts are deleted, so they are read from the
+    table's stream."""
     streams = env.aws.client("dynamodbstreams")
     arn = env.dynamodb.describe_table(TableName=env.resources.table_name)["Table"]["LatestStreamArn"]
     images: list[dict[str, Any]] = []
@@ -83,7 +84,8 @@ def records_before_settling(env: TaskEnvironment, task_id: str) -> dict[str, dic
             images += [record["dynamodb"]["NewImage"] for record in page["Records"] if "NewImage" in record["dynamodb"]]
             iterator = page.get("NextShardIterator") if page["Records"] else None
     latest = {image[schema.PARTITION_KEY]["S"]: image for image in images}
-    records = {key: entry for key, entry in steps_of(latest[schema.part_key_value(task_id, schema.WORK_PART)]).items()}
+    work = steps_of(latest[schema.part_key_value(task_id, schema.WORK_PART)])
+    records = {key: entry for key, entry in work.items() if key != RUN_MARK_KEY}
     for slot in range(1_000):
         shown = step_item_entry(latest.get(schema.step_key_value(task_id, slot)))
         if (

@@ -1,4 +1,4 @@
-"""AWS calls per task operation are at the minimum DESIGN.md lists, counted on the API side's clients
+"""AWS calls per task operation are at the minimum docs/performance.md lists, counted on the API side's clients
 and on the background's. The API makes each write's Step Functions call directly; the supervisor
 makes the same call again from the table's stream (the backstop), and that repeat changes nothing."""
 

@@ -247,10 +247,13 @@ def test_any_other_exception_is_a_generic_internal_error_and_the_log_gets_everyt
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
-        ({"count": 0}, "Invalid arguments: 'count' is too small"),
-        ({"count": 11}, "Invalid arguments: 'count' is too large"),
+        ({"count": 0}, "Invalid arguments: 'count' is too small (at least 1)"),
+        ({"count": 11}, "Invalid arguments: 'count' is too large (at most 10)"),
         ({"count": "many"}, "Invalid arguments: 'count' must be an integer"),
-        ({"count": 1, "mode": "medium"}, "Invalid arguments: 'mode' is not one of the allowed values"),
+        (
+            {"count": 1, "mode": "medium"},
+            "Invalid arguments: 'mode' is not one of the allowed values: 'fast' or 'slow'",
+        ),
         ({"count": 1, "other": 1}, "Invalid arguments: 'other' is not allowed"),
         ({}, "Invalid arguments: 'count' is required"),
     ],

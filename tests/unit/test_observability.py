@@ -26,6 +26,7 @@ from mcp_runtime import wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.errors import InternalError, InvalidParams
 from mcp_runtime.observability import (
+    COMPONENTS_LEFT_OUT,
     METRIC_DIMENSIONS,
     MRTR_ROUNDS,
     NO_TELEMETRY,
@@ -686,6 +687,7 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
         TASKS_STALE,
         TASK_WRITES_REFUSED,
         TOOL_EXCEPTIONS,  # tests/integration/test_task_workflow.py
+        COMPONENTS_LEFT_OUT,  # tests/unit/test_fail_alone.py
     }
 
 

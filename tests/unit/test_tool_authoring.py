@@ -220,10 +220,10 @@ def test_a_tool_returning_an_unsupported_type_is_an_internal_error() -> None:
 @pytest.mark.parametrize(
     ("arguments", "expected"),
     [
-        ({"query": "x", "limit": 0}, "Invalid arguments: 'limit' is too small"),
-        ({"query": "x", "limit": 51}, "Invalid arguments: 'limit' is too large"),
+        ({"query": "x", "limit": 0}, "Invalid arguments: 'limit' is too small (at least 1)"),
+        ({"query": "x", "limit": 51}, "Invalid arguments: 'limit' is too large (at most 50)"),
         ({"query": "x", "limit": "many"}, "Invalid arguments: 'limit' must be an integer"),
-        ({"query": ""}, "Invalid arguments: 'query' is too short"),
+        ({"query": ""}, "Invalid arguments: 'query' is too short (at least 1 character)"),
         ({"query": "x", "extra": 1}, "Invalid arguments: 'extra' is not allowed"),
         ({}, "Invalid arguments: 'query' is required"),
     ],
@@ -397,4 +397,7 @@ def test_a_keyword_signature_async_tool_gets_a_model_made_from_its_parameters_an
         "required": ["vector"],
     }
     assert (result["structuredContent"], json.loads(result["content"][0]["text"])) == ({"vector": [2.0, 5.0]},) * 2
-    assert (refused["isError"], refused["content"][0]["text"]) == (True, "Invalid arguments: 'factor' is too small")
+    assert (refused["isError"], refused["content"][0]["text"]) == (
+        True,
+        "Invalid arguments: 'factor' is too small (must be more than 0.0)",
+    )

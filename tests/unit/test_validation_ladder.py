@@ -1,4 +1,4 @@
-"""The validation ladder of the HTTP transport (WIRE.md §2.6, §2.7, §8): every rung, its code and its status."""
+"""The validation ladder of the HTTP transport (docs/architecture.md): every rung, its code and its status."""
 
 from __future__ import annotations
 
@@ -736,10 +736,14 @@ def test_a_tool_that_may_ask_for_elicitation_is_refused_before_any_work_without_
 def test_a_tool_may_declare_only_what_a_client_can_be_asked() -> None:
     from mcp_runtime.tools import ToolRegistry, tool
 
-    with pytest.raises(ValueError, match="asks"):
+    @tool(description="x", asks=("telepathy",))
+    def odd(args: None, ctx: Any) -> str:
+        return ""
 
-        @tool(description="x", asks=("telepathy",))
-        def odd(args: None, ctx: Any) -> str:
-            return ""
-
-        ToolRegistry().add(odd.__mcp_tool__)  # type: ignore[attr-defined]
+    registry = ToolRegistry()
+    registry.admit(odd.__mcp_tool__, odd)  # type: ignore[attr-defined]
+    assert len(registry) == 0
+    (problem,) = registry.left_out
+    assert problem.reason == (
+        "ValueError: tool 'odd' asks for ['telepathy']; a client can be asked for ['elicitation', 'roots', 'sampling']"
+    )

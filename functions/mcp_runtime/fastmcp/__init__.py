@@ -19,7 +19,7 @@ from ._context import (
     DeclinedElicitation,
     ElicitationResult,
 )
-from ._server import FastMCP, MCPServer, NotSet, task_mode
+from ._server import FastMCP, MCPServer, NotSet, TasksExtension, task_mode
 
 __all__ = [
     "AcceptedElicitation",
@@ -33,6 +33,7 @@ __all__ = [
     "Image",
     "MCPServer",
     "NotSet",
+    "TasksExtension",
     "ToolError",
     "ToolResult",
     "task_mode",

@@ -237,6 +237,15 @@ class Context(_Injectable):
     def idempotency_key(self, name: str) -> str:
         return self._ctx.idempotency_key(name)
 
+    def secret(self, name: str) -> str:
+        """The secret cdk.json's `toolSecrets` gives the tools as `name` (read once per environment)."""
+        return self._ctx.secret(name)
+
+    @property
+    def handles(self) -> Any:
+        """The caller's server-minted handles: state that outlives a call, whichever environment serves it."""
+        return self._ctx.handles
+
     # ---- what does not port ---------------------------------------------------------------------------
     async def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(UNSUPPORTED["ctx.sample"])

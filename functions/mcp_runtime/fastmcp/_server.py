@@ -1,8 +1,9 @@
-"""`FastMCP` and `MCPServer`: the decorators of FastMCP 4.1 and mcp 2.3, recording what a module defines.
+"""`FastMCP` and `MCPServer`: the decorators of FastMCP 4.1 and mcp 2.3, describing what a module defines.
 
-Decorating only records the function; the runtime builds each tool (its pydantic model, its schemas)
-when it loads the module's server objects (`ToolRegistry.include`, on the first request that needs a
-tool), never on a cold `server/discover`.
+Decorating builds the tool's, prompt's or resource's description (its pydantic model, its schemas) when
+the module loads, as FastMCP does: what cannot be described is recorded, named with its line, and the
+registry leaves it out while the module's other tools serve (the start-up check refuses it). Tool
+modules load on the first request that needs a tool, never on a cold `server/discover`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,10 @@ from ..tools import (
     ToolMode,
     ToolResult,
     ToolSpec,
+    Undescribable,
+    described,
     injected_context,
+    portable,
     published_schema,
     signature_model,
     task_flags,
@@ -99,6 +103,8 @@ class _ToolEntry:
     timeout: float | None
     structured_output: bool | None
     wrap_mark: bool
+    rerun_interrupted: bool
+    show_error_details: bool
 
 
 @dataclasses.dataclass
@@ -162,19 +168,38 @@ class _TimedCall:
             raise ToolError(f"Tool '{self.name}' timed out after {self.timeout:g} seconds") from None
 
 
+class TasksExtension:
+    """`from fastmcp_tasks import TasksExtension` as FastMCP 4.1 needs it for `task=True` tools: here a
+    stand-in that does nothing, so a module keeps its `mcp.add_extension(TasksExtension())` line. Its
+    options (a Redis URL, a worker count) have no meaning here: tasks run on the task table and Step
+    Functions, each in its own invocation."""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        self.options = options
+
+
 class FastMCP:
     """A FastMCP 4.1 server, as a module in functions/tools defines one: `mcp = FastMCP("name")`. The
     runtime serves the tools, resources and prompts registered on it; nothing here runs a server."""
 
-    def __init__(self, name: str | None = None, instructions: str | None = None, **options: Any) -> None:
+    def __init__(
+        self,
+        name: str | None = None,
+        instructions: str | None = None,
+        *,
+        mask_error_details: bool | None = None,
+        **options: Any,
+    ) -> None:
         for option, value in options.items():
             if option in UNSUPPORTED_OPTIONS and value not in (None, [], (), {}):
                 raise NotImplementedError(f"{type(self).__name__}({option}=...): {UNSUPPORTED_OPTIONS[option]}")
         self.name = name or "FastMCP"
         self.instructions = instructions
-        self._tools: list[_ToolEntry] = []
-        self._resources: list[_ResourceEntry] = []
-        self._prompts: list[_PromptEntry] = []
+        # FastMCP shows an exception's text unless masked; here it is masked unless the team says
+        # `mask_error_details=False` (the log and `make task ID=` have it either way).
+        self.mask_error_details = mask_error_details is not False
+        # Every tool, resource and prompt decorated, described (or why not), with its function.
+        self._components: list[tuple[ToolSpec | ResourceSpec | PromptSpec | Undescribable, Callable[..., Any]]] = []
 
     def __getattr__(self, name: str) -> Any:
         if name in UNSUPPORTED_METHODS:
@@ -201,6 +226,7 @@ class FastMCP:
         task: Any = None,
         timeout: float | None = None,
         structured_output: bool | None = None,
+        rerun_interrupted: bool = False,
         icons: Any = None,
         run_in_thread: bool = True,
         enabled: bool | None = None,
@@ -215,12 +241,16 @@ class FastMCP:
                 raise TypeError(f"@{self._kind}.tool() got an unexpected keyword argument {option!r}")
         if enabled is False:
             raise NotImplementedError(f"@{self._kind}.tool(enabled=False): leave the tool out of the module instead")
-        mode, task_required = task_mode(task)
 
         def register(fn: F) -> F:
             tool_name = name or (name_or_fn if isinstance(name_or_fn, str) else None) or fn.__name__
             self._refuse_unsupported_code(fn, tool_name)
-            self._tools.append(
+            self._components.append((described("tool", tool_name, fn, lambda: build(fn, tool_name)), fn))
+            return fn
+
+        def build(fn: Callable[..., Any], tool_name: str) -> PortedToolSpec:
+            mode, task_required = task_mode(task)
+            return _tool_spec(
                 _ToolEntry(
                     fn=fn,
                     name=tool_name,
@@ -234,9 +264,10 @@ class FastMCP:
                     timeout=timeout,
                     structured_output=structured_output,
                     wrap_mark=self._wrap_mark,
+                    rerun_interrupted=rerun_interrupted,
+                    show_error_details=not self.mask_error_details,
                 )
             )
-            return fn
 
         if callable(name_or_fn):
             return register(name_or_fn)
@@ -261,9 +292,8 @@ class FastMCP:
 
         def register(fn: F) -> F:
             self._refuse_unsupported_code(fn, uri)
-            self._resources.append(
-                _ResourceEntry(fn, uri, name or fn.__name__, description or _doc_description(fn), mime_type)
-            )
+            entry = _ResourceEntry(fn, uri, name or fn.__name__, description or _doc_description(fn), mime_type)
+            self._components.append((described("resource", uri, fn, lambda: _resource_spec(entry)), fn))
             return fn
 
         return register
@@ -288,12 +318,22 @@ class FastMCP:
 
         def register(fn: F) -> F:
             prompt_name = name or (name_or_fn if isinstance(name_or_fn, str) else None) or fn.__name__
-            self._prompts.append(_PromptEntry(fn, prompt_name, description or _doc_description(fn)))
+            entry = _PromptEntry(fn, prompt_name, description or _doc_description(fn))
+            self._components.append((described("prompt", prompt_name, fn, lambda: _prompt_spec(entry)), fn))
             return fn
 
         if callable(name_or_fn):
             return register(name_or_fn)
         return register
+
+    def add_extension(self, extension: Any) -> None:
+        """FastMCP's `mcp.add_extension(TasksExtension())`: accepted, and nothing to do (tasks are the
+        runtime's own: durable, on the task table). Any other extension does not port."""
+        if not isinstance(extension, TasksExtension):
+            raise NotImplementedError(
+                f"{type(self).__name__}.add_extension({type(extension).__name__}(...)): only TasksExtension "
+                "ports (and is not needed: task=True is enough here); drop the line"
+            )
 
     def run(self, *args: Any, **kwargs: Any) -> None:
         raise NotImplementedError(
@@ -328,14 +368,10 @@ class FastMCP:
             raise NotImplementedError(f"{what}: {UNSUPPORTED[used]}")
 
     # ---- what the runtime serves ---------------------------------------------------------------------------
-    def __mcp_register__(self, companions: Any) -> list[ToolSpec]:
-        """The tools to serve; the prompts and resources go into `companions` (the catalog) when given."""
-        if companions is not None:
-            for resource in self._resources:
-                companions.resources.add(_resource_spec(resource))
-            for prompt in self._prompts:
-                companions.prompts.add(_prompt_spec(prompt))
-        return [_tool_spec(entry) for entry in self._tools]
+    def __mcp_register__(self) -> list[tuple[ToolSpec | ResourceSpec | PromptSpec | Undescribable, Any]]:
+        """What the runtime serves (`ToolRegistry.include`): each component, or why it could not be
+        described, with the function it was made from."""
+        return list(self._components)
 
 
 class MCPServer(FastMCP):
@@ -467,6 +503,8 @@ def _tool_spec(entry: _ToolEntry) -> PortedToolSpec:
         task_required=entry.task_required,
         title=entry.title,
         annotations=entry.annotations,
+        rerun_interrupted=entry.rerun_interrupted,
+        show_error_details=entry.show_error_details,
     )
     output_schema = _output_schema(fn, entry)
     spec.wraps = bool(output_schema and output_schema.get(WRAP_KEY))
@@ -489,7 +527,7 @@ def _output_schema(fn: Callable[..., Any], entry: _ToolEntry) -> dict[str, Any] 
     written = inspect.signature(fn).return_annotation
     if written in (inspect.Signature.empty, None):  # `-> None` as written (a string `None` is NoneType)
         return None
-    returned = typing.get_type_hints(fn, include_extras=True).get("return", inspect.Signature.empty)
+    returned = portable(typing.get_type_hints(fn, include_extras=True).get("return", inspect.Signature.empty))
     if returned is Any or _unstructured(returned):
         return None
     from pydantic import TypeAdapter, create_model

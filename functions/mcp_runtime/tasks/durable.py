@@ -72,6 +72,20 @@ CALLBACK_WAITING: Final = "waiting"
 CALLBACK_DONE: Final = "done"
 
 
+# The mark a run keeps on the task while it runs the tool (a step mark under this key, with the
+# execution and round it belongs to), removed when the run ends at a durable boundary: a run that
+# finds one of its own round and execution follows a run that was cut short (timed out, crashed).
+RUN_MARK_KEY: Final = "run:in-progress"
+
+
+@dataclass(frozen=True, slots=True)
+class InterruptedRun:
+    """What a run that was cut short left behind: whether it was inside a step, and the steps recorded."""
+
+    in_step: bool
+    recorded_steps: tuple[str, ...]
+
+
 class Suspend(BaseException):
     """Ends this run of the tool at a durable boundary; the state machine takes over from here.
 
@@ -270,11 +284,59 @@ class DurableRun:
         # Steps recorded in this invocation: a run that recorded none never ends early (it must progress).
         self.recorded_here = 0
         self.run_id = secrets.token_urlsafe(12)
+        self._run_marked = False  # mark_run wrote this run's in-progress mark
         # A run replays while it has records and has not yet asked for an operation they do not hold:
         # what the tool reports meanwhile, an earlier run reported already. `on_live` is called when the
         # first new operation begins (before it runs).
         self.replaying = any(not is_step_mark(record) for record in self.records.values())
         self.on_live: Callable[[], None] | None = None
+
+    # ---- runs cut short (the rerun policy) ---------------------------------------------------------
+    def interrupted_run(self, execution: str, round_number: int) -> InterruptedRun | None:
+        """The run of this execution's round that was cut short before this one, if one was: it left
+        its mark (a run that ends at a boundary removes it; a settled task has none)."""
+        mark = self.records.get(RUN_MARK_KEY)
+        if mark is None or mark.get("execution") != execution or mark.get("round") != round_number:
+            return None
+        in_step = any(
+            is_step_mark(record) and record.get("run") == mark.get("run")
+            for key, record in self.records.items()
+            if key != RUN_MARK_KEY
+        )
+        return InterruptedRun(in_step, self.recorded_steps())
+
+    def recorded_steps(self) -> tuple[str, ...]:
+        """The keys of the steps recorded for the task so far."""
+        return tuple(
+            key for key, record in self.records.items() if key.startswith("step:") and not is_step_mark(record)
+        )
+
+    def mark_run(self, execution: str, round_number: int) -> None:
+        """Mark this run as in progress (with its execution and round) until it ends at a boundary."""
+        left = self._time_left()
+        now = self._clock()
+        lasts = (STEP_MARK_UNBOUNDED_SECONDS if left is None else max(0.0, left)) + STEP_MARK_MARGIN_SECONDS
+        mark = {
+            "state": STEP_RUNNING,
+            "run": self.run_id,
+            "expires": round(now + lasts, 3),
+            "execution": execution,
+            "round": round_number,
+        }
+        try:
+            self.store.mark_step(self.task_id, RUN_MARK_KEY, mark, now)
+        except (TaskConflict, TaskNotFound):
+            raise TaskNoLongerRunning(self.task_id) from None
+        self._run_marked = True
+
+    def unmark_run(self) -> None:
+        """This run ended at a durable boundary (a wait, a question, a callback, a continuation)."""
+        if not self._run_marked:
+            return
+        try:
+            self.store.unmark_step(self.task_id, RUN_MARK_KEY, self.run_id)  # on the work part
+        except Exception as exc:  # the mark then names an earlier round: no later run reads it as cut short
+            log.warning("task %s: the run's in-progress mark was not removed (%s)", self.task_id, exc)
 
     # ---- keys and time ----------------------------------------------------------------------------
     def _key(self, kind: str, name: str) -> str:

@@ -1,4 +1,4 @@
-"""The task record as the store keeps it, and its two wire renderings (WIRE.md §14.3, §14.4).
+"""The task record as the store keeps it, and its two wire renderings (a Task and its result; docs/tasks.md).
 
 `CreateTaskResult` is flat (`resultType: "task"` plus the `Task` fields) and carries no payload;
 `tasks/get` answers `resultType: "complete"` plus a `DetailedTask`, whose payload depends on the
@@ -217,7 +217,7 @@ def get_task_result(record: TaskRecord, result: dict[str, Any] | None = None) ->
     elif record.status == FAILED:
         if record.error is None:
             raise BrokenTaskRecord(f"task {record.task_id} is failed but has no error")
-        detailed["error"] = dict(record.error)
+        detailed["error"] = {key: value for key, value in record.error.items() if key != OPERATOR_REASON}
     return detailed
 
 
@@ -228,6 +228,8 @@ def new_write_id() -> str:
     return secrets.token_hex(8)
 
 
+# Why a task failed, for the operator: kept in the item's error (`make task ID=`), left out on the wire.
+OPERATOR_REASON: Final = "reason"
 EXECUTION_FAILED_ERROR: Final[dict[str, Any]] = {"code": wire.INTERNAL_ERROR, "message": "Task execution failed"}
 EXECUTION_LOST_ERROR: Final[dict[str, Any]] = {
     "code": wire.INTERNAL_ERROR,

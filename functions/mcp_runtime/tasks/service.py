@@ -1,4 +1,4 @@
-"""The tasks extension on the API side: create, get, update and cancel (WIRE.md §14).
+"""The tasks extension on the API side: create, get, update and cancel (io.modelcontextprotocol/tasks; docs/tasks.md).
 
 Every operation is one conditional write or one consistent read on the task item. A write that
 makes a Step Functions call due (start the execution, resume it, stop it) leaves that `effect` on
@@ -10,7 +10,7 @@ which makes the same call again and retries it until it succeeds: the backstop f
 that was throttled, failed or lost its answer. So a throttled Step Functions can neither fail a
 request nor lose its effect, and the common path waits for no stream hop.
 
-AWS calls per operation (DESIGN.md budgets): create = one conditional put + one StartExecution; get
+AWS calls per operation (the budgets in docs/performance.md): create = one conditional put + one StartExecution; get
 = one consistent read in every state (and one S3 GetObject for a completed task whose result is in
 the payload bucket); update = one conditional update (a second one only for a partial or partly
 stale answer, or to ask again for the resume of a retried update) + at most one SendTaskSuccess;

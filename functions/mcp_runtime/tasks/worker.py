@@ -59,7 +59,7 @@ from ..limits import (
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, TOOL_EXCEPTIONS, Telemetry
 from ..tool_secrets import NO_SECRETS, ToolSecrets
-from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, text
+from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
 from ..wire import (
     LEGACY_PROTOCOL_VERSIONS,
     OUTCOME_AWAITING,
@@ -77,7 +77,7 @@ from ..wire import (
     OUTCOME_WAIT,
     WorkerOutcome,
 )
-from .durable import AwaitCallback, CannotRecord, ContinueLater, DurableRun, WaitFor
+from .durable import AwaitCallback, CannotRecord, ContinueLater, DurableRun, InterruptedRun, WaitFor
 from .errors import (
     ExecutorRefused,
     ExecutorUnavailable,
@@ -89,7 +89,7 @@ from .errors import (
     TaskStoreUnavailable,
 )
 from .executor import TaskExecutor
-from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, INPUT_REQUIRED, WORKING, TaskRecord
+from .models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, INPUT_REQUIRED, OPERATOR_REASON, WORKING, TaskRecord
 from .payloads import PayloadStore
 from .store import TaskStore
 from .telemetry import report_settled
@@ -123,7 +123,7 @@ def allocate_wire_keys(
     """Wire keys for the tool's questions: its own key the first time, `key.2`, `key.3`... after.
 
     A wire key is never issued twice in a task's life, so an answer can only ever match the
-    question it was given for (WIRE.md §14.6 key discipline).
+    question it was given for (the tasks extension's input-request keys: docs/tasks.md).
     """
     issued = list(issued_keys)
     used = {wire_key for wire_key, _ in issued}
@@ -367,6 +367,19 @@ class TaskWorker:
             clock=self._clock,
         )
         ctx = holder["ctx"] = self._tool_context(record, durable, progress, task_log)
+        run_execution = execution or record.execution
+        interrupted = durable.interrupted_run(run_execution, round_number)
+        if interrupted is not None and not (
+            interrupted.in_step or interrupted.recorded_steps or spec.rerun_interrupted
+        ):
+            return self._fail_interrupted(record, spec, interrupted)
+        # Only a run the policy could refuse after it is cut short marks itself (two writes): a tool with
+        # recorded steps resumes after them, and one that allows it runs again.
+        if not spec.rerun_interrupted and not durable.recorded_steps():
+            try:
+                durable.mark_run(run_execution, round_number)
+            except TaskNoLongerRunning:
+                return _outcome(OUTCOME_OVERTAKEN)
         try:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
@@ -374,18 +387,22 @@ class TaskWorker:
             result = ToolResult([text(str(exc))], is_error=True)
         except InputNeeded as needed:
             task_log.flush()
+            durable.unmark_run()
             return self._ask(record, needed, ctx)
         except ContinueLater:
             progress.flush()
             task_log.flush()
+            durable.unmark_run()
             return self._continue(record, ctx)
         except WaitFor as wait:
             progress.flush()
             task_log.flush()
+            durable.unmark_run()
             return {**_outcome(OUTCOME_WAIT), "wait": {"seconds": wait.seconds}}
         except AwaitCallback as waiting:
             progress.flush()
             task_log.flush()
+            durable.unmark_run()
             return self._callback_token_wait(record, waiting)
         except TaskNoLongerRunning:
             return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled while the tool ran: noticed at a write
@@ -401,9 +418,25 @@ class TaskWorker:
             # the task did (a failed execution, and its paging alarm, is for the runtime's failures).
             log.error("task %s: tool %s raised: %s", task_id, record.tool_name, exc, exc_info=exc)
             self.telemetry.count(TOOL_EXCEPTIONS, tool=record.tool_name)
-            return self._settle(record, FAILED, dict(EXECUTION_FAILED_ERROR))
+            return self._settle(record, FAILED, failure_error(f"{type(exc).__name__}: {exc}", spec))
         task_log.flush()
         return self._complete(record, result.to_wire())
+
+    def _fail_interrupted(self, record: TaskRecord, spec: ToolSpec, interrupted: InterruptedRun) -> dict[str, Any]:
+        """The run before this one was cut short, and the tool records no steps: running it again from
+        the top would repeat what it did, which its authors (FastMCP runs a task once) do not expect. The
+        task fails, saying which limit and what to do, unless the tool allows the rerun
+        (`rerun_interrupted=True`). A tool with steps is written for replay: it resumes after its last
+        recorded step."""
+        reason = (
+            f"the run of tool {record.tool_name!r} was cut short (the worker's timeout, cdk.json's "
+            "workerTimeoutSeconds, or a crash) and it records no steps; running it again from the top would "
+            "repeat what it already did. Put the work that must happen once in "
+            "`await ctx.step(name, fn)` (a recorded step never runs again and a run resumes after it), raise "
+            "workerTimeoutSeconds, or allow the rerun with rerun_interrupted=True on the tool's decorator"
+        )
+        log.error("task %s: %s", record.task_id, reason)
+        return self._settle(record, FAILED, failure_error(reason, spec))
 
     def _complete(self, record: TaskRecord, payload: dict[str, Any]) -> dict[str, Any]:
         """The result, stated against its limits: inline when small, in the payload bucket up to 5 MB."""
@@ -669,6 +702,21 @@ class TaskWorker:
             return _outcome(OUTCOME_OVERTAKEN)  # already terminal: that write stands
         report_settled(self.telemetry, settled)
         return _outcome(OUTCOME_FAILED)
+
+
+# The most of a failure's reason kept on the task item (the log has all of it).
+MAX_FAILURE_REASON_CHARS: Final = 1000
+
+
+def failure_error(reason: str, spec: ToolSpec) -> dict[str, Any]:
+    """A failed task's error: the generic one for the client, with the reason kept on the item for the
+    operator (`make task ID=`; `OPERATOR_REASON`, never on the wire), and in the message too when the
+    tool's server shows error details (`mask_error_details=False`)."""
+    kept = reason if len(reason) <= MAX_FAILURE_REASON_CHARS else f"{reason[:MAX_FAILURE_REASON_CHARS]}..."
+    error: dict[str, Any] = {**EXECUTION_FAILED_ERROR, OPERATOR_REASON: kept}
+    if spec.show_error_details:
+        error["message"] = f"{EXECUTION_FAILED_ERROR['message']}: {kept}"
+    return error
 
 
 def _cause(failure: Mapping[str, Any]) -> str:
