@@ -24,15 +24,15 @@ from xdist.scheduler import LoadScopeScheduling
 from tests.support import REPO, SHARED_STACKS, local_stack_process
 
 # Modules here start stacks in module fixtures: a module's tests stay together.
-STACK_TIERS = ("tests/e2e/", "tests/local_stack/", "tests/test_events.py", "tests/tools/")
+STACK_TIERS = ("tests/e2e/", "tests/local_stack/", "tests/test_events.py", "tests/tools/", "tests/test_template.py")
 # Modules whose tests each start stacks of their own (none in a module fixture): spread test by test.
 PER_TEST = ("tests/local_stack/test_persistence.py",)
 # The infra tier's synthesized apps are session fixtures: synthesized once if the tier stays together.
 CACHED_TIERS = ("tests/infra/",)
 # Groups sent first (by group name, then module path prefix), longest first: the rest fills in beside.
 FIRST = (
+    "tests/test_template.py",
     "conformance_stack",
-    "tests/test_adding_tools.py",
     "tests/local_stack/test_persistence.py",
     "tests/local_stack/test_faults.py",
     "tests/infra",

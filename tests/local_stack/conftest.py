@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,8 +64,16 @@ def descendants(pid: int) -> dict[int, str]:
     return found
 
 
-def still_running(processes: dict[int, str]) -> dict[int, str]:
-    """Those of `processes` that still run the same command (a reused pid runs another)."""
+def still_running(processes: dict[int, str], *, within: float = 10.0) -> dict[int, str]:
+    """Those of `processes` that still run the same command (a reused pid runs another) once `within`
+    seconds passed: a process killed a moment ago takes a moment to go on a loaded machine."""
+    deadline = time.monotonic() + within
+    while (alive := _alive(processes)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return alive
+
+
+def _alive(processes: dict[int, str]) -> dict[int, str]:
     alive = {}
     for pid, command in processes.items():
         try:
