@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import REPO, copy_working_tree
-from tests.test_adding_tools import AFFECTED, LEFT_OUT_UNIT_MODULES, NO_STACK
+from tests.test_adding_tools import NO_STACK, reaching_the_projects_tools
 
 sys.path.insert(0, str(REPO / "scripts"))
 import upgrade
@@ -401,18 +401,14 @@ def test_the_lock_is_written_again_with_the_platforms_pins_and_the_teams(rehears
 def test_the_updated_copy_keeps_its_lint_its_own_tests_and_the_platforms_tests_its_room_reaches_green(
     rehearsal: Rehearsal,
 ) -> None:
-    """The team's lint, the team's tests (written with the kit) and the platform's tests that build the catalog
-    from the team's tools (test_adding_tools.AFFECTED; the other fast modules serve the platform's fixtures
-    only, as its guard holds them, so this suite's own run of them stands for the copy's), in one process:
-    beside this suite's workers, more would only share the same two cores."""
+    """The team's lint, its tests (written with the kit) and the platform's fast modules that build the catalog
+    from the team's tools (test_adding_tools.reaching_the_projects_tools: the others serve fixtures only, so
+    this suite's own run of them stands for the copy's), in one process beside this suite's workers."""
     lint = run(["make", "lint-team"], rehearsal.project)
     assert lint.returncode == 0, lint.stdout[-3000:] + lint.stderr[-3000:]
-    left_out = [f"--ignore=tests/unit/{module}" for module in LEFT_OUT_UNIT_MODULES]
     python = str(rehearsal.project / ".venv" / "bin" / "python")
-    paths = [path for path in (*AFFECTED, "tests/tools") if (rehearsal.project / path).exists()]
-    tests = run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *left_out, *paths, "-k", NO_STACK], rehearsal.project
-    )
+    paths = [*reaching_the_projects_tools(rehearsal.project), "tests/test_tiers.py", "tests/tools"]
+    tests = run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *paths, "-k", NO_STACK], rehearsal.project)
     assert tests.returncode == 0, tests.stdout[-6000:] + tests.stderr[-2000:]
     summary = tests.stdout.splitlines()[-1]
     assert re.search(r"\b\d+ passed\b", summary) and "failed" not in summary, tests.stdout[-500:]
