@@ -92,7 +92,6 @@ def test_a_worker_that_crashes_fails_the_task_naming_why_and_never_runs_it_again
     assert task["status"] == "failed"
     assert task["error"] == EXECUTION_FAILED_ERROR  # the reason goes to the log and the item, not the client
     assert lifecycle_stack.wait_for_output(f"task {task_id_of(task)}: the run of tool 'crash_worker' {CUT_SHORT}")
-    assert lifecycle_stack.wait_for_output("Error: Runtime exited with error: exit status 3")
     assert lifecycle_stack.wait_for_execution(task_id_of(task)) == "SUCCEEDED"  # its retry settled the task
 
 
