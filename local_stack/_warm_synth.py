@@ -45,9 +45,13 @@ def serve(socket_path: Path, idle_seconds: float) -> None:
     with contextlib.suppress(FileNotFoundError):
         socket_path.unlink()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    server.bind(str(socket_path))
-    bound = socket_path.stat().st_ino
+    # Bound and listening under another name, then put in place: a caller that sees the socket can connect
+    # (bound at its own name, a caller could find it between bind and listen and be refused).
+    listening = socket_path.with_name(f"{socket_path.name}.{os.getpid()}")
+    server.bind(str(listening))
     server.listen(32)
+    os.replace(listening, socket_path)
+    bound = socket_path.stat().st_ino
     server.settimeout(idle_seconds)
     try:
         while True:
