@@ -326,7 +326,11 @@ def fixture_layer() -> Path:
     if link.is_symlink() and link.resolve() != target.resolve():
         link.unlink()  # left by a checkout whose fixtures lived elsewhere
     if not link.exists():
-        link.symlink_to(target)
+        try:
+            link.symlink_to(target)
+        except FileExistsError:  # another stack starting at the same moment made it
+            if link.resolve() != target.resolve():
+                raise
     return layer
 
 
