@@ -83,6 +83,28 @@ def local_stack_process(
         yield running
 
 
+def serve_only(tools: Path, *names: str) -> None:
+    """Make a scratch copy's `tools` package serve exactly the named modules of its folder: the team's
+    other modules are taken out of the copy and its `__init__.py` is written anew, so the test meets no
+    tool of the team's and no form of their file."""
+    for entry in tools.iterdir():
+        if entry.name == "__pycache__" or (entry.suffix == ".py" and entry.stem not in names):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        elif entry.is_dir() and (entry / "__init__.py").exists() and entry.name not in names:
+            shutil.rmtree(entry)
+    listed = ", ".join(f'"{name}"' for name in names)
+    (tools / "__init__.py").write_text(
+        '"""The tools of this scratch copy."""\n\n'
+        "from importlib import import_module\n\n"
+        "from mcp_runtime import Catalog\n\n"
+        f"MODULES = tuple(import_module(f\"{{__name__}}.{{name}}\") for name in ({listed},))\n\n\n"
+        "def register(catalog: Catalog, *, table_backed: bool) -> None:\n"
+        "    for module in MODULES:\n"
+        "        catalog.tools.include(module)\n",
+        encoding="utf-8",
+    )
+
+
 def register_tool_modules(init: Path, *names: str) -> None:
     """Add each name as the last line of `MODULES = _modules(...)` in a tools `__init__.py`, as the README
     says (an empty `_modules()`, left by deleting every example, is opened up first)."""

@@ -23,7 +23,7 @@ from local_stack.stack import LogSink, StartRefused, check_tools_import
 
 from tests.local_stack.conftest import descendants, still_running
 from tests.local_stack.embedded_moto import eventually
-from tests.support import REPO, local_stack_process
+from tests.support import REPO, local_stack_process, serve_only
 
 pytestmark = pytest.mark.e2e
 
@@ -186,10 +186,7 @@ def test_make_run_refuses_a_tool_importing_pytest_naming_the_package_and_the_com
     shutil.copytree(dependencies, code_root / dependencies.name, copy_function=os.link)
     tools = project / "functions" / "tools"
     (tools / "uses_pytest.py").write_text('"""Reads a test helper."""\n\nimport pytest\n')
-    init = (tools / "__init__.py").read_text()
-    anchor = "MODULES = _modules(\n"
-    assert init.count(anchor) == 1
-    (tools / "__init__.py").write_text(init.replace(anchor, anchor + '    "uses_pytest",\n'))
+    serve_only(tools, "uses_pytest")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
