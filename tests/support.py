@@ -97,7 +97,7 @@ def serve_only(tools: Path, *names: str) -> None:
         '"""The tools of this scratch copy."""\n\n'
         "from importlib import import_module\n\n"
         "from mcp_runtime import Catalog\n\n"
-        f"MODULES = tuple(import_module(f\"{{__name__}}.{{name}}\") for name in ({listed},))\n\n\n"
+        f'MODULES = tuple(import_module(f"{{__name__}}.{{name}}") for name in ({listed},))\n\n\n'
         "def register(catalog: Catalog, *, table_backed: bool) -> None:\n"
         "    for module in MODULES:\n"
         "        catalog.tools.include(module)\n",
