@@ -178,7 +178,7 @@ class TaskRecord:
         return answers
 
     def to_task(self, now: float | None = None) -> dict[str, Any]:
-        """The `Task` fields shared by both renderings; `pollIntervalMs` as of `now`."""
+        """The `Task` fields shared by both renderings; `pollIntervalMs` as of `now` (of its settling, once settled)."""
         task: dict[str, Any] = {
             "taskId": self.task_id,
             "status": cast(wire.TaskStatus, self.status),
@@ -189,7 +189,8 @@ class TaskRecord:
         if self.status_message:
             task["statusMessage"] = self.status_message
         if self.poll_interval_ms is not None:
-            when = time.time() if now is None else now
+            # A settled task is the same on every read: its interval is the one it had when it settled.
+            when = parse_timestamp(self.last_updated_at) if self.is_terminal else time.time() if now is None else now
             task["pollIntervalMs"] = adaptive_poll_interval_ms(self.poll_interval_ms, self.created_at, when)
         return task
 
