@@ -420,7 +420,7 @@ def await_background_sfn_calls(faults: FaultLayer, since: float) -> list[str]:
 
 
 def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_in_every_state(
-    stack: StackClient, faults: FaultLayer
+    stack: StackClient, faults: FaultLayer, ledger: Path
 ) -> None:
     # The API makes each write's Step Functions call itself; the supervisor repeats it from the
     # stream, a backstop that changes nothing when the direct call was done.
@@ -451,7 +451,10 @@ def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_i
 
     failed_id = stack.start("protocol_error_job", {})
     stack.settled(failed_id)
-    working_id = stack.start("slow_compute", {"seconds": 5, "label": "budget-working"})
+    # Working for ten minutes whatever the machine's load: a step, then a durable wait.
+    working_id = stack.start(
+        "stepped_job", {"steps": 1, "seconds": 0, "ledger": str(ledger), "wait_after": 0, "wait_seconds": 600}
+    )
     waiting_id = stack.start("confirm_delete", {"filename": "budget-waiting.txt"})
     awaiting_input(stack, waiting_id)
     for task_id, status in (
