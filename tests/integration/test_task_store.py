@@ -863,7 +863,7 @@ def test_the_workers_read_finds_the_step_items_a_run_wrote_past_the_count_up_to_
     loaded = store.load(record.task_id)
 
     assert loaded.steps == {f"step:s{slot}": {"v": slot} for slot in (*range(15), 16)}
-    assert batch_gets(table_calls) == [3, 10, 100]  # the hot item and its parts; the first look past the count; then 100 more
+    assert batch_gets(table_calls) == [3, 10, 20]  # the hot item and its parts; the looks past the count
 
 
 def test_a_run_that_ends_at_a_boundary_counts_its_step_items_and_a_task_of_few_steps_is_then_read_in_one_request(

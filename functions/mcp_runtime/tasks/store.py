@@ -17,8 +17,9 @@ owner, lease, status or effect (so neither index nor the supervisor sees them):
 - `part#<id>#work`: the tool's scratch, and the first durable records while they fit in
   `limits.WORK_PART_RECORDS_BYTES` (each with its `n`), put (empty) at create;
 - `part#<id>#step#<n>`: the n-th durable operation a run asks for (its key, and its running mark or
-  its record), created by its first write; `stepItems` on the hot item is 1 + the highest n written,
-  so the worker knows their keys.
+  its record), created by its first write. A run numbers them without gaps; `stepItems` on the hot item
+  counts those of the runs that ended at a boundary, and `stepsOpen` says a run may have written more
+  (`load` then looks past the count up to the first slot not written).
 
 Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
 lease or status write on one item holding a 64 KB argument and 60 KB of records cost 124 WRU; on the
@@ -27,15 +28,16 @@ as at step 1 (`bench/capacity.py` measures both). `tasks/get` reads the hot item
 GetItem, at most 1 RRU); the worker reads the hot item and its two parts with one consistent
 BatchGetItem, then the step items the work part does not stand for, 100 a request (`load`): a task
 whose records fit on the work part is read in one request. The table keeps its partition-only key
-(no sort key, so no table replacement): the parts' keys are derived from the task id and the count,
-never listed. A step costs two writes of its own item (its running mark, then its record there or on
-the work part) and two of the hot item before them (the status check, the lease, the token and effect
-they consume): the hot write goes first, so a step on a task that stopped working is refused before
-anything is recorded, and a crash between the two leaves a renewed lease and no record (the step runs
-again, as after any crash). The other writes of both items are ordered the same way, each saying why
-a crash between its two writes is harmless (`record_operation`, `mark_step`, `await_input`,
-`await_callback`, `complete_callback`), rather than transactions, which DynamoDB bills twice on both
-items.
+(no sort key, so no table replacement, and no Query of a task's items): the parts' keys are derived
+from the task id and the slot, never listed. A step is two writes, both of its own item: its running
+mark, then its record (there, or on the work part while the first small records fit), 1 WRU each
+for a small record; neither writes the hot item. The run's first write (`begin_run`) does what a hot
+write before each step did (the task works, its lease, the token and effect it consumes), the run
+looks at the task every `durable.STEP_STATUS_SECONDS` between steps (`keep_working`: a cancel is
+noticed there), and its boundary writes count the step items it wrote. The writes of two items that
+remain are ordered, each saying why a crash between them is harmless (`record_operation`,
+`mark_step`, `checkpoint`, `await_input`, `await_callback`, `complete_callback`), rather than
+transactions, which DynamoDB bills twice on both items.
 
 What stays on the hot item, because one conditional write must change it with the status or
 `tasks/get` must read it: the questions (at most 32 KB, only while the task waits for input, when
@@ -48,8 +50,8 @@ Rules every write follows:
   only a working task needs (`WORKING_PARTS`), so a settled item is small, and its write fits
   whatever the task carried; the parts expire with the task (TTL deletes are free; a delete is
   billed on the part's size), and a task without a TTL has them deleted (its step items too, 25 a
-  BatchWriteItem: `stepItems` stays on the settled hot item to say how many): nothing reads a
-  settled task's parts, and none grows;
+  BatchWriteItem: `stepItems` and `stepsOpen` stay on the settled hot item to say which): nothing
+  reads a settled task's parts, and none grows;
 - a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
   down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
@@ -695,8 +697,8 @@ class DynamoTaskStore:
     ) -> list[tuple[int, Item]]:
         """(slot, item) of the step items there are of the slots `counted`, and (from `probe_from`, None:
         none) of the slots after them, up to the first slot neither in `skip` nor there; 100 keys a
-        request, the first look past the count PROBE_FIRST_SLOTS keys (a run that ended without
-        closing its step items usually left few)."""
+        request, the looks past the count PROBE_FIRST_SLOTS keys, then twice as many each time (a run
+        that ended without counting its step items usually left few)."""
         found: list[tuple[int, Item]] = []
         rest, window = list(counted), PROBE_FIRST_SLOTS
         while rest or probe_from is not None:
@@ -715,7 +717,7 @@ class DynamoTaskStore:
                     probe_from = None
                     break
                 found.append((slot, item))
-            window = BATCH_GET_KEYS
+            window = min(BATCH_GET_KEYS, 2 * window)  # a key asked for and not found is billed too
         return found
 
     def _batch_get(self, keys: list[dict[str, dict[str, str]]]) -> dict[str, Item]:
