@@ -8,8 +8,8 @@ import math
 import random
 import sys
 import threading
-from dataclasses import replace
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest

@@ -116,7 +116,7 @@ class LookingStore:
         self.calls.append("unmark_step")
 
 
-def test_a_step_that_begins_a_second_after_the_run_last_saw_its_task_working_looks_at_it_and_a_cancel_stops_the_run() -> None:
+def test_a_step_a_second_after_the_run_last_saw_its_task_working_looks_at_it_and_a_cancel_stops_the_run() -> None:
     now = [0.0]
     store = LookingStore()
     run = DurableRun(
