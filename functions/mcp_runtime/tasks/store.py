@@ -199,6 +199,7 @@ class TaskStore(Protocol):
         scratch: Mapping[str, Any],
         task_token: str,
         parked_until: float | None = None,
+        step_items: int | None = None,
     ) -> AwaitOutcome: ...
 
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool: ...
@@ -224,15 +225,29 @@ class TaskStore(Protocol):
         replace: bool = False,
         parked_until: float | None = None,
         slot: int | None = None,
+        expires_at: int | None = None,
+        step_items: int | None = None,
     ) -> dict[str, Any]: ...
 
+    def begin_run(self, task_id: str, run_id: str) -> None: ...
+
+    def keep_working(self, task_id: str) -> None: ...
+
     def mark_step(
-        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+        self,
+        task_id: str,
+        key: str,
+        mark: dict[str, Any],
+        now: float,
+        *,
+        slot: int | None = None,
+        expires_at: int | None = None,
+        opens: bool = False,
     ) -> dict[str, Any]: ...
 
     def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None: ...
 
-    def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None: ...
+    def checkpoint(self, task_id: str, scratch: Mapping[str, Any], step_items: int | None = None) -> None: ...
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
 
