@@ -883,6 +883,38 @@ def test_a_run_that_ends_at_a_boundary_counts_its_step_items_and_a_task_of_few_s
     assert batch_gets(table_calls) == [3]
 
 
+def test_a_task_whose_step_items_1_0_0_counted_is_read_whole_gaps_of_deleted_marks_included(
+    store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment, table_calls: list[tuple[str, dict[str, Any]]]
+) -> None:
+    # 1.0.0 counted each step item on the hot item before writing it, and deleted a mark taken back.
+    record = create(store, clock)
+    for slot in (0, 2):
+        task_env.dynamodb.put_item(
+            TableName=task_env.resources.table_name,
+            Item={
+                **step_key(record.task_id, slot),
+                schema.STEP_KEY_ATTRIBUTE: {"S": f"step:s{slot}"},
+                schema.STEP_RECORD_ATTRIBUTE: {"M": {"v": {"S": str(slot)}}},
+            },
+        )
+    task_env.dynamodb.update_item(
+        TableName=task_env.resources.table_name,
+        Key=task_key(record.task_id),
+        UpdateExpression="SET #count = :count",
+        ExpressionAttributeNames={"#count": schema.STEP_ITEMS_ATTRIBUTE},
+        ExpressionAttributeValues={":count": {"N": "3"}},
+    )
+    table_calls.clear()
+
+    loaded = store.load(record.task_id)
+
+    assert (loaded.steps, loaded.step_slots) == (
+        {"step:s0": {"v": 0}, "step:s2": {"v": 2}},
+        {"step:s0": 0, "step:s2": 2},
+    )
+    assert batch_gets(table_calls) == [3, 3]
+
+
 def test_the_step_items_count_only_grows_when_a_slower_run_ends_at_a_boundary_with_fewer(
     store: DynamoTaskStore, clock: Clock
 ) -> None:
