@@ -1605,8 +1605,8 @@ class DynamoTaskStore:
 
     def _update_part(self, place: _Place, expression: _Expression, returns: str = "ALL_NEW") -> Item:
         """One conditional UpdateItem of the item of `place`; returns it as written (`returns`: or as it
-        was). The work part must exist (a settled task's is gone); a step item is created by its first
-        write, and an entry is only ever written after a hot write that found the task working."""
+        was). The work part must exist (a settled task's without a TTL is gone); a step item is created by
+        its first write, by a run whose first write found the task working (`begin_run`)."""
         if place.slot is None:
             expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
         response = self._call(
