@@ -927,6 +927,24 @@ def test_the_step_items_count_only_grows_when_a_slower_run_ends_at_a_boundary_wi
     assert (store.get(record.task_id).step_items, store.get(record.task_id).steps_open) == (10, True)
 
 
+@pytest.mark.parametrize(("counted", "shown"), [(0, (2, False)), (5, (5, True))], ids=["fewer", "more"])
+def test_questions_count_the_step_items_their_run_wrote_unless_another_run_counted_more(
+    store: DynamoTaskStore, clock: Clock, counted: int, shown: tuple[int, bool]
+) -> None:
+    record = begun(store, clock)
+    if counted:  # a run that went further ended at its own boundary, then this one began again
+        store.checkpoint(record.task_id, {}, step_items=counted)
+        store.begin_run(record.task_id, "run-2")
+    for slot in range(2):
+        store.record_operation(record.task_id, f"step:s{slot}", {"v": slot}, None, slot=slot)
+    version = store.get(record.task_id).version
+
+    asked = store.await_input(record.task_id, version, {"q": request("q")}, (("q", "q"),), {}, "token-1", step_items=2)
+
+    assert asked.applied and asked.record.status == INPUT_REQUIRED
+    assert (asked.record.step_items, asked.record.steps_open) == shown
+
+
 def test_a_run_that_takes_over_a_dead_runs_mark_finds_the_record_it_kept_on_the_work_part_and_does_not_run_it_again(
     store: DynamoTaskStore, clock: Clock
 ) -> None:
