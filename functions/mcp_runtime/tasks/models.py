@@ -149,9 +149,11 @@ class TaskRecord:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     # A result too large for the item: where it is in the payload bucket.
     result_ref: dict[str, Any] | None = None
-    # 1 + the highest n of the task's step items (`schema.step_key_value`); which records the load read
-    # from them, by key, with their n.
+    # How many step item slots the hot item counts (`schema.STEP_ITEMS_ATTRIBUTE`), and whether a run may
+    # have written some past them (`schema.STEPS_OPEN_ATTRIBUTE`); which records the load read from
+    # step items, by key, with their n.
     step_items: int = 0
+    steps_open: bool = False
     step_slots: dict[str, int] = field(default_factory=dict)
 
     @property
