@@ -5,19 +5,20 @@
   own PKCE verifier for Cognito, and a digest of the cookie of the browser that approved. Taken (deleted)
   once, at the callback; `FLOW_SECONDS` to live.
 - `code#<sha256>`: a code the bridge minted for an MCP client at the callback: bound to that record, the
-  tokens Cognito issued and the approval's grant; taken once at `/oauth2/token`, and redeemed only while
-  that approval stands; `CODE_SECONDS` to live.
+  person and the approval's grant (no token: those are minted at the exchange); taken once at
+  `/oauth2/token`, and redeemed only while that approval stands; `CODE_SECONDS` to live.
 - `approval#<subject>#<client key>`: a person's approval of a client for some scopes, until it expires,
   with the digests of the refresh tokens issued under it (revoked with it).
-- `refresh#<sha256>`: a refresh token the bridge handed out (its own, random; the client never sees
-  Cognito's): whose, for which client, under which grant; Cognito's refresh token behind it, to refresh
-  and to revoke it there. A refresh is forwarded only while this row and its approval exist. Each use
+- `refresh#<sha256>`: a refresh token the bridge handed out (random; only its hash is kept): whose, for
+  which client, under which grant. It works only while this row and its approval exist. Each use
   spends it (the client gets a new one: OAuth 2.1 §4.3.1 rotation) and leaves
 - `spent#<sha256>`: a refresh token used once already: presented again, it is a stolen copy (or the
   theft's victim), and its whole family, the approval with every refresh token under it, is revoked.
 - `form#<sha256>`: a consent or approvals form that was posted: each is answered once (a replay writes
   nothing); kept until the form would have expired anyway (TTL on `expiresAt`).
 - `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify).
+  They sign nothing that grants access (a form still needs the person's sign-in at Cognito); the access
+  tokens are signed in KMS (signing.py) and nothing that mints them is in this table.
 """
 
 from __future__ import annotations
@@ -74,6 +75,9 @@ class Pending:
     expires_at: int
     person: str | None = None  # a standing approval's subject: the person who must sign in
     nonce: str | None = None
+    # A metadata document's client, registered only once the person has signed in: what it said.
+    client_name: str = ""
+    redirect_uris: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +88,7 @@ class IssuedCode:
     resource: str
     scopes: tuple[str, ...]
     subject: str
-    tokens: dict[str, Any]
+    tokens: dict[str, Any]  # empty: the tokens are minted at the exchange (earlier versions stored Cognito's)
     expires_at: int
     # The approval's grant when the code was minted: a revocation (or a revoke and approve again) before
     # the exchange leaves the code refused.
@@ -115,7 +119,8 @@ class RefreshRecord:
     subject: str
     client_key: str
     grant: str
-    token: str = field(repr=False)
+    # Only in records of earlier versions (Cognito's refresh token): never written now, scrubbed by cleanup.
+    token: str = field(default="", repr=False)
 
 
 def _approval_key(subject: str, client_key: str) -> str:
@@ -174,7 +179,9 @@ class GrantStore:
         found = self._take(PENDING_PREFIX + digest(flow_id))
         if found is None:
             return None
-        return Pending(**{**found, "scopes": tuple(found["scopes"])})
+        return Pending(
+            **{**found, "scopes": tuple(found["scopes"]), "redirect_uris": tuple(found.get("redirect_uris", ()))}
+        )
 
     def use_form(self, token: str, expires_at: int) -> bool:
         """Mark a posted form's token used; False if it was used before (a replay)."""
@@ -264,10 +271,8 @@ class GrantStore:
 
     # ---- refresh tokens -------------------------------------------------------------------------
     def put_refresh(self, token: str, record: RefreshRecord, expires_at: int) -> None:
-        try:
-            self._put_new(REFRESH_PREFIX + digest(token), asdict(record), expires_at)
-        except ConditionFailed:
-            return  # recorded already (Cognito answered a refresh with the same token)
+        document = {k: v for k, v in asdict(record).items() if k != "token"}  # only the hash of a token is kept
+        self._put_new(REFRESH_PREFIX + digest(token), document, expires_at)
 
     def refresh(self, token: str) -> RefreshRecord | None:
         item = _aws(
@@ -302,6 +307,66 @@ class GrantStore:
             return None
         found = json.loads(item["doc"]["S"])
         return str(found["subject"]), str(found["client_key"]), str(found["grant"])
+
+    def scrub_upstream_tokens(self) -> int:
+        """Cognito's tokens that earlier versions kept: dropped from refresh records (the bridge's refresh
+        token keeps working), and unredeemed codes that held them deleted. Answers the failures."""
+        query: dict[str, Any] = {
+            "TableName": self.table,
+            "FilterExpression": (
+                "(begins_with(pk, :refresh) AND contains(doc, :token) AND NOT contains(doc, :empty)) OR "
+                "(begins_with(pk, :code) AND contains(doc, :access))"
+            ),
+            "ExpressionAttributeValues": {
+                ":refresh": {"S": REFRESH_PREFIX},
+                ":code": {"S": CODE_PREFIX},
+                ":token": {"S": '"token":"'},
+                ":empty": {"S": '"token":""'},
+                ":access": {"S": '"access_token"'},
+            },
+            "ConsistentRead": True,
+        }
+        failed = 0
+        while True:
+            page = _aws(lambda: self.dynamodb.call("scan", **query))
+            for item in page.get("Items", []):
+                try:
+                    self._scrub(item)
+                except ConditionFailed:
+                    continue  # used or taken meanwhile
+                except Exception:  # counted: the next run tries again
+                    failed += 1
+            if "LastEvaluatedKey" not in page:
+                return failed
+            query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _scrub(self, item: dict[str, Any]) -> None:
+        key, seen = item["pk"]["S"], item["doc"]["S"]
+        if key.startswith(CODE_PREFIX):
+            _aws(
+                lambda: self.dynamodb.call(
+                    "delete_item",
+                    TableName=self.table,
+                    Key={"pk": {"S": key}},
+                    ConditionExpression="doc = :seen",
+                    ExpressionAttributeValues={":seen": {"S": seen}},
+                )
+            )
+            return
+        document = {k: v for k, v in json.loads(seen).items() if k != "token"}
+        _aws(
+            lambda: self.dynamodb.call(
+                "update_item",
+                TableName=self.table,
+                Key={"pk": {"S": key}},
+                UpdateExpression="SET doc = :doc",
+                ConditionExpression="doc = :seen",
+                ExpressionAttributeValues={
+                    ":doc": {"S": json.dumps(document, separators=(",", ":"))},
+                    ":seen": {"S": seen},
+                },
+            )
+        )
 
     # ---- signing keys ---------------------------------------------------------------------------
     def signing_keys(self) -> tuple[bytes, ...]:
@@ -339,19 +404,10 @@ class GrantStore:
         ).get("Item")
         return found
 
-    # ---- the approvals page's own app client ----------------------------------------------------
+    # ---- the approvals page's app client of earlier versions (cleanup deletes it) -----------------
     def console_client(self) -> tuple[str, str] | None:
         item = self._get(CONSOLE_CLIENT)
         return (item["client"]["S"], item["secret"]["S"]) if item else None
-
-    def save_console_client(self, client_id: str, client_secret: str) -> None:
-        """ConditionFailed if another container saved one first."""
-        item = {"pk": {"S": CONSOLE_CLIENT}, "client": {"S": client_id}, "secret": {"S": client_secret}}
-        _aws(
-            lambda: self.dynamodb.call(
-                "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
-            )
-        )
 
 
 def _approval(item: dict[str, Any]) -> Approval:
