@@ -111,6 +111,8 @@ REGISTRATION_NOTE: Final = (
     "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
     "registration, which stays available at registration_endpoint for clients that lack it"
 )
+# The cleanup's schedule (the template's): a never-used client is gone at most this long after its cutoff.
+CLEANUP_MINUTES: Final = 15
 # A metadata document is fetched again at most this often (its redirect URIs may change).
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
