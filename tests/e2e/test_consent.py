@@ -171,6 +171,14 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         yield World(stack, cognito, client_a, client_b, browser)
 
 
+def call_api(world: World, access_token: str) -> httpx.Response:
+    from testkit import rpc, standard_headers
+
+    message = rpc("tools/list")
+    headers = {**standard_headers(message), "authorization": f"Bearer {access_token}"}
+    return httpx.post(world.stack.url, content=json.dumps(message), headers=headers, timeout=60)
+
+
 def text(browser: Any, element_id: str) -> str:
     from selenium.webdriver.common.by import By
 
@@ -237,7 +245,7 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
     (asked,) = world.cognito.authorize_requests()
     assert asked["redirect_uri"] == [f"{world.base}/oauth2/callback"]  # Cognito only ever sends back to the bridge
     assert asked["client_id"] != [client_a] and asked["state"] != ["a-1"]
-    # The code is the bridge's: client A redeems it with its PKCE verifier for Cognito's tokens.
+    # The code is the bridge's: client A redeems it with its PKCE verifier for the bridge's tokens.
     tokens = httpx.post(
         f"{world.base}/oauth2/token",
         data={
@@ -251,7 +259,8 @@ def test_a_second_clients_link_gets_the_consent_page_and_no_code_until_the_perso
         timeout=30,
     )
     assert tokens.status_code == 200, tokens.text
-    assert set(tokens.json()) >= {"access_token", "refresh_token", "id_token", "expires_in", "token_type"}
+    assert set(tokens.json()) == {"access_token", "refresh_token", "expires_in", "token_type", "scope"}
+    assert call_api(world, tokens.json()["access_token"]).status_code == 200  # the API takes the bridge's token
 
     # The attacker's link, opened in the same browser while Cognito still holds the session.
     browser.get(world.authorize_url(client_b, world.client_b, "b-1"))
