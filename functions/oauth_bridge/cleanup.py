@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from .aws import COUNTER_KEY, ConditionFailed, RegistrationStore, UserPoolClients
-from .grants import CONSOLE_CLIENT, GrantStore
+from .grants import CONSOLE_CLIENT, LEGACY_SIGNING_KEY, GrantStore
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,8 @@ class Cleanup:
                 self.clients.delete(console[0])
                 self.store.remove_item(CONSOLE_CLIENT)
             self.store.remove_item(COUNTER_KEY)
+            if self.grants.sealer is not None and self.grants.signing_keys():  # sealed now: the clear one goes
+                self.store.remove_item(LEGACY_SIGNING_KEY)
             failed += self.grants.scrub_upstream_tokens()
         except Exception:
             log.exception("cleanup: could not remove what an earlier version left")

@@ -16,15 +16,17 @@
   theft's victim), and its whole family, the approval with every refresh token under it, is revoked.
 - `form#<sha256>`: a consent or approvals form that was posted: each is answered once (a replay writes
   nothing); kept until the form would have expired anyway (TTL on `expiresAt`).
-- `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify).
-  They sign nothing that grants access (a form still needs the person's sign-in at Cognito); the access
-  tokens are signed in KMS (signing.py) and nothing that mints them is in this table.
+- `meta#signing-keys`: the HMAC keys of the consent forms and cookies, newest first (it signs; all verify),
+  sealed with the bridge's KMS key (`KeySealer`). The access tokens are signed in KMS (signing.py): nothing
+  in this table mints a token or opens anything in clear.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -33,7 +35,9 @@ from typing import Any, Final
 
 from mcp_runtime._aws import AwsCaller
 
-from .aws import ConditionFailed, _aws
+from .aws import BridgeUnavailable, ConditionFailed, _aws
+
+log = logging.getLogger(__name__)
 
 PENDING_PREFIX: Final = "pending#"
 CODE_PREFIX: Final = "code#"
@@ -127,6 +131,46 @@ def _approval_key(subject: str, client_key: str) -> str:
     return f"{APPROVAL_PREFIX}{subject}#{client_key}"
 
 
+class KeySealer:
+    """Seals the form and cookie keys with a symmetric KMS key only the bridge's role may use: the table (and
+    its backups) holds them encrypted. The last keys opened are kept while their ciphertext is the item's, so
+    a container calls KMS once per rotation, and a rotation (a new ciphertext) is seen at once."""
+
+    def __init__(self, key: str, endpoint_url: str | None = None, client: Any | None = None) -> None:
+        self.key = key
+        self.kms = AwsCaller("kms", client, endpoint_url=endpoint_url)  # client built on first use
+        self._opened: tuple[bytes, tuple[bytes, ...]] | None = None
+
+    def seal(self, keys: tuple[bytes, ...]) -> bytes:
+        sealed = _aws(
+            lambda: self.kms.call("encrypt", KeyId=self.key, Plaintext=b"".join(keys), EncryptionContext=_CONTEXT)
+        )
+        return bytes(sealed["CiphertextBlob"])
+
+    def open(self, sealed: bytes) -> tuple[bytes, ...] | None:
+        if self._opened is not None and self._opened[0] == sealed:
+            return self._opened[1]
+        try:
+            plain = bytes(
+                _aws(
+                    lambda: self.kms.call("decrypt", KeyId=self.key, CiphertextBlob=sealed, EncryptionContext=_CONTEXT)
+                )["Plaintext"]
+            )
+        except BridgeUnavailable as exc:
+            # Sealed by a key this one is not (a table restored into another stack, a local stack restarted
+            # with a new key; moto says AccessDenied for those): new keys are made, as in a retirement.
+            if exc.code not in ("InvalidCiphertextException", "IncorrectKeyException", "AccessDeniedException"):
+                raise
+            log.warning("the signing keys cannot be opened with %s (%s): new keys are made", self.key, exc.code)
+            return None
+        keys = tuple(plain[i : i + 32] for i in range(0, len(plain), 32))
+        self._opened = (sealed, keys)
+        return keys
+
+
+_CONTEXT: Final = {"purpose": "oauth-bridge-signing-keys"}
+
+
 class GrantStore:
     def __init__(
         self,
@@ -134,10 +178,12 @@ class GrantStore:
         endpoint_url: str | None = None,
         clock: Callable[[], float] = time.time,
         client: Any | None = None,
+        sealer: KeySealer | None = None,
     ) -> None:
         self.table = table
         self.dynamodb = AwsCaller("dynamodb", client, endpoint_url=endpoint_url)
         self.clock = clock
+        self.sealer = sealer  # None: keys in clear (what earlier versions did; the template always seals)
 
     # ---- single-use records ---------------------------------------------------------------------
     def _put_new(self, key: str, document: dict[str, Any], expires_at: int, **extra: dict[str, Any]) -> None:
@@ -371,13 +417,13 @@ class GrantStore:
     # ---- signing keys ---------------------------------------------------------------------------
     def signing_keys(self) -> tuple[bytes, ...]:
         """The keys, newest first: made on first use (from the one key of earlier versions, if any)."""
-        item = self._get(SIGNING_KEYS)
-        if item:
-            return tuple(bytes(value["B"]) for value in item["keys"]["L"])
-        legacy = self._get(LEGACY_SIGNING_KEY)
+        found = self._read_keys()
+        if found is not None and found[0]:
+            return found[0]
+        legacy = self._get(LEGACY_SIGNING_KEY) if found is None else None
         keys = (bytes(legacy["key"]["B"]),) if legacy else (secrets.token_bytes(32),)
         try:
-            self._put_keys(keys, None)
+            self._put_keys(keys, None if found is None else found[1])
         except ConditionFailed:
             return self.signing_keys()  # another container made them first
         return keys
@@ -386,16 +432,40 @@ class GrantStore:
         """A new key signs from now on; the older ones still verify (at most `MAX_SIGNING_KEYS` kept), or
         with `retire` none does: what they signed (forms in flight, person cookies) is refused at once."""
         current = self.signing_keys()
+        found = self._read_keys()
+        assert found is not None  # made just above
         keys = (secrets.token_bytes(32),) if retire else (secrets.token_bytes(32), *current)[:MAX_SIGNING_KEYS]
-        self._put_keys(keys, current[0])
+        self._put_keys(keys, found[1])
         return len(keys)
 
-    def _put_keys(self, keys: tuple[bytes, ...], newest: bytes | None) -> None:
-        item = {"pk": {"S": SIGNING_KEYS}, "keys": {"L": [{"B": key} for key in keys]}, "newest": {"B": keys[0]}}
-        if newest is None:
+    def _read_keys(self) -> tuple[tuple[bytes, ...], dict[str, Any]] | None:
+        """(the keys, the `newest` attribute a write is conditioned on); None if there is no item. Keys an
+        earlier version stored in clear are sealed now; sealed keys KMS cannot open come back empty (made
+        again: as a retirement, every form and person cookie is refused)."""
+        item = self._get(SIGNING_KEYS)
+        if not item:
+            return None
+        seen: dict[str, Any] = item["newest"]
+        if "sealed" in item:
+            keys = self.sealer.open(bytes(item["sealed"]["B"])) if self.sealer is not None else None
+            return (keys or (), seen)
+        keys = tuple(bytes(value["B"]) for value in item["keys"]["L"])
+        if self.sealer is not None:
+            with contextlib.suppress(ConditionFailed):  # sealed concurrently by another container
+                self._put_keys(keys, seen)
+        return keys, seen
+
+    def _put_keys(self, keys: tuple[bytes, ...], seen: dict[str, Any] | None) -> None:
+        item: dict[str, Any] = {"pk": {"S": SIGNING_KEYS}}
+        if self.sealer is not None:
+            item["sealed"] = {"B": self.sealer.seal(keys)}
+            item["newest"] = {"S": hashlib.sha256(keys[0]).hexdigest()}
+        else:
+            item.update(keys={"L": [{"B": key} for key in keys]}, newest={"B": keys[0]})
+        if seen is None:
             condition: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
         else:
-            condition = {"ConditionExpression": "newest = :seen", "ExpressionAttributeValues": {":seen": {"B": newest}}}
+            condition = {"ConditionExpression": "newest = :seen", "ExpressionAttributeValues": {":seen": seen}}
         _aws(lambda: self.dynamodb.call("put_item", TableName=self.table, Item=item, **condition))
 
     def _get(self, key: str) -> dict[str, Any] | None:

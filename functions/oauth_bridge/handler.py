@@ -24,7 +24,7 @@ from .flows import (
     TOKEN_PATH,
     Bridge,
 )
-from .grants import GrantStore
+from .grants import GrantStore, KeySealer
 from .settings import BridgeSettings, get_settings
 from .signing import TokenSigner
 from .web import OAuthError, error_response, json_response, request_from_event
@@ -48,7 +48,13 @@ def build_bridge(settings: BridgeSettings) -> Bridge:
         settings,
         RegistrationStore(settings.table_name, settings.aws_endpoint_url),
         UserPoolClients(settings.user_pool_id, endpoint_url=settings.aws_endpoint_url),
-        GrantStore(settings.table_name, settings.aws_endpoint_url),
+        GrantStore(
+            settings.table_name,
+            settings.aws_endpoint_url,
+            sealer=KeySealer(settings.sealing_key_id, endpoint_url=settings.aws_endpoint_url)
+            if settings.sealing_key_id
+            else None,
+        ),
         TokenSigner(settings.signing_key_id, endpoint_url=settings.aws_endpoint_url),
     )
 

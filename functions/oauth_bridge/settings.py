@@ -18,6 +18,8 @@ class BridgeSettings(BaseModel):
     app_client_id: str = Field("", alias="BRIDGE_APP_CLIENT_ID")
     # The asymmetric KMS key (RSA_2048, SIGN_VERIFY) that signs the bridge's access tokens.
     signing_key_id: str = Field("", alias="BRIDGE_SIGNING_KEY_ID")
+    # The symmetric KMS key that seals the form and cookie keys in the table.
+    sealing_key_id: str = Field("", alias="BRIDGE_SEALING_KEY_ID")
     # Cognito's managed login and OAuth endpoints: https://<prefix>.auth.<region>.amazoncognito.com
     cognito_domain_url: str = Field(alias="BRIDGE_COGNITO_DOMAIN_URL")
     # The scope of the MCP endpoint's resource server (what a token needs), and others a client may ask for.

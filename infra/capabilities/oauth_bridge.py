@@ -52,6 +52,7 @@ BRIDGE_COGNITO_ACTIONS: tuple[str, ...] = (
     "cognito-idp:DeleteUserPoolClient",
 )
 BRIDGE_KEY_ACTIONS: tuple[str, ...] = ("kms:Sign", "kms:GetPublicKey")
+BRIDGE_SEALING_ACTIONS: tuple[str, ...] = ("kms:Encrypt", "kms:Decrypt")
 CALLBACK_PATH = "/oauth2/callback"
 BRIDGE_TABLE_ACTIONS: tuple[str, ...] = (
     "dynamodb:GetItem",
@@ -108,6 +109,14 @@ class OAuthBridge(Construct):
             key_usage=kms.KeyUsage.SIGN_VERIFY,
             removal_policy=removal_policy,
         )
+        # Seals the HMAC keys of the consent forms and person cookies in the table (only the bridge may use it).
+        self.sealing_key = kms.Key(
+            self,
+            "SealingKey",
+            description="Seals the OAuth bridge's form and cookie keys in its table",
+            enable_key_rotation=True,
+            removal_policy=removal_policy,
+        )
         # The bridge's one app client: Cognito signs people in for every MCP client through it, back to the
         # bridge's callback on the configured origin only. Its tokens only tell the bridge who signed in.
         self.app_client = pool.user_pool.add_client(
@@ -130,6 +139,7 @@ class OAuthBridge(Construct):
             "BRIDGE_TABLE_NAME": self.table.table_name,
             "BRIDGE_APP_CLIENT_ID": self.app_client.user_pool_client_id,
             "BRIDGE_SIGNING_KEY_ID": self.signing_key.key_id,
+            "BRIDGE_SEALING_KEY_ID": self.sealing_key.key_id,
             "BRIDGE_USER_POOL_ID": pool.user_pool.user_pool_id,
             "BRIDGE_COGNITO_DOMAIN_URL": pool.domain_url,
             "BRIDGE_RESOURCE_SCOPE": pool.scope_name,
@@ -166,6 +176,9 @@ class OAuthBridge(Construct):
         )
         self.function.role.add_to_principal_policy(
             iam.PolicyStatement(actions=list(BRIDGE_KEY_ACTIONS), resources=[self.signing_key.key_arn])
+        )
+        self.function.role.add_to_principal_policy(
+            iam.PolicyStatement(actions=list(BRIDGE_SEALING_ACTIONS), resources=[self.sealing_key.key_arn])
         )
         integration = integrations.HttpLambdaIntegration("Bridge", self.function.function)
         for method, path in BRIDGE_ROUTES:

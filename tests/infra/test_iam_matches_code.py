@@ -41,6 +41,8 @@ OPERATIONS = {
     "delete_user_pool_client": "cognito-idp:DeleteUserPoolClient",
     "sign": "kms:Sign",
     "get_public_key": "kms:GetPublicKey",
+    "encrypt": "kms:Encrypt",
+    "decrypt": "kms:Decrypt",
 }
 # A call, or an operation name handed to a dispatcher as a string (`self._call("put_item", ...)`).
 _CALL = re.compile(r"""(?:\.(\w+)\(|["'](\w+)["'])""")

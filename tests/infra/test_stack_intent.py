@@ -761,10 +761,14 @@ def test_the_bridge_signs_access_tokens_with_a_kms_key_that_never_leaves_kms_and
         for s in p["Properties"]["PolicyDocument"]["Statement"]
         if "kms:" in json.dumps(s["Action"])
     }
+    sealing = default_stack.logical_id(bridge.sealing_key)
     assert statements == {
         json.dumps(["kms:Sign", "kms:GetPublicKey"]): {"Fn::GetAtt": [key, "Arn"]},  # the bridge only
         json.dumps("kms:GetPublicKey"): {"Fn::GetAtt": [key, "Arn"]},  # the API
+        json.dumps(["kms:Encrypt", "kms:Decrypt"]): {"Fn::GetAtt": [sealing, "Arn"]},  # the bridge's form keys
     }
+    default_stack.template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    assert bridge_variables["Variables"]["BRIDGE_SEALING_KEY_ID"] == {"Ref": sealing}
 
 
 def test_the_callback_route_invokes_its_own_function_which_touches_only_task_items_and_the_bucket(

@@ -29,7 +29,7 @@ from mcp_runtime.tokens import KmsKeySet, TokenRejected, TokenValidator, Validat
 from oauth_bridge.aws import Registration, RegistrationStore, UserPoolClients, metadata_url_key
 from oauth_bridge.cimd import MetadataFetcher
 from oauth_bridge.flows import DOCUMENT_MAX_AGE_SECONDS, Bridge
-from oauth_bridge.grants import GrantStore
+from oauth_bridge.grants import GrantStore, KeySealer
 from oauth_bridge.handler import dispatch
 from oauth_bridge.settings import BridgeSettings
 from oauth_bridge.signing import TokenSigner
@@ -287,6 +287,7 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
     (table,) = [name for logical_id, name in deployed.tables.items() if logical_id.startswith("OAuthBridge")]
     (function,) = [f for f in deployed.functions.values() if "BRIDGE_APP_CLIENT_ID" in f.environment]
     app_id, key_id = function.environment["BRIDGE_APP_CLIENT_ID"], function.environment["BRIDGE_SIGNING_KEY_ID"]
+    sealing_key = function.environment["BRIDGE_SEALING_KEY_ID"]
     settings = BridgeSettings.model_validate(
         {
             "BRIDGE_TABLE_NAME": table,
@@ -320,7 +321,7 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
             settings,
             RegistrationStore(table, clock=clock, client=dynamodb),
             UserPoolClients(pool, client=cognito_idp),
-            GrantStore(table, clock=clock, client=dynamodb),
+            GrantStore(table, clock=clock, client=dynamodb, sealer=KeySealer(sealing_key, client=kms)),
             TokenSigner(key_id, client=kms),
             fetcher=fetcher,
             post=cognito,
@@ -1395,14 +1396,51 @@ def test_no_secret_raw_refresh_token_code_or_private_key_is_readable_in_the_brid
             headers=basic,
         )["body"]
     )
-    public = bridge.app_clients() or {}
     cognito_secret = bridge.describe(bridge.app_id)["ClientSecret"]
-    dump = str(bridge.items())
+    items = bridge.items()
+    dump = str(items)
     for value in (secret, cognito_secret, tokens["refresh_token"], rotated["refresh_token"], code):
         assert value not in dump
     for value in (tokens["access_token"], rotated["access_token"], "rt-1", "PRIVATE KEY"):
         assert value not in dump  # no token at all, not Cognito's, no key material
-    assert public == {}
+    (form_key,) = bridge.bridge._signer().keys  # the forms' and cookies' HMAC key: sealed with KMS
+    assert set(items["meta#signing-keys"]) == {"pk", "sealed", "newest"}
+    assert form_key not in bytes(items["meta#signing-keys"]["sealed"]["B"]) and repr(form_key) not in dump
+    assert bridge.app_clients() == {}
+
+
+def test_signing_keys_an_earlier_version_kept_in_clear_are_sealed_at_their_first_use_and_keep_verifying(
+    bridge: BridgeUnderTest,
+) -> None:
+    old = b"k" * 32
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={"pk": {"S": "meta#signing-keys"}, "keys": {"L": [{"B": old}]}, "newest": {"B": old}},
+    )
+    bridge.dynamodb.put_item(TableName=bridge.table, Item={"pk": {"S": "meta#signing-key"}, "key": {"B": old}})
+    cookie = bridge.bridge._signer().person_cookie("alice-sub", bridge.clock())  # signed with the old key
+    assert set(bridge.items()["meta#signing-keys"]) == {"pk", "sealed", "newest"}  # sealed on that read
+    assert bridge.bridge._signer().person(cookie, bridge.clock()) == "alice-sub"
+    dispatch(bridge.bridge, {"action": "cleanup"})
+    assert "meta#signing-key" not in bridge.items()  # the oldest versions' single key, in clear, is gone
+    # Sealed with a KMS key the bridge cannot use (a restored backup elsewhere): new keys, nothing opens.
+    other = bridge.kms.create_key()["KeyMetadata"]["KeyId"]
+    foreign = KeySealer(other, client=bridge.kms).seal((old,))
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={"pk": {"S": "meta#signing-keys"}, "sealed": {"B": foreign}, "newest": {"S": "x"}},
+    )
+    fresh = replace(bridge.bridge, grants=replace_sealer(bridge))
+    assert fresh._signer().person(cookie, bridge.clock()) is None
+    assert old not in fresh._signer().keys
+
+
+def replace_sealer(bridge: BridgeUnderTest) -> GrantStore:
+    """The table's grants as a fresh container sees them (nothing opened yet)."""
+    grants = bridge.bridge.grants
+    return GrantStore(
+        grants.table, clock=bridge.clock, client=bridge.dynamodb, sealer=KeySealer(grants.sealer.key, client=bridge.kms)
+    )  # type: ignore[union-attr]
 
 
 def test_opening_the_authorize_link_of_a_metadata_document_registers_nothing(bridge: BridgeUnderTest) -> None:
