@@ -1,5 +1,8 @@
 """Access-token validation for the MCP endpoint, as an OAuth 2.1 resource server (RFC 9068, RFC 8707).
 
+With the OAuth bridge there are two issuers: the user pool (machine tokens) and the bridge, whose keys are
+one KMS key's public half (`KmsKeySet`); `IssuerValidators` gives each token to its issuer's checks.
+
 The function validates bearer tokens itself instead of API Gateway's JWT authorizer, so that a
 refused request gets the challenge an MCP client needs (`WWW-Authenticate` with `resource_metadata`,
 `scope`, `error`: see `bearer.py`), and so that tokens of dynamically registered clients (whose
