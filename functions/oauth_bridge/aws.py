@@ -342,6 +342,16 @@ class UserPoolClients:
             self._secrets[client_id] = str(described.get("ClientSecret") or "")
         return self._secrets[client_id]
 
+    def user_enabled(self, username: str) -> bool:
+        """Whether the person may still sign in: they exist in the pool and are not disabled."""
+        try:
+            found = _aws(lambda: self.cognito.call("admin_get_user", UserPoolId=self.user_pool_id, Username=username))
+        except BridgeUnavailable as exc:
+            if exc.code == "UserNotFoundException":
+                return False
+            raise
+        return bool(found.get("Enabled", True))
+
     def delete(self, client_id: str) -> None:
         try:
             _aws(lambda: self.cognito.call("delete_user_pool_client", UserPoolId=self.user_pool_id, ClientId=client_id))

@@ -470,7 +470,8 @@ class Bridge:
                 pending.redirect_uri,
                 {"error": "access_denied", "error_description": "the sign-in did not complete", **back},
             )
-        subject = _subject(self._redeem(request, code, pending.verifier))
+        upstream = self._redeem(request, code, pending.verifier)
+        subject = _subject(upstream)
         now = int(self.clock())
         if pending.kind == "standing":
             standing = self.grants.approval(subject, registration.key)
@@ -491,7 +492,7 @@ class Bridge:
                     pending.redirect_uri,
                     {"error": "temporarily_unavailable", "error_description": refused.description, **back},
                 )
-            approval = self._approve(subject, registration, pending, now)
+            approval = self._approve(subject, registration, pending, now, _username(upstream))
         client_code = new_secret()
         self.grants.put_code(
             client_code,
@@ -566,7 +567,9 @@ class Bridge:
             _app_client_headers(app_id, secret),
         )
 
-    def _approve(self, subject: str, registration: Registration, pending: Pending, now: int) -> Approval:
+    def _approve(
+        self, subject: str, registration: Registration, pending: Pending, now: int, username: str = ""
+    ) -> Approval:
         """The person's approval, on record until it expires: the scopes approved now and before."""
         for _ in range(3):
             current = self.grants.approval(subject, registration.key)
@@ -582,6 +585,7 @@ class Bridge:
                 grant=current.grant if current and standing else new_secret(),
                 refresh=current.refresh if current and standing else (),
                 revision=current.revision if current else 0,
+                username=username or (current.username if current else ""),
             )
             try:
                 self.grants.save_approval(approval)
@@ -782,6 +786,10 @@ class Bridge:
             approval = self.grants.approval(record.subject, registration.key)
         if approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
             raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        if approval.username and not self.clients.user_enabled(approval.username):
+            log.info("refresh refused: %s is disabled or gone from the user pool; approval revoked", record.subject)
+            self._revoke_approval(approval)
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
         scopes = approval.scopes
         scope = request.single(form, "scope")
         if scope is not None:
@@ -905,6 +913,17 @@ def _app_client_headers(app_id: str, secret: str) -> dict[str, str]:
         "accept": "application/json",
         "authorization": "Basic " + base64.b64encode(credentials.encode()).decode(),
     }
+
+
+def _username(tokens: dict[str, Any]) -> str:
+    """Cognito's `username` claim of its access token (what AdminGetUser takes); empty if it names none."""
+    try:
+        payload = str(tokens["access_token"]).split(".")[1]
+        claims: Any = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return ""
+    username = claims.get("username") if isinstance(claims, dict) else None
+    return username if isinstance(username, str) else ""
 
 
 def _subject(tokens: dict[str, Any]) -> str:

@@ -113,6 +113,8 @@ class Approval:
     grant: str
     refresh: tuple[str, ...] = ()
     revision: int = 0
+    # The person's Cognito username (not a secret): each refresh checks they still exist and are enabled.
+    username: str = ""
 
     def covers(self, scopes: tuple[str, ...], now: float) -> bool:
         return self.expires_at > now and set(scopes) <= set(self.scopes)

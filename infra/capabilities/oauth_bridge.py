@@ -46,10 +46,11 @@ BRIDGE_ROUTES: tuple[tuple[apigwv2.HttpMethod, str], ...] = (
 # token is deleted 30 to 45 minutes after it registered.
 CLEANUP_MINUTES = 15
 # What the bridge's code calls: its app client's secret (and the deletion of the per-client app clients
-# earlier versions made), its signing key, items of its table.
+# earlier versions made), whether a person is still enabled, its keys, items of its table.
 BRIDGE_COGNITO_ACTIONS: tuple[str, ...] = (
     "cognito-idp:DescribeUserPoolClient",
     "cognito-idp:DeleteUserPoolClient",
+    "cognito-idp:AdminGetUser",  # a refresh checks the person is still enabled
 )
 BRIDGE_KEY_ACTIONS: tuple[str, ...] = ("kms:Sign", "kms:GetPublicKey")
 BRIDGE_SEALING_ACTIONS: tuple[str, ...] = ("kms:Encrypt", "kms:Decrypt")

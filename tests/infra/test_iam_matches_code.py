@@ -39,6 +39,7 @@ OPERATIONS = {
     "describe_user_pool_client": "cognito-idp:DescribeUserPoolClient",
     "update_user_pool_client": "cognito-idp:UpdateUserPoolClient",
     "delete_user_pool_client": "cognito-idp:DeleteUserPoolClient",
+    "admin_get_user": "cognito-idp:AdminGetUser",
     "sign": "kms:Sign",
     "get_public_key": "kms:GetPublicKey",
     "encrypt": "kms:Encrypt",

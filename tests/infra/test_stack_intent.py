@@ -735,9 +735,11 @@ def test_cognito_signs_people_in_through_one_app_client_of_the_bridge_whose_only
         s
         for p in default_stack.resources("AWS::IAM::Policy").values()
         for s in p["Properties"]["PolicyDocument"]["Statement"]
-        if s["Action"] == ["cognito-idp:DescribeUserPoolClient", "cognito-idp:DeleteUserPoolClient"]
+        if s["Action"]
+        == ["cognito-idp:DescribeUserPoolClient", "cognito-idp:DeleteUserPoolClient", "cognito-idp:AdminGetUser"]
     ]
-    assert len(granted) == 1  # reads its own secret; deletes what earlier versions made; creates nothing
+    # Reads its own secret and whether a person is still enabled; deletes what earlier versions made; creates nothing.
+    assert len(granted) == 1
 
 
 def test_the_bridge_signs_access_tokens_with_a_kms_key_that_never_leaves_kms_and_the_api_reads_its_public_key(

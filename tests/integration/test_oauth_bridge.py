@@ -71,6 +71,7 @@ class Cognito:
     revoked: list[str] = field(default_factory=list)
     refresh_answer: tuple[int, bytes] | None = None
     issued: int = 0
+    usernames: dict[str, str] = field(default_factory=dict)  # person -> the `username` claim Cognito sends
 
     def login(self, location: str) -> str:
         parts = urlsplit(location)
@@ -103,8 +104,9 @@ class Cognito:
         if s256(form["code_verifier"][0]) != found[2]:
             return 400, b'{"error":"invalid_grant"}'
         self.issued += 1
+        named = {"username": self.usernames[found[3]]} if found[3] in self.usernames else {}
         tokens = {
-            "access_token": fake_jwt({"sub": found[3], "client_id": app_id, "n": self.issued}),
+            "access_token": fake_jwt({"sub": found[3], "client_id": app_id, "n": self.issued, **named}),
             "id_token": fake_jwt({"sub": found[3]}),
             "refresh_token": f"rt-{self.issued}",
             "token_type": "Bearer",
@@ -589,6 +591,30 @@ def test_a_refresh_mints_the_next_tokens_without_cognito_while_the_approval_stan
     )
     unknown = bridge.refresh(client_id, "rt-never-issued")
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (400, "invalid_grant")
+
+
+def test_a_person_disabled_in_the_user_pool_can_no_longer_refresh_and_their_approval_goes(
+    bridge: BridgeUnderTest,
+) -> None:
+    user = bridge.cognito_idp.admin_create_user(
+        UserPoolId=bridge.pool, Username="carol@example.com", MessageAction="SUPPRESS"
+    )["User"]["Username"]
+    bridge.cognito.person = user
+    bridge.cognito.usernames[user] = user
+    client_id = bridge.client()
+    tokens = bridge.tokens(client_id)
+    refreshed = bridge.refresh(client_id, tokens["refresh_token"])
+    assert refreshed["statusCode"] == 200, refreshed["body"]
+    bridge.cognito_idp.admin_disable_user(UserPoolId=bridge.pool, Username=user)
+    refused = bridge.refresh(client_id, json.loads(refreshed["body"])["refresh_token"])
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the refresh token was revoked, has expired or is not this client's",
+        },
+    )
+    assert not [k for k in bridge.items() if k.startswith((f"approval#{user}#", "refresh#"))]
 
 
 def test_a_refresh_token_works_once_and_its_reuse_revokes_the_whole_family(bridge: BridgeUnderTest) -> None:
