@@ -398,6 +398,24 @@ def test_a_token_the_pool_issued_without_the_endpoints_scope_is_403_insufficient
     assert call(stack, tokens["IdToken"]).status_code == 401  # an ID token is never an access token
 
 
+def test_the_bridge_publishes_the_public_key_of_its_kms_signing_key_where_its_metadata_says(
+    stack: RunningStack,
+) -> None:
+    metadata = httpx.get(f"{base(stack)}/.well-known/oauth-authorization-server", timeout=60).json()
+    assert metadata["jwks_uri"] == f"{base(stack)}/.well-known/jwks.json"
+    reply = httpx.get(metadata["jwks_uri"], timeout=60)
+    assert (reply.status_code, reply.headers["cache-control"]) == (200, "max-age=3600")
+    (key,) = reply.json()["keys"]
+    kms = stack.aws_client("kms")
+    assert (key["kty"], key["alg"], key["use"]) == ("RSA", "RS256", "sig")
+    assert key["kid"] in {k["KeyId"] for k in kms.list_keys()["Keys"]}  # the KMS key itself, by its id
+    from mcp_runtime._jws import RsaPublicKey
+
+    held = RsaPublicKey.from_der(kms.get_public_key(KeyId=key["kid"])["PublicKey"])
+    assert held.n == int.from_bytes(jwt.utils.base64url_decode(key["n"]), "big")
+    assert len(jwt.utils.base64url_decode(key["n"])) == 256  # RSA 2048
+
+
 @pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
 def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_server(
     stack: RunningStack, path: str
