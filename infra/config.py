@@ -177,13 +177,13 @@ class AuthConfig:
     # The Cognito domain prefix (globally unique in a region); default "<stack name>-<account id>".
     cognito_domain_prefix: str | None = None
     # The bridge: per source address (an IPv6 /64), a token bucket of `registration_burst`
-    # registrations and metadata fetches refilled at `registrations_per_hour`; registered clients at
-    # most, and the days after which a client that never exchanged a code again is deleted.
+    # registrations and metadata fetches refilled at `registrations_per_hour`; new clients one signed-in
+    # person may approve per hour; the days after which a client that never exchanged a code again is deleted.
     registrations_per_hour: int = 10
     registration_burst: int = 30
     # New clients from Client ID Metadata Documents on one registrable domain (eTLD+1), per hour.
     registrations_per_host_per_hour: int = 10
-    max_registered_clients: int = 200
+    clients_per_person_per_hour: int = 10
     unused_client_days: int = 30
     # Who a Function URL (IAM, SigV4) caller is: "session", its user or role session ARN (kept across
     # credential refreshes), or "accessKey", that ARN plus the access key id of temporary credentials.
@@ -233,7 +233,7 @@ def _auth_from_context(get: Any) -> AuthConfig:
         registrations_per_host_per_hour=_int(
             get("registrationsPerHostPerHour") or 10, "registrationsPerHostPerHour", 1, 10_000
         ),
-        max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
+        clients_per_person_per_hour=_int(get("clientsPerPersonPerHour") or 10, "clientsPerPersonPerHour", 1, 10_000),
         unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
         iam_principal=iam_principal,
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from aws_cdk import Aspects, CfnOutput, Duration, Stack
-from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from constructs import Construct
 
 from infra import bundling
@@ -135,9 +134,9 @@ class McpTasksStack(Stack):
                 resource_url=config.resource_url,
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
-                metrics_namespace=config.server_name,
                 reserved_concurrency=config.concurrency.bridge,
             )
+            self.bridge.trust_from(self.functions.api_function)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -154,9 +153,6 @@ class McpTasksStack(Stack):
             stream_failures=self.supervisor.stream_failures,
             status_event_failures=self.supervisor.status_event_failures,
         )
-        if self.bridge is not None:
-            for topic in self.monitoring.topics:
-                self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(topic))
         # The code the functions share was staged above: held to the team's ceiling (assetSizeLimitMb).
         self.asset_sizes = bundling.check_function_assets(self, config.asset_size_limit_mb)
 
