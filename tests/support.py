@@ -61,6 +61,14 @@ def project_tools(*, table_backed: bool = True) -> list[str]:
     return sorted(spec.name for spec in catalog.tools)
 
 
+def deployed_server_name(root: Path = REPO) -> str:
+    """The name the project's stack serves under (cdk.json's serverName, else its projectName): a copy's own."""
+    from infra import naming
+
+    context = naming.project_context(root)
+    return str(context.get("serverName") or naming.project_name(context))
+
+
 def fixture_packages(fixtures: str | None = None, *, patterns: bool = True) -> str:
     """MCP_TOOL_PACKAGES for the platform's fixtures: `fixtures.<name>` for each name `fixtures` lists,
     after the pattern fixtures unless `patterns` is false."""

@@ -26,7 +26,7 @@ import jwt
 import pytest
 from testkit import RunningStack, api_event, rpc, standard_headers
 
-from tests.support import local_stack_process
+from tests.support import deployed_server_name, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -425,7 +425,7 @@ def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_s
     assert document == {
         "resource": stack.url,
         "bearer_methods_supported": ["header"],
-        "resource_name": "serverless-mcp-tasks",
+        "resource_name": deployed_server_name(),
         "authorization_servers": [base(stack)],
         "scopes_supported": ["mcp/invoke"],
     }
