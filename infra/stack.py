@@ -43,6 +43,7 @@ class McpTasksStack(Stack):
             cors_allow_origins=config.cors_allow_origins,
             throttle_rate_limit=config.throttle_rate_limit,
             throttle_burst_limit=config.throttle_burst_limit,
+            mcp_throttle=config.mcp_throttle,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
             custom_domain=(
@@ -137,6 +138,7 @@ class McpTasksStack(Stack):
                 reserved_concurrency=config.concurrency.bridge,
             )
             self.bridge.trust_from(self.functions.api_function)
+            self.front.throttle_routes(self.bridge.routes, config.sign_in_throttle)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
