@@ -145,6 +145,13 @@ def _route_throttle(get: Any, prefix: str, default: RouteThrottle) -> RouteThrot
     )
 
 
+def _sign_in_waf(get: Any) -> int | None:
+    enabled = _bool(True if get("signInWaf") is None else get("signInWaf"), "signInWaf")
+    # WAF's bounds for a rate-based rule's limit.
+    limit = _int(get("signInWafRateLimit") or 300, "signInWafRateLimit", 10, 2_000_000_000)
+    return limit if enabled else None
+
+
 @dataclass(frozen=True)
 class ThrottleRetry:
     """How the workflow waits out a throttled worker (Lambda.TooManyRequestsException): full-jitter
@@ -560,6 +567,9 @@ class DeploymentConfig:
     throttle_burst_limit: int = 100
     mcp_throttle: RouteThrottle = RouteThrottle(50, 100)
     sign_in_throttle: RouteThrottle = RouteThrottle(10, 20)
+    # A per-source rate rule (AWS WAF) on the Cognito user pool: requests one address may send in five
+    # minutes; None: no web ACL (`signInWaf` false). WAF cannot be put on an HTTP API (sign_in_firewall.py).
+    sign_in_waf_rate_limit: int | None = 300
     log_retention_days: int = 30
     api_memory_mb: int = 512
     # The API function's timeout: at most 29 s, since the HTTP API's integration gives up at 30 s. A task
@@ -644,6 +654,7 @@ class DeploymentConfig:
             throttle_burst_limit=burst,
             mcp_throttle=_route_throttle(get, "mcp", cls.mcp_throttle),
             sign_in_throttle=_route_throttle(get, "signIn", cls.sign_in_throttle),
+            sign_in_waf_rate_limit=_sign_in_waf(get),
             log_retention_days=_int(get("logRetentionDays") or 30, "logRetentionDays", 1, 3653),
             api_memory_mb=_int(get("apiMemoryMb") or 512, "apiMemoryMb", 128, 10_240),
             api_timeout_seconds=_int(get("apiTimeoutSeconds") or 29, "apiTimeoutSeconds", 3, 29),

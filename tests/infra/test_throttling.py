@@ -408,3 +408,74 @@ def test_without_the_bridge_only_mcp_has_limits_of_its_own(synth: Any) -> None:
 def test_a_per_route_limit_out_of_range_stops_the_synth(synth: Any) -> None:
     with pytest.raises(ValueError, match="context 'signInThrottleBurstLimit' must be between 1 and 5000, got 0"):
         synth(signInThrottleBurstLimit="0")
+
+
+# ---- the per-source rate rule: AWS WAF on the Cognito user pool ---------------------------------
+def test_a_waf_rate_rule_per_source_address_guards_the_user_pool_by_default(default_stack: Synthesized) -> None:
+    web_acl = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::WAFv2::WebACL",
+        Match.object_like(
+            {
+                "Scope": "REGIONAL",
+                "DefaultAction": {"Allow": {}},
+                "Rules": [
+                    Match.object_like(
+                        {
+                            "Name": "PerSourceRate",
+                            "Priority": 0,
+                            "Action": {"Block": {}},
+                            "Statement": {
+                                "RateBasedStatement": {
+                                    "AggregateKeyType": "IP",
+                                    "Limit": 300,
+                                    "EvaluationWindowSec": 300,
+                                }
+                            },
+                        }
+                    )
+                ],
+            }
+        ),
+    )
+    default_stack.template.resource_count_is("AWS::WAFv2::WebACL", 1)
+    default_stack.template.has_resource_properties(
+        "AWS::WAFv2::WebACLAssociation",
+        {
+            "ResourceArn": {
+                "Fn::GetAtt": [default_stack.logical_id(default_stack.stack.front.user_pool.user_pool), "Arn"]
+            },
+            "WebACLArn": {"Fn::GetAtt": [web_acl, "Arn"]},
+        },
+    )
+    assert web_acl.as_string() == default_stack.stack.get_logical_id(default_stack.stack.sign_in_firewall.web_acl)
+
+
+def test_cdk_json_turns_the_waf_rule_on_at_300_requests_in_five_minutes() -> None:
+    context = json.loads((ASL_PATH.parents[2] / "cdk.json").read_text())["context"]
+    assert (context["signInWaf"], context["signInWafRateLimit"]) == (True, 300)
+
+
+def test_the_waf_rate_limit_comes_from_context_and_signinwaf_false_leaves_no_web_acl(synth: Any) -> None:
+    limit = Capture()
+    synth(signInWafRateLimit="1000").template.has_resource_properties(
+        "AWS::WAFv2::WebACL",
+        Match.object_like(
+            {"Rules": [Match.object_like({"Statement": {"RateBasedStatement": Match.object_like({"Limit": limit})}})]}
+        ),
+    )
+    assert limit.as_number() == 1000
+    off = synth(signInWaf="false")
+    assert off.stack.sign_in_firewall is None
+    off.template.resource_count_is("AWS::WAFv2::WebACL", 0)
+    off.template.resource_count_is("AWS::WAFv2::WebACLAssociation", 0)
+
+
+def test_the_machine_client_pool_is_guarded_too_and_an_own_issuer_has_no_web_acl(synth: Any) -> None:
+    synth(auth="client-credentials").template.resource_count_is("AWS::WAFv2::WebACLAssociation", 1)
+    synth(jwtIssuer="https://login.example.com/tenant").template.resource_count_is("AWS::WAFv2::WebACL", 0)
+
+
+def test_a_waf_rate_limit_below_what_waf_accepts_stops_the_synth(synth: Any) -> None:
+    with pytest.raises(ValueError, match="context 'signInWafRateLimit' must be between 10 and 2000000000, got 5"):
+        synth(signInWafRateLimit="5")
