@@ -14,6 +14,7 @@ from infra.capabilities.monitoring import Monitoring
 from infra.capabilities.oauth_bridge import OAuthBridge
 from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
+from infra.capabilities.sign_in_firewall import SignInFirewall
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.sweeper import TaskSweeper
 from infra.capabilities.task_table import TaskTable
@@ -43,6 +44,7 @@ class McpTasksStack(Stack):
             cors_allow_origins=config.cors_allow_origins,
             throttle_rate_limit=config.throttle_rate_limit,
             throttle_burst_limit=config.throttle_burst_limit,
+            mcp_throttle=config.mcp_throttle,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
             custom_domain=(
@@ -51,6 +53,14 @@ class McpTasksStack(Stack):
                 else None
             ),
         )
+        self.sign_in_firewall: SignInFirewall | None = None
+        if self.front.user_pool is not None and config.sign_in_waf_rate_limit is not None:
+            self.sign_in_firewall = SignInFirewall(
+                self,
+                "SignInFirewall",
+                user_pool_arn=self.front.user_pool.user_pool.user_pool_arn,
+                rate_limit=config.sign_in_waf_rate_limit,
+            )
         code = bundling.function_code(scope=self)
         defaults = FunctionDefaults(
             code=code,
@@ -137,6 +147,7 @@ class McpTasksStack(Stack):
                 reserved_concurrency=config.concurrency.bridge,
             )
             self.bridge.trust_from(self.functions.api_function)
+            self.front.throttle_routes(self.bridge.routes, config.sign_in_throttle)
         self.monitoring = Monitoring(
             self,
             "Monitoring",

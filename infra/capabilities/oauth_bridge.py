@@ -182,15 +182,18 @@ class OAuthBridge(Construct):
             iam.PolicyStatement(actions=list(BRIDGE_SEALING_ACTIONS), resources=[self.sealing_key.key_arn])
         )
         integration = integrations.HttpLambdaIntegration("Bridge", self.function.function)
+        # The sign-in routes, throttled apart from `/mcp` (HttpFront.throttle_routes).
+        self.routes: list[apigwv2.HttpRoute] = []
         for method, path in BRIDGE_ROUTES:
             routes = http_api.add_routes(path=path, methods=[method], integration=integration)
+            self.routes.extend(routes)
             acknowledge(
                 routes[0],
                 "AwsSolutions-APIG4",
                 "An OAuth authorization server's metadata, registration, authorization and token endpoints are "
                 "public by definition (RFC 8414, RFC 7591, RFC 6749): clients reach them before they hold a token. "
-                "Registration is rate limited per address and per registrable domain and capped; the stage throttles "
-                "every route, and the bridge's reserved concurrency caps what it can take.",
+                "Registration is rate limited per address and per registrable domain and capped; each sign-in "
+                "route has throttling limits of its own, and the bridge's reserved concurrency caps what it can take.",
             )
         self.cleanup = events.Rule(
             self,
