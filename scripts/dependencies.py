@@ -236,7 +236,7 @@ def shipped_for_lambda(project: Project) -> dict[str, str]:
 
 def install_venv(project: Project, python: Path, dropped: Sequence[str]) -> None:
     uv = str(project.uv)
-    # Bytecode as `make install` leaves it (the Makefile's UV_COMPILE_BYTECODE, which uv reads).
+    # Bytecode as `make install` compiles it (the Makefile's UV_COMPILE_BYTECODE, which uv reads).
     install = [uv, "pip", "install", "--quiet", "--python", str(python)]
     done = subprocess.run([*install, "--requirement", str(project.lock)], capture_output=True, text=True, check=False)
     if done.returncode == 0 and dropped:
