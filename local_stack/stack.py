@@ -434,7 +434,8 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     template = DeployedTemplate.load(assembly.directory, assembly.stack_name)
     aws = start_embedded_aws()
     iam_enforcement.install()
-    provisioned = provision(template, aws.client)
+    restore_key = persistence.key_restorer(options.state_dir, template.stack_name, aws.client("kms"))
+    provisioned = provision(template, aws.client, restore_key)
     serve_bridge_at(provisioned, aws.client("cognito-idp"), f"http://127.0.0.1:{port}")
     restored = (
         persistence.restore(options.state_dir, provisioned, aws.client)

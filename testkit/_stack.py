@@ -74,9 +74,10 @@ def local_stack_process(
     the project's `tools`). Its output is drained all the time (a full pipe would stop the stack) and
     kept in `output`. `default_user`: requests without a token are taken as this development user's
     (LOCAL_DEFAULT_USER); otherwise each request needs `Authorization: Bearer dev:<user>`.
-    `root`: the project it runs (by default the checkout testkit/ is in).
+    `root`: the project it runs (by default the checkout testkit/ is in). A `PORT` in `extra_env` is the
+    port it listens on (a restart on the same origin, as `make run`'s); otherwise a free one.
     """
-    port = free_port()
+    port = int((extra_env or {}).get("PORT") or free_port())
     env = {
         **os.environ,
         "PORT": str(port),

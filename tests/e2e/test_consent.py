@@ -586,7 +586,7 @@ def test_the_python_mcp_client_signs_in_refreshes_on_its_own_and_a_replayed_refr
             assert storage.client_info is not None
             replayed.append(
                 await anyio.to_thread.run_sync(
-                    refresh, world, storage.client_info.client_id, storage.token_history[0].refresh_token
+                    refresh, world, storage.client_info.client_id, storage.token_history[0].refresh_token or ""
                 )
             )
             clock.pass_the_expiry()  # the SDK's refresh is refused: it signs the person in again
