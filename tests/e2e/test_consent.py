@@ -815,7 +815,10 @@ def test_the_official_suites_authorization_scenarios_pass_against_the_bridge_wit
 ) -> None:
     """`conformance authorization` (metadata, then the code grant with PKCE and `resource`): the suite prints
     the bridge's authorization URL, the person approves on the consent page and signs in at Cognito (the
-    stand-in), and the bridge's callback sends the browser to the suite's listener with the bridge's code."""
+    stand-in), and the bridge's callback sends the browser to the suite's listener with the bridge's code.
+    A public client (`none`): the suite's code grant authenticates a confidential one with `none` whenever the
+    metadata lists `none` among `token_endpoint_auth_methods_supported` (its `selectTokenAuthMethod`), as the
+    bridge's does for its public clients, so a run with `--client-secret` tests nothing more here."""
     from tests.e2e.test_authorization_conformance import run_the_code_grant
 
     port = free_port()
