@@ -1,5 +1,5 @@
 """What the local stack keeps across restarts: the items of the template's tables, the Secrets Manager
-secrets and the S3 objects.
+secrets, the S3 objects, the KMS keys and the people of the user pools.
 
 moto keeps everything in memory, so a restart of `make run` would lose every task and handle. With
 `LOCAL_STATE_DIR` (`make run` sets `build/local-stack/state`, git-ignored; `make run FRESH=1` starts
@@ -9,7 +9,14 @@ resources were created:
   attribute type comes back as it was (the OAuth bridge keeps binary keys);
 - every secret's value (a template's secret gets its saved value back: the sealing key that opened
   yesterday's handles opens them today; one made with `make secret` is made again);
-- every object of every bucket, with its content type and metadata.
+- every object of every bucket, with its content type and metadata;
+- each of the template's KMS keys, its id and its key material (moto's, read from its backend: AWS never
+  lets a key out), put back under its id when the key is made again (`key_restorer`, called as the
+  template's keys are created, before anything names them): an access token the OAuth bridge signed
+  yesterday verifies today, and the bridge's items sealed with its key open;
+- each user pool's people, with their username, `sub`, attributes and status (moto's backend: Cognito
+  makes a new `sub` for every user it creates), put back into the pool made again: a refresh token of the
+  bridge still refreshes, as the person it was issued to is still in the pool.
 The snapshot holds secrets: its directory is 0700 and its files 0600 (`local_stack.private_files`).
 
 Step Functions executions cannot be carried over: an execution that was running when the stack
@@ -41,6 +48,8 @@ log = logging.getLogger(__name__)
 BATCH = 25  # BatchWriteItem's limit
 SECRETS_FILE = "secrets.json"
 OBJECTS_DIR = "s3"
+KEYS_FILE = "kms.json"
+USERS_FILE = "cognito.json"
 
 
 def _snapshot_dir(root: Path, stack_name: str) -> Path:
@@ -64,6 +73,8 @@ def save(root: Path, provisioned: ProvisionedStack, client: Callable[[str], Any]
                 count += 1
     write_private(scratch / SECRETS_FILE, json.dumps(_secrets(client("secretsmanager"))))
     _save_objects(client("s3"), scratch / OBJECTS_DIR)
+    write_private(scratch / KEYS_FILE, json.dumps(_keys(client("kms"), provisioned.keys)))
+    write_private(scratch / USERS_FILE, json.dumps(_users(client("cognito-idp"), provisioned.user_pools)))
     shutil.rmtree(target, ignore_errors=True)
     scratch.rename(target)
     return count
@@ -136,6 +147,96 @@ def _save_objects(s3: Any, directory: Path) -> None:
                     index.write(json.dumps(entry) + "\n")
 
 
+def _kms_backend(kms: Any, key_id: str) -> Any:
+    from moto.kms.models import kms_backends
+
+    arn = str(kms.describe_key(KeyId=key_id)["KeyMetadata"]["Arn"])
+    _, _, _, region, account, _ = arn.split(":", 5)
+    return kms_backends[account][region]
+
+
+def _keys(kms: Any, keys: dict[str, str]) -> dict[str, dict[str, str]]:
+    """Each template key by logical id: its id, its symmetric material and its private key (PKCS #8 PEM)."""
+    from cryptography.hazmat.primitives import serialization
+
+    saved = {}
+    for logical_id, key_id in keys.items():
+        key = _kms_backend(kms, key_id).keys[key_id]
+        private = key.private_key.private_key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+        saved[logical_id] = {"id": key_id, "material": _b64encode(key.key_material), "private": private.decode()}
+    return saved
+
+
+def key_restorer(root: Path | None, stack_name: str, kms: Any) -> Callable[[str, str], str]:
+    """What `provision` calls with each key it created (logical id, key id): the id the key has from now on.
+    A key the last run saved becomes that key again (its id, its material); any other stays as made."""
+    source = _snapshot_dir(root, stack_name) / KEYS_FILE if root is not None else None
+    saved: dict[str, dict[str, str]] = (
+        json.loads(source.read_text(encoding="utf-8")) if source is not None and source.exists() else {}
+    )
+
+    def restore(logical_id: str, key_id: str) -> str:
+        kept = saved.get(logical_id)
+        if kept is None:
+            return key_id
+        from cryptography.hazmat.primitives import serialization
+
+        backend = _kms_backend(kms, key_id)
+        key = backend.keys.pop(key_id)
+        key.id, key.arn = kept["id"], key.arn.replace(key_id, kept["id"])
+        key.key_material = base64.b64decode(kept["material"])
+        key.private_key.private_key = serialization.load_pem_private_key(kept["private"].encode(), password=None)
+        backend.keys[key.id] = key
+        return str(key.id)
+
+    return restore
+
+
+def _cognito_pool(cognito: Any, pool_id: str) -> Any:
+    from moto.cognitoidp.models import cognitoidp_backends
+
+    arn = str(cognito.describe_user_pool(UserPoolId=pool_id)["UserPool"]["Arn"])
+    _, _, _, region, account, _ = arn.split(":", 5)
+    return cognitoidp_backends[account][region].user_pools[pool_id]
+
+
+def _users(cognito: Any, pools: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Each pool's people by the pool's logical id (its id is made anew at each start)."""
+    saved: dict[str, list[dict[str, Any]]] = {}
+    for logical_id, pool_id in pools.items():
+        saved[logical_id] = [
+            {
+                "username": user.username,
+                "sub": user.id,
+                "password": user.password,
+                "status": str(getattr(user.status, "value", user.status)),
+                "enabled": user.enabled,
+                "attributes": user.attributes,
+            }
+            for user in _cognito_pool(cognito, pool_id).users.values()
+        ]
+    return saved
+
+
+def _restore_users(cognito: Any, pools: dict[str, str], saved: dict[str, list[dict[str, Any]]]) -> None:
+    from moto.cognitoidp.models import CognitoIdpUser, UserStatus
+
+    for logical_id, people in saved.items():
+        if logical_id not in pools:
+            continue
+        pool = _cognito_pool(cognito, pools[logical_id])
+        for person in people:
+            user = CognitoIdpUser(
+                pool.id, person["username"], person["password"], UserStatus(person["status"]), person["attributes"]
+            )
+            user.id = person["sub"]
+            user.update_attributes([{"Name": "sub", "Value": person["sub"]}])
+            user.enabled = person["enabled"]
+            pool.users[user.username] = user
+
+
 @dataclass(frozen=True)
 class Restored:
     items: int
@@ -166,6 +267,9 @@ def restore(root: Path, provisioned: ProvisionedStack, client: Callable[[str], A
         _restore_secrets(client("secretsmanager"), json.loads((source / SECRETS_FILE).read_text(encoding="utf-8")))
     if (source / OBJECTS_DIR / "index.jsonl").exists():
         _restore_objects(client("s3"), source / OBJECTS_DIR)
+    if (source / USERS_FILE).exists():
+        saved_users = json.loads((source / USERS_FILE).read_text(encoding="utf-8"))
+        _restore_users(client("cognito-idp"), provisioned.user_pools, saved_users)
     return Restored(count, tuple(lost))
 
 

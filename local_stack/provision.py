@@ -27,6 +27,7 @@ import re
 import secrets
 import string
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -179,8 +180,12 @@ class ProvisionedStack:
         return next((queue for queue in self.queues.values() if queue.arn == arn), None)
 
 
-def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
-    """Create the template's resources; `client(service)` returns an administrator's boto3 client."""
+def provision(
+    template: DeployedTemplate, client: Any, restore_key: Callable[[str, str], str] | None = None
+) -> ProvisionedStack:
+    """Create the template's resources; `client(service)` returns an administrator's boto3 client.
+    `restore_key(logical id, key id)`, called with each KMS key as it is made, before anything names it,
+    answers the id it has from then on (`persistence.key_restorer`: the key a last run saved)."""
     stack = ProvisionedStack(template)
     # Secrets first: their ARNs (with the random suffix Secrets Manager adds) are referenced by policies
     # and environments. Every other physical id is known up front.
@@ -190,6 +195,8 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
         props = template.resolve(resource.properties)
         request = {key: props[key] for key in ("KeySpec", "KeyUsage", "Description") if key in props}
         key_id = str(client("kms").create_key(**request)["KeyMetadata"]["KeyId"])
+        if restore_key is not None:
+            key_id = restore_key(resource.logical_id, key_id)
         template.physical_ids[resource.logical_id] = stack.keys[resource.logical_id] = key_id
     _create_cognito(template, client("cognito-idp"), stack)
     for resource in template.resources("AWS::SQS::Queue"):

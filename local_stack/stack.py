@@ -447,7 +447,8 @@ def _start(options: Options, listener: socket.socket, out: TextIO) -> LocalStack
     template = DeployedTemplate.load(assembly.directory, assembly.stack_name)
     aws = start_embedded_aws()
     iam_enforcement.install()
-    provisioned = provision(template, aws.client)
+    restore_key = persistence.key_restorer(options.state_dir, template.stack_name, aws.client("kms"))
+    provisioned = provision(template, aws.client, restore_key)
     serve_bridge_at(provisioned, aws.client("cognito-idp"), f"http://127.0.0.1:{port}")
     restored = (
         persistence.restore(options.state_dir, provisioned, aws.client)

@@ -69,13 +69,14 @@ def local_stack_process(
     default_user: str | None = None,
     root: Path = REPO,
 ) -> Iterator[RunningStack]:
-    """`make run` as a child process on a free port; yields once it prints its endpoint.
+    """`make run` as a child process; yields once it prints its endpoint.
 
     It serves the tool packages `tool_packages` names (MCP_TOOL_PACKAGES, comma-separated; by default
     the project's `tools`). Its output is drained all the time (a full pipe would stop the stack) and
     kept in `output`. `default_user`: requests without a token are taken as this development user's
     (LOCAL_DEFAULT_USER); otherwise each request needs `Authorization: Bearer dev:<user>`.
-    `root`: the project it runs (by default the checkout testkit/ is in).
+    `root`: the project it runs (by default the checkout testkit/ is in). A `PORT` in `extra_env` is the
+    port it listens on (a restart on the same origin, as `make run`'s); otherwise one the stack chooses.
     """
     env = {
         **os.environ,

@@ -67,10 +67,14 @@ class CognitoLogin:
         """What the local stack needs to use this stand-in."""
         return {"LOCAL_COGNITO_LOGIN": self.url, "LOCAL_COGNITO_CA": str(self.certificate)}
 
-    def attach(self, cognito: Any, pool: str) -> None:
+    def attach(self, cognito: Any, pool: str, person: str | None = None) -> None:
         """The stack's user pool; the person becomes one of its users (their username, as Cognito's pools
-        with email sign-in make it, is their `sub`), so the bridge finds them enabled at each refresh."""
+        with email sign-in make it, is their `sub`), so the bridge finds them enabled at each refresh. A
+        `person` named is one the pool has already (a restarted stack's): signed in as they are."""
         self.cognito, self.pool = cognito, pool
+        if person is not None:
+            self.person = person
+            return
         created = cognito.admin_create_user(UserPoolId=pool, Username="alice@example.com", MessageAction="SUPPRESS")
         self.person = str(created["User"]["Username"])
 

