@@ -108,7 +108,7 @@ tasks: $(VENV)/.installed
 
 task: $(VENV)/.installed
 	@test -n "$(ID)" || (echo "usage: make task ID=<task id> [PORT=... | STACK=...]" && exit 2)
-	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) --task '$(ID)'
+	$(PY) scripts/task_view.py $(if $(STACK),--stack $(STACK),--port $(PORT)) --task='$(ID)'
 
 # The functions' runtime dependencies, in one command (docs/dependencies.md): pyproject.toml's
 # [project] dependencies, the lock (written by the pinned uv), the venv, and the wheels the asset ships for

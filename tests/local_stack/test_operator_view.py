@@ -5,6 +5,7 @@ administrator, as it does for a developer)."""
 from __future__ import annotations
 
 import io
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,7 +96,7 @@ def test_one_task_is_shown_with_its_item_and_its_executions_latest_events(
     bob.wait_for_execution(task_id)
 
     out = io.StringIO()
-    assert operator_view.main(["--port", port_of(lifecycle_stack), "--task", task_id], out=out) == 0
+    assert operator_view.main(["--port", port_of(lifecycle_stack), f"--task={task_id}"], out=out) == 0
 
     lines = out.getvalue().splitlines()
     assert "status: completed" in lines
@@ -126,3 +127,17 @@ def test_an_unknown_task_and_a_bad_filter_are_answered_plainly(lifecycle_stack: 
     )
     assert refused.returncode == 2
     assert "unknown status done: one of working, input_required, completed, failed, cancelled" in refused.stderr
+
+
+def test_make_task_shows_a_task_whose_id_begins_with_a_dash(lifecycle_stack: StackClient) -> None:
+    # Task ids are URL-safe base64: one in 64 begins with "-", which argparse took for an option.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "task", "ID=-no-such-task", f"PORT={port_of(lifecycle_stack)}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.stdout.splitlines()[-1].startswith("no task -no-such-task in "), shown.stdout + shown.stderr

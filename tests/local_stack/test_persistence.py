@@ -15,7 +15,7 @@ from urllib.parse import parse_qs, urlencode, urlsplit
 import httpx
 import pytest
 from scripts.secret import put_secret
-from testkit import free_port, rpc, standard_headers
+from testkit import rpc, standard_headers
 
 from mcp_runtime.tasks.models import EXECUTION_LOST_ERROR
 from tests.e2e.cognito_login import CognitoLogin, cognito_login
@@ -40,8 +40,7 @@ def test_a_restarted_stack_still_has_the_tasks_handles_bridge_keys_secrets_and_o
     still refreshes, and a consent form served before is still answered."""
     (tmp_path / "tls").mkdir()
     with cognito_login(tmp_path / "tls") as cognito:
-        # One port for both runs, as `make run`'s 3000: the bridge's issuer is its origin.
-        env = {"LOCAL_STATE_DIR": str(tmp_path / "state"), "PORT": str(free_port()), **cognito.environment()}
+        env = {"LOCAL_STATE_DIR": str(tmp_path / "state"), **cognito.environment()}
         browser = httpx.Client(verify=ssl.create_default_context(cafile=str(cognito.certificate)), timeout=60)
         with browser:
             run_twice_with_a_sign_in(tmp_path, env, cognito, browser)
@@ -80,7 +79,9 @@ def run_twice_with_a_sign_in(tmp_path: Path, env: dict[str, str], cognito: Cogni
     saved = [path for path in snapshot.rglob("*") if path.is_file() and path.name != ".lock"]
     assert saved and {oct(stat.S_IMODE(path.stat().st_mode)) for path in saved} == {"0o600"}
 
-    with local_stack_process(fixtures="conformance", extra_env=env) as second:
+    # The first run's port again, as `make run`'s 3000: the bridge's issuer is its origin.
+    again = {**env, "PORT": str(urlsplit(first.url).port)}
+    with local_stack_process(fixtures="conformance", extra_env=again) as second:
         (pool,) = second.state["userPools"].values()
         cognito.attach(second.aws_client("cognito-idp"), str(pool), person=cognito.person)  # kept, not made again
         client = StackClient(second)
