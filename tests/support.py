@@ -115,8 +115,13 @@ def serve_only(tools: Path, *names: str) -> None:
 
 def register_tool_modules(init: Path, *names: str) -> None:
     """Add each name as the last line of `MODULES = _modules(...)` in a tools `__init__.py`, as the README
-    says (an empty `_modules()`, left by deleting every example, is opened up first)."""
-    text = init.read_text(encoding="utf-8").replace("MODULES = _modules()\n", "MODULES = _modules(\n)\n", 1)
+    says (a call on one line, such as the empty `_modules()` deleting every example leaves, is opened up
+    first: a name a line)."""
+    text = init.read_text(encoding="utf-8")
+    one_line = re.search(r"^MODULES = _modules\(([^\n]*)\)\n", text, re.MULTILINE)
+    if one_line is not None:
+        listed = "".join(f"    {name.strip()},\n" for name in one_line.group(1).split(",") if name.strip())
+        text = f"{text[: one_line.start()]}MODULES = _modules(\n{listed})\n{text[one_line.end() :]}"
     start = text.index("\nMODULES = _modules(\n")
     end = text.index("\n)\n", start) + 1
     lines = "".join(f'    "{name}",\n' for name in names)
