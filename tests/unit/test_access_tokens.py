@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from jwt.warnings import InsecureKeyLengthWarning
 from testkit import LocalIssuer, SigningKey, rpc, serve_issuer, standard_headers
 
 from app.composition import build_authenticator
@@ -295,7 +296,9 @@ def test_rsa_keys_shorter_than_2048_bits_are_never_used() -> None:
     with serve_issuer([SigningKey.generate("weak", bits=1024)]) as issuer:
         settings = make_settings(MCP_JWT_ISSUER=issuer.url)
         transport = McpHttpTransport(make_server(settings=settings), authenticator=build_authenticator(settings))
-        response = call(transport, f"Bearer {issuer.token()}")
+        with pytest.warns(InsecureKeyLengthWarning, match="The RSA key is 1024 bits long"):
+            weak = issuer.token()
+        response = call(transport, f"Bearer {weak}")
         assert 'error_description="the token is signed with an unknown key"' in challenge(response)
 
 
