@@ -82,14 +82,14 @@ import datetime
 import humanize
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolMode, tool
+from mcp_runtime import ToolContext, tool
 
 
 class UntilArgs(BaseModel):
     days: int = Field(description="Days from now.", ge=0, le=3650)
 
 
-@tool(description="How long until a number of days from now, in words.", mode=ToolMode.PLAIN)
+@tool(description="How long until a number of days from now, in words.")
 def time_until(args: UntilArgs, ctx: ToolContext) -> str:
     return humanize.naturaldelta(datetime.timedelta(days=args.days))
 '''

@@ -1,6 +1,7 @@
 """The tool-authoring API: everything a tool, prompt or resource module imports.
 
-    from mcp_runtime import ToolContext, ToolError, ToolMode, tool
+    from mcp_runtime.fastmcp import Context, FastMCP   # the way this template teaches (docs/fastmcp.md)
+    from mcp_runtime import ToolContext, ToolError, tool  # the native decorator: the same builder
 
 The rest of the package (transport, server, sealing, the task side, the AWS helpers) is the runtime
 itself; its modules may change without notice.
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .catalog import Catalog
+    from .components import tool
     from .cursors import InvalidCursor
     from .errors import HandleConflict, HandleNotFound, InternalError, McpError, MissingRequiredClientCapability
     from .handles import Handle
@@ -25,21 +27,18 @@ if TYPE_CHECKING:
     from .tools import (
         ToolContext,
         ToolError,
-        ToolMode,
         ToolRegistry,
         ToolResult,
         audio,
         embedded_text,
         image,
         text,
-        tool,
     )
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    # a tool: the decorator, how it answers (its mode), what it receives and returns
-    "tool": ".tools",
-    "ToolMode": ".tools",
+    # a tool: the decorator (mcp_runtime.components, the one builder), what it receives and returns
+    "tool": ".components",
     "ToolContext": ".tools",
     "ToolError": ".tools",
     "ToolResult": ".tools",
@@ -72,6 +71,9 @@ _EXPORTS: dict[str, str] = {
     "MissingRequiredClientCapability": ".errors",
 }
 
+# Removed names, and the module that says what to write instead (its `__getattr__` raises ImportError).
+_REMOVED: dict[str, str] = {"ToolMode": ".tools"}
+
 __all__ = [
     "Asker",
     "Callback",
@@ -89,7 +91,6 @@ __all__ = [
     "MissingRequiredClientCapability",
     "ToolContext",
     "ToolError",
-    "ToolMode",
     "ToolRegistry",
     "ToolResult",
     "audio",
@@ -104,7 +105,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
+    module = _EXPORTS.get(name) or _REMOVED.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(import_module(module, __name__), name)

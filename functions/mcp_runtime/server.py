@@ -37,7 +37,7 @@ from .params import (
 from .sealing import Binding, StateSealer
 from .settings import Settings
 from .tool_secrets import NO_SECRETS, ToolSecrets
-from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, ToolResult, ToolSpec, text
+from .tools import ASKABLE, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import HandleStore
@@ -295,7 +295,7 @@ class McpServer:
                 f"Tool {spec.name} may {asked}", {capability: {} for capability in missing}
             )
         wants_task = (
-            spec.mode is ToolMode.TASK
+            spec.is_task
             and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
@@ -306,7 +306,7 @@ class McpServer:
         try:
             args = spec.parse_arguments(arguments)
         except ToolError as exc:
-            return ToolResult([text(str(exc))], is_error=True).to_wire()
+            return spec.answer_for(exc).to_wire()
         binding = Binding(ctx.principal.id, "tools/call", spec.name, arguments)
         answers, state = self._open_round(params, binding)
         tool_ctx = ToolContext(
@@ -333,8 +333,8 @@ class McpServer:
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:
             return self._input_required(needed, tool_ctx, tool_ctx.scratch, binding, {"tool": spec.name})
-        except ToolError as exc:  # raised by a prepare step
-            return ToolResult([text(str(exc))], is_error=True).to_wire()
+        except ToolError as exc:  # raised by a prepare step (the run answers for itself)
+            return spec.answer_for(exc).to_wire()
 
     def _check_header_params(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext) -> None:
         for header, prop in spec.header_params.items():

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolMode, tool
+from mcp_runtime import ToolContext, tool
 
 
 class ArchiveProjectArgs(BaseModel):
@@ -29,7 +29,6 @@ class Reason(BaseModel):
 
 @tool(
     description="Archive a project after the user confirms and gives a reason. Asks the user twice.",
-    mode=ToolMode.INPUT_REQUIRED,
     asks=("elicitation",),
     annotations={"destructiveHint": True, "idempotentHint": True},
 )

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolError, ToolMode, tool
+from mcp_runtime import ToolContext, ToolError, tool
 
 CART = "cart"
 CART_LIFETIME_SECONDS = 3600
@@ -48,13 +48,13 @@ def _describe(lines: dict[str, Any]) -> str:
     return f"{items}; total ${_total_cents(lines) / 100:.2f}"
 
 
-@tool(description="Open a new shopping cart and return its handle.", mode=ToolMode.HANDLE)
+@tool(description="Open a new shopping cart and return its handle.")
 def cart_open(args: CartOpenArgs, ctx: ToolContext) -> str:
     handle = ctx.handles.mint(CART, {"lines": {}}, CART_LIFETIME_SECONDS)
     return f"Opened cart {handle.handle_id}. It expires in one hour."
 
 
-@tool(description="Add an item to a cart opened with cart_open.", mode=ToolMode.HANDLE)
+@tool(description="Add an item to a cart opened with cart_open.")
 def cart_add(args: CartAddArgs, ctx: ToolContext) -> str:
     if args.sku not in PRICES_CENTS:
         raise ToolError(f"Unknown item '{args.sku}'. Available: {', '.join(sorted(PRICES_CENTS))}.")
@@ -67,7 +67,7 @@ def cart_add(args: CartAddArgs, ctx: ToolContext) -> str:
     return f"Cart now holds {_describe(lines)}."
 
 
-@tool(description="Check out a cart: returns the order summary and closes the cart.", mode=ToolMode.HANDLE)
+@tool(description="Check out a cart: returns the order summary and closes the cart.")
 def cart_checkout(args: CartCheckoutArgs, ctx: ToolContext) -> str:
     handle = ctx.handles.resolve(CART, args.cart)
     lines: dict[str, int] = handle.data["lines"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolMode, tool
+from mcp_runtime import ToolContext, tool
 
 
 class CountWordsArgs(BaseModel):
@@ -23,7 +23,6 @@ class WordCount(BaseModel):
 
 @tool(
     description="Count the words and characters of a text.",
-    mode=ToolMode.PLAIN,
     output=WordCount,
     annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
 )

@@ -16,7 +16,7 @@ Lambda) and the client polls `tasks/get`. Everything the tool does is plain code
   step boundary, so the stages together may take far longer than one invocation.
 
 A client that does not declare the tasks extension gets the same tool synchronously (asked
-through MRTR), which is fine for short runs; set `task_required=True` to refuse those instead.
+through MRTR), which is fine for short runs; write `task="required"` to refuse those instead.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import time
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolMode, tool
+from mcp_runtime import ToolContext, tool
 
 STAGES = ("build", "test", "staging")
 
@@ -54,7 +54,7 @@ def _run_stage(ctx: ToolContext, stage: str, seconds: float, step: int, total: i
 
 @tool(
     description="Deploy a service version through build, test and staging, then to production after approval.",
-    mode=ToolMode.TASK,
+    task=True,
     asks=("elicitation",),
     annotations={"destructiveHint": False, "openWorldHint": True},
 )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolError, ToolMode, tool
+from mcp_runtime import ToolContext, ToolError, tool
 
 
 class ListMyTasksArgs(BaseModel):
@@ -33,7 +33,6 @@ class TaskHistoryPage(BaseModel):
 
 @tool(
     description="List the tasks you started, newest first, with their status. Pages with nextCursor.",
-    mode=ToolMode.PLAIN,
     output=TaskHistoryPage,
     annotations={"readOnlyHint": True, "openWorldHint": False},
 )

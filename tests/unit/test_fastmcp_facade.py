@@ -19,8 +19,7 @@ from testkit import api_event, rpc
 
 from mcp_runtime import ToolContext, wire
 from mcp_runtime import tool as native_tool
-from mcp_runtime.fastmcp import FastMCP, task_mode
-from mcp_runtime.tools import ToolMode
+from mcp_runtime.fastmcp import FastMCP
 from mcp_runtime.transport import McpHttpTransport, sse_messages
 from tests.support import REPO
 from tests.unit.conftest import Client, error_of, make_server, result_of
@@ -387,17 +386,18 @@ def test_what_does_not_port_fails_at_import_naming_the_feature_and_what_to_do(so
 
 
 @pytest.mark.parametrize(
-    ("task", "mode"),
-    [
-        (True, (ToolMode.TASK, False)),
-        ("optional", (ToolMode.TASK, False)),
-        ("required", (ToolMode.TASK, True)),
-        (False, (ToolMode.PLAIN, False)),
-        (None, (ToolMode.PLAIN, False)),
-    ],
+    ("task", "support"),
+    [(True, "optional"), ("optional", "optional"), ("required", "required"), (False, "forbidden"), (None, "forbidden")],
 )
-def test_task_options_map_onto_the_native_task_modes(task: Any, mode: tuple[ToolMode, bool]) -> None:
-    assert task_mode(task) == mode
+def test_task_options_are_the_one_switch_for_task_behaviour(task: Any, support: str) -> None:
+    mcp = FastMCP("t")
+
+    @mcp.tool(task=task)
+    def job() -> str:
+        return "done"
+
+    ((spec, _),) = mcp.__mcp_register__()
+    assert spec.task_support == support  # type: ignore[union-attr]
 
 
 def test_a_ported_module_is_served_by_the_project_registry_with_its_resources_and_prompts() -> None:

@@ -22,7 +22,7 @@ from testkit import api_event, rpc
 
 from app import handlers
 from app.telemetry import RUNTIME_LOGGERS, PowertoolsTelemetry, tracing_enabled
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.errors import InternalError, InvalidParams
 from mcp_runtime.observability import (
@@ -48,7 +48,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, i
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import AnswerOutcome, AwaitOutcome, CancelOutcome, DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import ToolContext, ToolMode, ToolRegistry, tool
+from mcp_runtime.tools import ToolContext, ToolRegistry
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO
 from tests.telemetry_support import RecordingTelemetry, Sample
@@ -66,7 +66,7 @@ def explode(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("boom")
 
 
-@tool(description="Long work, run as a task.", mode=ToolMode.TASK)
+@tool(description="Long work, run as a task.", task=True)
 def slow_job(args: NoArgs, ctx: ToolContext) -> str:
     return "done"
 

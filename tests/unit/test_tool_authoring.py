@@ -10,18 +10,17 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 from testkit import meta
 
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
+from mcp_runtime.fastmcp import Context
 from mcp_runtime.tools import (
     EMPTY_INPUT_SCHEMA,
     SPEC_ATTRIBUTE,
     ToolContext,
     ToolError,
-    ToolMode,
     ToolRegistry,
     ToolResult,
     ToolSpec,
     text,
-    tool,
 )
 from mcp_runtime.transport import McpHttpTransport
 from tests.unit.conftest import ALICE, Client, error_of, make_server, result_of
@@ -290,26 +289,69 @@ def test_tool_names_from_the_allowed_alphabet_are_accepted(name: str) -> None:
     assert registry.get(name) is not None
 
 
-@pytest.mark.parametrize("mode", [ToolMode.PLAIN, ToolMode.INPUT_REQUIRED, ToolMode.HANDLE])
-def test_only_task_tools_can_require_a_task(mode: ToolMode) -> None:
-    with pytest.raises(ValueError):
-        ToolRegistry().add(_spec("t", mode=mode, task_required=True))
-
-
-def test_a_task_tool_can_require_a_task() -> None:
+def test_only_task_tools_take_a_prepare_step() -> None:
+    with pytest.raises(ValueError, match="only task tools take a prepare step"):
+        ToolRegistry().add(_spec("t", prepare=lambda args, ctx: None))
     registry = ToolRegistry()
-    registry.add(_spec("t", mode=ToolMode.TASK, task_required=True))
+    registry.add(_spec("t", task_support="optional", prepare=lambda args, ctx: None))
     assert registry.get("t") is not None
 
 
-@pytest.mark.parametrize("mode", [ToolMode.PLAIN, ToolMode.INPUT_REQUIRED])
-def test_only_task_tools_take_a_prepare_step(mode: ToolMode) -> None:
-    with pytest.raises(ValueError):
-        ToolRegistry().add(_spec("t", mode=mode, prepare=lambda args, ctx: None))
+# ---- removed forms: refused where the module is imported, saying what to write instead -------------------------------
+def test_a_module_importing_tool_mode_fails_at_import_saying_task_is_the_one_switch() -> None:
+    with pytest.raises(ImportError) as refused:
+        exec("from mcp_runtime import ToolMode", {})
+    assert str(refused.value) == (
+        "mcp_runtime.tools.ToolMode was removed: task= is the one switch for task behaviour "
+        '(mode=ToolMode.TASK: @tool(task=True); task_required=True: task="required"; '
+        "the other modes changed nothing: drop them)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "advice"),
+    [
+        (
+            "mode",
+            "@tool(mode=...) was removed: task= is the one switch (mode=ToolMode.TASK: task=True; "
+            "the other modes changed nothing: drop mode=)",
+        ),
+        ("task_required", '@tool(task_required=True) was removed: write task="required"'),
+    ],
+)
+def test_a_tool_decorated_with_a_removed_option_fails_at_import_with_what_to_write_instead(
+    option: str, advice: str
+) -> None:
+    with pytest.raises(TypeError) as refused:
+        tool(description="Old.", **{option: True})
+    assert str(refused.value) == advice
+
+
+def test_a_tool_calling_a_removed_async_twin_fails_at_import_naming_the_context_method_to_await() -> None:
+    source = (
+        "from mcp_runtime import ToolContext, tool\n"
+        "@tool(description='Old async tool.')\n"
+        "async def old(n: int, ctx: ToolContext) -> int:\n"
+        "    return await ctx.step_async('double', lambda: n * 2)\n"
+    )
+    with pytest.raises(NotImplementedError) as refused:
+        exec(compile(source, "old_tools.py", "exec"), {"__name__": "old_tools"})
+    assert str(refused.value) == (
+        "old: ctx.step_async was removed: annotate the parameter `ctx: Context` "
+        "(from mcp_runtime.fastmcp import Context) and write `await ctx.step(...)`"
+    )
+
+
+def test_a_module_written_with_the_native_keyword_form_and_task_still_works() -> None:
+    @tool(description="Long job.", task="required")
+    def long_job(args: None, ctx: ToolContext) -> str:
+        return "done"
+
+    assert spec_of(long_job).task_support == "required"
 
 
 def test_a_task_required_tool_called_by_a_client_without_the_tasks_extension_needs_that_capability() -> None:
-    @tool(description="Long job.", mode=ToolMode.TASK, task_required=True)
+    @tool(description="Long job.", task="required")
     def long_job(args: None, ctx: ToolContext) -> str:
         return "done"
 
@@ -321,7 +363,7 @@ def test_a_task_required_tool_called_by_a_client_without_the_tasks_extension_nee
 
 
 def test_an_optional_task_tool_runs_inline_for_a_client_without_the_tasks_extension() -> None:
-    @tool(description="Maybe long.", mode=ToolMode.TASK)
+    @tool(description="Maybe long.", task=True)
     def maybe_long(args: None, ctx: ToolContext) -> str:
         return "inline"
 
@@ -377,9 +419,9 @@ def test_deploy_release_with_a_stage_length_that_repeats_a_progress_value_runs_s
 # ---- keyword signatures, async tools and dict results ------------------------------------------------------------
 def test_a_keyword_signature_async_tool_gets_a_model_made_from_its_parameters_and_may_return_a_dict() -> None:
     @tool(description="Scale a vector.")
-    async def scale(vector: list[float], ctx: ToolContext, factor: float = Field(2.0, gt=0)) -> dict[str, Any]:
-        await ctx.report_progress_async(1, 1, "scaled")
-        doubled = await ctx.step_async("scale", lambda: [value * factor for value in vector])
+    async def scale(vector: list[float], ctx: Context, factor: float = Field(2.0, gt=0)) -> dict[str, Any]:
+        await ctx.report_progress(1, 1, "scaled")
+        doubled = await ctx.step("scale", lambda: [value * factor for value in vector])
         return {"vector": doubled}
 
     client = client_for(scale)

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from mcp_runtime.tools import ToolContext, ToolRegistry, tool
+from mcp_runtime import tool
+from mcp_runtime.tools import ToolContext, ToolRegistry
 
 
 class EchoArgs(BaseModel):

@@ -59,7 +59,7 @@ from ..limits import (
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, TOOL_EXCEPTIONS, Telemetry
 from ..tool_secrets import NO_SECRETS, ToolSecrets
-from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+from ..tools import ToolContext, ToolError, ToolRegistry, ToolSpec
 from ..wire import (
     LEGACY_PROTOCOL_VERSIONS,
     OUTCOME_AWAITING,
@@ -384,7 +384,7 @@ class TaskWorker:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
         except ToolError as exc:  # arguments that no longer validate
-            result = ToolResult([text(str(exc))], is_error=True)
+            result = spec.answer_for(exc)
         except InputNeeded as needed:
             task_log.flush()
             durable.unmark_run()

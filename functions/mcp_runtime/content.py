@@ -9,7 +9,7 @@ import mimetypes
 from pathlib import Path
 from typing import Any, Final
 
-from ..tools import ToolResult, audio, embedded_text, image, text
+from .tools import ToolResult, audio, embedded_text, image, text
 
 WRAP_KEY: Final = "x-fastmcp-wrap-result"
 WRAP_META: Final = {"fastmcp": {"wrap_result": True}}
