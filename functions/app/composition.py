@@ -20,7 +20,7 @@ from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import DEV_STATE_KEY, Settings
 from mcp_runtime.tool_secrets import ToolSecrets
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime.tools import Registry
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
@@ -50,7 +50,7 @@ def build_catalog(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Ca
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
-    catalog = Catalog(ToolRegistry(telemetry))  # its telemetry names what it leaves out (ComponentsLeftOut)
+    catalog = Catalog(Registry(telemetry))  # its telemetry names what it leaves out (ComponentsLeftOut)
     table_backed = bool(settings.task_table_name)
 
     def register_tool_packages() -> None:
@@ -256,8 +256,6 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
         settings,
         StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),
         tools=catalog.tools,
-        prompts=catalog.prompts,
-        resources=catalog.resources,
         tasks=tasks,
         handles=handles,
         history=history,

@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from .mrtr import Asker, Elicited, InputRequest, elicitation_request, roots_request, sampling_request
     from .tasks.durable import Callback, CallbackFailed, CallbackTimedOut
     from .tools import (
+        Registry,
         ToolContext,
         ToolError,
-        ToolRegistry,
         ToolResult,
         audio,
         embedded_text,
@@ -42,7 +42,7 @@ _EXPORTS: dict[str, str] = {
     "ToolContext": ".tools",
     "ToolError": ".tools",
     "ToolResult": ".tools",
-    "ToolRegistry": ".tools",
+    "Registry": ".tools",
     "text": ".tools",
     "image": ".tools",
     "audio": ".tools",
@@ -72,7 +72,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 # Removed names, and the module that says what to write instead (its `__getattr__` raises ImportError).
-_REMOVED: dict[str, str] = {"ToolMode": ".tools"}
+_REMOVED: dict[str, str] = {"ToolMode": ".tools", "ToolRegistry": ".tools"}
 
 __all__ = [
     "Asker",
@@ -89,9 +89,9 @@ __all__ = [
     "InvalidCursor",
     "McpError",
     "MissingRequiredClientCapability",
+    "Registry",
     "ToolContext",
     "ToolError",
-    "ToolRegistry",
     "ToolResult",
     "audio",
     "elicitation_request",

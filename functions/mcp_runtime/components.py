@@ -16,6 +16,7 @@ removed `ToolContext.*_async` forms) is refused at decoration, naming what to wr
 from __future__ import annotations
 
 import asyncio
+import base64
 import inspect
 import re
 import typing
@@ -27,7 +28,6 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel
 
 from . import _loop
-from .catalog import PromptSpec, ResourceSpec
 from .content import WRAP_KEY, Audio, File, Image
 from .mrtr import Asker
 from .tools import (
@@ -316,7 +316,7 @@ def tool(
     **removed: Any,
 ) -> Callable[[F], F]:
     """Mark a function as a tool: `tool_from_function` under another name (the native decorator), for
-    modules written before `mcp = FastMCP(...)`; a `ToolRegistry.include(module)` call serves it.
+    modules written before `mcp = FastMCP(...)`; a `Registry.include(module)` call serves it.
     `(args: Model, ctx: ToolContext)` reads one model of the arguments; keyword parameters work as in
     `@mcp.tool`. `output`: the model of the structured result. `asks`: what the tool may ask of the
     client mid-call ("elicitation", "sampling", "roots"); a call whose client did not declare one of
@@ -446,6 +446,97 @@ def _run(produced: Any, owner: str) -> Any:
 
 
 # ---- resources and prompts -------------------------------------------------------------------------------------
+PromptFunction = Callable[[dict[str, str], Asker], list[dict[str, Any]]]
+ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
+Completer = Callable[[str, dict[str, str]], list[str]]
+
+
+class PromptSpec:
+    """A registered prompt: its wire description, its function and the completers of its arguments."""
+
+    __slots__ = ("arguments", "completers", "description", "fn", "name")
+    name: str
+    description: str
+    fn: PromptFunction
+    arguments: list[dict[str, Any]]
+    completers: dict[str, Completer]
+
+    def __init__(
+        self,
+        name: str,
+        description: str,
+        fn: PromptFunction,
+        arguments: list[dict[str, Any]] | None = None,
+        completers: dict[str, Completer] | None = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.fn = fn
+        self.arguments = [] if arguments is None else arguments
+        self.completers = {} if completers is None else completers
+
+    def to_wire(self) -> dict[str, Any]:
+        prompt: dict[str, Any] = {"name": self.name, "description": self.description}
+        if self.arguments:
+            prompt["arguments"] = self.arguments
+        return prompt
+
+
+class ResourceSpec:
+    """A registered resource, or a resource template (`template`) matched against a URI."""
+
+    __slots__ = ("_pattern", "description", "fn", "mime_type", "name", "template", "uri")
+    uri: str
+    name: str
+    mime_type: str
+    fn: ResourceFunction
+    description: str | None
+    template: bool
+    _pattern: re.Pattern[str] | None
+
+    def __init__(
+        self,
+        uri: str,
+        name: str,
+        mime_type: str,
+        fn: ResourceFunction,
+        description: str | None = None,
+        template: bool = False,
+    ) -> None:
+        self.uri = uri
+        self.name = name
+        self.mime_type = mime_type
+        self.fn = fn
+        self.description = description
+        self.template = template
+        self._pattern = None
+        if template:
+            parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri)
+            regex = "".join(
+                re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)" for index, part in enumerate(parts)
+            )
+            self._pattern = re.compile(f"^{regex}$")
+
+    def match(self, uri: str) -> dict[str, str] | None:
+        if not self.template:
+            return {} if uri == self.uri else None
+        assert self._pattern is not None
+        found = self._pattern.match(uri)
+        return found.groupdict() if found else None
+
+    def to_wire(self) -> dict[str, Any]:
+        key = "uriTemplate" if self.template else "uri"
+        entry: dict[str, Any] = {key: self.uri, "name": self.name, "mimeType": self.mime_type}
+        if self.description:
+            entry["description"] = self.description
+        return entry
+
+    def contents(self, uri: str, body: str | bytes) -> dict[str, Any]:
+        if isinstance(body, bytes):
+            return {"uri": uri, "mimeType": self.mime_type, "blob": base64.b64encode(body).decode("ascii")}
+        return {"uri": uri, "mimeType": self.mime_type, "text": body}
+
+
 def resource_from_function(
     fn: Callable[..., Any],
     uri: str,
@@ -453,10 +544,15 @@ def resource_from_function(
     name: str | None = None,
     description: str | None = None,
     mime_type: str | None = None,
+    reads_variables: bool = False,
 ) -> ResourceSpec:
-    """The description of the resource (or, with `{variables}` in its URI, the resource template) `fn`."""
+    """The description of the resource (or, with `{variables}` in its URI, the resource template) `fn`.
+    `reads_variables`: `fn(variables, asker)`, the form `catalog.resources.resource` takes, which may
+    ask the client (MRTR); otherwise the URI's variables are its keyword parameters (FastMCP's form)."""
     refuse_unsupported_code(fn, uri)
     template = "{" in uri
+    if reads_variables:
+        return ResourceSpec(uri, name or fn.__name__, mime_type or "text/plain", fn, description, template)
     if any(injected_context(hint) for hint in typing.get_type_hints(fn).values()):
         raise NotImplementedError(f"resource {uri}: a Context parameter in a resource does not port")
 
@@ -476,25 +572,34 @@ def resource_from_function(
 
 
 def prompt_from_function(
-    fn: Callable[..., Any], *, name: str | None = None, description: str | None = None
+    fn: Callable[..., Any],
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    arguments: list[dict[str, Any]] | None = None,
+    completers: dict[str, Completer] | None = None,
 ) -> PromptSpec:
     """The description of the prompt `fn`: its parameters are the prompt's arguments (described by a
-    Google docstring's `Args:`), what it returns its messages."""
+    Google docstring's `Args:`), what it returns its messages. Given `arguments`, `fn(values, asker)`
+    is the form `catalog.prompts.prompt` takes, which may ask the client (MRTR)."""
     prompt_name = name or fn.__name__
+    refuse_unsupported_code(fn, prompt_name)
     documented, parameter_docs = _doc_sections(fn)
-    arguments: list[dict[str, Any]] = []
+    if arguments is not None:
+        return PromptSpec(prompt_name, description or documented or "", fn, arguments, completers)
+    declared: list[dict[str, Any]] = []
     for parameter in inspect.signature(fn).parameters.values():
         argument: dict[str, Any] = {"name": parameter.name, "required": parameter.default is parameter.empty}
         if parameter.name in parameter_docs:
             argument["description"] = parameter_docs[parameter.name]
-        arguments.append(argument)
+        declared.append(argument)
 
     def get(values: dict[str, str], asker: Asker) -> list[dict[str, Any]]:
         produced = _run(fn(**values), f"prompt {prompt_name}")
         items = produced if isinstance(produced, list | tuple) else [produced]
         return [_message(item) for item in items]
 
-    return PromptSpec(prompt_name, description or documented or "", get, arguments)
+    return PromptSpec(prompt_name, description or documented or "", get, declared, completers)
 
 
 def _message(item: Any) -> dict[str, Any]:

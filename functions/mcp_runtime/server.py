@@ -15,7 +15,7 @@ from . import wire
 from ._aws import seconds_left
 from ._deadline import DeadlinePassed, ToolDeadline
 from ._value import ValueObject
-from .catalog import PromptRegistry, ResourceRegistry
+from .catalog import Prompts, Resources
 from .context import RequestContext
 from .cursors import InvalidCursor, decode_cursor, encode_cursor
 from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
@@ -37,7 +37,7 @@ from .params import (
 from .sealing import Binding, StateSealer
 from .settings import Settings
 from .tool_secrets import NO_SECRETS, ToolSecrets
-from .tools import ASKABLE, ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+from .tools import ASKABLE, Registry, ToolContext, ToolError, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import HandleStore
@@ -110,9 +110,9 @@ class McpServer:
     )
     settings: Settings
     sealer: StateSealer
-    tools: ToolRegistry
-    prompts: PromptRegistry
-    resources: ResourceRegistry
+    tools: Registry
+    prompts: Prompts
+    resources: Resources
     tasks: TaskOperations | None
     handles: HandleStore | None
     history: TaskHistory | None
@@ -124,9 +124,7 @@ class McpServer:
         self,
         settings: Settings,
         sealer: StateSealer,
-        tools: ToolRegistry | None = None,
-        prompts: PromptRegistry | None = None,
-        resources: ResourceRegistry | None = None,
+        tools: Registry | None = None,
         tasks: TaskOperations | None = None,
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
@@ -135,9 +133,9 @@ class McpServer:
     ) -> None:
         self.settings = settings
         self.sealer = sealer
-        self.tools = ToolRegistry() if tools is None else tools
-        self.prompts = PromptRegistry() if prompts is None else prompts
-        self.resources = ResourceRegistry() if resources is None else resources
+        self.tools = Registry() if tools is None else tools
+        self.prompts = Prompts(self.tools)  # views of the one registry
+        self.resources = Resources(self.tools)
         self.tasks = tasks
         self.handles = handles
         self.history = history

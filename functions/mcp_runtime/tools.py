@@ -41,6 +41,7 @@ from .mrtr import Asker, InputNeeded
 from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
+    from .components import PromptSpec, ResourceSpec
     from .handles import CallerHandles, HandleStore
     from .observability import Telemetry
     from .tasks.durable import Callback, DurableRun
@@ -86,6 +87,8 @@ REMOVED: Final[dict[str, str]] = {
     'task_required=True: task="required"; the other modes changed nothing: drop them)',
     "task_flags": "was removed: mcp_runtime.tools.task_support(task) says what task= means",
     "tool": "moved: from mcp_runtime import tool (mcp_runtime.components, the one builder)",
+    "ToolRegistry": "was renamed Registry: the one registry serves tools, prompts and resources "
+    "(from mcp_runtime import Registry)",
 }
 
 
@@ -804,9 +807,14 @@ def described(kind: str, name: str, fn: Any, build: Callable[[], C]) -> C | Unde
         return Undescribable.of(kind, name, fn, error)
 
 
-class ToolRegistry:
+class Registry:
+    """The one registry: every tool, prompt and resource a server offers, described by the one builder
+    (`mcp_runtime.components`), whichever decorator was used. `Catalog` reads its prompts and resources."""
+
     def __init__(self, telemetry: Telemetry | None = None) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._prompts: dict[str, PromptSpec] = {}
+        self._resources: dict[str, ResourceSpec] = {}
         # Deferred registrations: importing tool modules (and building their pydantic models) is
         # left to the first request that needs a tool; discover and task polls never pay for it.
         self._loaders: list[Callable[[], None]] = []
@@ -816,10 +824,8 @@ class ToolRegistry:
         # never an outage of the server). Logged and counted here; refused before a deploy.
         self.left_out: list[Undescribable] = []
         self.telemetry = telemetry
-        # Server objects (mcp_runtime.fastmcp) already included, and the catalog, where their prompts
-        # and resources go (None outside a catalog: tools only).
+        # Server objects (mcp_runtime.fastmcp) already included.
         self._servers: set[int] = set()
-        self.companions: Any = None
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """Register tools later: `loader` runs once, before the first lookup or listing."""
@@ -842,13 +848,14 @@ class ToolRegistry:
             self._loader_thread = threading.get_ident()
             try:
                 while self._loaders:
-                    before = set(self._tools)
+                    before = [set(kind) for kind in (self._tools, self._prompts, self._resources)]
                     try:
                         self._loaders[0]()
                     except BaseException:
                         # Undo what this loader registered, so retrying it next time starts clean.
-                        for name in set(self._tools) - before:
-                            del self._tools[name]
+                        for kind, had in zip((self._tools, self._prompts, self._resources), before, strict=True):
+                            for name in set(kind) - had:
+                                del kind[name]
                         raise
                     self._loaders.pop(0)
             finally:
@@ -877,8 +884,10 @@ class ToolRegistry:
         try:
             if isinstance(component, ToolSpec):
                 self.add(component)
-            elif self.companions is not None:
-                self.companions.add(component)
+            elif hasattr(component, "uri"):
+                self.add_resource(component)
+            else:
+                self.add_prompt(component)
         except ValueError as error:
             kind = "tool" if isinstance(component, ToolSpec) else type(component).__name__.removesuffix("Spec").lower()
             name = str(getattr(component, "name", None) or getattr(component, "uri", "?"))
@@ -906,9 +915,39 @@ class ToolRegistry:
             raise ValueError(f"tool {spec.name!r}: only task tools take a prepare step")
         self._tools[spec.name] = spec
 
+    def add_prompt(self, spec: PromptSpec) -> None:
+        if spec.name in self._prompts:
+            raise ValueError(f"prompt {spec.name!r} is registered twice")
+        self._prompts[spec.name] = spec
+
+    def add_resource(self, spec: ResourceSpec) -> None:
+        if spec.uri in self._resources:
+            raise ValueError(f"resource {spec.uri!r} is registered twice")
+        self._resources[spec.uri] = spec
+
     def get(self, name: str) -> ToolSpec | None:
         self._load()
         return self._tools.get(name)
+
+    def prompt(self, name: str) -> PromptSpec | None:
+        self._load()
+        return self._prompts.get(name)
+
+    def prompts(self) -> list[PromptSpec]:
+        self._load()
+        return sorted(self._prompts.values(), key=lambda spec: spec.name)
+
+    def resources(self) -> list[ResourceSpec]:
+        self._load()
+        return list(self._resources.values())
+
+    def prompts_known(self) -> int:
+        """How many prompts are registered so far, without loading deferred modules (server/discover)."""
+        return len(self._prompts)
+
+    def resources_known(self) -> int:
+        """How many resources are registered so far, without loading deferred modules."""
+        return len(self._resources)
 
     def __iter__(self) -> typing.Iterator[ToolSpec]:
         self._load()

@@ -48,7 +48,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, i
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import AnswerOutcome, AwaitOutcome, CancelOutcome, DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import ToolContext, ToolRegistry
+from mcp_runtime.tools import ToolContext, Registry
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO
 from tests.telemetry_support import RecordingTelemetry, Sample
@@ -284,7 +284,7 @@ def _service(clock: FakeClock, recorder: RecordingTelemetry, store: MemoryTaskSt
 
 
 def _slow_job_spec() -> Any:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.include(sys.modules[__name__])
     spec = registry.get("slow_job")
     assert spec is not None
@@ -542,7 +542,7 @@ def test_the_worker_adapter_logs_with_task_id_and_execution_name(capsys: pytest.
         telemetry.install_log_handler()
         service = _service(FakeClock(), RecordingTelemetry())
         task_id = service.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
-        worker = TaskWorker(service.store, FakeExecutor(), ToolRegistry(), telemetry=telemetry)
+        worker = TaskWorker(service.store, FakeExecutor(), Registry(), telemetry=telemetry)
         with telemetry.invocation():
             failure = {"Error": "States.Timeout", "Cause": ""}
             outcome = worker.handle({"action": "fail", "taskId": task_id, "failure": failure})  # logs an error
@@ -672,7 +672,7 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     service.cancel("task-0000000000000001", _ctx())
     failing = _service(clock, recorder)
     failed = failing.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
-    worker = TaskWorker(failing.store, FakeExecutor(), ToolRegistry(), telemetry=recorder)
+    worker = TaskWorker(failing.store, FakeExecutor(), Registry(), telemetry=recorder)
     worker.fail(failed, {"Error": "States.Timeout"})
 
     reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}

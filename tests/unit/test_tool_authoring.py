@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,13 +19,15 @@ from mcp_runtime.tools import (
     SPEC_ATTRIBUTE,
     ToolContext,
     ToolError,
-    ToolRegistry,
+    Registry,
     ToolResult,
     ToolSpec,
     text,
 )
 from mcp_runtime.transport import McpHttpTransport
 from tests.unit.conftest import ALICE, Client, error_of, make_server, result_of
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 # Input models live at module level: the decorator resolves annotations through the function's globals.
@@ -269,7 +273,7 @@ def _spec(name: str, **overrides: Any) -> ToolSpec:
 
 
 def test_a_second_tool_with_the_same_name_is_refused() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.add(_spec("twice"))
     with pytest.raises(ValueError):
         registry.add(_spec("twice"))
@@ -279,20 +283,20 @@ def test_a_second_tool_with_the_same_name_is_refused() -> None:
 @pytest.mark.parametrize("name", ["", "has space", "a" * 65, "slash/name", "caf\u00e9", "semi;colon", "new\nline"])
 def test_a_tool_name_outside_the_allowed_alphabet_or_length_is_refused(name: str) -> None:
     with pytest.raises(ValueError):
-        ToolRegistry().add(_spec(name))
+        Registry().add(_spec(name))
 
 
 @pytest.mark.parametrize("name", ["a", "a" * 64, "Search.v2-beta_1", "0"])
 def test_tool_names_from_the_allowed_alphabet_are_accepted(name: str) -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.add(_spec(name))
     assert registry.get(name) is not None
 
 
 def test_only_task_tools_take_a_prepare_step() -> None:
     with pytest.raises(ValueError, match="only task tools take a prepare step"):
-        ToolRegistry().add(_spec("t", prepare=lambda args, ctx: None))
-    registry = ToolRegistry()
+        Registry().add(_spec("t", prepare=lambda args, ctx: None))
+    registry = Registry()
     registry.add(_spec("t", task_support="optional", prepare=lambda args, ctx: None))
     assert registry.get("t") is not None
 
@@ -306,6 +310,36 @@ def test_a_module_importing_tool_mode_fails_at_import_saying_task_is_the_one_swi
         '(mode=ToolMode.TASK: @tool(task=True); task_required=True: task="required"; '
         "the other modes changed nothing: drop them)"
     )
+
+
+def test_a_module_importing_tool_registry_fails_at_import_naming_the_one_registry() -> None:
+    with pytest.raises(ImportError) as refused:
+        exec("from mcp_runtime import ToolRegistry", {})
+    assert str(refused.value) == (
+        "mcp_runtime.tools.ToolRegistry was renamed Registry: the one registry serves tools, prompts and "
+        "resources (from mcp_runtime import Registry)"
+    )
+
+
+def test_the_runtime_has_one_registry_and_one_builder() -> None:
+    runtime = REPO / "functions" / "mcp_runtime"
+    sources = {path: path.read_text(encoding="utf-8") for path in runtime.rglob("*.py")}
+    registries = sorted(
+        f"{path.relative_to(runtime)}:{name}"
+        for path, source in sources.items()
+        for name in re.findall(r"^class (\w*Registry)\b", source, re.MULTILINE)
+    )
+    builders = sorted(
+        f"{path.relative_to(runtime)}:{name}"
+        for path, source in sources.items()
+        for name in re.findall(r"^def (\w+_from_function)\(", source, re.MULTILINE)
+    )
+    assert registries == ["tools.py:Registry"]
+    assert builders == [
+        "components.py:prompt_from_function",
+        "components.py:resource_from_function",
+        "components.py:tool_from_function",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -385,7 +419,7 @@ def test_include_serves_only_the_tools_defined_in_that_module_in_name_order() ->
 
     module = module_with(bravo, alpha)
     setattr(module, "foreign", foreign)  # noqa: B010 - defined in another module: only re-exported here
-    registry = ToolRegistry()
+    registry = Registry()
     registry.include(module)
     assert [spec.name for spec in registry] == ["alpha", "bravo"]
 

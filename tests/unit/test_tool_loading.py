@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcp_runtime import tool
-from mcp_runtime.tools import ToolContext, ToolRegistry
+from mcp_runtime.tools import ToolContext, Registry
 
 
 class EchoArgs(BaseModel):
@@ -22,7 +22,7 @@ def echo(args: EchoArgs, ctx: ToolContext) -> str:
     return args.text
 
 
-def slow_loader(registry: ToolRegistry, started: threading.Event, release: threading.Event) -> Callable[[], None]:
+def slow_loader(registry: Registry, started: threading.Event, release: threading.Event) -> Callable[[], None]:
     def load() -> None:
         started.set()
         release.wait(timeout=5)
@@ -32,7 +32,7 @@ def slow_loader(registry: ToolRegistry, started: threading.Event, release: threa
 
 
 def test_a_registry_with_a_pending_loader_declares_tools_without_loading_them() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     calls: list[str] = []
     registry.add_loader(lambda: calls.append("loaded"))
     assert registry.declares_tools() is True
@@ -40,7 +40,7 @@ def test_a_registry_with_a_pending_loader_declares_tools_without_loading_them() 
 
 
 def test_concurrent_first_lookups_wait_for_the_loader_and_all_find_the_tool() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     started, release = threading.Event(), threading.Event()
     registry.add_loader(slow_loader(registry, started, release))
     found: list[object] = []
@@ -64,7 +64,7 @@ def test_concurrent_first_lookups_wait_for_the_loader_and_all_find_the_tool() ->
 
 
 def test_a_loader_that_fails_is_tried_again_on_the_next_lookup() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     attempts: list[int] = []
 
     def flaky() -> None:
@@ -81,7 +81,7 @@ def test_a_loader_that_fails_is_tried_again_on_the_next_lookup() -> None:
 
 
 def test_a_loader_may_look_up_tools_while_it_registers_them() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
 
     def reentrant() -> None:
         registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
@@ -93,7 +93,7 @@ def test_a_loader_may_look_up_tools_while_it_registers_them() -> None:
 
 def test_a_loader_that_fails_part_way_is_retried_from_scratch_at_the_next_lookup() -> None:
     """It used to leave its first tools registered, so every retry died on "registered twice"."""
-    registry = ToolRegistry()
+    registry = Registry()
     attempts: list[int] = []
 
     def flaky_loader() -> None:
@@ -161,7 +161,7 @@ def test_mcp_tool_packages_refuses_what_is_not_a_module_name() -> None:
 
 
 def test_two_project_tools_of_one_name_are_still_refused() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="tool 'echo' is registered twice"):
         registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]

@@ -735,13 +735,13 @@ def test_a_tool_that_may_ask_for_elicitation_is_refused_before_any_work_without_
 
 def test_a_tool_may_declare_only_what_a_client_can_be_asked() -> None:
     from mcp_runtime import tool
-    from mcp_runtime.tools import ToolRegistry
+    from mcp_runtime.tools import Registry
 
     @tool(description="x", asks=("telepathy",))
     def odd(args: None, ctx: Any) -> str:
         return ""
 
-    registry = ToolRegistry()
+    registry = Registry()
     registry.admit(odd.__mcp_tool__, odd)  # type: ignore[attr-defined]
     assert len(registry) == 0
     (problem,) = registry.left_out

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final, TypeVar, overload
 
-from ..catalog import PromptSpec, ResourceSpec
 from ..components import (
     NotSet,
+    PromptSpec,
+    ResourceSpec,
     prompt_from_function,
     resource_from_function,
     tool_from_function,
@@ -240,7 +241,7 @@ class FastMCP:
 
     # ---- what the runtime serves ---------------------------------------------------------------------------
     def __mcp_register__(self) -> list[tuple[ToolSpec | ResourceSpec | PromptSpec | Undescribable, Any]]:
-        """What the runtime serves (`ToolRegistry.include`): each component, or why it could not be
+        """What the runtime serves (`Registry.include`): each component, or why it could not be
         described, with the function it was made from."""
         return list(self._components)
 

@@ -59,7 +59,7 @@ from ..limits import (
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, TOOL_EXCEPTIONS, Telemetry
 from ..tool_secrets import NO_SECRETS, ToolSecrets
-from ..tools import ToolContext, ToolError, ToolRegistry, ToolSpec
+from ..tools import Registry, ToolContext, ToolError, ToolSpec
 from ..wire import (
     LEGACY_PROTOCOL_VERSIONS,
     OUTCOME_AWAITING,
@@ -270,7 +270,7 @@ class TaskWorker:
         self,
         store: TaskStore,
         executor: TaskExecutor,
-        tools: ToolRegistry,
+        tools: Registry,
         *,
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
