@@ -848,12 +848,13 @@ class Registry:
             self._loader_thread = threading.get_ident()
             try:
                 while self._loaders:
-                    before = [set(kind) for kind in (self._tools, self._prompts, self._resources)]
+                    kinds: tuple[dict[str, Any], ...] = (self._tools, self._prompts, self._resources)
+                    before = [set(kind) for kind in kinds]
                     try:
                         self._loaders[0]()
                     except BaseException:
                         # Undo what this loader registered, so retrying it next time starts clean.
-                        for kind, had in zip((self._tools, self._prompts, self._resources), before, strict=True):
+                        for kind, had in zip(kinds, before, strict=True):
                             for name in set(kind) - had:
                                 del kind[name]
                         raise

@@ -48,7 +48,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, i
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import AnswerOutcome, AwaitOutcome, CancelOutcome, DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import ToolContext, Registry
+from mcp_runtime.tools import Registry, ToolContext
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO
 from tests.telemetry_support import RecordingTelemetry, Sample

@@ -17,9 +17,9 @@ from mcp_runtime.fastmcp import Context
 from mcp_runtime.tools import (
     EMPTY_INPUT_SCHEMA,
     SPEC_ATTRIBUTE,
+    Registry,
     ToolContext,
     ToolError,
-    Registry,
     ToolResult,
     ToolSpec,
     text,

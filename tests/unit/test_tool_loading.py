@@ -10,7 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from mcp_runtime import tool
-from mcp_runtime.tools import ToolContext, Registry
+from mcp_runtime.tools import Registry, ToolContext
 
 
 class EchoArgs(BaseModel):
