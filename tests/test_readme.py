@@ -50,7 +50,7 @@ def file_blocks() -> list[tuple[str, str]]:
 def test_the_readmes_count_words_answers_what_its_inspector_command_prints(tmp_path: Path) -> None:
     """Tested from the README alone: its block runs as a tool, with the Inspector's call from the README."""
     blocks = re.findall(r"```python\n(.*?)```", readme(), re.DOTALL)
-    (shown,) = [code for code in blocks if "def count_words(" in code and "mcp_runtime.fastmcp" not in code]
+    (shown,) = [code for code in blocks if "def count_words(" in code]
     call = re.search(r"tools/call count_words 'text:=([^']*)'", readme())
     prints = re.search(r"The last command prints `([^`]+)`", readme())
     assert call and prints, "the README lost its Inspector call of count_words, or what it prints"

@@ -86,11 +86,11 @@ def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(
 ) -> None:
     task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
     waiting = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
-    service.update(task_id, {"big_export": {"action": "accept", "content": {"proceed": True}}}, request_context())
+    service.update(task_id, {"elicit-1": {"action": "accept", "content": {"proceed": True}}}, request_context())
     done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
 
     assert waiting["status"] == INPUT_REQUIRED
-    assert waiting["inputRequests"]["big_export"]["params"]["message"] == "events has 2000000 rows. Export anyway?"
+    assert waiting["inputRequests"]["elicit-1"]["params"]["message"] == "events has 2000000 rows. Export anyway?"
     assert (done["status"], done["result"]["content"]) == (
         COMPLETED,
         [{"type": "text", "text": "Exported 2000000 rows of events to events.csv."}],
@@ -100,7 +100,7 @@ def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(
 def test_a_declined_big_export_completes_as_a_tool_error(service: TaskService, task_env: TaskEnvironment) -> None:
     task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
     wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
-    service.update(task_id, {"big_export": {"action": "decline"}}, request_context())
+    service.update(task_id, {"elicit-1": {"action": "decline"}}, request_context())
     done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
     assert (done["status"], done["result"]["isError"], done["result"]["content"][0]["text"]) == (
         COMPLETED,

@@ -481,16 +481,17 @@ def test_a_tool_that_leaves_tasks_pending_on_the_loop_is_warned_about_in_the_log
 
 
 # ---- the README ---------------------------------------------------------------------------------------------------
-def test_the_readmes_fastmcp_style_count_words_answers_and_publishes_as_its_native_one() -> None:
+def test_the_readmes_count_words_answers_and_publishes_as_the_native_fixture_of_the_same_tool() -> None:
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
-    (ported_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" in block]
-    (native_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" not in block]
-    ported = served(load(ported_source, "readme_count_words_ported"))
-    native = served(load(native_source, "readme_count_words_native"))
+    (readme_source,) = [block for block in blocks if "def count_words(" in block]
+    import fixtures.patterns as native_patterns
 
-    answers = [result_of(client.call_tool("count_words", {"text": "two words"})) for client in (ported, native)]
+    readme = served(load(readme_source, "readme_count_words"))
+    native = served(native_patterns)
+
+    answers = [result_of(client.call_tool("count_words", {"text": "two words"})) for client in (readme, native)]
     assert [answer["structuredContent"] for answer in answers] == [{"words": 2, "characters": 9}] * 2
-    schemas = [listed(client)["count_words"] for client in (ported, native)]
+    schemas = [listed(client)["count_words"] for client in (readme, native)]
     # FastMCP closes the arguments object; the native model leaves that to its own config.
     assert without_titles(schemas[0]["inputSchema"]) == {
         **without_titles(schemas[1]["inputSchema"]),

@@ -262,6 +262,11 @@ class Context(_Injectable):
         """The caller's server-minted handles: state that outlives a call, whichever environment serves it."""
         return self._ctx.handles
 
+    @property
+    def task_history(self) -> Any:
+        """The caller's own tasks, newest first (what the protocol offers instead of tasks/list)."""
+        return self._ctx.task_history
+
     # ---- what does not port ---------------------------------------------------------------------------
     async def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(UNSUPPORTED["ctx.sample"])
