@@ -161,6 +161,43 @@ class Settings(BaseModel):
         return cls.model_validate(values)
 
 
+# The team's room names its server: this file beside the first tool package's modules
+# (functions/tools/server.json), `{"name": ..., "instructions": ...}`, each key optional.
+SERVER_DESCRIPTION_FILE = "server.json"
+
+
+class BadServerDescription(ValueError):
+    """The room's server.json is not an object of a non-empty `name` and `instructions` strings."""
+
+
+def with_room_description(settings: Settings) -> Settings:
+    """`settings` with the server's name and instructions the team's room gives (`server.json` in the
+    first tool package): each given there wins over MCP_SERVER_NAME and MCP_INSTRUCTIONS (the
+    deployment's defaults, from cdk.json's projectName). Read once per container, without importing the
+    package's modules, so a cold server/discover and initialize report them."""
+    import importlib.util
+    from pathlib import Path
+
+    packages = settings.tool_package_names
+    spec = importlib.util.find_spec(packages[0]) if packages else None
+    if spec is None or not spec.submodule_search_locations:
+        return settings
+    path = Path(next(iter(spec.submodule_search_locations))) / SERVER_DESCRIPTION_FILE
+    if not path.is_file():
+        return settings
+    try:
+        described = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise BadServerDescription(f"{path}: not JSON ({error})") from None
+    allowed = {"name": "server_name", "instructions": "instructions"}
+    if not isinstance(described, dict) or set(described) - set(allowed):
+        raise BadServerDescription(f"{path}: an object of {' and '.join(allowed)} (each optional), nothing else")
+    for key, value in described.items():
+        if not isinstance(value, str) or not value.strip():
+            raise BadServerDescription(f"{path}: {key!r} must be a non-empty string")
+    return settings.model_copy(update={allowed[key]: value for key, value in described.items()})
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings.from_environ()
+    return with_room_description(Settings.from_environ())

@@ -873,6 +873,14 @@ class Registry:
             register = getattr(type(value), REGISTER_ATTRIBUTE, None)
             if callable(register) and id(value) not in self._servers:
                 self._servers.add(id(value))  # one server object imported by two modules is served once
+                if getattr(value, "instructions", None):
+                    log.warning(
+                        "%s.%s sets instructions=, which a cold server/discover cannot read without importing "
+                        "every tool module: the server's name and instructions come from server.json in the "
+                        "tool package (functions/tools/server.json); put them there",
+                        module.__name__,
+                        type(value).__name__,
+                    )
                 for component, fn in register(value):
                     self.admit(component, fn)
 
