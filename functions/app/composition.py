@@ -172,7 +172,9 @@ class LazyTaskService(LazyService["TaskService"]):
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
         return self.service().get(task_id, ctx)
 
-    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    def follow(
+        self, task_id: str, ctx: RequestContext
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], tuple[float, float | None] | None]:
         return self.service().follow(task_id, ctx)
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:

@@ -83,7 +83,9 @@ class TaskOperations(Protocol):
 
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]: ...
 
-    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    def follow(
+        self, task_id: str, ctx: RequestContext
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], tuple[float, float | None] | None]:
         """`get`'s answer and the tool's latest `ctx.log` lines (`{seq, level, data, logger}`), from one read."""
         ...
 

@@ -232,7 +232,9 @@ class MemoryTaskStore:
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
         raise NotImplementedError
 
-    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
+    def set_status_message(
+        self, task_id: str, message: str, progress: float | None = None, total: float | None = None
+    ) -> None:
         raise NotImplementedError
 
     def await_input(

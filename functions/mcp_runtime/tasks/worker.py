@@ -165,14 +165,14 @@ class ProgressReporter:
         self._durable = durable
         self._last_write: float | None = None
         self._recorded = recorded
-        self._pending: tuple[float, str] | None = None
+        self._pending: tuple[float, str, float | None] | None = None
         if durable is not None:
             durable.on_live = self.flush
 
     def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         if message is None:
             message = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
-        report = (float(progress), message)
+        report = (float(progress), message, None if total is None else float(total))
         if not math.isfinite(report[0]) or (self._recorded is not None and report[0] <= self._recorded):
             return  # not an increase: replayed, or out of order
         self._pending = report
@@ -192,11 +192,11 @@ class ProgressReporter:
 
     def _write(self, *, raise_on_conflict: bool) -> None:
         assert self._pending is not None
-        progress, message = self._pending
+        progress, message, total = self._pending
         self._pending = None
         self._last_write = self._clock()
         try:
-            self._store.set_status_message(self._task_id, message, progress)
+            self._store.set_status_message(self._task_id, message, progress, total)
         except TaskConflict:
             if raise_on_conflict:
                 raise TaskNoLongerRunning(self._task_id) from None
