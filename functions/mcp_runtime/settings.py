@@ -175,15 +175,19 @@ def with_room_description(settings: Settings) -> Settings:
     first tool package): each given there wins over MCP_SERVER_NAME and MCP_INSTRUCTIONS (the
     deployment's defaults, from cdk.json's projectName). Read once per container, without importing the
     package's modules, so a cold server/discover and initialize report them."""
-    import importlib.util
+    import sys
     from pathlib import Path
 
     packages = settings.tool_package_names
-    spec = importlib.util.find_spec(packages[0]) if packages else None
-    if spec is None or not spec.submodule_search_locations:
-        return settings
-    path = Path(next(iter(spec.submodule_search_locations))) / SERVER_DESCRIPTION_FILE
-    if not path.is_file():
+    # Looked for on the import path as files, never through the import system (whose finders may
+    # do more than find: a layer's finder that serves the package's modules is left for the import).
+    found = (
+        [Path(entry, *packages[0].split("."), SERVER_DESCRIPTION_FILE) for entry in sys.path if entry]
+        if packages
+        else []
+    )
+    path = next((candidate for candidate in found if candidate.is_file()), None)
+    if path is None:
         return settings
     try:
         described = json.loads(path.read_text(encoding="utf-8"))
