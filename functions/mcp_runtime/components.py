@@ -28,7 +28,7 @@ from typing import Any, Final, TypeVar
 from pydantic import BaseModel
 
 from . import _loop
-from .content import WRAP_KEY, Audio, File, Image
+from .content import WRAP_KEY, Audio, File, Image, shape_result
 from .mrtr import Asker
 from .tools import (
     ASKABLE,
@@ -289,7 +289,7 @@ def tool_from_function(
         show_error_details=show_error_details,
         meta=meta,
         wraps=wraps,
-        fastmcp_results=not model_argument,
+        shape=None if model_argument else shape_result,
     )
 
 

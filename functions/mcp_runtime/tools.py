@@ -336,7 +336,6 @@ class ToolSpec:
         "annotations",
         "asks",
         "description",
-        "fastmcp_results",
         "fn",
         "header_params",
         "input_model",
@@ -346,6 +345,7 @@ class ToolSpec:
         "output_schema",
         "prepare",
         "rerun_interrupted",
+        "shape",
         "show_error_details",
         "task_support",
         "title",
@@ -367,7 +367,7 @@ class ToolSpec:
     show_error_details: bool
     meta: dict[str, Any] | None
     wraps: bool
-    fastmcp_results: bool
+    shape: Callable[[Any, dict[str, Any] | None, bool], ToolResult] | None
 
     def __init__(
         self,
@@ -387,7 +387,7 @@ class ToolSpec:
         show_error_details: bool = False,
         meta: dict[str, Any] | None = None,
         wraps: bool = False,
-        fastmcp_results: bool = True,
+        shape: Callable[[Any, dict[str, Any] | None, bool], ToolResult] | None = None,
     ) -> None:
         self.name = name
         self.description = description
@@ -413,9 +413,10 @@ class ToolSpec:
         self.meta = meta
         # The output schema wraps a non-object result in `result` (FastMCP's rule).
         self.wraps = wraps
-        # Results shaped as FastMCP shapes them (compact JSON text); False: as the `(args: Model)` form
-        # always has (readable JSON text, a list taken as content blocks).
-        self.fastmcp_results = fastmcp_results
+        # How a returned value becomes the result: FastMCP's shaping (`content.shape_result`, compact JSON
+        # text, given by the builder); None: as the `(args: Model)` form always has (readable JSON text,
+        # a list taken as content blocks).
+        self.shape = shape
 
     @property
     def is_task(self) -> bool:
@@ -472,10 +473,8 @@ class ToolSpec:
         return ToolResult([text(f"Error calling tool {self.name!r}: {error}")], is_error=True)
 
     def to_result(self, produced: Any) -> ToolResult:
-        if self.fastmcp_results:
-            from .content import shape_result
-
-            return shape_result(produced, self.output_schema, self.wraps)
+        if self.shape is not None:
+            return self.shape(produced, self.output_schema, self.wraps)
         if isinstance(produced, ToolResult):
             return produced
         if isinstance(produced, str):

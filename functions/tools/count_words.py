@@ -23,8 +23,6 @@ class WordCount(BaseModel):
 
 
 @mcp.tool(annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False})
-def count_words(
-    text: Annotated[str, Field(description="The text to count words in.", max_length=100_000)],
-) -> WordCount:
+def count_words(text: Annotated[str, Field(description="The text to count words in.", max_length=100_000)]) -> WordCount:
     """Count the words and characters of a text."""
     return WordCount(words=len(text.split()), characters=len(text))

@@ -68,7 +68,5 @@ async def deploy_release(
     if answer.action != "accept" or not answer.data.approve:
         return f"{service} {version} stays on staging; production was not changed."
 
-    await ctx.step(
-        "production", functools.partial(_run_stage, ctx, "production", seconds_per_stage, len(STAGES), total)
-    )
+    await ctx.step("production", functools.partial(_run_stage, ctx, "production", seconds_per_stage, len(STAGES), total))
     return f"{service} {version} is live in production."
