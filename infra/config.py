@@ -128,6 +128,31 @@ def _concurrency_from_context(get: Any, *, with_bridge: bool) -> ConcurrencyConf
 
 
 @dataclass(frozen=True)
+class RouteThrottle:
+    """API Gateway's token bucket for one route key of the HTTP API stage: `rate` requests a second
+    steady, `burst` at once. Each route key has a bucket of its own (API Gateway counts per route), so a
+    flood of one route throttles that route only."""
+
+    rate: int
+    burst: int
+
+
+def _route_throttle(get: Any, prefix: str, default: RouteThrottle) -> RouteThrottle:
+    # The same bounds as the stage's own limits (throttleRateLimit, throttleBurstLimit).
+    return RouteThrottle(
+        rate=_int(get(f"{prefix}ThrottleRateLimit") or default.rate, f"{prefix}ThrottleRateLimit", 1, 10_000),
+        burst=_int(get(f"{prefix}ThrottleBurstLimit") or default.burst, f"{prefix}ThrottleBurstLimit", 1, 5_000),
+    )
+
+
+def _sign_in_waf(get: Any) -> int | None:
+    enabled = _bool(True if get("signInWaf") is None else get("signInWaf"), "signInWaf")
+    # WAF's bounds for a rate-based rule's limit.
+    limit = _int(get("signInWafRateLimit") or 300, "signInWafRateLimit", 10, 2_000_000_000)
+    return limit if enabled else None
+
+
+@dataclass(frozen=True)
 class ThrottleRetry:
     """How the workflow waits out a throttled worker (Lambda.TooManyRequestsException): full-jitter
     exponential backoff, each wait a random time up to min(interval * 2^n, max delay), `attempts` times.
@@ -177,13 +202,13 @@ class AuthConfig:
     # The Cognito domain prefix (globally unique in a region); default "<stack name>-<account id>".
     cognito_domain_prefix: str | None = None
     # The bridge: per source address (an IPv6 /64), a token bucket of `registration_burst`
-    # registrations and metadata fetches refilled at `registrations_per_hour`; registered clients at
-    # most, and the days after which a client that never exchanged a code again is deleted.
+    # registrations and metadata fetches refilled at `registrations_per_hour`; new clients one signed-in
+    # person may approve per hour; the days after which a client that never exchanged a code again is deleted.
     registrations_per_hour: int = 10
     registration_burst: int = 30
     # New clients from Client ID Metadata Documents on one registrable domain (eTLD+1), per hour.
     registrations_per_host_per_hour: int = 10
-    max_registered_clients: int = 200
+    clients_per_person_per_hour: int = 10
     unused_client_days: int = 30
     # Who a Function URL (IAM, SigV4) caller is: "session", its user or role session ARN (kept across
     # credential refreshes), or "accessKey", that ARN plus the access key id of temporary credentials.
@@ -233,7 +258,7 @@ def _auth_from_context(get: Any) -> AuthConfig:
         registrations_per_host_per_hour=_int(
             get("registrationsPerHostPerHour") or 10, "registrationsPerHostPerHour", 1, 10_000
         ),
-        max_registered_clients=_int(get("maxRegisteredClients") or 200, "maxRegisteredClients", 1, 1_000),
+        clients_per_person_per_hour=_int(get("clientsPerPersonPerHour") or 10, "clientsPerPersonPerHour", 1, 10_000),
         unused_client_days=_int(get("unusedClientDays") or 30, "unusedClientDays", 1, 3650),
         iam_principal=iam_principal,
     )
@@ -536,8 +561,15 @@ class DeploymentConfig:
     function_url: bool = False
     # CORS is off unless origins are listed (browser clients only; MCP clients do not need it).
     cors_allow_origins: tuple[str, ...] = ()
+    # The stage's default limits (every route without its own: the protected resource metadata, the
+    # task callbacks), and the per-route limits of `/mcp` and of the sign-in routes (the bridge's).
     throttle_rate_limit: int = 50
     throttle_burst_limit: int = 100
+    mcp_throttle: RouteThrottle = RouteThrottle(50, 100)
+    sign_in_throttle: RouteThrottle = RouteThrottle(10, 20)
+    # A per-source rate rule (AWS WAF) on the Cognito user pool: requests one address may send in five
+    # minutes; None: no web ACL (`signInWaf` false). WAF cannot be put on an HTTP API (sign_in_firewall.py).
+    sign_in_waf_rate_limit: int | None = 300
     log_retention_days: int = 30
     api_memory_mb: int = 512
     # The API function's timeout: at most 29 s, since the HTTP API's integration gives up at 30 s. A task
@@ -620,6 +652,9 @@ class DeploymentConfig:
             cors_allow_origins=tuple(_list(get("corsAllowOrigins"))),
             throttle_rate_limit=rate,
             throttle_burst_limit=burst,
+            mcp_throttle=_route_throttle(get, "mcp", cls.mcp_throttle),
+            sign_in_throttle=_route_throttle(get, "signIn", cls.sign_in_throttle),
+            sign_in_waf_rate_limit=_sign_in_waf(get),
             log_retention_days=_int(get("logRetentionDays") or 30, "logRetentionDays", 1, 3653),
             api_memory_mb=_int(get("apiMemoryMb") or 512, "apiMemoryMb", 128, 10_240),
             api_timeout_seconds=_int(get("apiTimeoutSeconds") or 29, "apiTimeoutSeconds", 3, 29),

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from aws_cdk import Aspects, CfnOutput, Duration, Stack
-from aws_cdk import aws_cloudwatch_actions as cloudwatch_actions
 from constructs import Construct
 
 from infra import bundling
@@ -15,6 +14,7 @@ from infra.capabilities.monitoring import Monitoring
 from infra.capabilities.oauth_bridge import OAuthBridge
 from infra.capabilities.payloads import TaskPayloads
 from infra.capabilities.sealing_secret import SealingSecret
+from infra.capabilities.sign_in_firewall import SignInFirewall
 from infra.capabilities.supervisor import TaskSupervisor
 from infra.capabilities.sweeper import TaskSweeper
 from infra.capabilities.task_table import TaskTable
@@ -44,6 +44,7 @@ class McpTasksStack(Stack):
             cors_allow_origins=config.cors_allow_origins,
             throttle_rate_limit=config.throttle_rate_limit,
             throttle_burst_limit=config.throttle_burst_limit,
+            mcp_throttle=config.mcp_throttle,
             log_retention_days=config.log_retention_days,
             removal_policy=config.removal,
             custom_domain=(
@@ -52,6 +53,14 @@ class McpTasksStack(Stack):
                 else None
             ),
         )
+        self.sign_in_firewall: SignInFirewall | None = None
+        if self.front.user_pool is not None and config.sign_in_waf_rate_limit is not None:
+            self.sign_in_firewall = SignInFirewall(
+                self,
+                "SignInFirewall",
+                user_pool_arn=self.front.user_pool.user_pool.user_pool_arn,
+                rate_limit=config.sign_in_waf_rate_limit,
+            )
         code = bundling.function_code(scope=self)
         defaults = FunctionDefaults(
             code=code,
@@ -135,9 +144,10 @@ class McpTasksStack(Stack):
                 resource_url=config.resource_url,
                 log_retention_days=config.log_retention_days,
                 removal_policy=config.removal,
-                metrics_namespace=config.server_name,
                 reserved_concurrency=config.concurrency.bridge,
             )
+            self.bridge.trust_from(self.functions.api_function)
+            self.front.throttle_routes(self.bridge.routes, config.sign_in_throttle)
         self.monitoring = Monitoring(
             self,
             "Monitoring",
@@ -154,9 +164,6 @@ class McpTasksStack(Stack):
             stream_failures=self.supervisor.stream_failures,
             status_event_failures=self.supervisor.status_event_failures,
         )
-        if self.bridge is not None:
-            for topic in self.monitoring.topics:
-                self.bridge.slots_alarm.add_alarm_action(cloudwatch_actions.SnsAction(topic))
         # The code the functions share was staged above: held to the team's ceiling (assetSizeLimitMb).
         self.asset_sizes = bundling.check_function_assets(self, config.asset_size_limit_mb)
 

@@ -11,6 +11,7 @@ locally as it would in AWS.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
@@ -58,16 +59,29 @@ def build_function_code(code_root: Path = CODE_ROOT) -> FunctionCode:
         (scratch / ".complete").touch()
         _replace(scratch, task_root)
         built = True
-    runtime_dir = code_root / "runtime-provided"
-    if not (runtime_dir / ".complete").exists():
-        scratch = Path(tempfile.mkdtemp(prefix="runtime-", dir=code_root))
-        for distribution in sorted(RUNTIME_PROVIDED):
-            _link_module(RUNTIME_MODULES[distribution], scratch)
-        (scratch / ".complete").touch()
-        _replace(scratch, runtime_dir)
-        built = True
+    runtime_dir, linked = runtime_provided(code_root)
     _prune(code_root, keep={task_root.name, runtime_dir.name})
-    return FunctionCode(task_root, runtime_dir, built)
+    return FunctionCode(task_root, runtime_dir, built or linked)
+
+
+def runtime_provided(code_root: Path) -> tuple[Path, bool]:
+    """The folder of links to what the Lambda runtime provides (boto3, botocore, ...), as this environment
+    has them, and whether it was linked now. Linked again when a link no longer leads anywhere: the venv
+    was built anew (on another Python, `make install` after a change of interpreter)."""
+    runtime_dir = code_root / "runtime-provided"
+    if (runtime_dir / ".complete").exists() and all(link.exists() for link in runtime_dir.iterdir()):
+        return runtime_dir, False
+    scratch = Path(tempfile.mkdtemp(prefix="runtime-", dir=code_root))
+    for distribution in sorted(RUNTIME_PROVIDED):
+        _link_module(RUNTIME_MODULES[distribution], scratch)
+    (scratch / ".complete").touch()
+    if runtime_dir.exists():
+        stale = Path(tempfile.mkdtemp(prefix="stale-runtime-", dir=code_root))
+        with contextlib.suppress(OSError):  # another process replaced it meanwhile
+            runtime_dir.rename(stale / runtime_dir.name)
+        shutil.rmtree(stale, ignore_errors=True)
+    _replace(scratch, runtime_dir)
+    return runtime_dir, True
 
 
 def _link_module(module: str, into: Path) -> None:

@@ -40,7 +40,7 @@ module as the decider. Requests are checked by the patched ``IAMRequest``, which
 (1) the resource(s) of the request: DynamoDB table and index ARNs (per item for batch and
 transaction calls, with the per-item actions), Step Functions state machine, execution and
 callback-token owner ARNs, Secrets Manager secret ARNs resolved through moto's backend, Lambda
-function ARNs (with qualifier), EventBridge bus and rule ARNs, Cognito user pool ARNs; moto's own
+function ARNs (with qualifier), EventBridge bus and rule ARNs, Cognito user pool ARNs, KMS key ARNs; moto's own
 resources for S3, SQS, IAM and STS; ``*`` otherwise; (2) to evaluate conditions (see below) and
 trust policies; (3) the answer in each service's own error shape (DynamoDB, Step Functions,
 Secrets Manager, EventBridge: HTTP 400 ``AccessDeniedException``; Lambda: 403
@@ -657,7 +657,19 @@ def _cognito_checks(request: _Request) -> list[_Check] | None:
     return [_Check(request.action, request.arn("cognito-idp", f"userpool/{pool}"))]
 
 
+# KMS keys ----------------------------------------------------------------------------------------
+
+
+def _kms_checks(request: _Request) -> list[_Check] | None:
+    """Key operations are authorized against the key's ARN (a bare key id or a key ARN; aliases as `*`)."""
+    key = request.json().get("KeyId")
+    if not isinstance(key, str) or not key or key.startswith("alias/"):
+        return None
+    return [_Check(request.action, key if key.startswith("arn:") else request.arn("kms", f"key/{key}"))]
+
+
 _RESOLVERS: Final[dict[str, Callable[[_Request], list[_Check] | None]]] = {
+    "kms": _kms_checks,
     "cognito-idp": _cognito_checks,
     "dynamodb": _dynamodb_checks,
     "states": _states_checks,

@@ -2,7 +2,8 @@
 
 Created for real: DynamoDB tables (keys, indexes, TTL, streams), S3 buckets (encryption, lifecycle
 rules, public access block), SQS queues (retention, visibility timeout; the on-failure destinations
-and dead-letter queues of the event sources), Secrets Manager secrets (generated values), Cognito user pools with
+and dead-letter queues of the event sources), Secrets Manager secrets (generated values), KMS keys (their key
+spec and usage: the OAuth bridge's signing key signs in moto), Cognito user pools with
 their resource servers, app clients and domains (moto's: the ids it assigns replace the template's
 placeholders, so every reference resolves to them; its JWKS signs and verifies like the pool's), IAM
 roles with exactly their inline policies and the template's `AWS::IAM::Policy` documents, Lambda
@@ -44,6 +45,7 @@ CREATED_TYPES: Final[tuple[str, ...]] = (
     "AWS::S3::Bucket",
     "AWS::SQS::Queue",
     "AWS::SecretsManager::Secret",
+    "AWS::KMS::Key",
     "AWS::IAM::Role",
     "AWS::IAM::Policy",
     "AWS::Lambda::Function",
@@ -159,6 +161,7 @@ class ProvisionedStack:
     tables: dict[str, str] = field(default_factory=dict)  # logical id -> name
     buckets: dict[str, str] = field(default_factory=dict)  # logical id -> name
     secrets: dict[str, str] = field(default_factory=dict)  # logical id -> ARN
+    keys: dict[str, str] = field(default_factory=dict)  # logical id -> KMS key id
     stream_mappings: list[StreamMapping] = field(default_factory=list)
     event_rules: list[EventRule] = field(default_factory=list)
     scheduled_rules: list[ScheduledRule] = field(default_factory=list)
@@ -183,6 +186,11 @@ def provision(template: DeployedTemplate, client: Any) -> ProvisionedStack:
     # and environments. Every other physical id is known up front.
     for resource in template.resources("AWS::SecretsManager::Secret"):
         stack.secrets[resource.logical_id] = _create_secret(template, resource, client("secretsmanager"))
+    for resource in template.resources("AWS::KMS::Key"):
+        props = template.resolve(resource.properties)
+        request = {key: props[key] for key in ("KeySpec", "KeyUsage", "Description") if key in props}
+        key_id = str(client("kms").create_key(**request)["KeyMetadata"]["KeyId"])
+        template.physical_ids[resource.logical_id] = stack.keys[resource.logical_id] = key_id
     _create_cognito(template, client("cognito-idp"), stack)
     for resource in template.resources("AWS::SQS::Queue"):
         queue = _create_queue(template, resource, client("sqs"))
@@ -358,6 +366,19 @@ def _create_cognito(template: DeployedTemplate, cognito: Any, stack: Provisioned
         stack.managed_login_domains[resource.logical_id] = (
             f"https://{props['Domain']}.auth.{template.region}.amazoncognito.com"
         )
+
+
+def serve_bridge_at(stack: ProvisionedStack, cognito: Any, origin: str) -> None:
+    """The OAuth bridge's app client calls back to `origin` (the stack's loopback one), not to the template's
+    execute-api host: what its CallbackURLs would be had the template been deployed there."""
+    bridge = next((f for f in stack.functions.values() if "BRIDGE_APP_CLIENT_ID" in f.environment), None)
+    if bridge is None:
+        return
+    pool, client_id = bridge.environment["BRIDGE_USER_POOL_ID"], bridge.environment["BRIDGE_APP_CLIENT_ID"]
+    described = cognito.describe_user_pool_client(UserPoolId=pool, ClientId=client_id)["UserPoolClient"]
+    kept = {key: described[key] for key in _CLIENT_PROPERTIES if key in described and key != "GenerateSecret"}
+    callbacks = [origin.rstrip("/") + "/" + url.split("/", 3)[3] for url in described.get("CallbackURLs", [])]
+    cognito.update_user_pool_client(UserPoolId=pool, ClientId=client_id, **{**kept, "CallbackURLs": callbacks})
 
 
 # ---- Secrets Manager --------------------------------------------------------------------------

@@ -78,7 +78,7 @@ from local_stack.event_delivery import EventDelivery, StatusEventDrops
 from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.private_files import NotPrivate, private_directory, write_private
-from local_stack.provision import ProvisionedStack, provision
+from local_stack.provision import ProvisionedStack, provision, serve_bridge_at
 from local_stack.reload import SourceWatcher
 from local_stack.runtime import (
     DEFAULT_ACCOUNT_CONCURRENCY,
@@ -435,6 +435,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
     aws = start_embedded_aws()
     iam_enforcement.install()
     provisioned = provision(template, aws.client)
+    serve_bridge_at(provisioned, aws.client("cognito-idp"), f"http://127.0.0.1:{port}")
     restored = (
         persistence.restore(options.state_dir, provisioned, aws.client)
         if options.state_dir
@@ -478,6 +479,8 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         own = {**additions, "DEV_AUTH": "1"} if dev_auth else dict(additions)
         if "BRIDGE_PUBLIC_ORIGIN" in spec.environment:  # the template's is the execute-api host: here, loopback
             own["BRIDGE_PUBLIC_ORIGIN"] = f"http://127.0.0.1:{port}"
+        if "MCP_BRIDGE_ISSUER" in spec.environment:  # the bridge's issuer is that origin too
+            own["MCP_BRIDGE_ISSUER"] = f"http://127.0.0.1:{port}"
         environment = lambda_environment(
             spec, code, credentials[spec.logical_id], region=template.region, additions=own
         )

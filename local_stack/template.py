@@ -213,6 +213,7 @@ class DeployedTemplate:
                 f"https://{_suffix(self.stack_name, logical_id, 32, _LOWER_DIGITS)}.lambda-url.{region}.on.aws/"
             ),
             ("AWS::S3::Bucket", "Arn"): lambda: f"arn:{PARTITION}:s3:::{physical}",
+            ("AWS::KMS::Key", "Arn"): lambda: f"arn:{PARTITION}:kms:{region}:{account}:key/{physical}",
             ("AWS::S3::Bucket", "DomainName"): lambda: f"{physical}.s3.{URL_SUFFIX}",
             ("AWS::S3::Bucket", "RegionalDomainName"): lambda: f"{physical}.s3.{region}.{URL_SUFFIX}",
             ("AWS::SNS::Topic", "TopicArn"): lambda: f"arn:{PARTITION}:sns:{region}:{account}:{physical}",

@@ -87,6 +87,14 @@ class Project:
                 return entry
         return None
 
+    def oldest_python(self) -> str:
+        """The oldest Python the project supports (`requires-python = ">=X.Y"`): the lock's floor."""
+        spec = tomllib.loads(self.pyproject.read_text(encoding="utf-8"))["project"]["requires-python"]
+        floor = re.fullmatch(r"\s*>=\s*(\d+\.\d+)(\.\d+)?\s*", spec)
+        if floor is None:
+            raise Refused(f'requires-python must read ">=X.Y" (the lock\'s oldest Python), not {spec!r}')
+        return floor[1]
+
     def tools_text(self) -> str:
         return self.tools_requirements.read_text(encoding="utf-8") if self.tools_requirements.exists() else ""
 
@@ -172,7 +180,8 @@ def pins(lock_text: str) -> dict[str, str]:
 
 def relock(project: Project, *, offline: bool = False) -> None:
     """requirements-dev.lock from pyproject.toml (runtime and dev), with the pinned uv: the same file on
-    any machine (`--universal`: markers, not this machine's platform), the pins it holds kept."""
+    any machine and interpreter (`--universal` from the oldest supported Python: markers, not this
+    machine's platform or Python), the pins it holds kept."""
     sources = ["pyproject.toml"]
     if tools_entries(project.tools_text()):
         sources.append(project.tools_requirements.relative_to(project.root).as_posix())
@@ -181,6 +190,10 @@ def relock(project: Project, *, offline: bool = False) -> None:
         "pip",
         "compile",
         "--universal",
+        # For every Python the project supports, whichever interpreter uv would find here (the project's
+        # .venv runs 3.13 where the machine has it: markers for 3.11 would be dropped).
+        "--python-version",
+        project.oldest_python(),
         *sources,
         "--extra",
         "dev",

@@ -61,6 +61,14 @@ def project_tools(*, table_backed: bool = True) -> list[str]:
     return sorted(spec.name for spec in catalog.tools)
 
 
+def deployed_server_name(root: Path = REPO) -> str:
+    """The name the project's stack serves under (cdk.json's serverName, else its projectName): a copy's own."""
+    from infra import naming
+
+    context = naming.project_context(root)
+    return str(context.get("serverName") or naming.project_name(context))
+
+
 def fixture_packages(fixtures: str | None = None, *, patterns: bool = True) -> str:
     """MCP_TOOL_PACKAGES for the platform's fixtures: `fixtures.<name>` for each name `fixtures` lists,
     after the pattern fixtures unless `patterns` is false."""
@@ -81,6 +89,28 @@ def local_stack_process(
         options["extra_env"] = {"MCP_REGISTER_TOOLS_AT_START": "1", **(options.get("extra_env") or {})}
     with testkit.local_stack_process(packages, **options) as running:
         yield running
+
+
+def serve_only(tools: Path, *names: str) -> None:
+    """Make a scratch copy's `tools` package serve exactly the named modules of its folder: the team's
+    other modules are taken out of the copy and its `__init__.py` is written anew, so the test meets no
+    tool of the team's and no form of their file."""
+    for entry in tools.iterdir():
+        if entry.name == "__pycache__" or (entry.suffix == ".py" and entry.stem not in names):
+            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+        elif entry.is_dir() and (entry / "__init__.py").exists() and entry.name not in names:
+            shutil.rmtree(entry)
+    listed = ", ".join(f'"{name}"' for name in names)
+    (tools / "__init__.py").write_text(
+        '"""The tools of this scratch copy."""\n\n'
+        "from importlib import import_module\n\n"
+        "from mcp_runtime import Catalog\n\n"
+        f'MODULES = tuple(import_module(f"{{__name__}}.{{name}}") for name in ({listed},))\n\n\n'
+        "def register(catalog: Catalog, *, table_backed: bool) -> None:\n"
+        "    for module in MODULES:\n"
+        "        catalog.tools.include(module)\n",
+        encoding="utf-8",
+    )
 
 
 def register_tool_modules(init: Path, *names: str) -> None:

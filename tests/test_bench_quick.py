@@ -57,3 +57,23 @@ def test_the_capacity_report_gives_each_tasks_units_and_holds_the_progress_write
     assert not capacity.budgets({**scenarios, "64 KB argument, 60 KB of step records": big})[
         "a progress write on a task with a 64 KB argument and 60 KB of step records = 1 WRU"
     ]
+
+
+def test_the_step_budget_holds_a_steps_writes_summed_to_2_wru_at_step_1_100_and_1000() -> None:
+    """Issue 38: the whole step (its running mark and its record together) at most 2 WRU, at each step shown."""
+    from bench import capacity
+
+    scenarios = {"64 KB argument, 60 KB of step records": {"progress on the big task": {"calls": 1, "wru": 1.0}}}
+    budget = "a step's writes (its running mark and its record) <= 2 WRU together, at steps 1, 100 and 1,000"
+
+    def steps(mark: float, record: float) -> dict[str, dict[str, dict[str, float]]]:
+        cost = {capacity.MARK: mark, capacity.RECORD: record}
+        return {
+            "1 step": {"step 1": {capacity.MARK: 1, capacity.RECORD: 1}},
+            "1,000 steps": {"step 100": {capacity.MARK: 1, capacity.RECORD: 1}, "step 1,000": cost},
+        }
+
+    assert capacity.budgets(scenarios, steps(1, 1))[budget]
+    assert not capacity.budgets(scenarios, steps(2, 1))[budget]  # each at most 2, yet 3 together
+    assert not capacity.budgets(scenarios, steps(2, 2))[budget]
+    assert not capacity.budgets(scenarios, {"1 step": {"step 1": {capacity.MARK: 1, capacity.RECORD: 1}}})[budget]

@@ -86,6 +86,26 @@ def test_the_committed_lock_is_what_make_lock_writes_from_the_platform_and_the_t
     )
 
 
+@pytest.mark.parametrize("interpreter", ["3.11", "3.13"])
+def test_the_lock_is_the_same_whichever_python_the_project_s_venv_runs(
+    project: dependencies.Project, offline: bool, interpreter: str, tmp_path: Path
+) -> None:
+    """uv locks for every Python the project supports, not for the interpreter it finds (the project's
+    `.venv`, which `make install` builds on the Lambda runtime's 3.13 where it can)."""
+    candidates = [
+        *sorted(Path.home().glob(f".pyenv/versions/{interpreter}.*/bin/python{interpreter}")),
+        *filter(None, [shutil.which(f"python{interpreter}")]),
+    ]
+    runs = (str(c) for c in candidates if subprocess.run([str(c), "-c", ""], capture_output=True).returncode == 0)
+    found = next(runs, None)
+    if found is None:
+        pytest.skip(f"no CPython {interpreter} on this machine")
+    subprocess.run([found, "-m", "venv", "--without-pip", str(project.root / ".venv")], check=True)
+    before = files(project)
+    dependencies.relock(project, offline=offline)
+    assert files(project) == before
+
+
 def test_adding_httpx_writes_the_teams_file_ships_it_for_arm64_cpython_3_13_and_removing_it_takes_it_out(
     project: dependencies.Project, offline: bool
 ) -> None:

@@ -17,6 +17,7 @@ from testkit import RunningStack
 
 from mcp_runtime import wire
 from mcp_runtime.tasks.callbacks import REFUSED
+from tests.support import deployed_server_name
 
 REPO = Path(__file__).resolve().parents[1]
 EVENTS = REPO / "events"
@@ -28,7 +29,7 @@ _spec.loader.exec_module(generate)
 API_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("[hf]*/*.json"))
 WORKER_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("worker/*.json"))
 SUPERVISOR_EVENTS = sorted(p.relative_to(EVENTS).as_posix() for p in EVENTS.glob("supervisor/*.json"))
-SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": "serverless-mcp-tasks", "version": "0.1.0"}}
+SERVER_INFO_META = {wire.META_SERVER_INFO: {"name": deployed_server_name(), "version": "0.1.0"}}
 API_FUNCTION = "FunctionsApiFunction"
 WORKER_FUNCTION = "FunctionsWorkerFunction"
 SUPERVISOR_FUNCTION = "SupervisorFunction"

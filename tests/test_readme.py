@@ -99,6 +99,8 @@ def test_the_walkthroughs_registration_is_one_line_added_where_the_readme_says(t
     prose = " ".join(register["prose"].split())
     assert "in `functions/tools/__init__.py`, add this one line as the last of `MODULES = _modules(...)`" in prose
     init = tools_copy / "__init__.py"
+    if "\nMODULES = _modules(" not in init.read_text(encoding="utf-8"):
+        pytest.skip("functions/tools/__init__.py is the team's own now: the walkthrough describes the template's")
     # A project that followed the walkthrough already has the line: the copy starts from before it.
     init.write_text("".join(text for text in init.read_text().splitlines(keepends=True) if text != line))
     before = registered_names(tools_copy)

@@ -271,7 +271,7 @@ def build_authenticator(settings: Settings) -> BearerAuthenticator | None:
     if not settings.jwt_issuer:
         return None
     from mcp_runtime.bearer import BearerAuthenticator
-    from mcp_runtime.tokens import KeySet, TokenValidator
+    from mcp_runtime.tokens import IssuerValidators, KeySet, KmsKeySet, TokenValidator
 
     keys = KeySet(settings.jwt_issuer, settings.jwt_jwks_url, aws_endpoint_url=settings.aws_endpoint_url)
     validator = TokenValidator(
@@ -281,7 +281,15 @@ def build_authenticator(settings: Settings) -> BearerAuthenticator | None:
         required_scopes=settings.jwt_scopes,
         audience_optional=settings.jwt_audience_optional,
     )
-    return BearerAuthenticator(validator)
+    if not (settings.bridge_issuer and settings.bridge_signing_key_id):
+        return BearerAuthenticator(validator)
+    bridge = TokenValidator(
+        settings.bridge_issuer,
+        KmsKeySet(settings.bridge_signing_key_id, aws_endpoint_url=settings.aws_endpoint_url),
+        audiences=settings.jwt_audiences,
+        required_scopes=settings.jwt_scopes,
+    )
+    return BearerAuthenticator(IssuerValidators(validator, bridge))
 
 
 def build_api_endpoint(settings: Settings, telemetry: PowertoolsTelemetry) -> ApiEndpoint:

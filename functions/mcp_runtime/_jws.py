@@ -77,6 +77,45 @@ class RsaPublicKey(ValueObject):
             raise ValueError(f"a key for the algorithm {alg!r}")
         return cls(n, e, alg)
 
+    @classmethod
+    def from_der(cls, spki: bytes, alg: str | None = None) -> RsaPublicKey:
+        """An RSA key from its DER SubjectPublicKeyInfo (what KMS GetPublicKey answers); ValueError if not one."""
+        outer, rest = _der(spki, 0x30)
+        if rest:
+            raise ValueError("trailing bytes after the SubjectPublicKeyInfo")
+        algorithm, outer = _der(outer, 0x30)
+        if not algorithm.startswith(b"\x06\x09" + _RSA_ENCRYPTION_OID):
+            raise ValueError("not an RSA public key")
+        bits, _ = _der(outer, 0x03)
+        if not bits or bits[0] != 0:
+            raise ValueError("a BIT STRING with unused bits")
+        sequence, _ = _der(bits[1:], 0x30)
+        n, sequence = _der(sequence, 0x02)
+        e, _ = _der(sequence, 0x02)
+        return cls.from_jwk({"n": _b64(n.lstrip(b"\x00")), "e": _b64(e.lstrip(b"\x00")), "alg": alg})
+
+
+_RSA_ENCRYPTION_OID: Final = bytes.fromhex("2a864886f70d010101")
+
+
+def _der(data: bytes, tag: int) -> tuple[bytes, bytes]:
+    """One DER element of type `tag` at the start of `data`: (its contents, what follows it)."""
+    if len(data) < 2 or data[0] != tag:
+        raise ValueError("malformed DER")
+    length, offset = data[1], 2
+    if length & 0x80:
+        count = length & 0x7F
+        if count == 0 or count > 4 or len(data) < 2 + count:
+            raise ValueError("malformed DER length")
+        length, offset = int.from_bytes(data[2 : 2 + count], "big"), 2 + count
+    if len(data) < offset + length:
+        raise ValueError("truncated DER")
+    return data[offset : offset + length], data[offset + length :]
+
+
+def _b64(value: bytes) -> str:
+    return base64.urlsafe_b64encode(value).rstrip(b"=").decode("ascii")
+
 
 class CompactJws(ValueObject):
     """A compact JWS split and decoded: its JSON header, payload, signing input and signature."""

@@ -16,7 +16,7 @@ from ._value import ValueObject
 from .context import Principal
 
 if TYPE_CHECKING:  # imported on the first token, not at cold start (PyJWT, rsa)
-    from .tokens import TokenValidator
+    from .tokens import IssuerValidators, TokenValidator
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def _quoted(text: str) -> str:
 
 
 class BearerAuthenticator:
-    def __init__(self, validator: TokenValidator) -> None:
+    def __init__(self, validator: TokenValidator | IssuerValidators) -> None:
         self.validator = validator
 
     @property

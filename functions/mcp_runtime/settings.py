@@ -65,6 +65,10 @@ class Settings(BaseModel):
     jwt_required_scopes: str = Field("", alias="MCP_JWT_REQUIRED_SCOPES")
     jwt_jwks_url: str | None = Field(None, alias="MCP_JWT_JWKS_URL")
     jwt_audience_optional: bool = Field(False, alias="MCP_JWT_AUDIENCE_OPTIONAL")
+    # The OAuth bridge's access tokens (auth=cognito with sign-in): its issuer and the KMS key that signs
+    # them (read with kms:GetPublicKey). Their `aud` must name this resource; the other checks are the same.
+    bridge_issuer: str | None = Field(None, alias="MCP_BRIDGE_ISSUER")
+    bridge_signing_key_id: str | None = Field(None, alias="MCP_BRIDGE_SIGNING_KEY_ID")
     # requestState sealing: a Secrets Manager secret in AWS, a configured key locally.
     state_secret_arn: str | None = Field(None, alias="MCP_STATE_SECRET_ARN")
     state_key: str | None = Field(None, alias="MCP_STATE_KEY")

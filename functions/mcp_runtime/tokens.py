@@ -1,5 +1,8 @@
 """Access-token validation for the MCP endpoint, as an OAuth 2.1 resource server (RFC 9068, RFC 8707).
 
+With the OAuth bridge there are two issuers: the user pool (machine tokens) and the bridge, whose keys are
+one KMS key's public half (`KmsKeySet`); `IssuerValidators` gives each token to its issuer's checks.
+
 The function validates bearer tokens itself instead of API Gateway's JWT authorizer, so that a
 refused request gets the challenge an MCP client needs (`WWW-Authenticate` with `resource_metadata`,
 `scope`, `error`: see `bearer.py`), and so that tokens of dynamically registered clients (whose
@@ -248,6 +251,72 @@ class KeySet:
         return self.fetch(url)
 
 
+class KmsKeySet:
+    """The public half of one asymmetric KMS key (the OAuth bridge's, which signs its access tokens in KMS):
+    read once per container with `kms:GetPublicKey` (a KMS key's public key never changes). Its key id is
+    the tokens' `kid`; any other kid is unknown."""
+
+    __slots__ = ("_key", "_lock", "caller", "key_id", "kid")
+
+    def __init__(self, key_id: str, aws_endpoint_url: str | None = None, client: Any | None = None) -> None:
+        from ._aws import AwsCaller
+
+        self.key_id = key_id
+        self.kid = key_id.rsplit("/", 1)[-1]
+        self.caller = AwsCaller("kms", client, endpoint_url=aws_endpoint_url)  # client built on first use
+        self._key: RsaPublicKey | None = None
+        self._lock = threading.Lock()
+
+    def key(self, kid: str) -> RsaPublicKey | None:
+        if kid != self.kid:
+            return None
+        with self._lock:
+            if self._key is None:
+                from ._aws import AwsCallError
+
+                try:
+                    answer = self.caller.call("get_public_key", KeyId=self.key_id)
+                    self._key = RsaPublicKey.from_der(bytes(answer["PublicKey"]), "RS256")
+                except (AwsCallError, KeyError, ValueError) as exc:
+                    raise KeySetUnavailable(f"kms:GetPublicKey of {self.key_id} failed: {exc}") from exc
+            return self._key
+
+
+class IssuerValidators:
+    """Several issuers on one endpoint (the user pool's machine tokens and the OAuth bridge's): a token goes
+    to the validator of the `iss` it names (read before any check, only to choose), or to the first one,
+    which refuses it as from another issuer. Every check is the chosen validator's."""
+
+    __slots__ = ("by_issuer", "first")
+
+    def __init__(self, *validators: TokenValidator) -> None:
+        self.first = validators[0]
+        self.by_issuer = {validator.issuer: validator for validator in validators}
+
+    @property
+    def required_scopes(self) -> tuple[str, ...]:
+        return self.first.required_scopes
+
+    def validate(self, token: str, resource: str) -> ValidatedToken:
+        chosen = self.by_issuer.get(_named_issuer(token) or "", self.first)
+        return chosen.validate(token, resource)
+
+
+def _named_issuer(token: str) -> str | None:
+    """The `iss` a token names, unverified (None for anything malformed: the first validator refuses it)."""
+    try:
+        if not token or len(token) > MAX_ACCESS_TOKEN_CHARS or not token.isascii():
+            return None
+        payload = _jws.parse(token).payload
+        if _jws.nests_too_deeply(payload):
+            return None
+        claims = json.loads(payload)
+    except (ValueError, RecursionError):
+        return None
+    issuer = claims.get("iss") if isinstance(claims, dict) else None
+    return issuer if isinstance(issuer, str) else None
+
+
 class TokenValidator:
     """Validates bearer tokens for one issuer and one resource."""
 
@@ -266,7 +335,7 @@ class TokenValidator:
     def __init__(
         self,
         issuer: str,
-        keys: KeySet,
+        keys: KeySet | KmsKeySet,
         audiences: tuple[str, ...] = (),
         required_scopes: tuple[str, ...] = (),
         audience_optional: bool = False,

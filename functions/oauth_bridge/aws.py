@@ -2,8 +2,7 @@
 
 Calls go through `AwsCaller` (retries within the invocation's time, errors classified); what it
 raises is translated here and only here: a condition that did not hold becomes
-`ConditionFailed` (the caller decides what it means), Cognito refusing a parameter the client chose
-`RefusedByCognito` (a 400), anything else `BridgeUnavailable` (answered 503
+`ConditionFailed` (the caller decides what it means), anything else `BridgeUnavailable` (answered 503
 `temporarily_unavailable`, logged with its cause). Every state change is a conditional write.
 """
 
@@ -20,7 +19,7 @@ from mcp_runtime._aws import CONDITION_FAILED, AwsCaller, AwsCallError
 CLIENT_PREFIX: Final = "client#"
 METADATA_URL_PREFIX: Final = "cimd#"
 RATE_PREFIX: Final = "rate#"
-COUNTER_KEY: Final = "meta#clients"
+COUNTER_KEY: Final = "meta#clients"  # the slot counter of earlier versions: cleanup deletes it
 # Reads and conditional writes of one token bucket before a request gives up (503): each lost race
 # means another request took a token, so a burst of N concurrent takes settles within N attempts.
 BUCKET_ATTEMPTS: Final = 20
@@ -39,23 +38,12 @@ class ConditionFailed(Exception):
     """A conditional write's condition did not hold."""
 
 
-class RefusedByCognito(Exception):
-    """Cognito refused what the client asked for (`InvalidParameterException`): the client's fault, a 400."""
-
-
-# Cognito's answer to parameters it will not take (a callback URL it does not allow, say).
-_REFUSALS = frozenset({"InvalidParameterException"})
-
-
 def _aws(call: Callable[[], T]) -> T:
     try:
         return call()
     except AwsCallError as exc:
         if exc.code == CONDITION_FAILED:
             raise ConditionFailed(exc.code) from exc
-        if exc.code in _REFUSALS:
-            message = str((exc.response.get("Error") or {}).get("Message") or exc.code)
-            raise RefusedByCognito(message) from exc
         raise BridgeUnavailable(str(exc), exc.code) from exc
 
 
@@ -74,8 +62,8 @@ class Registration:
     client_name: str = "MCP client"
     # A token exchange succeeded once (registrations older than this field count as exchanged if used).
     exchanged: bool = True
-    # The app client's secret: only the bridge knows it, so only the bridge can redeem Cognito's codes
-    # and refresh tokens. Empty until the first approved sign-in creates the app client.
+    # Earlier versions made an app client per MCP client (`cognito_client_id`, and its secret here); cleanup
+    # deletes those and strips both. Nothing is written to either now.
     cognito_secret: str = field(default="", repr=False)
     # A confidential MCP client's secret (the bridge's, not Cognito's), as a SHA-256 digest.
     secret_hash: str = field(default="", repr=False)
@@ -186,44 +174,6 @@ class RegistrationStore:
             return None
         return 0
 
-    def reserve_slot(self, limit: int) -> int:
-        """Count one more registered client: the count now; ConditionFailed when `limit` are registered."""
-        updated = _aws(
-            lambda: self.dynamodb.call(
-                "update_item",
-                TableName=self.table,
-                Key={"pk": {"S": COUNTER_KEY}},
-                UpdateExpression="ADD active :one",
-                ConditionExpression="attribute_not_exists(active) OR active < :limit",
-                ExpressionAttributeValues={":one": {"N": "1"}, ":limit": {"N": str(limit)}},
-                ReturnValues="UPDATED_NEW",
-            )
-        )
-        return int(updated["Attributes"]["active"]["N"])
-
-    def slots_used(self) -> int:
-        found = _aws(
-            lambda: self.dynamodb.call(
-                "get_item", TableName=self.table, Key={"pk": {"S": COUNTER_KEY}}, ConsistentRead=True
-            )
-        ).get("Item")
-        return int(found["active"]["N"]) if found and "active" in found else 0
-
-    def release_slot(self) -> None:
-        try:
-            _aws(
-                lambda: self.dynamodb.call(
-                    "update_item",
-                    TableName=self.table,
-                    Key={"pk": {"S": COUNTER_KEY}},
-                    UpdateExpression="ADD active :minus",
-                    ConditionExpression="active > :zero",
-                    ExpressionAttributeValues={":minus": {"N": "-1"}, ":zero": {"N": "0"}},
-                )
-            )
-        except ConditionFailed:
-            return  # already at zero: nothing to release
-
     def add(self, registration: Registration, client_name: str) -> None:
         """Record a new registration; ConditionFailed if one with this key exists (a concurrent first use)."""
         now = str(int(self.clock()))
@@ -235,9 +185,6 @@ class RegistrationStore:
             "createdAt": {"N": now},
             "lastUsedAt": {"N": now},
         }
-        if registration.cognito_client_id:
-            item["client"] = {"S": registration.cognito_client_id}
-            item["cognitoSecret"] = {"S": registration.cognito_secret}
         if registration.secret_hash:
             item["secretHash"] = {"S": registration.secret_hash}
         if registration.metadata_url is not None:
@@ -246,21 +193,6 @@ class RegistrationStore:
         _aws(
             lambda: self.dynamodb.call(
                 "put_item", TableName=self.table, Item=item, ConditionExpression="attribute_not_exists(pk)"
-            )
-        )
-
-    def attach_app_client(self, registration: Registration, app: AppClient) -> None:
-        """The registration's app client, made at its first approved sign-in; ConditionFailed if it has one
-        already (a concurrent sign-in made it) or is gone."""
-        _aws(
-            lambda: self.dynamodb.call(
-                "update_item",
-                TableName=self.table,
-                Key={"pk": {"S": registration.key}},
-                UpdateExpression="SET #client = :client, cognitoSecret = :secret",
-                ConditionExpression="attribute_exists(pk) AND attribute_not_exists(#client)",
-                ExpressionAttributeNames={"#client": "client"},
-                ExpressionAttributeValues={":client": {"S": app.client_id}, ":secret": {"S": app.client_secret or ""}},
             )
         )
 
@@ -356,92 +288,69 @@ class RegistrationStore:
             )
         )
 
-    def count_registrations(self) -> int:
-        """How many registrations hold a slot, an app client of their own (a consistent scan)."""
+    def with_app_client(self) -> Iterator[Registration]:
+        """Registrations of earlier versions that still name an app client of their own (cleanup removes it)."""
         query: dict[str, Any] = {
             "TableName": self.table,
-            "Select": "COUNT",
             "FilterExpression": "(begins_with(pk, :client) OR begins_with(pk, :cimd)) AND attribute_exists(#client)",
             "ExpressionAttributeNames": {"#client": "client"},
             "ExpressionAttributeValues": {":client": {"S": CLIENT_PREFIX}, ":cimd": {"S": METADATA_URL_PREFIX}},
             "ConsistentRead": True,
         }
-        count = 0
         while True:
             page = _aws(lambda: self.dynamodb.call("scan", **query))
-            count += int(page.get("Count", 0))
+            for item in page.get("Items", []):
+                yield _registration(item)
             if "LastEvaluatedKey" not in page:
-                return count
+                return
             query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def set_slots_used(self, count: int, seen: int) -> None:
-        """Set the slot counter to `count`, if it still holds `seen`; ConditionFailed if it moved."""
-        condition = "attribute_not_exists(active) OR active = :seen" if seen == 0 else "active = :seen"
+    def drop_app_client(self, registration: Registration) -> None:
+        """Forget a deleted app client and its secret; the registration stays a record of the bridge's."""
         _aws(
             lambda: self.dynamodb.call(
                 "update_item",
                 TableName=self.table,
-                Key={"pk": {"S": COUNTER_KEY}},
-                UpdateExpression="SET active = :count",
-                ConditionExpression=condition,
-                ExpressionAttributeValues={":count": {"N": str(count)}, ":seen": {"N": str(seen)}},
+                Key={"pk": {"S": registration.key}},
+                UpdateExpression="REMOVE #client, cognitoSecret",
+                ConditionExpression="#client = :client",
+                ExpressionAttributeNames={"#client": "client"},
+                ExpressionAttributeValues={":client": {"S": registration.cognito_client_id}},
             )
         )
 
-
-@dataclass(frozen=True, slots=True)
-class AppClient:
-    client_id: str
-    client_secret: str | None
+    def remove_item(self, key: str) -> None:
+        """Delete an item of an earlier version (the slot counter, the approvals page's app client)."""
+        _aws(lambda: self.dynamodb.call("delete_item", TableName=self.table, Key={"pk": {"S": key}}))
 
 
 class UserPoolClients:
-    """The user pool's app clients, one per registered MCP client (so the tokens' `client_id` tells two
-    clients of one person apart): authorization code with PKCE only, to the bridge's callback."""
+    """The user pool's app clients as the bridge meets them: its own (the template's), whose secret it reads
+    once per container, and app clients of earlier versions (one per MCP client), which cleanup deletes."""
 
-    def __init__(
-        self,
-        user_pool_id: str,
-        scopes: tuple[str, ...],
-        *,
-        access_token_minutes: int,
-        refresh_token_days: int,
-        endpoint_url: str | None = None,
-        client: Any | None = None,
-    ) -> None:
+    def __init__(self, user_pool_id: str, endpoint_url: str | None = None, client: Any | None = None) -> None:
         self.user_pool_id = user_pool_id
-        self.scopes = scopes
-        self.access_token_minutes = access_token_minutes
-        self.refresh_token_days = refresh_token_days
         self.cognito = AwsCaller("cognito-idp", client, endpoint_url=endpoint_url)  # client built on first use
+        self._secrets: dict[str, str] = {}
 
-    def create(self, name: str, callback_url: str) -> AppClient:
-        """An app client for one MCP client: the code grant with PKCE and refresh, a secret only the
-        bridge holds, and one callback: the bridge's own (never the MCP client's redirect URIs)."""
-        created = _aws(
-            lambda: self.cognito.call(
-                "create_user_pool_client", GenerateSecret=True, **self._settings(name, callback_url)
-            )
-        )["UserPoolClient"]
-        return AppClient(str(created["ClientId"]), created.get("ClientSecret"))
+    def secret(self, client_id: str) -> str:
+        """The app client's secret, read from Cognito (never stored anywhere by the bridge)."""
+        if client_id not in self._secrets:
+            described = _aws(
+                lambda: self.cognito.call("describe_user_pool_client", UserPoolId=self.user_pool_id, ClientId=client_id)
+            )["UserPoolClient"]
+            self._secrets[client_id] = str(described.get("ClientSecret") or "")
+        return self._secrets[client_id]
 
-    def _settings(self, name: str, callback_url: str) -> dict[str, Any]:
-        return {
-            "UserPoolId": self.user_pool_id,
-            "ClientName": name,
-            "RefreshTokenValidity": self.refresh_token_days,
-            "AccessTokenValidity": self.access_token_minutes,
-            "IdTokenValidity": self.access_token_minutes,
-            "TokenValidityUnits": {"AccessToken": "minutes", "IdToken": "minutes", "RefreshToken": "days"},
-            "ExplicitAuthFlows": ["ALLOW_REFRESH_TOKEN_AUTH"],
-            "SupportedIdentityProviders": ["COGNITO"],
-            "CallbackURLs": [callback_url],
-            "AllowedOAuthFlows": ["code"],
-            "AllowedOAuthScopes": list(self.scopes),
-            "AllowedOAuthFlowsUserPoolClient": True,
-            "PreventUserExistenceErrors": "ENABLED",
-            "EnableTokenRevocation": True,
-        }
+    def user_enabled(self, username: str) -> bool:
+        """Whether the person may still sign in: they exist in the pool and are not disabled."""
+        try:
+            found = _aws(lambda: self.cognito.call("admin_get_user", UserPoolId=self.user_pool_id, Username=username))
+        except BridgeUnavailable as exc:
+            if exc.code == "UserNotFoundException":
+                return False
+            raise
+        return bool(found.get("Enabled", True))
 
     def delete(self, client_id: str) -> None:
         try:

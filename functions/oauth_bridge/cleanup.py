@@ -1,25 +1,23 @@
-"""The bridge's cleanup (every 15 minutes): remove clients nobody uses, and keep the slot count true.
+"""The bridge's cleanup (every 15 minutes): remove clients nobody uses, and what earlier versions left.
 
-For each registration unused for `unused_client_days`, or that never completed a token exchange
-`unexchanged_client_minutes` after registering:
-1. claim it (a conditional write: skipped if it was used since it was read);
-2. delete its Cognito app client (already gone counts as deleted): a client that still works
-   never outlives its registration;
-3. delete the registration, then give its slot back.
-A failure at any step is logged and counted and the run goes on with the next; the claimed
-registration is found again by the next run, which finishes it. Then the run recounts the slots
-from the registrations and sets the counter to that (if no registration started meanwhile), so a
-counter that drifted (a crash between two steps, an old leak) is right again within one run.
+Registrations are records of the bridge's only (no Cognito resource, no slot). For each one unused for
+`unused_client_days`, or that never completed a token exchange `unexchanged_client_minutes` after
+registering: claim it (a conditional write: skipped if it was used since it was read), then delete it.
+
+Earlier versions made a Cognito app client per MCP client (its secret in the registration), one for the
+approvals page, and a slot counter. Each run deletes those app clients and strips them from the
+registrations, which stay (their MCP clients keep signing in and refreshing through the bridge's own app
+client); an app client of the oldest versions, which lists the MCP client's redirect URIs, goes with its
+registration. A failure is logged and counted and the next run finishes it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
-from .aws import BridgeUnavailable, ConditionFailed, RegistrationStore, UserPoolClients
+from .aws import COUNTER_KEY, ConditionFailed, RegistrationStore, UserPoolClients
+from .grants import CONSOLE_CLIENT, LEGACY_SIGNING_KEY, GrantStore
 
 log = logging.getLogger(__name__)
 
@@ -28,10 +26,9 @@ log = logging.getLogger(__name__)
 class Cleanup:
     store: RegistrationStore
     clients: UserPoolClients
+    grants: GrantStore
     unused_client_days: int
     unexchanged_client_minutes: int
-    # The RegisteredClients metric, written with the recounted slots.
-    report_slots: Callable[[int], None]
 
     def run(self, now: int) -> dict[str, int]:
         cutoff = now - self.unused_client_days * 86_400
@@ -40,40 +37,44 @@ class Cleanup:
         for registration in list(self.store.unused_since(cutoff, unexchanged)):
             try:
                 self.store.claim_for_removal(registration)
-                if registration.cognito_client_id:  # a registration nobody approved has no app client, no slot
+                if registration.cognito_client_id:  # an earlier version's app client goes first
                     self.clients.delete(registration.cognito_client_id)
                 self.store.forget(registration)
             except ConditionFailed:
                 kept += 1  # used since it was listed (or finished by another run)
                 continue
             except Exception:
-                log.exception(
-                    "cleanup: could not remove client %s (%s)", registration.cognito_client_id, registration.key
-                )
+                log.exception("cleanup: could not remove client %s", registration.key)
                 failed += 1
                 continue
-            if registration.cognito_client_id:
-                with contextlib.suppress(BridgeUnavailable):  # if not, the recount below sets it right
-                    self.store.release_slot()
             removed += 1
-        used = self._recount()
-        if used is not None:
-            self.report_slots(used)
+        failed += self._earlier_versions()
         log.info("cleanup: %d unused clients removed, %d in use again, %d failed", removed, kept, failed)
         return {"removed": removed, "keptInUse": kept, "failed": failed}
 
-    def _recount(self) -> int | None:
-        """The slots used, recounted from the registrations; the counter is set to it unless a
-        registration reserved or gave back a slot meanwhile (then the next run sets it)."""
+    def _earlier_versions(self) -> int:
+        failed = 0
+        for registration in list(self.store.with_app_client()):
+            if registration.legacy:
+                continue  # removed whole above, once claimed
+            try:
+                self.clients.delete(registration.cognito_client_id)
+                self.store.drop_app_client(registration)
+            except ConditionFailed:
+                continue
+            except Exception:
+                log.exception("cleanup: could not remove the app client of %s", registration.key)
+                failed += 1
         try:
-            seen = self.store.slots_used()
-            count = self.store.count_registrations()
-            if count != seen:
-                self.store.set_slots_used(count, seen)
-                log.warning("cleanup: the slot counter said %d for %d registrations: set to %d", seen, count, count)
-        except ConditionFailed:
-            return None
-        except BridgeUnavailable:
-            log.exception("cleanup: could not recount the slots")
-            return None
-        return count
+            console = self.grants.console_client()
+            if console is not None:
+                self.clients.delete(console[0])
+                self.store.remove_item(CONSOLE_CLIENT)
+            self.store.remove_item(COUNTER_KEY)
+            if self.grants.sealer is not None and self.grants.signing_keys():  # sealed now: the clear one goes
+                self.store.remove_item(LEGACY_SIGNING_KEY)
+            failed += self.grants.scrub_upstream_tokens()
+        except Exception:
+            log.exception("cleanup: could not remove what an earlier version left")
+            failed += 1
+        return failed

@@ -1,16 +1,18 @@
-"""The bridge's endpoints: metadata, registration, authorization, consent, callback, token and revocation.
+"""The bridge's endpoints: metadata, keys, registration, authorization, consent, callback, token and revocation.
 
-The bridge is an OAuth proxy in front of Cognito. Cognito's app clients (one per MCP client, so a
-token's `client_id` tells two clients of one person apart) list one callback: the bridge's own
-`/oauth2/callback`. `/oauth2/authorize` checks the client and its redirect URI and shows the consent
-page; an approved consent POST stores a short-lived record (client, redirect URI, PKCE challenge,
-state, resource, scopes) bound to the browser, and sends it to Cognito. At the callback the bridge
-redeems Cognito's code (with its own PKCE verifier and the app client's secret, which only the bridge
-holds), records the person's approval, and sends the MCP client a code of its own: single use, short
-lived, bound to that record. `/oauth2/token` checks the client, the code, the redirect URI, PKCE and
-the resource, and answers the tokens with a refresh token of the bridge's own; refreshes go through the
-bridge while the approval stands, each refresh token works once (the answer carries the next), and one
-used again revokes its whole family.
+The bridge is the authorization server; Cognito only signs the person in, through one app client of the
+bridge's own (the template's), whose one callback is the bridge's `/oauth2/callback`. MCP clients (dynamic
+registrations and metadata documents) are records of the bridge only: nothing per client exists in
+Cognito, and nothing is written for a metadata document before a signed-in person approves it.
+`/oauth2/authorize` checks the client and its redirect URI and shows the consent page; an approved
+consent POST stores a short-lived record (client, redirect URI, PKCE challenge, state, resource, scopes)
+bound to the browser, and sends it to Cognito. At the callback the bridge redeems Cognito's code (its own
+PKCE verifier and app client secret), learns who signed in (`sub`), counts a new client against that
+person's limit, records the approval, and sends the MCP client a code of its own: single use, short lived,
+stored as a hash. `/oauth2/token` checks the client, the code, the redirect URI, PKCE and the resource,
+and mints the tokens: a short-lived JWT signed in KMS (`iss` the bridge, `aud` the MCP resource, `sub` the
+person, `client_id`, `scope`: signing.py) and a refresh token of the bridge's (random, kept as a hash).
+Each refresh token works once (the answer carries the next), and one used again revokes its whole family.
 
 Every request is checked in full before anything is written, so a refused one stores nothing. Before
 the person has acted, every error is answered here (JSON), never a redirect (RFC 9700 §4.11.2); after
@@ -37,10 +39,8 @@ from urllib.parse import quote, unquote, urlencode
 from mcp_runtime.resource_uri import canonical_resource
 
 from .aws import (
-    AppClient,
     BridgeUnavailable,
     ConditionFailed,
-    RefusedByCognito,
     Registration,
     RegistrationStore,
     UserPoolClients,
@@ -68,7 +68,6 @@ from .consent import (
 )
 from .grants import (
     CODE_SECONDS,
-    CONSOLE_CLIENT,
     FLOW_SECONDS,
     MAX_REFRESH_PER_APPROVAL,
     Approval,
@@ -80,13 +79,15 @@ from .grants import (
     new_secret,
 )
 from .limits import RegistrationLimits
-from .registration import OFFLINE_ACCESS, check_redirect_uri, cognito_client_name, parse_client_metadata
+from .registration import OFFLINE_ACCESS, check_redirect_uri, parse_client_metadata
 from .settings import BridgeSettings
+from .signing import TokenSigner
 from .web import NO_STORE, OAuthError, Request, html_response, json_response, parse_pairs, redirect, redirect_with
 
 log = logging.getLogger(__name__)
 
 METADATA_PATH: Final = "/.well-known/oauth-authorization-server"
+JWKS_PATH: Final = "/.well-known/jwks.json"
 REGISTER_PATH: Final = "/oauth2/register"
 AUTHORIZE_PATH: Final = "/oauth2/authorize"
 TOKEN_PATH: Final = "/oauth2/token"
@@ -94,7 +95,9 @@ CONSENT_PATH: Final = "/oauth2/consent"
 CALLBACK_PATH: Final = "/oauth2/callback"
 REVOKE_PATH: Final = "/oauth2/revoke"
 CONSOLE_FORM: Final = "approvals"
-CONSOLE_CLIENT_NAME: Final = "mcp-bridge-approvals"
+CONSOLE_KEY: Final = "console"
+# What the bridge asks Cognito for: who signed in. Cognito's tokens never reach a client.
+UPSTREAM_SCOPES: Final = ("openid",)
 _CSRF_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{32}$")
 _SECRET_VALUE: Final = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _STALE_FORM: Final = "the consent form expired or was not opened in this browser: open the client's sign-in link again"
@@ -104,7 +107,6 @@ _BAD_CODE: Final = "the code is invalid, expired, used already or not this clien
 _REVOKED_CODE: Final = "the approval this code was issued under was revoked: sign in again"
 _BAD_REFRESH: Final = "the refresh token was revoked, has expired or is not this client's"
 MCP_PATH: Final = "/mcp"
-REGISTERED_CLIENTS: Final = "RegisteredClients"
 REGISTRATION_NOTE: Final = (
     "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
     "registration, which stays available at registration_endpoint for clients that lack it"
@@ -115,7 +117,6 @@ CLEANUP_MINUTES: Final = 15
 DOCUMENT_MAX_AGE_SECONDS: Final = 3600
 _PKCE_CHALLENGE: Final = re.compile(r"^[A-Za-z0-9._~-]{43,128}$")
 TOKEN_TIMEOUT_SECONDS: Final = 10.0
-_TOKEN_FIELDS: Final = ("access_token", "id_token", "refresh_token", "token_type", "expires_in")
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +171,7 @@ class Bridge:
     store: RegistrationStore
     clients: UserPoolClients
     grants: GrantStore
+    signer: TokenSigner
     fetcher: MetadataFetcher = field(default_factory=MetadataFetcher)
     post: TokenPost = post_form
     clock: Callable[[], float] = time.time
@@ -181,6 +183,7 @@ class Bridge:
             "issuer": base,
             "authorization_endpoint": base + AUTHORIZE_PATH,
             "token_endpoint": base + TOKEN_PATH,
+            "jwks_uri": base + JWKS_PATH,
             "registration_endpoint": base + REGISTER_PATH,
             "revocation_endpoint": base + REVOKE_PATH,
             "revocation_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
@@ -198,6 +201,10 @@ class Bridge:
         }
         return json_response(200, document, {"cache-control": "max-age=3600"})
 
+    def jwks(self, request: Request) -> dict[str, Any]:
+        """The public key of the KMS key that signs the access tokens (its private half never leaves KMS)."""
+        return json_response(200, self.signer.jwks(), {"cache-control": "max-age=3600"})
+
     def _origin(self, request: Request) -> str:
         """Where the bridge is reached: the configured public origin (the template always sets it); the
         request's own only where none is (component tests)."""
@@ -212,8 +219,7 @@ class Bridge:
 
     # ---- dynamic client registration (RFC 7591) ---------------------------------------------
     def register(self, request: Request) -> dict[str, Any]:
-        """A registration is a row of the bridge's: its Cognito app client (and slot) come with the first
-        sign-in a person approves."""
+        """A registration is a row of the bridge's, and nothing else: no Cognito resource, no slot."""
         metadata = parse_client_metadata(request.json_object(), self.settings.scopes)
         self._count_registration(request.source_ip)
         client_id = secrets.token_hex(16)
@@ -238,59 +244,6 @@ class Bridge:
             body["client_secret_expires_at"] = 0
         return json_response(201, body, NO_STORE)
 
-    def _create_app_client(self, name: str, callback_url: str) -> AppClient:
-        """A Cognito app client in a reserved slot; the slot is given back if Cognito does not create it."""
-        self._reserve_slot()
-        try:
-            return self.clients.create(cognito_client_name(name), callback_url)
-        except RefusedByCognito as refused:
-            self.store.release_slot()
-            raise OAuthError(400, "invalid_client", f"the user pool refused this client: {refused}") from None
-        except BaseException:
-            self.store.release_slot()
-            raise
-
-    def _app_client_for(self, registration: Registration, request: Request) -> Registration:
-        """The registration with its app client: made now, at the first approved sign-in (a metadata
-        document is registered now too, counted against the limits of its source and host)."""
-        if registration.cognito_client_id:
-            return registration
-        if not registration.stored and registration.metadata_url is not None:
-            self._count_registration(request.source_ip, check_metadata_url(registration.metadata_url)[0].lower())
-        app = self._create_app_client(registration.client_name, self._origin(request) + CALLBACK_PATH)
-        made = replace(registration, cognito_client_id=app.client_id, cognito_secret=app.client_secret or "")
-        try:
-            if registration.stored:
-                self.store.attach_app_client(registration, app)
-            else:
-                self.store.add(replace(made, stored=True), registration.client_name)
-        except ConditionFailed:
-            # A concurrent sign-in made it first (or the registration went): use theirs, drop ours.
-            self.clients.delete(app.client_id)
-            self.store.release_slot()
-            winner = self.store.get(registration.key)
-            if winner is None or not winner.cognito_client_id:
-                raise OAuthError(400, "invalid_client", "the client is no longer registered: register again") from None
-            return winner
-        except BaseException:
-            self.clients.delete(app.client_id)
-            self.store.release_slot()
-            raise
-        return replace(made, stored=True)
-
-    def _reserve_slot(self) -> None:
-        try:
-            used = self.store.reserve_slot(self.settings.max_clients)
-        except ConditionFailed:
-            raise OAuthError(
-                429,
-                "temporarily_unavailable",
-                f"the authorization server has as many clients as it accepts ({self.settings.max_clients}); "
-                "clients that never sign in are removed within an hour: retry later",
-                {"retry-after": str(CLEANUP_MINUTES * 60)},
-            ) from None
-        self._report_slots(used)
-
     def _count_registration(self, source_ip: str, metadata_host: str | None = None) -> None:
         """One more dynamic registration from this source, or (`metadata_host`) one more client from
         a metadata document on that host's registrable domain (its fetch counted the source); a 429
@@ -300,10 +253,6 @@ class Bridge:
             limits.take_source(source_ip)
         else:
             limits.take_domain(metadata_host)
-
-    def _report_slots(self, used: int) -> None:
-        """The RegisteredClients metric (CloudWatch EMF on the log): the slots alarm watches it."""
-        print(registered_clients_emf(self.settings.metrics_namespace, used, self.clock()), flush=True)
 
     # ---- clients ------------------------------------------------------------------------------
     def _registered(
@@ -373,7 +322,7 @@ class Bridge:
         signer = self._signer()
         cookies = read_cookies(request.cookie)
         person = signer.person(cookies.get(cookie_name(self._origin(request), PERSON_COOKIE)), now)
-        if person is not None and checked.registration.cognito_client_id:
+        if person is not None and checked.registration.stored:
             approval = self.grants.approval(person, checked.registration.key)
             if approval is not None and approval.covers(checked.scopes, now):
                 return self._to_cognito(request, checked, "standing", person)
@@ -425,9 +374,8 @@ class Bridge:
             return checked.back("access_denied", "the user denied the request", self._issuer(request))
         if decision != "approve":
             raise OAuthError(400, "invalid_request", "decision must be approve or deny")
-        registration = self._app_client_for(checked.registration, request)
-        self._use_form(token)  # once the approve can go through: a refused one writes nothing
-        return self._to_cognito(request, replace(checked, registration=registration), "consent", None)
+        self._use_form(token)  # nothing is created for the client until the person has signed in
+        return self._to_cognito(request, checked, "consent", None)
 
     def _use_form(self, token: str) -> None:
         """A form is answered once: a replayed one (each approve would write a sign-in record) is refused."""
@@ -457,34 +405,23 @@ class Bridge:
                 browser=digest(browser),
                 expires_at=int(self.clock()) + FLOW_SECONDS,
                 person=person,
-                nonce=checked.nonce,
+                client_name=registration.client_name,
+                redirect_uris=() if registration.stored else registration.redirect_uris,
             ),
         )
-        return self._cognito_login(
-            request, registration.cognito_client_id, flow_id, verifier, checked.scopes, browser, checked.nonce
-        )
+        return self._cognito_login(request, flow_id, verifier, browser)
 
-    def _cognito_login(
-        self,
-        request: Request,
-        app_client_id: str,
-        flow_id: str,
-        verifier: str,
-        scopes: tuple[str, ...],
-        browser: str,
-        nonce: str | None = None,
-    ) -> dict[str, Any]:
+    def _cognito_login(self, request: Request, flow_id: str, verifier: str, browser: str) -> dict[str, Any]:
+        """Cognito's managed login with the bridge's own app client, back to the bridge's callback only."""
         params = {
             "response_type": "code",
-            "client_id": app_client_id,
+            "client_id": self.settings.app_client_id,
             "redirect_uri": self._origin(request) + CALLBACK_PATH,
             "state": flow_id,
             "code_challenge": _s256(verifier),
             "code_challenge_method": "S256",
-            "scope": " ".join(scopes),
+            "scope": " ".join(UPSTREAM_SCOPES),
         }
-        if nonce is not None:
-            params["nonce"] = nonce
         cookie = set_cookie(self._origin(request), FLOW_COOKIE, browser, FLOW_SECONDS, "Lax")
         query = urlencode(params, quote_via=quote)
         return redirect(f"{self.settings.cognito_domain_url}/oauth2/authorize?{query}", cookie)
@@ -508,13 +445,23 @@ class Bridge:
             raise OAuthError(403, "access_denied", "this sign-in was started in another browser: start again there")
         error, code = request.single(q, "error"), request.single(q, "code")
         if pending.kind == "console":
-            console = self.grants.console_client()
-            if error is not None or not code or console is None:
+            if error is not None or not code:
                 raise OAuthError(400, "access_denied", "the sign-in did not complete")
-            tokens = self._redeem(request, console[0], console[1], code, pending.verifier)
+            tokens = self._redeem(request, code, pending.verifier)
             return redirect(self._origin(request) + CONSENT_PATH, self._person_cookie(request, _subject(tokens)))
         registration = self.store.get(pending.client_key)
-        if registration is None or not registration.cognito_client_id or registration.legacy:
+        if registration is None and pending.redirect_uris and is_metadata_url(pending.client_id):
+            registration = Registration(
+                pending.client_key,
+                "",
+                pending.redirect_uris,
+                "none",
+                0,
+                pending.client_id,
+                client_name=pending.client_name or "MCP client",
+                stored=False,
+            )
+        if registration is None or registration.legacy:
             raise OAuthError(400, "invalid_client", "the client is no longer registered: register again")
         back = {} if pending.state is None else {"state": pending.state}
         back["iss"] = self._issuer(request)  # RFC 9207, in every authorization response
@@ -523,15 +470,12 @@ class Bridge:
                 pending.redirect_uri,
                 {"error": "access_denied", "error_description": "the sign-in did not complete", **back},
             )
-        tokens = self._redeem(
-            request, registration.cognito_client_id, registration.cognito_secret, code, pending.verifier
-        )
-        subject = _subject(tokens)
+        upstream = self._redeem(request, code, pending.verifier)
+        subject = _subject(upstream)
         now = int(self.clock())
         if pending.kind == "standing":
             standing = self.grants.approval(subject, registration.key)
             if subject != pending.person or standing is None or not standing.covers(pending.scopes, now):
-                self._revoke_at_cognito(registration, tokens.get("refresh_token"))
                 raise OAuthError(
                     403,
                     "access_denied",
@@ -539,10 +483,16 @@ class Bridge:
                 )
             approval = standing
         else:
-            approval = self._approve(subject, registration, pending, now)
-        upstream_refresh = tokens.get("refresh_token")
-        if isinstance(upstream_refresh, str) and upstream_refresh:  # the client gets a refresh token of the bridge's
-            tokens = {**tokens, "refresh_token": self._issue_refresh(registration, approval, upstream_refresh, now)}
+            try:
+                registration = self._new_client_of(subject, registration, request, now)
+            except OAuthError as refused:
+                if refused.status != 429:
+                    raise
+                return redirect_with(
+                    pending.redirect_uri,
+                    {"error": "temporarily_unavailable", "error_description": refused.description, **back},
+                )
+            approval = self._approve(subject, registration, pending, now, _username(upstream))
         client_code = new_secret()
         self.grants.put_code(
             client_code,
@@ -553,7 +503,7 @@ class Bridge:
                 resource=pending.resource,
                 scopes=pending.scopes,
                 subject=subject,
-                tokens={k: tokens[k] for k in _TOKEN_FIELDS if k in tokens},
+                tokens={},
                 expires_at=now + CODE_SECONDS,
                 grant=approval.grant,
             ),
@@ -562,19 +512,41 @@ class Bridge:
         answer["cookies"] = [self._person_cookie(request, subject)]
         return answer
 
+    def _new_client_of(self, subject: str, registration: Registration, request: Request, now: int) -> Registration:
+        """A client this person approves for the first time counts against their limit (and a metadata
+        document against its domain's); only now, the person known, is a metadata document registered."""
+        current = self.grants.approval(subject, registration.key)
+        if current is not None and current.expires_at > now:
+            return registration
+        limits = RegistrationLimits(self.store, self.settings)
+        limits.take_person(subject)
+        if registration.stored or registration.metadata_url is None:
+            return registration
+        limits.take_domain(check_metadata_url(registration.metadata_url)[0].lower())
+        try:
+            self.store.add(replace(registration, stored=True), registration.client_name)
+        except ConditionFailed:  # another person's sign-in registered it first
+            stored = self.store.get(registration.key)
+            if stored is None:
+                raise OAuthError(400, "invalid_client", "the client is no longer registered: register again") from None
+            return stored
+        return replace(registration, stored=True)
+
     def _person_cookie(self, request: Request, subject: str) -> str:
         value = self._signer().person_cookie(subject, self.clock())
         return set_cookie(self._origin(request), PERSON_COOKIE, value, PERSON_SECONDS, "Lax")
 
-    def _redeem(self, request: Request, app_id: str, secret: str, code: str, verifier: str) -> dict[str, Any]:
-        """Cognito's tokens for its code (the bridge's callback, verifier and the app client's secret)."""
+    def _redeem(self, request: Request, code: str, verifier: str) -> dict[str, Any]:
+        """Cognito's tokens for its code (the bridge's app client, callback and verifier): read for who signed
+        in, then dropped. Nothing of them is stored or reaches a client."""
         form = {
             "grant_type": "authorization_code",
             "code": code,
             "redirect_uri": self._origin(request) + CALLBACK_PATH,
             "code_verifier": verifier,
         }
-        status, body = self._cognito_token(app_id, secret, form)
+        app_id = self.settings.app_client_id
+        status, body = self._cognito_token(app_id, self.clients.secret(app_id), form)
         if status in (400, 401):
             log.info("Cognito refused the code: %s", body[:300])
             raise OAuthError(400, "access_denied", "Cognito did not accept the sign-in: start again from your client")
@@ -595,7 +567,9 @@ class Bridge:
             _app_client_headers(app_id, secret),
         )
 
-    def _approve(self, subject: str, registration: Registration, pending: Pending, now: int) -> Approval:
+    def _approve(
+        self, subject: str, registration: Registration, pending: Pending, now: int, username: str = ""
+    ) -> Approval:
         """The person's approval, on record until it expires: the scopes approved now and before."""
         for _ in range(3):
             current = self.grants.approval(subject, registration.key)
@@ -611,6 +585,7 @@ class Bridge:
                 grant=current.grant if current and standing else new_secret(),
                 refresh=current.refresh if current and standing else (),
                 revision=current.revision if current else 0,
+                username=username or (current.username if current else ""),
             )
             try:
                 self.grants.save_approval(approval)
@@ -619,17 +594,13 @@ class Bridge:
             return replace(approval, revision=approval.revision + 1)
         raise BridgeUnavailable("the approval kept changing concurrently")
 
-    def _issue_refresh(
-        self, registration: Registration, approval: Approval, upstream: str, now: int, replacing: str = ""
-    ) -> str:
-        """A refresh token of the bridge's, standing for Cognito's `upstream` under this approval: recorded
-        (hashed) and listed in the approval, so it is refused and revoked with it. `replacing`: the digest
-        of the token it rotates out, dropped from that list."""
+    def _issue_refresh(self, registration: Registration, approval: Approval, now: int, replacing: str = "") -> str:
+        """A refresh token of the bridge's under this approval: recorded (as a hash) and listed in the
+        approval, so it is refused and revoked with it. `replacing`: the digest of the token it rotates
+        out, dropped from that list."""
         token = new_secret()
         expires = now + self.settings.refresh_token_days * 86_400
-        self.grants.put_refresh(
-            token, RefreshRecord(approval.subject, registration.key, approval.grant, upstream), expires
-        )
+        self.grants.put_refresh(token, RefreshRecord(approval.subject, registration.key, approval.grant), expires)
         for _ in range(3):
             current = self.grants.approval(approval.subject, registration.key)
             if current is None or current.grant != approval.grant:
@@ -673,23 +644,12 @@ class Bridge:
 
     def _console_sign_in(self, request: Request) -> dict[str, Any]:
         """Sign the person in with Cognito (the bridge's own app client) to show their approvals."""
-        console = self.grants.console_client()
-        if console is None:
-            app = self.clients.create(CONSOLE_CLIENT_NAME, self._origin(request) + CALLBACK_PATH)
-            try:
-                self.grants.save_console_client(app.client_id, app.client_secret or "")
-                console = (app.client_id, app.client_secret or "")
-            except ConditionFailed:
-                self.clients.delete(app.client_id)
-                console = self.grants.console_client()
-                if console is None:
-                    raise BridgeUnavailable("the approvals page's app client vanished") from None
         browser = self._browser_value(request)
         verifier, flow_id = new_secret(), new_secret()
         scopes = (self.settings.resource_scope,)
         pending = Pending(
             kind="console",
-            client_key=CONSOLE_CLIENT,
+            client_key=CONSOLE_KEY,
             client_id="",
             redirect_uri=self._origin(request) + CONSENT_PATH,
             code_challenge="",
@@ -701,7 +661,7 @@ class Bridge:
             expires_at=int(self.clock()) + FLOW_SECONDS,
         )
         self.grants.put_pending(flow_id, pending)
-        return self._cognito_login(request, console[0], flow_id, verifier, scopes, browser)
+        return self._cognito_login(request, flow_id, verifier, browser)
 
     def _revoke_on_page(self, request: Request, form: dict[str, list[str]]) -> dict[str, Any]:
         person = self._signer().person(
@@ -716,33 +676,12 @@ class Bridge:
 
     # ---- revocation -----------------------------------------------------------------------------
     def _revoke_approval(self, approval: Approval) -> None:
-        """The approval goes, and every refresh token issued under it: refused here, revoked at Cognito."""
+        """The approval goes, and every refresh token issued under it (and any code minted under it: a
+        code carries the approval's grant, and is refused without it)."""
         with contextlib.suppress(ConditionFailed):  # revoked concurrently: the tokens still go below
             self.grants.remove_approval(approval)
-        registration = self.store.get(approval.client_key)
-        revoked: set[str] = set()
         for token_digest in approval.refresh:
-            record = self.grants.take_refresh(token_digest)
-            if record is not None and registration is not None and record.token not in revoked:
-                revoked.add(record.token)  # rotated tokens of one sign-in share Cognito's
-                self._revoke_at_cognito(registration, record.token)
-
-    def _revoke_at_cognito(self, registration: Registration, token: Any) -> None:
-        """RFC 7009 at Cognito. A failure is logged: the bridge refuses the token anyway, and only the
-        bridge holds the app client's secret that Cognito wants with it."""
-        if not isinstance(token, str) or not token or not registration.cognito_client_id:
-            return
-        try:
-            status, body = self.post(
-                f"{self.settings.cognito_domain_url}/oauth2/revoke",
-                urlencode({"token": token, "client_id": registration.cognito_client_id}).encode(),
-                _app_client_headers(registration.cognito_client_id, registration.cognito_secret),
-            )
-        except BridgeUnavailable:
-            log.exception("revoking a refresh token at Cognito failed")
-            return
-        if status != 200:
-            log.warning("Cognito answered %s to a revocation: %s", status, body[:300])
+            self.grants.take_refresh(token_digest)
 
     def revoke(self, request: Request) -> dict[str, Any]:
         """`POST /oauth2/revoke` (RFC 7009): a client gives up one of its refresh tokens. Always 200 for
@@ -752,11 +691,9 @@ class Bridge:
         token = request.single(form, "token")
         if not token:
             raise OAuthError(400, "invalid_request", "token is required")
-        record = self.grants.refresh(token)
+        record = self.grants.refresh(token) if len(token) <= 512 else None
         if record is not None and record.client_key == registration.key:
-            taken = self.grants.take_refresh(digest(token))
-            if taken is not None:
-                self._revoke_at_cognito(registration, taken.token)
+            self.grants.take_refresh(digest(token))
         return {"statusCode": 200, "headers": {**NO_STORE}, "body": "", "isBase64Encoded": False}
 
     def revoke_client(self, client_id: str) -> dict[str, int]:
@@ -839,8 +776,8 @@ class Bridge:
     ) -> dict[str, Any]:
         """A refresh token works once (OAuth 2.1 §4.3.1): the answer carries a new one. One presented again
         after its use is a stolen copy, or the client it was stolen from: its family (the approval, with
-        every refresh token under it) is revoked, here and at Cognito."""
-        record = self.grants.refresh(refresh_token)
+        every refresh token under it) is revoked."""
+        record = self.grants.refresh(refresh_token) if len(refresh_token) <= 512 else None
         if record is None:
             self._revoke_family_of_spent(refresh_token)
             raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
@@ -849,39 +786,54 @@ class Bridge:
             approval = self.grants.approval(record.subject, registration.key)
         if approval is None or approval.grant != record.grant or approval.expires_at <= self.clock():
             raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
-        upstream = {"grant_type": "refresh_token", "refresh_token": record.token}
+        if approval.username and not self.clients.user_enabled(approval.username):
+            log.info("refresh refused: %s is disabled or gone from the user pool; approval revoked", record.subject)
+            self._revoke_approval(approval)
+            raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
+        scopes = approval.scopes
         scope = request.single(form, "scope")
         if scope is not None:
-            upstream["scope"] = " ".join(s for s in scope.split() if s != OFFLINE_ACCESS)
-        status, body = self._cognito_token(registration.cognito_client_id, registration.cognito_secret, upstream)
-        if status != 200:  # the token is not spent: the client may try it again
-            return {
-                "statusCode": status if status in (400, 401) else 503,
-                "headers": {"content-type": "application/json", **NO_STORE},
-                "body": body.decode("utf-8", "replace") if status in (400, 401) else _unavailable(),
-                "isBase64Encoded": False,
-            }
-        try:
-            tokens: Any = json.loads(body)
-        except ValueError:
-            raise BridgeUnavailable("Cognito's token endpoint answered no JSON") from None
-        if not isinstance(tokens, dict) or not isinstance(tokens.get("access_token"), str):
-            raise BridgeUnavailable("Cognito's token endpoint answered no access token")
+            asked = tuple(dict.fromkeys(s for s in scope.split() if s != OFFLINE_ACCESS))
+            if not set(asked) <= set(approval.scopes):
+                raise OAuthError(400, "invalid_scope", "a refresh cannot add scopes the person did not approve")
+            scopes = asked or approval.scopes
         now = int(self.clock())
         expires = now + self.settings.refresh_token_days * 86_400
         if not self.grants.spend_refresh(refresh_token, record, expires):
             self._revoke_family(record.subject, record.client_key, record.grant)  # used twice at once
             raise OAuthError(400, "invalid_grant", _BAD_REFRESH)
         self.store.touch(registration)
-        upstream_refresh = tokens.get("refresh_token")  # Cognito's own rotation, when the app client has it on
-        upstream_token = upstream_refresh if isinstance(upstream_refresh, str) and upstream_refresh else record.token
-        answer = {k: tokens[k] for k in _TOKEN_FIELDS if k in tokens}
-        answer["refresh_token"] = self._issue_refresh(
-            registration, approval, upstream_token, now, replacing=digest(refresh_token)
-        )
-        if "scope" in tokens:
-            answer["scope"] = tokens["scope"]
+        answer = self._access_token(request, registration, record.subject, scopes, self._resource(request), now)
+        answer["refresh_token"] = self._issue_refresh(registration, approval, now, replacing=digest(refresh_token))
         return json_response(200, answer, NO_STORE)
+
+    def _access_token(
+        self,
+        request: Request,
+        registration: Registration,
+        subject: str,
+        scopes: tuple[str, ...],
+        resource: str,
+        now: int,
+    ) -> dict[str, Any]:
+        """A short-lived JWT access token (RFC 9068) for the MCP resource (RFC 8707), signed in KMS."""
+        lifetime = self.settings.access_token_minutes * 60
+        claims = {
+            "iss": self._issuer(request),
+            "sub": subject,
+            "aud": resource,
+            "client_id": registration.public_client_id,
+            "scope": " ".join(scopes),
+            "iat": now,
+            "exp": now + lifetime,
+            "jti": secrets.token_urlsafe(16),
+        }
+        return {
+            "access_token": self.signer.sign(claims),
+            "token_type": "Bearer",
+            "expires_in": lifetime,
+            "scope": " ".join(scopes),
+        }
 
     def _revoke_family_of_spent(self, refresh_token: str) -> None:
         spent = self.grants.spent(refresh_token) if len(refresh_token) <= 512 else None
@@ -921,35 +873,20 @@ class Bridge:
             if canonical_resource(value) != canonical_resource(issued.resource):
                 raise OAuthError(400, "invalid_target", "the resource is not the one of the authorization request")
         self.store.touch(registration)
-        return json_response(200, {**issued.tokens, "scope": " ".join(issued.scopes)}, NO_STORE)
+        now = int(self.clock())
+        answer = self._access_token(request, registration, issued.subject, issued.scopes, issued.resource, now)
+        answer["refresh_token"] = self._issue_refresh(registration, approval, now)
+        return json_response(200, answer, NO_STORE)
 
     # ---- cleanup ------------------------------------------------------------------------------
     def cleanup(self) -> dict[str, int]:
-        """Delete the app clients (and registrations) unused for `unused_client_days`, and those that
-        never completed a token exchange `unexchanged_client_minutes` after registering (cleanup.py)."""
+        """Delete the registrations unused for `unused_client_days`, and those that never completed a token
+        exchange `unexchanged_client_minutes` after registering; remove what earlier versions left (cleanup.py)."""
         settings = self.settings
         run = Cleanup(
-            self.store,
-            self.clients,
-            settings.unused_client_days,
-            settings.unexchanged_client_minutes,
-            self._report_slots,
+            self.store, self.clients, self.grants, settings.unused_client_days, settings.unexchanged_client_minutes
         )
         return run.run(int(self.clock()))
-
-
-def registered_clients_emf(namespace: str, used: int, now: float) -> str:
-    directive = {
-        "Timestamp": int(now * 1000),
-        "CloudWatchMetrics": [
-            {"Namespace": namespace, "Dimensions": [[]], "Metrics": [{"Name": REGISTERED_CLIENTS, "Unit": "Count"}]}
-        ],
-    }
-    return json.dumps({"_aws": directive, REGISTERED_CLIENTS: used}, separators=(",", ":"))
-
-
-def _unavailable() -> str:
-    return '{"error":"temporarily_unavailable","error_description":"the token endpoint is unavailable; retry"}'
 
 
 def _basic_credentials(header: str | None) -> tuple[str, str] | None:
@@ -976,6 +913,17 @@ def _app_client_headers(app_id: str, secret: str) -> dict[str, str]:
         "accept": "application/json",
         "authorization": "Basic " + base64.b64encode(credentials.encode()).decode(),
     }
+
+
+def _username(tokens: dict[str, Any]) -> str:
+    """Cognito's `username` claim of its access token (what AdminGetUser takes); empty if it names none."""
+    try:
+        payload = str(tokens["access_token"]).split(".")[1]
+        claims: Any = json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+    except (IndexError, ValueError):
+        return ""
+    username = claims.get("username") if isinstance(claims, dict) else None
+    return username if isinstance(username, str) else ""
 
 
 def _subject(tokens: dict[str, Any]) -> str:

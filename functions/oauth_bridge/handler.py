@@ -17,19 +17,22 @@ from .flows import (
     AUTHORIZE_PATH,
     CALLBACK_PATH,
     CONSENT_PATH,
+    JWKS_PATH,
     METADATA_PATH,
     REGISTER_PATH,
     REVOKE_PATH,
     TOKEN_PATH,
     Bridge,
 )
-from .grants import GrantStore
+from .grants import GrantStore, KeySealer
 from .settings import BridgeSettings, get_settings
+from .signing import TokenSigner
 from .web import OAuthError, error_response, json_response, request_from_event
 
 log = logging.getLogger("oauth_bridge")
 ROUTES = {
     ("GET", METADATA_PATH): "metadata",
+    ("GET", JWKS_PATH): "jwks",
     ("POST", REGISTER_PATH): "register",
     ("GET", AUTHORIZE_PATH): "authorize",
     ("POST", TOKEN_PATH): "token",
@@ -44,14 +47,15 @@ def build_bridge(settings: BridgeSettings) -> Bridge:
     return Bridge(
         settings,
         RegistrationStore(settings.table_name, settings.aws_endpoint_url),
-        UserPoolClients(
-            settings.user_pool_id,
-            settings.scopes,
-            access_token_minutes=settings.access_token_minutes,
-            refresh_token_days=settings.refresh_token_days,
-            endpoint_url=settings.aws_endpoint_url,
+        UserPoolClients(settings.user_pool_id, endpoint_url=settings.aws_endpoint_url),
+        GrantStore(
+            settings.table_name,
+            settings.aws_endpoint_url,
+            sealer=KeySealer(settings.sealing_key_id, endpoint_url=settings.aws_endpoint_url)
+            if settings.sealing_key_id
+            else None,
         ),
-        GrantStore(settings.table_name, settings.aws_endpoint_url),
+        TokenSigner(settings.signing_key_id, endpoint_url=settings.aws_endpoint_url),
     )
 
 

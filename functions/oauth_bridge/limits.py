@@ -13,6 +13,9 @@
   A party that mints such sites for free is still held by its source's bucket, which every metadata
   fetch takes from.
 
+- Per signed-in person: every client a person approves for the first time takes a token from a bucket of
+  `clients_per_person_per_hour` (checked at the callback, once the person is known).
+
 A refusal is 429 `temporarily_unavailable` with `Retry-After`: the seconds until a token is back.
 """
 
@@ -32,6 +35,7 @@ if TYPE_CHECKING:
 
 SOURCE_BUCKET: Final = "source#"
 DOMAIN_BUCKET: Final = "host#"
+PERSON_BUCKET: Final = "person#"
 
 
 def source_key(address: str) -> str:
@@ -86,6 +90,13 @@ class RegistrationLimits:
         wait = self.store.take_token(DOMAIN_BUCKET + domain, per_hour, per_hour)
         if wait:
             raise _too_many(f"at most {per_hour} new clients per hour from metadata documents on {domain}", wait)
+
+    def take_person(self, subject: str) -> None:
+        """One more client approved by this signed-in person; 429 past their bucket."""
+        per_hour = self.settings.clients_per_person_per_hour
+        wait = self.store.take_token(PERSON_BUCKET + subject, per_hour, per_hour)
+        if wait:
+            raise _too_many(f"at most {per_hour} new clients per hour for one person", wait)
 
 
 def _too_many(description: str, wait: int) -> OAuthError:

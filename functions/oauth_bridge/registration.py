@@ -39,8 +39,6 @@ _PRIVATE_SCHEME: Final = re.compile(r"^[a-z][a-z0-9-]*(?:\.[a-z0-9-]+)+$")
 # be that app's own and no operating system's handler. Add one only so.
 KNOWN_APP_SCHEMES: Final = frozenset({"cursor"})
 _NUMERIC_LABEL: Final = re.compile(r"^(?:0x[0-9a-f]*|[0-9]+)$")
-# Cognito's ClientName pattern is [\w\s+=,.@-]+: other characters are replaced in the app client's name.
-_COGNITO_NAME_UNSAFE: Final = re.compile(r"[^\w\s+=,.@-]")
 
 
 def check_redirect_uri(uri: Any, error: str = "invalid_redirect_uri") -> str:
@@ -117,11 +115,6 @@ def check_redirect_uris(value: Any, error: str = "invalid_redirect_uri") -> tupl
     if len(set(uris)) != len(uris):
         raise OAuthError(400, error, "redirect_uris lists a URI twice")
     return uris
-
-
-def cognito_client_name(name: str) -> str:
-    cleaned = _COGNITO_NAME_UNSAFE.sub("-", name).strip() or "mcp-client"
-    return cleaned[:MAX_NAME_CHARS]
 
 
 @dataclass(frozen=True, slots=True)

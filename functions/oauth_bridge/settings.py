@@ -14,6 +14,12 @@ class BridgeSettings(BaseModel):
 
     table_name: str = Field(alias="BRIDGE_TABLE_NAME")
     user_pool_id: str = Field(alias="BRIDGE_USER_POOL_ID")
+    # The bridge's own app client (the template's): Cognito signs people in through it, for every MCP client.
+    app_client_id: str = Field("", alias="BRIDGE_APP_CLIENT_ID")
+    # The asymmetric KMS key (RSA_2048, SIGN_VERIFY) that signs the bridge's access tokens.
+    signing_key_id: str = Field("", alias="BRIDGE_SIGNING_KEY_ID")
+    # The symmetric KMS key that seals the form and cookie keys in the table.
+    sealing_key_id: str = Field("", alias="BRIDGE_SEALING_KEY_ID")
     # Cognito's managed login and OAuth endpoints: https://<prefix>.auth.<region>.amazoncognito.com
     cognito_domain_url: str = Field(alias="BRIDGE_COGNITO_DOMAIN_URL")
     # The scope of the MCP endpoint's resource server (what a token needs), and others a client may ask for.
@@ -28,13 +34,13 @@ class BridgeSettings(BaseModel):
     registrations_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOUR", ge=1)
     registration_burst: int = Field(30, alias="BRIDGE_REGISTRATION_BURST", ge=1)
     registrations_per_host_per_hour: int = Field(10, alias="BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR", ge=1)
-    max_clients: int = Field(200, alias="BRIDGE_MAX_CLIENTS", ge=1)
+    # New clients one signed-in person may approve per hour (a bucket of that many).
+    clients_per_person_per_hour: int = Field(10, alias="BRIDGE_CLIENTS_PER_PERSON_PER_HOUR", ge=1)
     unused_client_days: int = Field(30, alias="BRIDGE_UNUSED_CLIENT_DAYS", ge=1)
     # A client that never completed a token exchange is deleted this long after it registered.
     unexchanged_client_minutes: int = Field(30, alias="BRIDGE_UNEXCHANGED_CLIENT_MINUTES", ge=1, le=45)
-    # The namespace of the RegisteredClients metric (EMF), the slots alarm's.
-    metrics_namespace: str = Field("serverless-mcp-tasks", alias="BRIDGE_METRICS_NAMESPACE")
-    access_token_minutes: int = Field(60, alias="BRIDGE_ACCESS_TOKEN_MINUTES", ge=5, le=1440)
+    # The bridge's access tokens live this long (the API checks `exp`; a refresh gets the next).
+    access_token_minutes: int = Field(15, alias="BRIDGE_ACCESS_TOKEN_MINUTES", ge=1, le=60)
     refresh_token_days: int = Field(30, alias="BRIDGE_REFRESH_TOKEN_DAYS", ge=1, le=3650)
     # A person's approval of a client lasts this long; then (and when the client asks for more scopes) the
     # consent page asks again, and the refresh tokens issued under it stop working.

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
+from typing import cast
 
 import jsii
 from aws_cdk import Aws, Duration, Fn, RemovalPolicy, Stack
@@ -29,7 +31,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from infra.capabilities._lambda import retention
-from infra.config import IAM_PRINCIPALS, AuthConfig, check_domain_prefix
+from infra.config import IAM_PRINCIPALS, AuthConfig, RouteThrottle, check_domain_prefix
 from infra.nag import acknowledge
 
 MCP_PATH = "/mcp"
@@ -209,6 +211,7 @@ class HttpFront(Construct):
         cors_allow_origins: tuple[str, ...],
         throttle_rate_limit: int,
         throttle_burst_limit: int,
+        mcp_throttle: RouteThrottle,
         log_retention_days: int,
         removal_policy: RemovalPolicy,
         custom_domain: tuple[str, str] | None = None,
@@ -253,9 +256,13 @@ class HttpFront(Construct):
             "DefaultStage",
             http_api=self.api,
             auto_deploy=True,
+            # The default of every route without limits of its own (`throttle_routes`).
             throttle=apigwv2.ThrottleSettings(rate_limit=throttle_rate_limit, burst_limit=throttle_burst_limit),
             access_log_settings=JsonAccessLogs(self.access_logs),
         )
+        self.mcp_throttle = mcp_throttle
+        # Route key ("POST /mcp") -> its limits: the stage's RouteSettings (`throttle_routes`).
+        self.route_throttles: dict[str, RouteThrottle] = {}
         self.domain: apigwv2.DomainName | None = None
         if custom_domain is None:
             # Where clients, the bridge and external callers reach this API (never a request's Host).
@@ -275,6 +282,22 @@ class HttpFront(Construct):
         self.scopes = tuple(self.function_environment.get("MCP_JWT_REQUIRED_SCOPES", "").split())
         self.function_url: lambda_.FunctionUrl | None = None
 
+    def throttle_routes(self, routes: Iterable[apigwv2.HttpRoute], limits: RouteThrottle) -> None:
+        """Limits of their own for these routes (the stage's RouteSettings), instead of the stage's default:
+        API Gateway keeps a token bucket per route key, so a flood of sign-ins throttles the sign-in
+        routes and leaves `/mcp` its own limits. The keys are read from the routes themselves (never
+        spelled twice), and the stage waits for the routes: a RouteSettings key naming a route that does
+        not exist yet fails the deployment."""
+        for route in routes:
+            key = cast(apigwv2.CfnRoute, route.node.default_child).route_key
+            self.route_throttles[key] = limits
+            self.stage.node.add_dependency(route)
+        cfn_stage = cast(apigwv2.CfnStage, self.stage.node.default_child)
+        cfn_stage.route_settings = {
+            key: {"ThrottlingRateLimit": limit.rate, "ThrottlingBurstLimit": limit.burst}
+            for key, limit in sorted(self.route_throttles.items())
+        }
+
     def serve_mcp(self, handler: lambda_.IFunction, *, function_url: bool) -> None:
         """`/mcp` and the protected resource metadata on this API, served by `handler`; with
         `function_url`, a Function URL (AWS_IAM) in front of the same function."""
@@ -282,6 +305,7 @@ class HttpFront(Construct):
         mcp_routes = self.api.add_routes(
             path=MCP_PATH, methods=[apigwv2.HttpMethod(method) for method in MCP_METHODS], integration=integration
         )
+        self.throttle_routes(mcp_routes, self.mcp_throttle)
         for route in mcp_routes:
             acknowledge(
                 route,
@@ -300,6 +324,9 @@ class HttpFront(Construct):
             )
         if function_url:
             # No CORS on the Function URL: its callers sign requests with SigV4 (servers, not browsers).
+            # Nor any throttle: a Function URL has no request throttling of its own; what bounds it is the
+            # API function's concurrency (`apiReservedConcurrency`, shared with `/mcp` on the HTTP API),
+            # and its callers are IAM principals of your accounts, not strangers.
             self.function_url = lambda_.FunctionUrl(
                 self, "FunctionUrl", function=handler, auth_type=lambda_.FunctionUrlAuthType.AWS_IAM
             )

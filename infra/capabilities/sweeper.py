@@ -28,9 +28,10 @@ if TYPE_CHECKING:
     from infra.capabilities.workflow import TaskWorkflow
 
 # It reads the index of active tasks and settles or renews their leases (and deletes the parts and
-# step items of a task without a TTL it settles, 25 a BatchWriteItem); nothing else.
+# step items of a task without a TTL it settles, 25 a BatchWriteItem); it reads a working task whose
+# execution runs, for a resume it still asks for (GetItem); nothing else.
 SWEEPER_TABLE_GRANTS: tuple[TableGrant, ...] = (
-    TableGrant(("dynamodb:UpdateItem",)),
+    TableGrant(("dynamodb:GetItem", "dynamodb:UpdateItem")),
     TableGrant(("dynamodb:BatchWriteItem",), (schema.PART_KEY_PREFIX,)),
 )
 SWEEPER_INDEX_ACTIONS: tuple[str, ...] = ("dynamodb:Query",)

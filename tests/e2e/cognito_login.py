@@ -2,6 +2,7 @@
 (`LOCAL_COGNITO_LOGIN`, `LOCAL_COGNITO_CA`): served over TLS on loopback, it behaves as Cognito does
 where the bridge's security depends on it.
 
+- The person is a user of the stack's pool (`attach`), signed in already.
 - `/oauth2/authorize`: the app client must exist in the stack's user pool (moto) and `redirect_uri` must be
   exactly one of its `CallbackURLs`, as Cognito checks; otherwise an error page and no redirect. The
   person has a live session (`person`): the answer is a code at once, with the `state`.
@@ -67,7 +68,11 @@ class CognitoLogin:
         return {"LOCAL_COGNITO_LOGIN": self.url, "LOCAL_COGNITO_CA": str(self.certificate)}
 
     def attach(self, cognito: Any, pool: str) -> None:
+        """The stack's user pool; the person becomes one of its users (their username, as Cognito's pools
+        with email sign-in make it, is their `sub`), so the bridge finds them enabled at each refresh."""
         self.cognito, self.pool = cognito, pool
+        created = cognito.admin_create_user(UserPoolId=pool, Username="alice@example.com", MessageAction="SUPPRESS")
+        self.person = str(created["User"]["Username"])
 
     def app_client(self, client_id: str) -> dict[str, Any] | None:
         try:

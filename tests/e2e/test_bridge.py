@@ -1,8 +1,8 @@
 # ruff: noqa: E501  (tables of exact error texts read best one per line)
 """The Cognito template (auth=cognito, cdk.json's default) on the template-driven local stack: the OAuth
-bridge's function, routes and registrations table from the template, its app clients in the stack's
-Cognito (moto, IAM enforced with the bridge's role), and the API function validating Cognito tokens
-against the pool's JWKS.
+bridge's function, routes and registrations table from the template, its one app client in the stack's
+Cognito and its token signing key in the stack's KMS (moto, IAM enforced with the bridge's role), and the
+API function validating Cognito tokens against the pool's JWKS and the bridge's with the key's public half.
 
 What does not run here: Cognito's managed login (sign-in pages, `/oauth2/token` under the pool's
 domain), which moto does not have. The bridge's redirect to it is pinned below; the whole sign-in
@@ -26,7 +26,7 @@ import jwt
 import pytest
 from testkit import RunningStack, api_event, rpc, standard_headers
 
-from tests.support import local_stack_process
+from tests.support import deployed_server_name, local_stack_process
 
 pytestmark = pytest.mark.e2e
 
@@ -97,9 +97,7 @@ def nothing_stored(stack: RunningStack, clients_before: int, items_before: int) 
 
 
 # ---- registration (RFC 7591) -------------------------------------------------------------------
-def test_registration_stores_the_client_and_its_app_client_comes_with_the_first_approved_sign_in(
-    stack: RunningStack,
-) -> None:
+def test_registration_stores_the_client_and_no_approval_makes_anything_at_cognito(stack: RunningStack) -> None:
     clients = {c["ClientId"] for c in app_clients(stack)}
     reply = register(stack, client_name="Claude Desktop", redirect_uris=[CALLBACK, "cursor://anysphere/callback"])
     assert reply.status_code == 201, reply.text
@@ -109,18 +107,18 @@ def test_registration_stores_the_client_and_its_app_client_comes_with_the_first_
         "redirect_uris": [CALLBACK, "cursor://anysphere/callback"],
         "client_name": "Claude Desktop",
         "token_endpoint_auth_method": "none",
-        "grant_types": ["authorization_code", "refresh_token"],  # Cognito lets every app client refresh
+        "grant_types": ["authorization_code", "refresh_token"],
         "response_types": ["code"],
         "scope": "mcp/invoke openid",
     }
-    assert {c["ClientId"] for c in app_clients(stack)} == clients  # nothing at Cognito yet
-    approve(stack, authorize(stack, client_id=body["client_id"]))
-    (client,) = [c for c in app_clients(stack) if c["ClientId"] not in clients]
+    for _ in range(5):  # five anonymous approvals (issue 36 measured five app clients made by five)
+        assert approve(stack, authorize(stack, client_id=body["client_id"])).status_code == 302
+    assert {c["ClientId"] for c in app_clients(stack)} == clients  # nothing at Cognito, ever
+    (client,) = [c for c in app_clients(stack) if c.get("CallbackURLs")]  # the bridge's own (the template's)
     assert client["CallbackURLs"] == [f"{base(stack)}/oauth2/callback"]  # the bridge's own, never the client's
     assert client["AllowedOAuthFlows"] == ["code"]
-    assert client["AllowedOAuthScopes"] == ["mcp/invoke", "openid"]
-    assert client["AllowedOAuthFlowsUserPoolClient"] is True
-    assert client["ClientSecret"]  # only the bridge holds it: only the bridge redeems Cognito's codes
+    assert client["AllowedOAuthScopes"] == ["openid"]
+    assert client["ClientSecret"]  # only the bridge reads it: only the bridge redeems Cognito's codes
 
 
 def test_a_confidential_registration_gets_a_secret_of_the_bridges(stack: RunningStack) -> None:
@@ -219,9 +217,10 @@ def test_authorize_asks_for_consent_then_sends_the_browser_to_cognitos_managed_l
         "response_type": ["code"],
         "redirect_uri": [f"{base(stack)}/oauth2/callback"],  # Cognito sends back to the bridge only
         "code_challenge_method": ["S256"],
-        "scope": ["mcp/invoke"],
-    }  # `resource` was checked here; Cognito gets the scope of this endpoint's resource server instead
-    assert app_id != client_id and app_id in {c["ClientId"] for c in app_clients(stack)}
+        "scope": ["openid"],
+    }  # `resource` was checked here; Cognito is only asked who signs in
+    (bridge_client,) = [c["ClientId"] for c in app_clients(stack) if c.get("CallbackURLs")]
+    assert app_id == bridge_client  # the bridge's one app client, whatever the MCP client
     assert state != "st-1" and challenge != CHALLENGE  # the bridge's own record and PKCE with Cognito
     assert re.fullmatch(
         r"mcp-sign-in=[A-Za-z0-9_-]{43}; Path=/; Max-Age=600; HttpOnly; SameSite=Lax", reply.headers["set-cookie"]
@@ -399,6 +398,24 @@ def test_a_token_the_pool_issued_without_the_endpoints_scope_is_403_insufficient
     assert call(stack, tokens["IdToken"]).status_code == 401  # an ID token is never an access token
 
 
+def test_the_bridge_publishes_the_public_key_of_its_kms_signing_key_where_its_metadata_says(
+    stack: RunningStack,
+) -> None:
+    metadata = httpx.get(f"{base(stack)}/.well-known/oauth-authorization-server", timeout=60).json()
+    assert metadata["jwks_uri"] == f"{base(stack)}/.well-known/jwks.json"
+    reply = httpx.get(metadata["jwks_uri"], timeout=60)
+    assert (reply.status_code, reply.headers["cache-control"]) == (200, "max-age=3600")
+    (key,) = reply.json()["keys"]
+    kms = stack.aws_client("kms")
+    assert (key["kty"], key["alg"], key["use"]) == ("RSA", "RS256", "sig")
+    assert key["kid"] in {k["KeyId"] for k in kms.list_keys()["Keys"]}  # the KMS key itself, by its id
+    from mcp_runtime._jws import RsaPublicKey
+
+    held = RsaPublicKey.from_der(kms.get_public_key(KeyId=key["kid"])["PublicKey"])
+    assert held.n == int.from_bytes(jwt.utils.base64url_decode(key["n"]), "big")
+    assert len(jwt.utils.base64url_decode(key["n"])) == 256  # RSA 2048
+
+
 @pytest.mark.parametrize("path", ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"])
 def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_server(
     stack: RunningStack, path: str
@@ -408,7 +425,7 @@ def test_the_protected_resource_metadata_names_the_bridge_as_the_authorization_s
     assert document == {
         "resource": stack.url,
         "bearer_methods_supported": ["header"],
-        "resource_name": "serverless-mcp-tasks",
+        "resource_name": deployed_server_name(),
         "authorization_servers": [base(stack)],
         "scopes_supported": ["mcp/invoke"],
     }

@@ -33,9 +33,12 @@ from infra.stack import McpTasksStack  # noqa: E402
 
 from infra import nag  # noqa: E402
 
-# The project's names as its cdk.json gives them (a copy's own, whatever it is called).
-PROJECT_NAME = project_name(project_context())
-DEFAULT_STACK_NAME = stack_name(project_context())
+# The names of the stack the in-process synths build: from the context they are given (the platform's
+# defaults), never from the project's cdk.json, so they are the template's in every copy.
+PROJECT_NAME = project_name({})
+DEFAULT_STACK_NAME = stack_name({})
+# The project's own stack name (its cdk.json: a copy's own), as `npx cdk synth` names its template.
+PROJECT_STACK_NAME = stack_name(project_context())
 # Skips asset bundling (pip) for every stack: the assertion tests look at the template only.
 NO_BUNDLING: dict[str, Any] = {"aws:cdk:bundling-stacks": []}
 # Quick-start settings of the CLI synth; the dashboards of both configurations are asserted.
@@ -169,7 +172,7 @@ def cdk_cli_synth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[su
 def cli_template(cdk_cli_synth: tuple[subprocess.CompletedProcess[str], Path]) -> dict[str, Any]:
     result, outdir = cdk_cli_synth
     assert result.returncode == 0, f"cdk synth failed:\n{result.stdout[-3000:]}\n{result.stderr[-6000:]}"
-    return json.loads((outdir / f"{DEFAULT_STACK_NAME}.template.json").read_text())
+    return json.loads((outdir / f"{PROJECT_STACK_NAME}.template.json").read_text())
 
 
 def cfn_lint(*templates: Path, parseable: bool = False) -> subprocess.CompletedProcess[str]:

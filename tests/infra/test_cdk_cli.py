@@ -15,7 +15,7 @@ from aws_cdk import App
 from infra.cdk_app import build_app
 
 from infra import packaging as bundling
-from tests.infra.conftest import DEFAULT_STACK_NAME, FULL_OPTIONS, REPO, cfn_lint
+from tests.infra.conftest import FULL_OPTIONS, PROJECT_STACK_NAME, REPO, cfn_lint
 from tests.support import project_tools
 
 pytestmark = pytest.mark.infra
@@ -51,14 +51,14 @@ def test_cdk_synth_succeeds_offline_without_credentials(
 ) -> None:
     result, outdir = cdk_cli_synth
     assert result.returncode == 0
-    assert (outdir / f"{DEFAULT_STACK_NAME}.template.json").exists()
+    assert (outdir / f"{PROJECT_STACK_NAME}.template.json").exists()
     # cdk-nag ran inside the synth and left no finding.
     assert "AwsSolutions" not in result.stdout + result.stderr
 
 
 def test_cfn_lint_is_clean(cdk_cli_synth: tuple[Any, Path], cli_template: dict[str, Any]) -> None:
     _, outdir = cdk_cli_synth
-    lint = cfn_lint(outdir / f"{DEFAULT_STACK_NAME}.template.json")
+    lint = cfn_lint(outdir / f"{PROJECT_STACK_NAME}.template.json")
     assert lint.returncode == 0, lint.stdout + lint.stderr
 
 

@@ -36,8 +36,14 @@ OPERATIONS = {
     "get_object": "s3:GetObject",
     "get_secret": "secretsmanager:GetSecretValue",  # Powertools parameters
     "create_user_pool_client": "cognito-idp:CreateUserPoolClient",
+    "describe_user_pool_client": "cognito-idp:DescribeUserPoolClient",
     "update_user_pool_client": "cognito-idp:UpdateUserPoolClient",
     "delete_user_pool_client": "cognito-idp:DeleteUserPoolClient",
+    "admin_get_user": "cognito-idp:AdminGetUser",
+    "sign": "kms:Sign",
+    "get_public_key": "kms:GetPublicKey",
+    "encrypt": "kms:Encrypt",
+    "decrypt": "kms:Decrypt",
 }
 # A call, or an operation name handed to a dispatcher as a string (`self._call("put_item", ...)`).
 _CALL = re.compile(r"""(?:\.(\w+)\(|["'](\w+)["'])""")
@@ -97,5 +103,7 @@ def test_every_call_in_the_code_is_granted_and_every_grant_is_called(default_sta
 
 def test_the_scan_sees_the_task_store_and_the_executor() -> None:
     called = actions_called_by_shipped_code()
+    assert called["kms:Sign"] >= {"oauth_bridge/signing.py"}
+    assert called["kms:GetPublicKey"] == {"oauth_bridge/signing.py", "mcp_runtime/tokens.py"}
     assert any("tasks/store.py" in path for path in called["dynamodb:UpdateItem"])
     assert any("tasks/executor.py" in path for path in called["states:StartExecution"])

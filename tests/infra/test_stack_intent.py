@@ -320,6 +320,12 @@ def test_api_function_policy_is_exactly_what_it_calls(default_stack: Synthesized
             "Effect": "Allow",
             "Resource": {"Ref": default_stack.logical_id(stack.sealing.secret)},
         },
+        # The public key of the bridge's token signing key (its access tokens are checked with it).
+        {
+            "Action": ["kms:GetPublicKey"],
+            "Effect": "Allow",
+            "Resource": _get_att(default_stack.logical_id(stack.bridge.signing_key)),  # type: ignore[union-attr]
+        },
     ]
     _assert_policy(default_stack, stack.functions.api, granted)
 
@@ -644,6 +650,7 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         "GET /.well-known/oauth-protected-resource",
         "GET /.well-known/oauth-protected-resource/mcp",
         "GET /.well-known/oauth-authorization-server",
+        "GET /.well-known/jwks.json",
         "POST /oauth2/register",
         "GET /oauth2/authorize",
         "POST /oauth2/token",
@@ -658,6 +665,7 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
     bridge = default_stack.logical_id(default_stack.stack.bridge.function.function)  # type: ignore[union-attr]
     for key in (
         "GET /.well-known/oauth-authorization-server",
+        "GET /.well-known/jwks.json",
         "POST /oauth2/register",
         "GET /oauth2/authorize",
         "POST /oauth2/consent",
@@ -668,7 +676,7 @@ def test_every_route_is_public_and_the_bridges_and_callbacks_routes_reach_their_
         assert integrations[integration]["Properties"]["IntegrationUri"] == {"Fn::GetAtt": [bridge, "Arn"]}
 
 
-def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_client_slots(
+def test_the_bridge_cleans_up_every_15_minutes_and_limits_new_clients_per_source_domain_and_person(
     default_stack: Synthesized,
 ) -> None:
     bridge = default_stack.stack.bridge
@@ -681,29 +689,88 @@ def test_the_bridge_cleans_up_every_15_minutes_and_alarms_at_80_percent_of_its_c
             "Targets": [Match.object_like({"Arn": _get_att(function), "Input": '{"action":"cleanup"}'})],
         },
     )
-    default_stack.template.has_resource_properties(
-        "AWS::CloudWatch::Alarm",
-        {
-            "Namespace": PROJECT_NAME,
-            "MetricName": "RegisteredClients",
-            "Statistic": "Maximum",
-            "Period": 900,
-            "Threshold": 160,
-            "ComparisonOperator": "GreaterThanOrEqualToThreshold",
-            "TreatMissingData": "notBreaching",
-        },
-    )
+    metrics = [a["Properties"].get("MetricName") for a in default_stack.resources("AWS::CloudWatch::Alarm").values()]
+    assert "RegisteredClients" not in metrics  # no client slots any more: nothing to fill
     variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
     # The bridge's origin is configured (the API's execute-api endpoint), never read from a request's Host.
     (api,) = default_stack.resources("AWS::ApiGatewayV2::Api")
     assert variables["BRIDGE_PUBLIC_ORIGIN"] == {"Fn::GetAtt": [api, "ApiEndpoint"]}
     assert default_stack.resources("AWS::ApiGatewayV2::Api")[api]["Properties"]["DisableExecuteApiEndpoint"] is False
-    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST", "_NAMESPACE"))} == {
+    assert {k: v for k, v in variables.items() if k.endswith(("_PER_HOUR", "_BURST"))} == {
         "BRIDGE_REGISTRATIONS_PER_HOUR": "10",
         "BRIDGE_REGISTRATION_BURST": "30",
         "BRIDGE_REGISTRATIONS_PER_HOST_PER_HOUR": "10",
-        "BRIDGE_METRICS_NAMESPACE": PROJECT_NAME,
+        "BRIDGE_CLIENTS_PER_PERSON_PER_HOUR": "10",
     }
+    assert "BRIDGE_MAX_CLIENTS" not in variables
+
+
+def test_cognito_signs_people_in_through_one_app_client_of_the_bridge_whose_only_callback_is_the_bridges(
+    default_stack: Synthesized,
+) -> None:
+    bridge = default_stack.stack.bridge
+    assert bridge is not None
+    (api,) = default_stack.resources("AWS::ApiGatewayV2::Api")
+    clients = default_stack.resources("AWS::Cognito::UserPoolClient")
+    assert len(clients) == 2  # the machine client and the bridge's: none per MCP client
+    callback = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::Cognito::UserPoolClient",
+        {
+            "AllowedOAuthFlows": ["code"],
+            "AllowedOAuthScopes": ["openid"],
+            "AllowedOAuthFlowsUserPoolClient": True,
+            "CallbackURLs": [callback],
+            "GenerateSecret": True,
+            "SupportedIdentityProviders": ["COGNITO"],
+            "PreventUserExistenceErrors": "ENABLED",
+            "EnableTokenRevocation": True,
+        },
+    )
+    assert callback.as_object() == {"Fn::Join": ["", [{"Fn::GetAtt": [api, "ApiEndpoint"]}, "/oauth2/callback"]]}
+    function = default_stack.logical_id(bridge.function.function)
+    variables = default_stack.resources("AWS::Lambda::Function")[function]["Properties"]["Environment"]["Variables"]
+    assert variables["BRIDGE_APP_CLIENT_ID"] == {"Ref": default_stack.logical_id(bridge.app_client)}
+    granted = [
+        s
+        for p in default_stack.resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if s["Action"]
+        == ["cognito-idp:DescribeUserPoolClient", "cognito-idp:DeleteUserPoolClient", "cognito-idp:AdminGetUser"]
+    ]
+    # Reads its own secret and whether a person is still enabled; deletes what earlier versions made; creates nothing.
+    assert len(granted) == 1
+
+
+def test_the_bridge_signs_access_tokens_with_a_kms_key_that_never_leaves_kms_and_the_api_reads_its_public_key(
+    default_stack: Synthesized,
+) -> None:
+    bridge = default_stack.stack.bridge
+    assert bridge is not None
+    default_stack.template.has_resource_properties("AWS::KMS::Key", {"KeySpec": "RSA_2048", "KeyUsage": "SIGN_VERIFY"})
+    key = default_stack.logical_id(bridge.signing_key)
+    functions = default_stack.resources("AWS::Lambda::Function")
+    bridge_variables = functions[default_stack.logical_id(bridge.function.function)]["Properties"]["Environment"]
+    api_variables = functions[default_stack.logical_id(default_stack.stack.functions.api_function)]["Properties"][
+        "Environment"
+    ]
+    assert bridge_variables["Variables"]["BRIDGE_SIGNING_KEY_ID"] == {"Ref": key}
+    assert api_variables["Variables"]["MCP_BRIDGE_SIGNING_KEY_ID"] == {"Ref": key}
+    assert api_variables["Variables"]["MCP_BRIDGE_ISSUER"] == bridge_variables["Variables"]["BRIDGE_PUBLIC_ORIGIN"]
+    statements = {
+        json.dumps(s["Action"]): s["Resource"]
+        for p in default_stack.resources("AWS::IAM::Policy").values()
+        for s in p["Properties"]["PolicyDocument"]["Statement"]
+        if "kms:" in json.dumps(s["Action"])
+    }
+    sealing = default_stack.logical_id(bridge.sealing_key)
+    assert statements == {
+        json.dumps(["kms:Sign", "kms:GetPublicKey"]): {"Fn::GetAtt": [key, "Arn"]},  # the bridge only
+        json.dumps("kms:GetPublicKey"): {"Fn::GetAtt": [key, "Arn"]},  # the API
+        json.dumps(["kms:Encrypt", "kms:Decrypt"]): {"Fn::GetAtt": [sealing, "Arn"]},  # the bridge's form keys
+    }
+    default_stack.template.has_resource_properties("AWS::KMS::Key", {"EnableKeyRotation": True})
+    assert bridge_variables["Variables"]["BRIDGE_SEALING_KEY_ID"] == {"Ref": sealing}
 
 
 def test_the_callback_route_invokes_its_own_function_which_touches_only_task_items_and_the_bucket(
@@ -980,7 +1047,6 @@ def test_alarms_cover_errors_throttles_failed_executions_and_table_throttling(sy
         "ExecutionsTimedOut",
         "IteratorAge",  # starts, resumes or stops waiting in the stream
         "ReadThrottleEvents + WriteThrottleEvents",
-        "RegisteredClients",  # the OAuth bridge's client slots
         "RejectedRequests",  # answered -32603 (tests/infra/test_dashboard_metrics.py)
         "SweepBehind",  # the sweeper falls behind (tests/infra/test_sweeper_intent.py)
         "TaskWritesRefused",  # a task's write refused for good (tests/infra/test_sweeper_intent.py)

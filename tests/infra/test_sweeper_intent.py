@@ -89,7 +89,7 @@ def test_sweeper_policy_is_exactly_what_it_calls(default_stack: Synthesized) -> 
     stack = default_stack.stack
     table = _get_att(default_stack.logical_id(stack.tasks.table))
     granted = [
-        {"Action": "dynamodb:UpdateItem", "Effect": "Allow", "Resource": table},
+        {"Action": ["dynamodb:GetItem", "dynamodb:UpdateItem"], "Effect": "Allow", "Resource": table},
         part_deletes(table),
         {
             "Action": "dynamodb:Query",

@@ -9,6 +9,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Capture, Match
 from infra.capabilities._lambda import API_HANDLER, BRIDGE_HANDLER
+from infra.capabilities.callbacks import CALLBACK_PATH
+from infra.capabilities.http_front import MCP_METHODS, MCP_PATH, METADATA_PATHS
+from infra.capabilities.oauth_bridge import BRIDGE_ROUTES
 from infra.capabilities.workflow import (
     ASL_PATH,
     HISTORY_EVENT_LIMIT,
@@ -321,3 +324,166 @@ def test_fewer_throttle_retries_let_more_rounds_fit(synth: Any) -> None:
     assert rounds > 138
     stack = synth(throttleRetryIntervalSeconds="1", throttleRetryMaxDelaySeconds="1", throttleRetryMaxAttempts="3")
     assert _worker(stack)["Environment"]["Variables"]["TASK_ROUNDS_PER_EXECUTION"] == str(rounds)
+
+
+# ---- per-route limits: the sign-in routes and /mcp apart (issue 36 item 5) ----------------------
+def _route_keys(stack: Synthesized) -> set[str]:
+    return {route["Properties"]["RouteKey"] for route in stack.resources("AWS::ApiGatewayV2::Route").values()}
+
+
+def _route_settings(stack: Synthesized) -> dict[str, Any]:
+    settings = Capture()
+    stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Stage", Match.object_like({"StageName": "$default", "RouteSettings": settings})
+    )
+    return settings.as_object()
+
+
+MCP_KEYS = {f"{method} {MCP_PATH}" for method in MCP_METHODS}
+SIGN_IN_KEYS = {f"{method.value} {path}" for method, path in BRIDGE_ROUTES}
+
+
+def test_the_sign_in_routes_and_mcp_each_have_limits_of_their_own_and_the_rest_keep_the_stage_default(
+    default_stack: Synthesized,
+) -> None:
+    settings = _route_settings(default_stack)
+    assert settings == {
+        **{key: {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100} for key in MCP_KEYS},
+        **{key: {"ThrottlingRateLimit": 10, "ThrottlingBurstLimit": 20} for key in SIGN_IN_KEYS},
+    }
+    # Every key names a route the stack creates; the routes left out fall back to the stage's default.
+    assert set(settings) <= _route_keys(default_stack)
+    assert _route_keys(default_stack) - set(settings) == {
+        *(f"GET {path}" for path in METADATA_PATHS),
+        f"POST {CALLBACK_PATH}",
+    }
+    default_stack.template.has_resource_properties(
+        "AWS::ApiGatewayV2::Stage",
+        Match.object_like({"DefaultRouteSettings": {"ThrottlingRateLimit": 50, "ThrottlingBurstLimit": 100}}),
+    )
+
+
+def test_the_stage_waits_for_every_route_it_throttles(default_stack: Synthesized) -> None:
+    # A RouteSettings key naming a route not created yet fails the deployment.
+    stage = next(iter(default_stack.resources("AWS::ApiGatewayV2::Stage").values()))
+    route_ids = {
+        logical_id
+        for logical_id, route in default_stack.resources("AWS::ApiGatewayV2::Route").items()
+        if route["Properties"]["RouteKey"] in MCP_KEYS | SIGN_IN_KEYS
+    }
+    assert len(route_ids) == len(MCP_KEYS | SIGN_IN_KEYS)
+    assert route_ids <= set(stage["DependsOn"])
+
+
+# The template's own cdk.json: a project's is its team's (never updated); the code's defaults stand for its keys.
+template_cdk_json = pytest.mark.skipif(
+    not (ASL_PATH.parents[2] / "copier.yml").exists(), reason="the template's cdk.json: a project's own is its team's"
+)
+
+
+@template_cdk_json
+def test_cdk_json_sets_the_per_route_limits() -> None:
+    context = json.loads((ASL_PATH.parents[2] / "cdk.json").read_text())["context"]
+    assert {key: context[key] for key in context if "throttle" in key.lower() and "Retry" not in key} == {
+        "throttleRateLimit": 50,
+        "throttleBurstLimit": 100,
+        "mcpThrottleRateLimit": 50,
+        "mcpThrottleBurstLimit": 100,
+        "signInThrottleRateLimit": 10,
+        "signInThrottleBurstLimit": 20,
+    }
+
+
+def test_each_per_route_limit_comes_from_context(synth: Any) -> None:
+    stack = synth(
+        mcpThrottleRateLimit="200",
+        mcpThrottleBurstLimit="400",
+        signInThrottleRateLimit="2",
+        signInThrottleBurstLimit="5",
+    )
+    settings = _route_settings(stack)
+    assert {key: settings[key] for key in ("POST /mcp", "POST /oauth2/token")} == {
+        "POST /mcp": {"ThrottlingRateLimit": 200, "ThrottlingBurstLimit": 400},
+        "POST /oauth2/token": {"ThrottlingRateLimit": 2, "ThrottlingBurstLimit": 5},
+    }
+
+
+def test_without_the_bridge_only_mcp_has_limits_of_its_own(synth: Any) -> None:
+    assert set(_route_settings(synth(auth="client-credentials"))) == MCP_KEYS
+
+
+def test_a_per_route_limit_out_of_range_stops_the_synth(synth: Any) -> None:
+    with pytest.raises(ValueError, match="context 'signInThrottleBurstLimit' must be between 1 and 5000, got 0"):
+        synth(signInThrottleBurstLimit="0")
+
+
+# ---- the per-source rate rule: AWS WAF on the Cognito user pool ---------------------------------
+def test_a_waf_rate_rule_per_source_address_guards_the_user_pool_by_default(default_stack: Synthesized) -> None:
+    web_acl = Capture()
+    default_stack.template.has_resource_properties(
+        "AWS::WAFv2::WebACL",
+        Match.object_like(
+            {
+                "Scope": "REGIONAL",
+                "DefaultAction": {"Allow": {}},
+                "Rules": [
+                    Match.object_like(
+                        {
+                            "Name": "PerSourceRate",
+                            "Priority": 0,
+                            "Action": {"Block": {}},
+                            "Statement": {
+                                "RateBasedStatement": {
+                                    "AggregateKeyType": "IP",
+                                    "Limit": 300,
+                                    "EvaluationWindowSec": 300,
+                                }
+                            },
+                        }
+                    )
+                ],
+            }
+        ),
+    )
+    default_stack.template.resource_count_is("AWS::WAFv2::WebACL", 1)
+    default_stack.template.has_resource_properties(
+        "AWS::WAFv2::WebACLAssociation",
+        {
+            "ResourceArn": {
+                "Fn::GetAtt": [default_stack.logical_id(default_stack.stack.front.user_pool.user_pool), "Arn"]
+            },
+            "WebACLArn": {"Fn::GetAtt": [web_acl, "Arn"]},
+        },
+    )
+    assert web_acl.as_string() == default_stack.stack.get_logical_id(default_stack.stack.sign_in_firewall.web_acl)
+
+
+@template_cdk_json
+def test_cdk_json_turns_the_waf_rule_on_at_300_requests_in_five_minutes() -> None:
+    context = json.loads((ASL_PATH.parents[2] / "cdk.json").read_text())["context"]
+    assert (context["signInWaf"], context["signInWafRateLimit"]) == (True, 300)
+
+
+def test_the_waf_rate_limit_comes_from_context_and_signinwaf_false_leaves_no_web_acl(synth: Any) -> None:
+    limit = Capture()
+    synth(signInWafRateLimit="1000").template.has_resource_properties(
+        "AWS::WAFv2::WebACL",
+        Match.object_like(
+            {"Rules": [Match.object_like({"Statement": {"RateBasedStatement": Match.object_like({"Limit": limit})}})]}
+        ),
+    )
+    assert limit.as_number() == 1000
+    off = synth(signInWaf="false")
+    assert off.stack.sign_in_firewall is None
+    off.template.resource_count_is("AWS::WAFv2::WebACL", 0)
+    off.template.resource_count_is("AWS::WAFv2::WebACLAssociation", 0)
+
+
+def test_the_machine_client_pool_is_guarded_too_and_an_own_issuer_has_no_web_acl(synth: Any) -> None:
+    synth(auth="client-credentials").template.resource_count_is("AWS::WAFv2::WebACLAssociation", 1)
+    synth(jwtIssuer="https://login.example.com/tenant").template.resource_count_is("AWS::WAFv2::WebACL", 0)
+
+
+def test_a_waf_rate_limit_below_what_waf_accepts_stops_the_synth(synth: Any) -> None:
+    with pytest.raises(ValueError, match="context 'signInWafRateLimit' must be between 10 and 2000000000, got 5"):
+        synth(signInWafRateLimit="5")

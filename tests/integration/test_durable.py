@@ -474,9 +474,9 @@ def test_a_thousand_steps_fit_in_one_task_its_run_reads_them_100_a_request_and_c
     done = env.store().get(task_id)
     assert done.status == COMPLETED and done.result is not None
     assert done.result["content"] == [{"type": "text", "text": "1000 steps, sum 499500"}]
-    # The hot item and its parts in one request, then the 999 step items 100 a request; the 1,000th
-    # step: 2 writes of the hot item, its mark and its record on its own item; the terminal write.
-    assert meter.calls["run"] == ["BatchGetItem"] * 11 + ["UpdateItem"] * 5
+    # The hot item and its parts in one request, then the 999 step items 100 a request; the run's first
+    # write; the 1,000th step: its mark on its own item, its record (one write each); the terminal write.
+    assert meter.calls["run"] == ["BatchGetItem"] * 11 + ["UpdateItem"] * 4
     # The 1,000th record fit on the work part (with its n), where its mark's item is not read again.
     work = env.dynamodb.get_item(
         TableName=env.resources.table_name, Key=part_key(task_id, schema.WORK_PART), ConsistentRead=True

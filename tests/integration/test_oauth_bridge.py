@@ -1,7 +1,8 @@
 """The OAuth bridge in-process against the template's own resources in the embedded moto (the
-registrations table, the user pool and its resource server, as `provision` creates them), with a
-clock the tests move, Client ID Metadata Documents served over real TLS on loopback, and the
-upstream token endpoint recorded (Cognito's managed login and token endpoint do not exist in moto).
+registrations table, the user pool with the bridge's one app client, the KMS key that signs the access
+tokens, as `provision` creates them), with a clock the tests move, Client ID Metadata Documents served
+over real TLS on loopback, and the upstream token endpoint recorded (Cognito's managed login and token
+endpoint do not exist in moto).
 """
 
 from __future__ import annotations
@@ -21,15 +22,17 @@ import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from local_stack.aws import EmbeddedAws
-from local_stack.provision import ProvisionedStack
+from local_stack.provision import ProvisionedStack, serve_bridge_at
 
 from mcp_runtime._aws import MAX_ATTEMPTS
-from oauth_bridge.aws import RegistrationStore, UserPoolClients, metadata_url_key
+from mcp_runtime.tokens import KmsKeySet, TokenRejected, TokenValidator, ValidatedToken
+from oauth_bridge.aws import Registration, RegistrationStore, UserPoolClients, metadata_url_key
 from oauth_bridge.cimd import MetadataFetcher
 from oauth_bridge.flows import DOCUMENT_MAX_AGE_SECONDS, Bridge
-from oauth_bridge.grants import GrantStore
+from oauth_bridge.grants import GrantStore, KeySealer
 from oauth_bridge.handler import dispatch
 from oauth_bridge.settings import BridgeSettings
+from oauth_bridge.signing import TokenSigner
 from tests.integration.task_harness import Clock
 from tests.tls_server import Routes, make_certificate, serve_https
 
@@ -40,6 +43,7 @@ CHALLENGE = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
 HOST = "client.test"
 DOMAIN = "https://bridge-test.auth.us-east-1.amazoncognito.com"
 ISSUER = "http://127.0.0.1:3000"
+RESOURCE = "http://127.0.0.1:3000/mcp"
 # Hosts under these serve metadata documents too (every name resolves to loopback here).
 WILDCARD_NAMES = ("*.evil.co.uk", "*.other.co.uk")
 
@@ -67,6 +71,7 @@ class Cognito:
     revoked: list[str] = field(default_factory=list)
     refresh_answer: tuple[int, bytes] | None = None
     issued: int = 0
+    usernames: dict[str, str] = field(default_factory=dict)  # person -> the `username` claim Cognito sends
 
     def login(self, location: str) -> str:
         parts = urlsplit(location)
@@ -99,8 +104,9 @@ class Cognito:
         if s256(form["code_verifier"][0]) != found[2]:
             return 400, b'{"error":"invalid_grant"}'
         self.issued += 1
+        named = {"username": self.usernames[found[3]]} if found[3] in self.usernames else {}
         tokens = {
-            "access_token": fake_jwt({"sub": found[3], "client_id": app_id, "n": self.issued}),
+            "access_token": fake_jwt({"sub": found[3], "client_id": app_id, "n": self.issued, **named}),
             "id_token": fake_jwt({"sub": found[3]}),
             "refresh_token": f"rt-{self.issued}",
             "token_type": "Bearer",
@@ -126,7 +132,10 @@ class BridgeUnderTest:
     table: str
     routes: Routes
     port: int
-    template_clients: frozenset[str] = frozenset()  # the template's own (the machine client)
+    kms: Any
+    app_id: str  # the bridge's own app client (the template's)
+    key_id: str  # the KMS key that signs the bridge's access tokens
+    template_clients: frozenset[str] = frozenset()  # the template's own (the machine client, the bridge's)
 
     def event(self, method: str, path: str, *, query: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
         headers = {"host": "127.0.0.1:3000", **extra.pop("headers", {})}
@@ -183,14 +192,14 @@ class BridgeUnderTest:
         form, _ = consent_form(page)
         return self.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar, ip=ip)
 
-    def sign_in(self, client_id: str, jar: Jar | None = None, **params: str) -> dict[str, Any]:
+    def sign_in(self, client_id: str, jar: Jar | None = None, ip: str = "203.0.113.9", **params: str) -> dict[str, Any]:
         """The whole sign-in in one browser: consent (unless an approval stands), Cognito, the callback.
         The answer is the bridge's redirect to the client (or whatever refused on the way)."""
         jar = {} if jar is None else jar
-        answer = self.authorize(client_id, jar, **params)
+        answer = self.authorize(client_id, jar, ip=ip, **params)
         if answer["statusCode"] == 200:
             form, _ = consent_form(answer)
-            answer = self.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar)
+            answer = self.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar, ip=ip)
         if answer["statusCode"] != 302 or not answer["headers"]["location"].startswith(DOMAIN):
             return answer
         back = urlsplit(self.cognito.login(answer["headers"]["location"]))
@@ -233,8 +242,19 @@ class BridgeUnderTest:
         ]
         return found
 
+    def pool_clients(self) -> int:
+        return len(self.cognito_idp.list_user_pool_clients(UserPoolId=self.pool, MaxResults=60)["UserPoolClients"])
+
+    def api_validator(self, issuer: str = ISSUER, key_id: str | None = None) -> TokenValidator:
+        """The API's check of the bridge's tokens, as the template configures it (mcp_runtime/tokens.py)."""
+        keys = KmsKeySet(key_id or self.key_id, client=self.kms)
+        return TokenValidator(issuer, keys, required_scopes=("mcp/invoke",), clock=self.clock)
+
+    def accepted(self, access_token: str) -> ValidatedToken:
+        return self.api_validator().validate(access_token, RESOURCE)
+
     def app_clients(self) -> dict[str, dict[str, Any]]:
-        """The app clients the bridge created."""
+        """The app clients the bridge created (there should never be one)."""
         listed = [
             c
             for c in self.cognito_idp.list_user_pool_clients(UserPoolId=self.pool, MaxResults=60)["UserPoolClients"]
@@ -267,18 +287,24 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
 
     (pool,) = deployed.user_pools.values()
     (table,) = [name for logical_id, name in deployed.tables.items() if logical_id.startswith("OAuthBridge")]
+    (function,) = [f for f in deployed.functions.values() if "BRIDGE_APP_CLIENT_ID" in f.environment]
+    app_id, key_id = function.environment["BRIDGE_APP_CLIENT_ID"], function.environment["BRIDGE_SIGNING_KEY_ID"]
+    sealing_key = function.environment["BRIDGE_SEALING_KEY_ID"]
     settings = BridgeSettings.model_validate(
         {
             "BRIDGE_TABLE_NAME": table,
             "BRIDGE_USER_POOL_ID": pool,
+            "BRIDGE_APP_CLIENT_ID": app_id,
+            "BRIDGE_SIGNING_KEY_ID": key_id,
             "BRIDGE_COGNITO_DOMAIN_URL": DOMAIN,
             "BRIDGE_RESOURCE_SCOPE": "mcp/invoke",
-            "BRIDGE_MAX_CLIENTS": "3",
             "BRIDGE_REGISTRATIONS_PER_HOUR": "50",
         }
     )
     clock = Clock(1_900_000_000.0)
     cognito_idp, dynamodb = embedded_aws.client("cognito-idp"), embedded_aws.client("dynamodb")
+    kms = embedded_aws.client("kms")
+    serve_bridge_at(deployed, cognito_idp, ISSUER)
 
     def describe(app_id: str) -> dict[str, Any]:
         found: dict[str, Any] = cognito_idp.describe_user_pool_client(UserPoolId=pool, ClientId=app_id)[
@@ -296,8 +322,9 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
         bridge = Bridge(
             settings,
             RegistrationStore(table, clock=clock, client=dynamodb),
-            UserPoolClients(pool, settings.scopes, access_token_minutes=60, refresh_token_days=30, client=cognito_idp),
-            GrantStore(table, clock=clock, client=dynamodb),
+            UserPoolClients(pool, client=cognito_idp),
+            GrantStore(table, clock=clock, client=dynamodb, sealer=KeySealer(sealing_key, client=kms)),
+            TokenSigner(key_id, client=kms),
             fetcher=fetcher,
             post=cognito,
             clock=clock,
@@ -306,7 +333,19 @@ def bridge(embedded_aws: EmbeddedAws, deployed: ProvisionedStack, tls: tuple[Pat
             c["ClientId"] for c in cognito_idp.list_user_pool_clients(UserPoolId=pool, MaxResults=60)["UserPoolClients"]
         )
         yield BridgeUnderTest(
-            bridge, clock, cognito, cognito_idp, dynamodb, pool, table, routes, port, template_clients
+            bridge,
+            clock,
+            cognito,
+            cognito_idp,
+            dynamodb,
+            pool,
+            table,
+            routes,
+            port,
+            kms,
+            app_id,
+            key_id,
+            template_clients,
         )
 
 
@@ -328,23 +367,27 @@ def authorize_query(client_id: str, **params: str) -> dict[str, str]:
     return {k: v for k, v in query.items() if v}
 
 
-def test_past_the_cap_of_registered_clients_an_approved_sign_in_gets_429_and_creates_nothing(
+def test_anonymous_approvals_create_no_cognito_resource_and_two_hundred_strangers_leave_a_person_free_to_connect(
     bridge: BridgeUnderTest,
 ) -> None:
-    for _ in range(3):
-        assert bridge.approve(bridge.client())["statusCode"] == 302
-    fourth = bridge.client()  # registering takes no slot: the app client comes with the first approve
-    clients, items = bridge.app_clients(), bridge.items()
-    refused = bridge.approve(fourth)
-    assert refused["statusCode"] == 429
-    assert json.loads(refused["body"]) == {
-        "error": "temporarily_unavailable",
-        "error_description": "the authorization server has as many clients as it accepts (3); "
-        "clients that never sign in are removed within an hour: retry later",
-    }
-    assert refused["headers"]["retry-after"] == "900"
-    assert bridge.app_clients().keys() == clients.keys()
-    assert {k for k in bridge.items() if not k.startswith("rate#")} == {k for k in items if not k.startswith("rate#")}
+    """The deployed defaults: 200 strangers, each from an address of its own, with a client of its own (as
+    registration writes it), approve it on the consent page and never sign in."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    before = bridge.pool_clients()
+
+    def stranger(n: int) -> str:
+        bridge.bridge.store.add(Registration(f"client#stranger{n}", "", (CALLBACK,), "none", 0), "t")
+        return str(bridge.approve(f"stranger{n}", ip=f"198.18.0.{n + 1}")["headers"]["location"])
+
+    with ThreadPoolExecutor(8) as pool:
+        assert all(location.startswith(DOMAIN) for location in pool.map(stranger, range(200)))
+    assert bridge.pool_clients() == before  # nothing in Cognito: no app client, no slot
+    assert bridge.app_clients() == {} and "meta#clients" not in bridge.items()
+    # A person who signs in connects a new client as if nobody had come.
+    tokens = bridge.tokens(bridge.client())
+    assert bridge.accepted(tokens["access_token"]).subject == "alice-sub"
+    assert bridge.pool_clients() == before
 
 
 def test_registration_creates_no_app_client_and_takes_no_slot(bridge: BridgeUnderTest) -> None:
@@ -354,18 +397,19 @@ def test_registration_creates_no_app_client_and_takes_no_slot(bridge: BridgeUnde
     assert "meta#clients" not in bridge.items()
 
 
-def test_a_metadata_document_client_gets_one_app_client_and_follows_the_documents_redirect_uris(
+def test_a_metadata_document_client_is_registered_once_its_person_signed_in_and_follows_the_documents_redirect_uris(
     bridge: BridgeUnderTest,
 ) -> None:
     url = bridge.serve_document("/mcp-client.json", [CALLBACK])
     first = bridge.approve(url)
     assert first["statusCode"] == 302, first["body"]
-    (app_id,) = bridge.app_clients()
-    assert parse_qs(urlsplit(first["headers"]["location"]).query)["client_id"] == [app_id]
-    # Within the document's max age the same app client serves, without a second fetch or client.
+    assert parse_qs(urlsplit(first["headers"]["location"]).query)["client_id"] == [bridge.app_id]
+    assert metadata_url_key(url) not in bridge.items()  # approved, nobody signed in yet: nothing stored
+    assert bridge.code(url)
+    assert bridge.registration(url)["url"]["S"] == url and "client" not in bridge.registration(url)
+    # Within the document's max age the stored record serves, without a second fetch.
     bridge.routes.clear()
     assert bridge.approve(url)["statusCode"] == 302
-    assert list(bridge.app_clients()) == [app_id]
     # Later, the document lists another redirect URI: the old one is refused, the new one works.
     bridge.clock.advance(DOCUMENT_MAX_AGE_SECONDS + 1)
     moved = "http://127.0.0.1:53999/callback"
@@ -376,28 +420,26 @@ def test_a_metadata_document_client_gets_one_app_client_and_follows_the_document
         "redirect_uri is not registered for this client",
     )
     assert bridge.code(url, redirect_uri=moved)
-    assert list(bridge.app_clients()) == [app_id]
-    assert bridge.app_clients()[app_id]["CallbackURLs"] == [BRIDGE_CALLBACK]  # Cognito never learns either
-    assert bridge.registration(url)["client"]["S"] == app_id
+    assert bridge.app_clients() == {}
+    assert bridge.describe(bridge.app_id)["CallbackURLs"] == [BRIDGE_CALLBACK]  # Cognito never learns either
 
 
-def test_the_code_is_exchanged_for_cognitos_tokens_once_with_pkce_the_redirect_uri_and_the_resource(
+def test_the_code_is_exchanged_once_with_pkce_the_redirect_uri_and_the_resource_for_the_bridges_own_tokens(
     bridge: BridgeUnderTest,
 ) -> None:
     client_id = bridge.client()
     code = bridge.code(client_id)
-    (app_id,) = bridge.app_clients()
     (at_callback,) = bridge.cognito.token_calls()
-    assert at_callback["client_id"] == [app_id] and at_callback["redirect_uri"] == [BRIDGE_CALLBACK]
+    assert at_callback["client_id"] == [bridge.app_id] and at_callback["redirect_uri"] == [BRIDGE_CALLBACK]
     assert at_callback["code_verifier"] != [VERIFIER]  # the bridge's own PKCE with Cognito
     bridge.clock.advance(30)
     answer = bridge.exchange(client_id, code)
     assert answer["statusCode"] == 200 and answer["headers"]["cache-control"] == "no-store"
     tokens = json.loads(answer["body"])
-    assert tokens["scope"] == "mcp/invoke"
-    # A refresh token of the bridge's, never Cognito's ("rt-1"): the bridge rotates it at each use.
-    assert len(tokens["refresh_token"]) == 43 and tokens["refresh_token"] != "rt-1"
-    assert json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))["client_id"] == app_id
+    assert set(tokens) == {"access_token", "token_type", "expires_in", "scope", "refresh_token"}
+    assert (tokens["token_type"], tokens["expires_in"], tokens["scope"]) == ("Bearer", 900, "mcp/invoke")
+    assert len(tokens["refresh_token"]) == 43 and tokens["refresh_token"] != "rt-1"  # the bridge's, not Cognito's
+    assert bridge.cognito.token_calls() == [at_callback]  # Cognito's tokens only told the bridge who signed in
     assert bridge.registration(client_id)["lastUsedAt"]["N"] == str(int(bridge.clock()))
     again = bridge.exchange(client_id, code)
     assert (again["statusCode"], json.loads(again["body"])) == (
@@ -407,6 +449,65 @@ def test_the_code_is_exchanged_for_cognitos_tokens_once_with_pkce_the_redirect_u
             "error_description": "the code is invalid, expired, used already or not this client's",
         },
     )
+
+
+def test_the_access_token_is_a_short_lived_jwt_of_the_bridge_for_the_mcp_resource_and_the_person(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    tokens = bridge.tokens(client_id)
+    header = json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[0] + "=="))
+    claims = json.loads(base64.urlsafe_b64decode(tokens["access_token"].split(".")[1] + "=="))
+    assert header == {"alg": "RS256", "typ": "at+jwt", "kid": bridge.key_id}
+    now = int(bridge.clock())
+    assert {k: v for k, v in claims.items() if k != "jti"} == {
+        "iss": ISSUER,
+        "aud": RESOURCE,
+        "sub": "alice-sub",
+        "client_id": client_id,
+        "scope": "mcp/invoke",
+        "iat": now,
+        "exp": now + 900,
+    }
+    assert len(claims["jti"]) == 22
+    validated = bridge.accepted(tokens["access_token"])  # the API's own check, with the KMS public key
+    assert (validated.issuer, validated.subject, validated.client) == (ISSUER, "alice-sub", client_id)
+    # The bridge publishes that key: its JWKS verifies the token as any resource server would.
+    jwks = json.loads(bridge.call("GET", "/.well-known/jwks.json")["body"])
+    assert [(k["kty"], k["alg"], k["kid"], k["use"]) for k in jwks["keys"]] == [("RSA", "RS256", bridge.key_id, "sig")]
+    import jwt
+
+    public = jwt.PyJWK(jwks["keys"][0]).key
+    checked = jwt.decode(
+        tokens["access_token"], public, algorithms=["RS256"], audience=RESOURCE, options={"verify_iat": False}
+    )  # the test's clock runs in 2030
+    assert checked["sub"] == "alice-sub"
+
+
+def test_the_api_refuses_a_bridge_token_for_another_resource_issuer_or_key_and_one_past_its_expiry(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id = bridge.client()
+    access = bridge.tokens(client_id)["access_token"]
+    signer = bridge.bridge.signer
+    claims = json.loads(base64.urlsafe_b64decode(access.split(".")[1] + "=="))
+    other_key = str(bridge.kms.create_key(KeySpec="RSA_2048", KeyUsage="SIGN_VERIFY")["KeyMetadata"]["KeyId"])
+    cases = {
+        "the token was issued for another resource": signer.sign({**claims, "aud": "https://other.example/mcp"}),
+        "the token was issued by another authorization server": signer.sign({**claims, "iss": "https://evil.example"}),
+        "the token is signed with an unknown key": TokenSigner(other_key, client=bridge.kms).sign(claims),
+        "the token signature is invalid": access[:-4] + ("AAAA" if not access.endswith("AAAA") else "BBBB"),
+    }
+    for description, token in cases.items():
+        with pytest.raises(TokenRejected) as refused:
+            bridge.accepted(token)
+        assert refused.value.description == description
+    # A key with the right id but other bits (the API trusting another key) refuses it too.
+    with pytest.raises(TokenRejected, match="unknown key"):
+        bridge.api_validator(key_id=other_key).validate(access, RESOURCE)
+    bridge.clock.advance(900 + 31)
+    with pytest.raises(TokenRejected, match="the token has expired"):
+        bridge.accepted(access)
 
 
 @pytest.mark.parametrize(
@@ -447,8 +548,7 @@ def test_a_confidential_client_authenticates_with_the_secret_the_bridge_gave_it(
     registered = json.loads(bridge.register(token_endpoint_auth_method="client_secret_basic")["body"])
     client_id, secret = registered["client_id"], registered["client_secret"]
     code = bridge.code(client_id)
-    (app,) = bridge.app_clients().values()
-    assert secret != app["ClientSecret"]  # Cognito's secret never leaves the bridge
+    assert secret != bridge.describe(bridge.app_id)["ClientSecret"]  # Cognito's secret never leaves the bridge
     wrong = base64.b64encode(f"{client_id}:not-it".encode()).decode()
     refused = bridge.exchange(client_id, code, {"client_id": ""})
     assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (401, "invalid_client")
@@ -469,30 +569,52 @@ def test_a_confidential_client_authenticates_with_the_secret_the_bridge_gave_it(
     assert answer["statusCode"] == 200, answer["body"]
 
 
-def test_a_refresh_goes_to_cognito_with_the_app_clients_secret_while_the_approval_stands(
-    bridge: BridgeUnderTest,
-) -> None:
+def test_a_refresh_mints_the_next_tokens_without_cognito_while_the_approval_stands(bridge: BridgeUnderTest) -> None:
     client_id = bridge.client()
     tokens = bridge.tokens(client_id)
-    (app,) = bridge.app_clients().values()
     other = bridge.client()
     stolen = bridge.refresh(other, tokens["refresh_token"])  # another client's: refused, and not used up
     assert (stolen["statusCode"], json.loads(stolen["body"])["error"]) == (400, "invalid_grant")
+    calls = len(bridge.cognito.calls)
+    bridge.clock.advance(600)
     answer = bridge.refresh(client_id, tokens["refresh_token"], scope="mcp/invoke offline_access")
-    assert (answer["statusCode"], json.loads(answer["body"])["access_token"]) == (200, "refreshed")
-    url, sent, headers = bridge.cognito.calls[-1]
-    assert url == f"{DOMAIN}/oauth2/token"
-    assert sent == {
-        "grant_type": ["refresh_token"],
-        "refresh_token": ["rt-1"],  # Cognito's, which only the bridge holds
-        "scope": ["mcp/invoke"],
-        "client_id": [app["ClientId"]],
-    }
-    assert headers["authorization"] == (
-        "Basic " + base64.b64encode(f"{app['ClientId']}:{app['ClientSecret']}".encode()).decode()
+    assert answer["statusCode"] == 200, answer["body"]
+    refreshed = json.loads(answer["body"])
+    assert refreshed["access_token"] != tokens["access_token"] and refreshed["scope"] == "mcp/invoke"
+    claims = bridge.accepted(refreshed["access_token"]).claims
+    assert (claims["sub"], claims["client_id"], claims["exp"]) == ("alice-sub", client_id, int(bridge.clock()) + 900)
+    assert len(bridge.cognito.calls) == calls  # nothing upstream
+    more = bridge.refresh(client_id, refreshed["refresh_token"], scope="mcp/invoke admin")
+    assert (more["statusCode"], json.loads(more["body"])) == (
+        400,
+        {"error": "invalid_scope", "error_description": "a refresh cannot add scopes the person did not approve"},
     )
     unknown = bridge.refresh(client_id, "rt-never-issued")
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (400, "invalid_grant")
+
+
+def test_a_person_disabled_in_the_user_pool_can_no_longer_refresh_and_their_approval_goes(
+    bridge: BridgeUnderTest,
+) -> None:
+    user = bridge.cognito_idp.admin_create_user(
+        UserPoolId=bridge.pool, Username="carol@example.com", MessageAction="SUPPRESS"
+    )["User"]["Username"]
+    bridge.cognito.person = user
+    bridge.cognito.usernames[user] = user
+    client_id = bridge.client()
+    tokens = bridge.tokens(client_id)
+    refreshed = bridge.refresh(client_id, tokens["refresh_token"])
+    assert refreshed["statusCode"] == 200, refreshed["body"]
+    bridge.cognito_idp.admin_disable_user(UserPoolId=bridge.pool, Username=user)
+    refused = bridge.refresh(client_id, json.loads(refreshed["body"])["refresh_token"])
+    assert (refused["statusCode"], json.loads(refused["body"])) == (
+        400,
+        {
+            "error": "invalid_grant",
+            "error_description": "the refresh token was revoked, has expired or is not this client's",
+        },
+    )
+    assert not [k for k in bridge.items() if k.startswith((f"approval#{user}#", "refresh#"))]
 
 
 def test_a_refresh_token_works_once_and_its_reuse_revokes_the_whole_family(bridge: BridgeUnderTest) -> None:
@@ -515,51 +637,8 @@ def test_a_refresh_token_works_once_and_its_reuse_revokes_the_whole_family(bridg
         },
     )
     assert bridge.refresh(client_id, third)["statusCode"] == 400  # the whole family goes
-    assert bridge.cognito.revoked == ["rt-1"]  # and Cognito's refresh token behind it
     assert not [k for k in bridge.items() if k.startswith(("approval#", "refresh#"))]
     assert bridge.authorize(client_id, jar)["statusCode"] == 200  # the person is asked again
-
-
-def test_a_refresh_cognito_fails_leaves_the_token_usable(bridge: BridgeUnderTest) -> None:
-    client_id = bridge.client()
-    token = bridge.tokens(client_id)["refresh_token"]
-    bridge.cognito.refresh_answer = (500, b"")
-    assert bridge.refresh(client_id, token)["statusCode"] == 503
-    bridge.cognito.refresh_answer = None
-    assert bridge.refresh(client_id, token)["statusCode"] == 200  # not spent by the failure: no reuse
-
-
-@pytest.mark.parametrize(("status", "expected"), [(400, 400), (401, 401), (500, 503), (429, 503)])
-def test_cognitos_refresh_errors_pass_through_and_its_failures_are_503(
-    bridge: BridgeUnderTest, status: int, expected: int
-) -> None:
-    client_id = bridge.client()
-    tokens = bridge.tokens(client_id)
-    used = bridge.registration(client_id)["lastUsedAt"]["N"]
-    bridge.clock.advance(60)
-    bridge.cognito.refresh_answer = (status, b'{"error":"invalid_grant"}')
-    answer = bridge.refresh(client_id, tokens["refresh_token"])
-    assert answer["statusCode"] == expected
-    assert json.loads(answer["body"])["error"] == ("invalid_grant" if expected < 500 else "temporarily_unavailable")
-    assert bridge.registration(client_id)["lastUsedAt"]["N"] == used  # not touched
-
-
-def test_cognito_refusing_the_app_client_is_400_and_gives_the_slot_back(bridge: BridgeUnderTest) -> None:
-    client_id = bridge.client()
-    client = bridge.bridge.clients.cognito.client()
-    with Stubber(client) as stub:
-        stub.add_client_error(
-            "create_user_pool_client",
-            service_error_code="InvalidParameterException",
-            service_message="Invalid callback URL",
-        )
-        answer = bridge.approve(client_id)
-    assert (answer["statusCode"], json.loads(answer["body"])) == (
-        400,
-        {"error": "invalid_client", "error_description": "the user pool refused this client: Invalid callback URL"},
-    )
-    assert bridge.app_clients() == {}
-    assert bridge.items()["meta#clients"]["active"]["N"] == "0"
 
 
 def test_an_aws_outage_is_a_503_with_a_generic_message(
@@ -582,14 +661,11 @@ def test_cleanup_removes_clients_unused_for_thirty_days_and_keeps_the_others(bri
     idle, busy = bridge.client(), bridge.client()
     idle_tokens = bridge.tokens(idle)
     busy_tokens = bridge.tokens(busy)
-    (idle_app,) = [k for k, v in bridge.app_clients().items() if k == bridge.registration(idle)["client"]["S"]]
     bridge.clock.advance(20 * 86_400)
     assert bridge.refresh(busy, busy_tokens["refresh_token"])["statusCode"] == 200
     bridge.clock.advance(11 * 86_400)
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
-    assert idle_app not in bridge.app_clients() and len(bridge.app_clients()) == 1
     assert f"client#{idle}" not in bridge.items() and f"client#{busy}" in bridge.items()
-    assert bridge.items()["meta#clients"]["active"]["N"] == "1"
     unknown = bridge.refresh(idle, idle_tokens["refresh_token"])
     assert (unknown["statusCode"], json.loads(unknown["body"])["error"]) == (401, "invalid_client")
 
@@ -681,8 +757,8 @@ def test_a_consent_form_is_answered_once_and_a_replay_writes_nothing(bridge: Bri
                 "error_description": "this form was sent already: open the client's sign-in link again",
             },
         )
-    assert set(bridge.items()) == items  # no sign-in record, no app client, no slot more
-    assert len(bridge.app_clients()) == 1
+    assert set(bridge.items()) == items  # no sign-in record more
+    assert bridge.app_clients() == {}
     console = dict(re.findall(r'name="(token)" value="([^"]*)"', approvals_page(bridge, jar)["body"]))
     assert bridge.call("POST", "/oauth2/consent", form={**console, "decision": "sign-in"}, jar=jar)["statusCode"] == 302
     again = bridge.call("POST", "/oauth2/consent", form={**console, "decision": "sign-in"}, jar=jar)
@@ -718,7 +794,7 @@ def test_a_standing_approval_gives_no_code_when_another_person_signs_in_at_cogni
     bridge.cognito.person = "mallory-sub"
     answer = bridge.sign_in(client_id, jar)
     assert (answer["statusCode"], json.loads(answer["body"])["error"]) == (403, "access_denied")
-    assert bridge.cognito.revoked == ["rt-2"]  # the tokens Cognito issued for the wrong person are revoked
+    assert "location" not in answer["headers"] and not [k for k in bridge.items() if "mallory" in k]
 
 
 # ---- the callback: only a sign-in the bridge sent, in the browser that approved it ---------------
@@ -757,11 +833,10 @@ def test_cognito_cannot_send_a_code_to_an_mcp_clients_redirect_uri(bridge: Bridg
     """The bypass of issue 29: straight to Cognito's authorize with the client's app client id."""
     client_id = bridge.client(redirect_uris=["https://attacker.example/cb"])
     assert bridge.approve(client_id, redirect_uri="https://attacker.example/cb")["statusCode"] == 302
-    (app_id,) = bridge.app_clients()
     direct = f"{DOMAIN}/oauth2/authorize?" + urlencode(
         {
             "response_type": "code",
-            "client_id": app_id,
+            "client_id": bridge.app_id,
             "redirect_uri": "https://attacker.example/cb",
             "state": "x",
             "code_challenge": CHALLENGE,
@@ -812,7 +887,6 @@ def test_revoking_an_approval_revokes_its_refresh_tokens_and_asks_again(bridge: 
     form = dict(re.findall(r'name="(token|client)" value="([^"]*)"', page))
     answer = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "revoke"}, jar=jar)
     assert (answer["statusCode"], answer["headers"]["location"]) == (302, "http://127.0.0.1:3000/oauth2/consent")
-    assert bridge.cognito.revoked == ["rt-1"]  # Cognito's refresh token behind the bridge's
     refused = bridge.refresh(client_id, tokens["refresh_token"])
     assert (refused["statusCode"], json.loads(refused["body"])) == (
         400,
@@ -872,10 +946,9 @@ def test_a_client_revokes_its_refresh_token_at_the_bridge_rfc_7009(bridge: Bridg
     client_id, other = bridge.client(), bridge.client()
     tokens = bridge.tokens(client_id)
     not_its_own = bridge.call("POST", "/oauth2/revoke", form={"token": tokens["refresh_token"], "client_id": other})
-    assert not_its_own["statusCode"] == 200 and bridge.cognito.revoked == []
+    assert not_its_own["statusCode"] == 200
     answer = bridge.call("POST", "/oauth2/revoke", form={"token": tokens["refresh_token"], "client_id": client_id})
     assert (answer["statusCode"], answer["body"]) == (200, "")
-    assert bridge.cognito.revoked == ["rt-1"]
     assert bridge.refresh(client_id, tokens["refresh_token"])["statusCode"] == 400
     unknown = bridge.call("POST", "/oauth2/revoke", form={"token": "whatever", "client_id": client_id})
     assert unknown["statusCode"] == 200  # RFC 7009 §2.2: an unknown token is not an error
@@ -888,7 +961,6 @@ def test_the_operator_revokes_a_client_for_everyone(bridge: BridgeUnderTest) -> 
     bob = bridge.tokens(client_id)
     bobs_other = bridge.tokens(kept)
     assert dispatch(bridge.bridge, {"action": "revoke-client", "clientId": client_id}) == {"revokedApprovals": 2}
-    assert sorted(bridge.cognito.revoked) == ["rt-1", "rt-2"]  # Alice's and Bob's sign-ins at Cognito
     assert bridge.refresh(client_id, alice["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(client_id, bob["refresh_token"])["statusCode"] == 400
     assert bridge.refresh(kept, bobs_other["refresh_token"])["statusCode"] == 200
@@ -933,7 +1005,7 @@ def test_retiring_the_signing_keys_refuses_what_the_old_ones_signed_in_every_con
 
 # ---- registration limits and the expiry of clients that never sign in -----------------------------
 def limited(bridge: BridgeUnderTest, **limits: int) -> None:
-    bridge.bridge.settings = bridge.bridge.settings.model_copy(update={"max_clients": 50, **limits})
+    bridge.bridge.settings = bridge.bridge.settings.model_copy(update=limits)
 
 
 def first_use(bridge: BridgeUnderTest, path: str, ip: str) -> dict[str, Any]:
@@ -941,35 +1013,61 @@ def first_use(bridge: BridgeUnderTest, path: str, ip: str) -> dict[str, Any]:
     return bridge.approve(url, ip=ip)
 
 
-def test_a_flood_of_metadata_documents_from_one_host_gets_429_while_other_clients_still_register(
+def back_at_client(answer: dict[str, Any]) -> dict[str, list[str]]:
+    """The bridge's redirect to the MCP client after the sign-in: its query."""
+    assert answer["statusCode"] == 302, answer["body"]
+    location = urlsplit(answer["headers"]["location"])
+    assert f"{location.scheme}://{location.netloc}{location.path}" == CALLBACK
+    return parse_qs(location.query)
+
+
+def test_a_flood_of_metadata_documents_from_one_host_is_refused_at_sign_in_while_other_clients_still_register(
     bridge: BridgeUnderTest,
 ) -> None:
     limited(bridge, registrations_per_host_per_hour=3)
-    for n in range(3):  # each from another address: only the host is the same
-        assert first_use(bridge, f"/flood-{n}.json", f"198.51.100.{n}")["statusCode"] == 302
-    clients, items = bridge.app_clients(), bridge.items()
-    refused = first_use(bridge, "/flood-3.json", "198.51.100.3")
-    assert (refused["statusCode"], json.loads(refused["body"])) == (
-        429,
-        {
-            "error": "temporarily_unavailable",
-            "error_description": f"at most 3 new clients per hour from metadata documents on {HOST}",
-        },
-    )
-    assert 0 < int(refused["headers"]["retry-after"]) <= 3600 and "location" not in refused["headers"]
-    assert bridge.app_clients().keys() == clients.keys()
-    new_items = {k for k in bridge.items() if not k.startswith(("rate#", "pending#"))}
-    assert new_items == {k for k in items if not k.startswith(("rate#", "pending#"))}
+    for n in range(3):  # each from another address and person: only the host is the same
+        bridge.cognito.person = f"person-{n}"
+        url = bridge.serve_document(f"/flood-{n}.json", [CALLBACK])
+        assert "code" in back_at_client(bridge.sign_in(url, ip=f"198.51.100.{n}"))
+    bridge.cognito.person = "person-3"
+    url = bridge.serve_document("/flood-3.json", [CALLBACK])
+    assert bridge.approve(url, ip="198.51.100.3")["statusCode"] == 302  # nothing is counted before sign-in
+    refused = back_at_client(bridge.sign_in(url, ip="198.51.100.3"))
+    assert refused == {
+        "error": ["temporarily_unavailable"],
+        "error_description": [f"at most 3 new clients per hour from metadata documents on {HOST}"],
+        "state": ["s"],
+        "iss": [ISSUER],
+    }
+    assert metadata_url_key(url) not in bridge.items() and bridge.app_clients() == {}
     # Known documents go on working, and a client registering from elsewhere still gets in.
-    assert first_use(bridge, "/flood-0.json", "198.51.100.3")["statusCode"] == 302
+    assert "code" in back_at_client(bridge.sign_in(bridge.serve_document("/flood-0.json", [CALLBACK])))
     assert bridge.register(ip="192.0.2.50")["statusCode"] == 201
+
+
+def test_a_person_connects_a_bounded_number_of_new_clients_an_hour_and_another_person_is_not_held_by_it(
+    bridge: BridgeUnderTest,
+) -> None:
+    limited(bridge, clients_per_person_per_hour=2)
+    first, second, third = (bridge.client() for _ in range(3))
+    assert "code" in back_at_client(bridge.sign_in(first))
+    assert "code" in back_at_client(bridge.sign_in(second))
+    assert "code" in back_at_client(bridge.sign_in(first))  # a client already approved counts once
+    refused = back_at_client(bridge.sign_in(third))
+    assert (refused["error"], refused["error_description"]) == (
+        ["temporarily_unavailable"],
+        ["at most 2 new clients per hour for one person"],
+    )
+    assert not [k for k in bridge.items() if k.startswith(f"approval#alice-sub#client#{third}")]
+    bridge.cognito.person = "bob-sub"
+    assert "code" in back_at_client(bridge.sign_in(third))
 
 
 def test_a_flood_from_one_address_is_refused_for_both_registration_methods_while_another_address_registers(
     bridge: BridgeUnderTest,
 ) -> None:
     # A registration takes one token; a metadata document's first use two: the authorize page and the
-    # approving POST each fetch it (nothing is stored before the approval), and every fetch counts.
+    # approving POST each fetch it (nothing is stored before a person signs in), and every fetch counts.
     limited(bridge, registrations_per_hour=3, registration_burst=3)
     assert bridge.register(ip="203.0.113.77")["statusCode"] == 201
     assert first_use(bridge, "/one-address.json", "203.0.113.77")["statusCode"] == 302
@@ -991,34 +1089,21 @@ def test_ipv6_sources_are_limited_per_64_prefix(bridge: BridgeUnderTest) -> None
     assert bridge.register(ip="2001:db8:1:3::1")["statusCode"] == 201
 
 
-def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(
-    bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_clients_that_never_completed_a_token_exchange_are_gone_within_the_hour(bridge: BridgeUnderTest) -> None:
     limited(bridge)
     never = bridge.client()
-    assert first_use(bridge, "/never-signed-in.json", "198.51.100.20")["statusCode"] == 302
+    assert first_use(bridge, "/never-signed-in.json", "198.51.100.20")["statusCode"] == 302  # stores nothing
     signed_in = bridge.client()
     bridge.clock.advance(60)
     bridge.tokens(signed_in)
     bridge.clock.advance(20 * 60)
     recent = bridge.client()
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}  # 21 min: kept
-    bridge.clock.advance(10 * 60)  # the first two are 31 minutes old, never exchanged a token
-    capsys.readouterr()
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 2, "keptInUse": 0, "failed": 0}
-    assert list(bridge.app_clients()) == [bridge.registration(signed_in)["client"]["S"]]
-    assert bridge.items()["meta#clients"]["active"]["N"] == "1"
+    bridge.clock.advance(10 * 60)  # the first is 31 minutes old, never exchanged a token
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
     assert metadata_url_key(f"https://{HOST}:{bridge.port}/never-signed-in.json") not in bridge.items()
     assert f"client#{never}" not in bridge.items() and f"client#{recent}" in bridge.items()
-    (emf,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
-    assert emf["RegisteredClients"] == 1
-    assert emf["_aws"]["CloudWatchMetrics"] == [
-        {
-            "Namespace": "serverless-mcp-tasks",
-            "Dimensions": [[]],
-            "Metrics": [{"Name": "RegisteredClients", "Unit": "Count"}],
-        }
-    ]
+    assert f"client#{signed_in}" in bridge.items()
     # The one that signed in stays until it is unused for 30 days.
     bridge.clock.advance(31 * 86_400)
     assert dispatch(bridge.bridge, {"action": "cleanup"})["removed"] == 2
@@ -1057,6 +1142,7 @@ def test_the_metadata_names_both_registration_methods_and_says_metadata_document
     assert document["client_id_metadata_document_supported"] is True
     assert document["registration_endpoint"] == "http://127.0.0.1:3000/oauth2/register"
     assert document["revocation_endpoint"] == "http://127.0.0.1:3000/oauth2/revoke"
+    assert document["jwks_uri"] == "http://127.0.0.1:3000/.well-known/jwks.json"
     assert document["grant_types_supported"] == ["authorization_code", "refresh_token"]
     assert document["registration_note"] == (
         "Prefer a Client ID Metadata Document (an https client_id): MCP 2026-07-28 deprecates dynamic "
@@ -1076,8 +1162,8 @@ def test_the_origin_is_the_configured_one_whatever_host_a_request_names(bridge: 
     approved = bridge.call("POST", "/oauth2/consent", form={**form, "decision": "approve"}, jar=jar, headers=elsewhere)
     query = parse_qs(urlsplit(approved["headers"]["location"]).query)
     assert query["redirect_uri"] == [BRIDGE_CALLBACK]  # Cognito sends the person back to the configured origin
-    (app,) = bridge.app_clients().values()
-    assert app["CallbackURLs"] == [BRIDGE_CALLBACK]  # and no stranger's Host pins another callback
+    assert bridge.app_clients() == {}  # and no stranger's Host pins another callback
+    assert bridge.describe(bridge.app_id)["CallbackURLs"] == [BRIDGE_CALLBACK]
 
 
 def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: BridgeUnderTest) -> None:
@@ -1088,7 +1174,7 @@ def test_the_resource_a_client_asks_for_is_compared_in_canonical_form(bridge: Br
     assert (refused["statusCode"], json.loads(refused["body"])["error"]) == (400, "invalid_target")
 
 
-def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito_is_never_sent_that_scope(
+def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito_is_asked_only_who_signed_in(
     bridge: BridgeUnderTest,
 ) -> None:
     registered = json.loads(
@@ -1097,7 +1183,7 @@ def test_a_client_asking_for_offline_access_is_registered_to_refresh_and_cognito
     assert registered["grant_types"] == ["authorization_code", "refresh_token"]
     assert registered["scope"] == "mcp/invoke offline_access"
     approved = bridge.approve(registered["client_id"], scope="mcp/invoke offline_access")
-    assert parse_qs(urlsplit(approved["headers"]["location"]).query)["scope"] == ["mcp/invoke"]
+    assert parse_qs(urlsplit(approved["headers"]["location"]).query)["scope"] == ["openid"]
     document = json.loads(bridge.call("GET", "/.well-known/oauth-authorization-server")["body"])
     assert document["scopes_supported"] == ["mcp/invoke", "openid", "offline_access"]
 
@@ -1131,21 +1217,13 @@ def test_metadata_documents_on_any_subdomain_of_one_registrable_domain_share_its
     limited(bridge, registrations_per_host_per_hour=3)
     for n in range(3):
         url = serve_document_on(bridge, f"h{n}.evil.co.uk", f"/wildcard-{n}.json")
-        assert bridge.approve(url)["statusCode"] == 302
-    clients = bridge.app_clients()
+        assert "code" in back_at_client(bridge.sign_in(url))
     url = serve_document_on(bridge, "h3.evil.co.uk", "/wildcard-3.json")
-    refused = bridge.approve(url)
-    assert (refused["statusCode"], json.loads(refused["body"])) == (
-        429,
-        {
-            "error": "temporarily_unavailable",
-            "error_description": "at most 3 new clients per hour from metadata documents on evil.co.uk",
-        },
-    )
-    assert 0 < int(refused["headers"]["retry-after"]) <= 1200 and "location" not in refused["headers"]
-    assert bridge.app_clients().keys() == clients.keys()
+    refused = back_at_client(bridge.sign_in(url))
+    assert refused["error_description"] == ["at most 3 new clients per hour from metadata documents on evil.co.uk"]
+    assert metadata_url_key(url) not in bridge.items()
     # Another registrable domain under the same public suffix has a limit of its own.
-    assert bridge.approve(serve_document_on(bridge, "app.other.co.uk", "/other.json"))["statusCode"] == 302
+    assert "code" in back_at_client(bridge.sign_in(serve_document_on(bridge, "app.other.co.uk", "/other.json")))
 
 
 def test_eleven_people_behind_one_address_onboard_at_once_and_the_burst_refills_at_the_hourly_rate(
@@ -1204,41 +1282,96 @@ class FailingDeletes:
             )
 
 
-def test_a_cognito_delete_that_fails_leaves_the_slot_counted_and_the_next_cleanup_finishes_it(
+def earlier_version_client(bridge: BridgeUnderTest) -> tuple[str, str]:
+    """What an earlier version left for one MCP client: its own Cognito app client (listing the bridge's
+    callback, its secret in the registration), an approval, a refresh token standing for Cognito's."""
+    made = bridge.cognito_idp.create_user_pool_client(
+        UserPoolId=bridge.pool,
+        ClientName="per-client",
+        GenerateSecret=True,
+        CallbackURLs=[BRIDGE_CALLBACK],
+        AllowedOAuthFlows=["code"],
+    )["UserPoolClient"]
+    client_id = bridge.client()
+    bridge.dynamodb.update_item(
+        TableName=bridge.table,
+        Key={"pk": {"S": f"client#{client_id}"}},
+        UpdateExpression="SET #client = :app, cognitoSecret = :secret",
+        ExpressionAttributeNames={"#client": "client"},
+        ExpressionAttributeValues={":app": {"S": made["ClientId"]}, ":secret": {"S": made["ClientSecret"]}},
+    )
+    now = int(bridge.clock())
+    refresh = f"old-refresh-token-{client_id}"
+    approval = {
+        "subject": "alice-sub",
+        "client_key": f"client#{client_id}",
+        "client_id": client_id,
+        "client_name": "t",
+        "scopes": ["mcp/invoke"],
+        "approved_at": now,
+        "expires_at": now + 86_400,
+        "grant": "g" * 43,
+        "refresh": [hashlib.sha256(refresh.encode()).hexdigest()],
+    }
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={
+            "pk": {"S": f"approval#alice-sub#client#{client_id}"},
+            "doc": {"S": json.dumps(approval, separators=(",", ":"))},
+            "clientKey": {"S": f"client#{client_id}"},
+            "revision": {"N": "1"},
+            "expiresAt": {"N": str(now + 86_400)},
+        },
+    )
+    record = {"subject": "alice-sub", "client_key": f"client#{client_id}", "grant": "g" * 43, "token": "cognito-rt"}
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={
+            "pk": {"S": "refresh#" + hashlib.sha256(refresh.encode()).hexdigest()},
+            "doc": {"S": json.dumps(record, separators=(",", ":"))},
+            "expiresAt": {"N": str(now + 86_400)},
+        },
+    )
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={"pk": {"S": "meta#clients"}, "active": {"N": "1"}},
+    )
+    return client_id, refresh
+
+
+def test_after_the_update_an_earlier_versions_client_refreshes_with_bridge_tokens_and_cleanup_removes_its_app_client(
+    bridge: BridgeUnderTest,
+) -> None:
+    client_id, refresh = earlier_version_client(bridge)
+    (old_app,) = bridge.app_clients()
+    # Connected before the update: its refresh token keeps working (no sign-in again), rotated to the bridge's.
+    answer = bridge.refresh(client_id, refresh)
+    assert answer["statusCode"] == 200, answer["body"]
+    assert bridge.accepted(json.loads(answer["body"])["access_token"]).client == client_id
+    client2, refresh2 = earlier_version_client(bridge)
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}
+    assert bridge.app_clients() == {}  # the per-client app clients are gone from Cognito
+    for cid in (client_id, client2):
+        assert {"client", "cognitoSecret"}.isdisjoint(bridge.registration(cid))
+    assert "meta#clients" not in bridge.items()
+    assert not [v for k, v in bridge.items().items() if k.startswith("refresh#") and "cognito-rt" in v["doc"]["S"]]
+    assert bridge.refresh(client2, refresh2)["statusCode"] == 200  # scrubbed, still the client's token
+    assert old_app not in bridge.app_clients()
+
+
+def test_a_cognito_delete_that_fails_in_the_cleanup_is_counted_and_the_next_cleanup_finishes_it(
     bridge: BridgeUnderTest, caplog: pytest.LogCaptureFixture
 ) -> None:
-    stuck, other = (bridge.client() for _ in range(2))
-    for client_id in (stuck, other):  # an approved sign-in makes each one's app client and takes its slot
-        assert bridge.approve(client_id)["statusCode"] == 302
-    app = {client_id: bridge.registration(client_id)["client"]["S"] for client_id in (stuck, other)}
+    client_id, _ = earlier_version_client(bridge)
+    (app,) = bridge.app_clients()
     deletes = FailingDeletes(bridge.bridge.clients.cognito.client())
-    deletes.failing = {app[stuck]}
-    bridge.clock.advance(3600)  # neither ever exchanged a token
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 1}
-    assert set(bridge.app_clients()) == {app[stuck]}  # its Cognito client still exists, and so
-    assert f"client#{stuck}" in bridge.items()  # its registration, and its slot
-    assert bridge.items()["meta#clients"]["active"]["N"] == "1"
-    assert f"cleanup: could not remove client {app[stuck]}" in caplog.text
+    deletes.failing = {app}
+    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 1}
+    assert set(bridge.app_clients()) == {app} and bridge.registration(client_id)["client"]["S"] == app
+    assert f"cleanup: could not remove the app client of client#{client_id}" in caplog.text
     deletes.failing = set()
-    assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 1, "keptInUse": 0, "failed": 0}
-    assert bridge.app_clients() == {} and f"client#{stuck}" not in bridge.items()
-    assert f"client#{other}" not in bridge.items()
-    assert bridge.items()["meta#clients"]["active"]["N"] == "0"
-
-
-@pytest.mark.parametrize("drifted", ["7", "0"])
-def test_each_cleanup_recounts_the_slots_from_the_registrations(
-    bridge: BridgeUnderTest, capsys: pytest.CaptureFixture[str], drifted: str
-) -> None:
-    for _ in range(2):  # each with its app client (an approved sign-in): a slot each
-        assert bridge.approve(bridge.client())["statusCode"] == 302
-    assert bridge.register()["statusCode"] == 201  # a registration nobody approved holds no slot
-    bridge.dynamodb.put_item(TableName=bridge.table, Item={"pk": {"S": "meta#clients"}, "active": {"N": drifted}})
-    capsys.readouterr()
     assert dispatch(bridge.bridge, {"action": "cleanup"}) == {"removed": 0, "keptInUse": 0, "failed": 0}
-    assert bridge.items()["meta#clients"]["active"]["N"] == "2"
-    (emf,) = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.startswith('{"_aws"')]
-    assert emf["RegisteredClients"] == 2
+    assert bridge.app_clients() == {} and "client" not in bridge.registration(client_id)
 
 
 def test_concurrent_takes_from_one_bucket_never_give_out_more_than_its_burst(bridge: BridgeUnderTest) -> None:
@@ -1259,12 +1392,81 @@ def test_concurrent_takes_from_one_bucket_never_give_out_more_than_its_burst(bri
 def test_no_cognito_app_client_ever_lists_an_mcp_clients_redirect_uri(bridge: BridgeUnderTest) -> None:
     limited(bridge)
     registered = json.loads(bridge.register(redirect_uris=[CALLBACK, "https://attacker.example/cb"])["body"])
-    assert bridge.approve(registered["client_id"])["statusCode"] == 302
+    assert "code" in back_at_client(bridge.sign_in(registered["client_id"]))
     url = bridge.serve_document("/proxy-shape.json", [CALLBACK])
-    assert bridge.approve(url)["statusCode"] == 302
-    clients = bridge.app_clients()
-    assert len(clients) == 2
-    assert {tuple(c["CallbackURLs"]) for c in clients.values()} == {(BRIDGE_CALLBACK,)}
+    assert "code" in back_at_client(bridge.sign_in(url))
+    assert bridge.app_clients() == {}  # one app client, the bridge's, whatever the clients
+    assert bridge.describe(bridge.app_id)["CallbackURLs"] == [BRIDGE_CALLBACK]
+
+
+def test_no_secret_raw_refresh_token_code_or_private_key_is_readable_in_the_bridge_tables_items(
+    bridge: BridgeUnderTest,
+) -> None:
+    registered = json.loads(bridge.register(token_endpoint_auth_method="client_secret_basic")["body"])
+    client_id, secret = registered["client_id"], registered["client_secret"]
+    basic = {"authorization": "Basic " + base64.b64encode(f"{client_id}:{secret}".encode()).decode()}
+    code = bridge.code(client_id)
+    assert code not in str(bridge.items())  # only its hash
+    answer = bridge.call(
+        "POST",
+        "/oauth2/token",
+        form={"grant_type": "authorization_code", "code": code, "code_verifier": VERIFIER, "redirect_uri": CALLBACK},
+        headers=basic,
+    )
+    tokens = json.loads(answer["body"])
+    rotated = json.loads(
+        bridge.call(
+            "POST",
+            "/oauth2/token",
+            form={"grant_type": "refresh_token", "refresh_token": tokens["refresh_token"]},
+            headers=basic,
+        )["body"]
+    )
+    cognito_secret = bridge.describe(bridge.app_id)["ClientSecret"]
+    items = bridge.items()
+    dump = str(items)
+    for value in (secret, cognito_secret, tokens["refresh_token"], rotated["refresh_token"], code):
+        assert value not in dump
+    for value in (tokens["access_token"], rotated["access_token"], "rt-1", "PRIVATE KEY"):
+        assert value not in dump  # no token at all, not Cognito's, no key material
+    (form_key,) = bridge.bridge._signer().keys  # the forms' and cookies' HMAC key: sealed with KMS
+    assert set(items["meta#signing-keys"]) == {"pk", "sealed", "newest"}
+    assert form_key not in bytes(items["meta#signing-keys"]["sealed"]["B"]) and repr(form_key) not in dump
+    assert bridge.app_clients() == {}
+
+
+def test_signing_keys_an_earlier_version_kept_in_clear_are_sealed_at_their_first_use_and_keep_verifying(
+    bridge: BridgeUnderTest,
+) -> None:
+    old = b"k" * 32
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={"pk": {"S": "meta#signing-keys"}, "keys": {"L": [{"B": old}]}, "newest": {"B": old}},
+    )
+    bridge.dynamodb.put_item(TableName=bridge.table, Item={"pk": {"S": "meta#signing-key"}, "key": {"B": old}})
+    cookie = bridge.bridge._signer().person_cookie("alice-sub", bridge.clock())  # signed with the old key
+    assert set(bridge.items()["meta#signing-keys"]) == {"pk", "sealed", "newest"}  # sealed on that read
+    assert bridge.bridge._signer().person(cookie, bridge.clock()) == "alice-sub"
+    dispatch(bridge.bridge, {"action": "cleanup"})
+    assert "meta#signing-key" not in bridge.items()  # the oldest versions' single key, in clear, is gone
+    # Sealed with a KMS key the bridge cannot use (a restored backup elsewhere): new keys, nothing opens.
+    other = bridge.kms.create_key()["KeyMetadata"]["KeyId"]
+    foreign = KeySealer(other, client=bridge.kms).seal((old,))
+    bridge.dynamodb.put_item(
+        TableName=bridge.table,
+        Item={"pk": {"S": "meta#signing-keys"}, "sealed": {"B": foreign}, "newest": {"S": "x"}},
+    )
+    fresh = replace(bridge.bridge, grants=replace_sealer(bridge))
+    assert fresh._signer().person(cookie, bridge.clock()) is None
+    assert old not in fresh._signer().keys
+
+
+def replace_sealer(bridge: BridgeUnderTest) -> GrantStore:
+    """The table's grants as a fresh container sees them (nothing opened yet)."""
+    grants = bridge.bridge.grants
+    return GrantStore(
+        grants.table, clock=bridge.clock, client=bridge.dynamodb, sealer=KeySealer(grants.sealer.key, client=bridge.kms)
+    )  # type: ignore[union-attr]
 
 
 def test_opening_the_authorize_link_of_a_metadata_document_registers_nothing(bridge: BridgeUnderTest) -> None:

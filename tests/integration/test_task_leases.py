@@ -84,8 +84,8 @@ def test_every_write_that_leaves_a_task_active_renews_its_lease(
     expected: list[int] = []
     for write in (
         lambda: store.set_status_message(task_id, "half way"),
-        lambda: store.mark_step(task_id, "step:a", {"state": "running", "run": "r1", "expires": clock() + 60}, clock()),
-        lambda: store.record_operation(task_id, "step:a", {"state": "done", "v": 1}, {}),
+        lambda: store.begin_run(task_id, "r1"),
+        lambda: store.mark_step(task_id, "run:a", {"state": "running", "run": "r1", "expires": clock() + 60}, clock()),
         lambda: store.checkpoint(task_id, {"n": 1}),
         lambda: await_input(store, task_id, ["ok"]),
         lambda: store.answer(task_id, ALICE.id, {"ok": accept(ok=True)}),
@@ -232,5 +232,5 @@ def test_a_task_parked_on_a_callback_or_a_timer_holds_a_lease_past_that_deadline
     store.await_callback(called, "callback:ci", "token", "Waiting for ci", parked_until=ends)
 
     assert lease_of(task_env, waiting) == lease_of(task_env, called) == math.ceil(ends) + LEASE
-    store.record_operation(waiting, "step:after", {"v": 1}, {})  # the run after the wait
+    store.begin_run(waiting, "run-2")  # the run after the wait: its first write
     assert lease_of(task_env, waiting) == lease_until(clock(), LEASE)

@@ -20,6 +20,7 @@ from testkit import CRASH, ERROR, LOST, TERMINAL, THROTTLE, TIMEOUT, FaultLayer,
 
 from mcp_runtime import wire
 from mcp_runtime.limits import MAX_RESULT_BYTES
+from mcp_runtime.tasks import schema
 from tests.support import local_stack_process
 
 pytestmark = pytest.mark.e2e
@@ -305,23 +306,30 @@ def test_step_item_writes_lost_or_throttled_and_a_throttled_read_of_them_run_eac
     stack: StackClient, faults: FaultLayer, ledger: Path
 ) -> None:
     # 14 small steps: the first ten records fit on the work part, the rest (and the wait after step 12)
-    # are kept on the items of their slots; every step's running mark is on its own item.
+    # are kept on the items of their slots; every step's running mark is on its own item. A step is its
+    # two writes of that item; the run's first write opens the step items (`stepsOpen`), and a step that
+    # begins a second or more after the run last saw its task working reads it first (the GetItem).
     faults.arm(
         Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#11"',), times=2),  # applied, answers lost
         Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=('#step#3"',)),  # a mark whose record is on the work part
         Rule(THROTTLE, "DynamoDB.UpdateItem", WORKER, contains=('#step#12"',), times=3),
         Rule(THROTTLE, "DynamoDB.BatchGetItem", WORKER, contains=("#step#",), times=2),  # the run after the wait
+        Rule(LOST, "DynamoDB.UpdateItem", WORKER, contains=(schema.STEPS_OPEN_ATTRIBUTE,)),  # a run's first write
+        Rule(THROTTLE, "DynamoDB.GetItem", WORKER),  # a look at the task between steps
     )
 
-    task_id = stack.start("stepped_job", {"steps": 14, "ledger": str(ledger), "wait_after": 12, "wait_seconds": 1})
+    task_id = stack.start(
+        "stepped_job", {"steps": 14, "seconds": 0.1, "ledger": str(ledger), "wait_after": 12, "wait_seconds": 1}
+    )
 
     done = stack.settled(task_id, timeout=60)
     assert (done["status"], done["result"]["content"][0]["text"]) == ("completed", "14 steps, sum of squares 819")
     assert [int(line.split()[1]) for line in ledger.read_text().splitlines()] == list(range(14))
     assert faults.fired() == {
-        ("DynamoDB.UpdateItem", LOST): 3,
+        ("DynamoDB.UpdateItem", LOST): 4,
         ("DynamoDB.UpdateItem", THROTTLE): 3,
         ("DynamoDB.BatchGetItem", THROTTLE): 2,
+        ("DynamoDB.GetItem", THROTTLE): 1,
     }
 
 
@@ -420,7 +428,7 @@ def await_background_sfn_calls(faults: FaultLayer, since: float) -> list[str]:
 
 
 def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_in_every_state(
-    stack: StackClient, faults: FaultLayer
+    stack: StackClient, faults: FaultLayer, ledger: Path
 ) -> None:
     # The API makes each write's Step Functions call itself; the supervisor repeats it from the
     # stream, a backstop that changes nothing when the direct call was done.
@@ -451,7 +459,10 @@ def test_each_operation_makes_its_budgeted_aws_calls_and_tasks_get_is_one_read_i
 
     failed_id = stack.start("protocol_error_job", {})
     stack.settled(failed_id)
-    working_id = stack.start("slow_compute", {"seconds": 5, "label": "budget-working"})
+    # Working for ten minutes whatever the machine's load: a step, then a durable wait.
+    working_id = stack.start(
+        "stepped_job", {"steps": 1, "seconds": 0, "ledger": str(ledger), "wait_after": 0, "wait_seconds": 600}
+    )
     waiting_id = stack.start("confirm_delete", {"filename": "budget-waiting.txt"})
     awaiting_input(stack, waiting_id)
     for task_id, status in (

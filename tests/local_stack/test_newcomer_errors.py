@@ -18,12 +18,12 @@ from pathlib import Path
 import httpx
 import pytest
 from infra.packaging import LAMBDA_TARGET, host_target, installed_dependencies
-from local_stack.code import CODE_ROOT, FunctionCode, build_function_code
+from local_stack.code import CODE_ROOT, FunctionCode, build_function_code, runtime_provided
 from local_stack.stack import LogSink, StartRefused, check_tools_import
 
 from tests.local_stack.conftest import descendants, still_running
 from tests.local_stack.embedded_moto import eventually
-from tests.support import REPO, local_stack_process
+from tests.support import REPO, local_stack_process, serve_only
 
 pytestmark = pytest.mark.e2e
 
@@ -186,10 +186,7 @@ def test_make_run_refuses_a_tool_importing_pytest_naming_the_package_and_the_com
     shutil.copytree(dependencies, code_root / dependencies.name, copy_function=os.link)
     tools = project / "functions" / "tools"
     (tools / "uses_pytest.py").write_text('"""Reads a test helper."""\n\nimport pytest\n')
-    init = (tools / "__init__.py").read_text()
-    anchor = "MODULES = _modules(\n"
-    assert init.count(anchor) == 1
-    (tools / "__init__.py").write_text(init.replace(anchor, anchor + '    "uses_pytest",\n'))
+    serve_only(tools, "uses_pytest")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -257,3 +254,17 @@ def test_a_logged_traceback_is_printed_as_one_pointing_at_the_source_files(tmp_p
         "ZeroDivisionError: division by zero",
     ]
     assert (tmp_path / "logs" / "mcp-worker.log").read_text() == json.dumps(record) + "\n"  # the file keeps it whole
+
+
+def test_the_runtimes_modules_are_linked_again_when_the_venv_they_led_to_was_built_anew(tmp_path: Path) -> None:
+    """A venv rebuilt on another Python (3.11, then `make install` on 3.13) leaves links to nowhere: the
+    functions would meet `No module named 'boto3'`."""
+    runtime_dir, linked = runtime_provided(tmp_path)
+    assert linked and (runtime_dir / "boto3" / "__init__.py").exists()
+    assert runtime_provided(tmp_path) == (runtime_dir, False)
+    (runtime_dir / "boto3").unlink()
+    (runtime_dir / "boto3").symlink_to(tmp_path / "gone" / "python3.11" / "site-packages" / "boto3")
+
+    assert runtime_provided(tmp_path) == (runtime_dir, True)
+    assert (runtime_dir / "boto3" / "__init__.py").exists()
+    assert sorted(entry.name for entry in tmp_path.iterdir()) == ["runtime-provided"]

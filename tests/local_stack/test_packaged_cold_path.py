@@ -28,6 +28,7 @@ from testkit import (
 )
 
 from mcp_runtime import wire
+from tests.support import deployed_server_name
 
 # A fresh interpreter answers the events given, in order, and says after each which of the modules
 # that matter here are loaded.
@@ -100,7 +101,7 @@ def test_a_first_server_discover_of_the_packaged_api_neither_imports_boto3_nor_r
 ) -> None:
     (answer,) = first_requests(deployed, rpc("server/discover", {}, 1))
     assert answer["status"] == 200
-    assert answer["body"]["result"]["_meta"][wire.META_SERVER_INFO]["name"] == "serverless-mcp-tasks"
+    assert answer["body"]["result"]["_meta"][wire.META_SERVER_INFO]["name"] == deployed_server_name()
     assert (answer["boto3"], answer["botocore"], answer["parameters"]) == (False, False, False)
 
 

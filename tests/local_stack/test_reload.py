@@ -13,7 +13,7 @@ import pytest
 from testkit import RunningStack
 
 from tests.local_stack.conftest import StackClient
-from tests.support import REPO, copy_project, local_stack_process, register_tool_modules
+from tests.support import REPO, copy_project, local_stack_process, serve_only
 
 pytestmark = pytest.mark.e2e
 
@@ -40,7 +40,7 @@ def reload_probe(args: ProbeArgs, ctx: ToolContext) -> str:
 def project(tmp_path: Path) -> Path:
     copy = copy_project(tmp_path / "project")
     (copy / "functions" / "tools" / "reload_probe.py").write_text(PROBE, encoding="utf-8")
-    register_tool_modules(copy / "functions" / "tools" / "__init__.py", "reload_probe")
+    serve_only(copy / "functions" / "tools", "reload_probe")
     # The runtime dependencies this checkout installed for the local asset: the copy builds its own
     # asset from its own sources on them, as a second start of `make run` does.
     code = copy / "build" / "local-stack" / "code"

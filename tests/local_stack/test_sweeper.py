@@ -114,7 +114,11 @@ def test_a_quiet_running_task_gets_its_lease_renewed_by_the_sweeper_and_a_parked
         time.sleep(0.2)
         renewed = lease(stack, running)
 
-    assert renewed is not None and renewed > first  # nothing but the sweeper writes a task whose tool is silent
+    # Nothing but the sweeper writes a task whose tool is silent: a renewal by one lease, not a lease set
+    # aside for an hour (what a sweep that the table refused does).
+    output = "\n".join(list(stack.running.output)[-80:])
+    assert renewed is not None and first < renewed <= time.time() + LEASE_SECONDS, output
+    assert "refused" not in output.replace("'refused': 0", ""), output
     # A task waiting for its client carries a lease to its wait's deadline: no sweep asks about it meanwhile.
     assert lease(stack, parked) == parked_lease > renewed
     assert stack.task(parked)["status"] == "input_required"

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from mcp_runtime import tool, wire
 from mcp_runtime.server import McpServer
-from mcp_runtime.tasks.durable import decode_callback_token, encode_callback_token, token_hash
+from mcp_runtime.tasks.durable import (
+    STEP_STATUS_SECONDS,
+    DurableRun,
+    decode_callback_token,
+    encode_callback_token,
+    token_hash,
+)
+from mcp_runtime.tasks.errors import TaskConflict, TaskNoLongerRunning
 from mcp_runtime.tools import ToolContext
 from mcp_runtime.transport import McpHttpTransport
 from tests.unit.conftest import Client, error_of, result_of
@@ -78,3 +87,54 @@ def test_outside_a_task_a_wait_longer_than_a_request_is_refused_naming_the_tasks
     error = error_of(client_with(server).call_tool("waits_an_hour", {}))
     assert error["code"] == wire.MISSING_REQUIRED_CLIENT_CAPABILITY
     assert error["message"] == "This tool waits longer than a request lasts and can only run as a task"
+
+
+class LookingStore:
+    """The calls a durable run makes of its task store; its looks at the task refused once it is cancelled."""
+
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+        self.cancelled = False
+
+    def begin_run(self, task_id: str, run_id: str) -> None:
+        self.calls.append("begin_run")
+
+    def keep_working(self, task_id: str) -> None:
+        self.calls.append("keep_working")
+        if self.cancelled:
+            raise TaskConflict(f"task {task_id} is no longer working")
+
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float, **_: Any) -> dict[str, Any]:
+        self.calls.append("mark_step")
+        return mark
+
+    def record_operation(self, task_id: str, key: str, record: dict[str, Any], *_: Any, **__: Any) -> dict[str, Any]:
+        self.calls.append("record_operation")
+        return record
+
+    def unmark_step(self, task_id: str, key: str, run_id: str, **_: Any) -> None:
+        self.calls.append("unmark_step")
+
+
+def test_a_step_a_second_after_the_run_last_saw_its_task_working_looks_at_it_and_a_cancel_stops_the_run() -> None:
+    now = [0.0]
+    store = LookingStore()
+    run = DurableRun(
+        "t1", {}, store, None, payloads_expire=True, scratch=dict, callback_url="", monotonic=lambda: now[0]
+    )
+    ran: list[str] = []
+    run.begin("t1", 0, mark=False)
+
+    run.step("a", lambda: ran.append("a"))
+    now[0] += STEP_STATUS_SECONDS - 0.001
+    run.step("b", lambda: ran.append("b"))
+    now[0] += 0.001  # a second since the run's first write saw the task working
+    run.step("c", lambda: ran.append("c"))
+    store.cancelled = True
+    now[0] += STEP_STATUS_SECONDS
+    with pytest.raises(TaskNoLongerRunning):
+        run.step("d", lambda: ran.append("d"))
+
+    assert ran == ["a", "b", "c"]
+    one_step = ["mark_step", "record_operation"]
+    assert store.calls == ["begin_run", *one_step, *one_step, "keep_working", *one_step, "keep_working"]

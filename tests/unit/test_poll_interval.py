@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import pytest
@@ -69,3 +70,10 @@ def test_both_renderings_carry_the_interval_as_of_now() -> None:
     assert create_task_result(task(created_epoch=time.time()))["pollIntervalMs"] == CONFIGURED_MS
     # Created in 2026-07: polled today, it is older than ten minutes.
     assert get_task_result(task())["pollIntervalMs"] == MAX_POLL_INTERVAL_MS
+
+
+@pytest.mark.parametrize("status", ["completed", "failed", "cancelled"])
+def test_a_settled_task_names_the_interval_of_its_settling_and_never_changes_after(status: str) -> None:
+    settled = dataclasses.replace(task(), status=status, last_updated_at=iso_timestamp(CREATED + 25))
+    assert settled.to_task(now=CREATED + 30)["pollIntervalMs"] == 2_000
+    assert settled.to_task(now=CREATED + 86_400)["pollIntervalMs"] == 2_000

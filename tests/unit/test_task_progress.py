@@ -28,9 +28,13 @@ class RecordingStore:
         self.written.append((message, progress))
         self.totals.append(total)
 
-    def mark_step(
-        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
-    ) -> dict[str, Any]:
+    def begin_run(self, task_id: str, run_id: str) -> None:
+        pass
+
+    def keep_working(self, task_id: str) -> None:
+        pass
+
+    def mark_step(self, task_id: str, key: str, mark: dict[str, Any], now: float, **_: Any) -> dict[str, Any]:
         return mark
 
     def record_operation(
@@ -39,10 +43,7 @@ class RecordingStore:
         key: str,
         record: dict[str, Any],
         scratch: Any,
-        *,
-        replace: bool = False,
-        parked_until: float | None = None,
-        slot: int | None = None,
+        **_: Any,
     ) -> dict[str, Any]:
         return record
 

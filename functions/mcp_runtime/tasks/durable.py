@@ -20,8 +20,10 @@ time it completes, and returns its record at once on every later run:
 
 Before a step starts, the run checks the invocation's remaining time: when the longest step so far
 would not fit, the invocation ends at this boundary (`ContinueLater`) and the state machine runs
-the tool again in a fresh one, where the finished steps return at once. Every durable write is
-conditioned on the task still working, so a cancel is noticed at each step boundary and each wait.
+the tool again in a fresh one, where the finished steps return at once. A run's first write and
+every wait's and callback's are conditioned on the task still working, and a step that begins
+`STEP_STATUS_SECONDS` or more after the run last saw the task working looks at it first (one read):
+so a cancel is noticed at a step boundary within that time, and at each wait.
 Operations are keyed by kind, name and how often the name came up in this run (`step:fetch`,
 `step:fetch#2`): a tool must ask for them in the same order on every run.
 """
@@ -65,6 +67,11 @@ STEP_MARK_MARGIN_SECONDS: Final = 10.0
 STEP_MARK_UNBOUNDED_SECONDS: Final = 900.0
 # A run that meets another run's mark waits at most this long before it looks again.
 STEP_BUSY_RECHECK_SECONDS: Final = 30
+# A step's writes leave the task's hot item alone: a step that begins this long or more after the run last
+# saw its task working reads the task first (`OperationStore.keep_working`), so a cancelled task's run
+# starts no step after that. Our choice: a read a step for steps longer than this, at most one a second
+# (1 RRU) for shorter ones.
+STEP_STATUS_SECONDS: Final = 1.0
 STEP_RUNNING: Final = "running"
 # Counted for every record beyond its key and JSON: its `ms` and DynamoDB's own framing of the entry.
 RECORD_FRAMING_BYTES: Final = 24
@@ -167,12 +174,31 @@ def is_step_mark(record: Mapping[str, Any]) -> bool:
 class OperationStore(Protocol):
     """What a durable run needs of the task store (`DynamoTaskStore` implements it)."""
 
+    def begin_run(self, task_id: str, run_id: str) -> None:
+        """The run's first write: the task works (TaskConflict once not), its token and effect consumed,
+        its lease renewed, its step items open to run `run_id`."""
+        ...
+
+    def keep_working(self, task_id: str) -> None:
+        """A look at the task between steps: TaskConflict once it does not work (the lease renewed when low)."""
+        ...
+
     def mark_step(
-        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+        self,
+        task_id: str,
+        key: str,
+        mark: dict[str, Any],
+        now: float,
+        *,
+        slot: int | None = None,
+        expires_at: int | None = None,
+        opens: bool = False,
     ) -> dict[str, Any]:
-        """Mark the step running on the item of its `slot` unless another run's mark is live there (or
-        its value is recorded); returns what the step's entry holds after the write: this mark,
-        another's, or the value. Raises TaskConflict once the task stopped working."""
+        """Mark the step running on the item of its `slot` (`expires_at`: the task's TTL) unless another
+        run's mark is live there (or its value is recorded); returns what the step's entry holds after the
+        write: this mark, another's, or the value. `slot` None: the run's own mark, on the work part
+        (with `opens`, the run's first write too). Raises TaskConflict when the task is known to have
+        stopped working."""
         ...
 
     def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None:
@@ -189,11 +215,14 @@ class OperationStore(Protocol):
         replace: bool = False,
         parked_until: float | None = None,
         slot: int | None = None,
+        expires_at: int | None = None,
+        step_items: int | None = None,
     ) -> dict[str, Any]:
         """Write the operation's record (first writer wins unless `replace`) on the work part, or on the
-        item of its `slot`; returns the record kept. Raises TaskConflict once the task stopped working.
-        `scratch` (None: left as it is) is kept with it. `parked_until`: when the wait this record
-        starts ends (the task's lease runs past it)."""
+        item of its `slot` (`expires_at`: the task's TTL); returns the record kept. Raises TaskConflict
+        when the task is known to have stopped working. `scratch` (None: left as it is) is kept with it.
+        `parked_until`: when the wait this record starts ends (the task's lease runs past it).
+        `step_items`: for a wait or a callback (the run ends there), the step items the run wrote."""
         ...
 
 
@@ -261,6 +290,8 @@ class DurableRun:
         time_left: Callable[[], float | None] = seconds_left,
         max_operations: int = MAX_OPERATIONS,
         step_slots: Mapping[str, int] | None = None,
+        expires_at: int | None = None,
+        step_items: int = 0,
     ) -> None:
         self.task_id = task_id
         self.records = dict(records)
@@ -276,15 +307,20 @@ class DurableRun:
         self._work_bytes = sum(record_cost(key, rec) for key, rec in self.records.items() if key not in self._on_items)
         # Each operation's slot: how many the run asked for before it (the n of its step item).
         self._slots: dict[str, int] = {}
+        self.expires_at = expires_at  # the task's TTL, on the step items this run creates
+        # The slots written so far (by this run or those before it): what the run's boundary counts.
+        numbered = [int(r["n"]) for r in self.records.values() if isinstance(r.get("n"), int)]
+        self.step_items = max([step_items, *(n + 1 for n in numbered), *(n + 1 for n in self._on_items.values())])
         self._clock = clock
         self._monotonic = monotonic
         self._time_left = time_left
+        self._seen_working = monotonic()  # the load that made this run found its task working
         self._seen: Counter[tuple[str, str]] = Counter()
         self._in_step = False
         # Steps recorded in this invocation: a run that recorded none never ends early (it must progress).
         self.recorded_here = 0
         self.run_id = secrets.token_urlsafe(12)
-        self._run_marked = False  # mark_run wrote this run's in-progress mark
+        self._run_marked = False  # begin(mark=True) wrote this run's in-progress mark
         # A run replays while it has records and has not yet asked for an operation they do not hold:
         # what the tool reports meanwhile, an earlier run reported already. `on_live` is called when the
         # first new operation begins (before it runs).
@@ -311,12 +347,20 @@ class DurableRun:
             key for key, record in self.records.items() if key.startswith("step:") and not is_step_mark(record)
         )
 
-    def mark_run(self, execution: str, round_number: int) -> None:
-        """Mark this run as in progress (with its execution and round) until it ends at a boundary."""
+    def begin(self, execution: str, round_number: int, *, mark: bool) -> None:
+        """The run's first write (`OperationStore.begin_run`); with `mark`, it also marks this run as in
+        progress (with its execution and round) until it ends at a boundary (the rerun policy)."""
+        if not mark:
+            try:
+                self.store.begin_run(self.task_id, self.run_id)
+            except (TaskConflict, TaskNotFound):
+                raise TaskNoLongerRunning(self.task_id) from None
+            self._seen_working = self._monotonic()
+            return
         left = self._time_left()
         now = self._clock()
         lasts = (STEP_MARK_UNBOUNDED_SECONDS if left is None else max(0.0, left)) + STEP_MARK_MARGIN_SECONDS
-        mark = {
+        run_mark = {
             "state": STEP_RUNNING,
             "run": self.run_id,
             "expires": round(now + lasts, 3),
@@ -324,9 +368,10 @@ class DurableRun:
             "round": round_number,
         }
         try:
-            self.store.mark_step(self.task_id, RUN_MARK_KEY, mark, now)
+            self.store.mark_step(self.task_id, RUN_MARK_KEY, run_mark, now, opens=True)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None
+        self._seen_working = self._monotonic()
         self._run_marked = True
 
     def unmark_run(self) -> None:
@@ -417,6 +462,7 @@ class DurableRun:
         if self.time_is_short():
             raise ContinueLater(key)
         self._check_room(key)
+        self._keep_working()
         found = self._mark(key)
         if not is_step_mark(found):
             self.records[key] = found
@@ -443,14 +489,27 @@ class DurableRun:
         self.recorded_here += 1
         return self._value_of(kept)
 
+    def _keep_working(self) -> None:
+        """Before a step's writes (which leave the task's hot item alone): look at the task when the run
+        last saw it working `STEP_STATUS_SECONDS` ago or more; TaskNoLongerRunning once it does not."""
+        if self._monotonic() - self._seen_working < STEP_STATUS_SECONDS:
+            return
+        try:
+            self.store.keep_working(self.task_id)
+        except (TaskConflict, TaskNotFound):
+            raise TaskNoLongerRunning(self.task_id) from None
+        self._seen_working = self._monotonic()
+
     def _mark(self, key: str) -> dict[str, Any]:
         """Mark the step running on its own step item (its record then goes there or to the work part)."""
         left = self._time_left()
         now = self._clock()
         lasts = (STEP_MARK_UNBOUNDED_SECONDS if left is None else max(0.0, left)) + STEP_MARK_MARGIN_SECONDS
         mark = {"state": STEP_RUNNING, "run": self.run_id, "expires": round(now + lasts, 3)}
+        slot = self._slots[key]
+        self.step_items = max(self.step_items, slot + 1)
         try:
-            return self.store.mark_step(self.task_id, key, mark, now, slot=self._slots[key])
+            return self.store.mark_step(self.task_id, key, mark, now, slot=slot, expires_at=self.expires_at)
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None
         except OperationsOutOfOrder as exc:
@@ -560,6 +619,7 @@ class DurableRun:
         # A callback replaced stays where it was; anything else goes on the work part while it fits.
         fits = not own_item and self._work_bytes + adding <= WORK_PART_RECORDS_BYTES
         on_work_part = key not in self._on_items if replace else fits
+        self.step_items = max(self.step_items, slot + 1)
         try:
             kept = self.store.record_operation(
                 self.task_id,
@@ -569,6 +629,8 @@ class DurableRun:
                 replace=replace,
                 parked_until=parked_until,
                 slot=None if on_work_part else slot,
+                expires_at=self.expires_at,
+                step_items=None if key.startswith("step:") else self.step_items,
             )
         except (TaskConflict, TaskNotFound):
             raise TaskNoLongerRunning(self.task_id) from None  # cancelled: noticed at this boundary

@@ -151,9 +151,11 @@ class TaskRecord:
     steps: dict[str, dict[str, Any]] = field(default_factory=dict)
     # A result too large for the item: where it is in the payload bucket.
     result_ref: dict[str, Any] | None = None
-    # 1 + the highest n of the task's step items (`schema.step_key_value`); which records the load read
-    # from them, by key, with their n.
+    # How many step item slots the hot item counts (`schema.STEP_ITEMS_ATTRIBUTE`), and whether a run may
+    # have written some past them (`schema.STEPS_OPEN_ATTRIBUTE`); which records the load read from
+    # step items, by key, with their n.
     step_items: int = 0
+    steps_open: bool = False
     step_slots: dict[str, int] = field(default_factory=dict)
 
     @property
@@ -180,7 +182,7 @@ class TaskRecord:
         return answers
 
     def to_task(self, now: float | None = None) -> dict[str, Any]:
-        """The `Task` fields shared by both renderings; `pollIntervalMs` as of `now`."""
+        """The `Task` fields shared by both renderings; `pollIntervalMs` as of `now` (of its settling, once settled)."""
         task: dict[str, Any] = {
             "taskId": self.task_id,
             "status": cast(wire.TaskStatus, self.status),
@@ -191,7 +193,8 @@ class TaskRecord:
         if self.status_message:
             task["statusMessage"] = self.status_message
         if self.poll_interval_ms is not None:
-            when = time.time() if now is None else now
+            # A settled task is the same on every read: its interval is the one it had when it settled.
+            when = parse_timestamp(self.last_updated_at) if self.is_terminal else time.time() if now is None else now
             task["pollIntervalMs"] = adaptive_poll_interval_ms(self.poll_interval_ms, self.created_at, when)
         return task
 

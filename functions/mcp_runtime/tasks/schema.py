@@ -30,8 +30,13 @@ PART_KEY_PREFIX: Final = "part#"
 CALL_PART: Final = "call"
 WORK_PART: Final = "work"
 STEP_PART: Final = "step"
-# On the hot item: 1 + the highest n of a task's step items (absent: none), so the worker knows their keys.
+# On the hot item: how many step item slots the runs that ended at a boundary asked for (absent: none), so
+# the worker knows their keys. A step's own writes leave the hot item alone: a run that begins writes
+# `stepsOpen` (its run id), and while it is there, a run may have written step items past `stepItems`
+# (they are numbered without gaps, so the worker's read looks on until the first slot that is not there).
+# The write that ends a run at a boundary sets `stepItems` and removes `stepsOpen`.
 STEP_ITEMS_ATTRIBUTE: Final = "stepItems"
+STEPS_OPEN_ATTRIBUTE: Final = "stepsOpen"
 # On a step item: the operation's key (`step:fetch#2`) and its record (a map, as the work part's entries).
 STEP_KEY_ATTRIBUTE: Final = "key"
 STEP_RECORD_ATTRIBUTE: Final = "record"

@@ -17,8 +17,9 @@ owner, lease, status or effect (so neither index nor the supervisor sees them):
 - `part#<id>#work`: the tool's scratch, and the first durable records while they fit in
   `limits.WORK_PART_RECORDS_BYTES` (each with its `n`), put (empty) at create;
 - `part#<id>#step#<n>`: the n-th durable operation a run asks for (its key, and its running mark or
-  its record), created by its first write; `stepItems` on the hot item is 1 + the highest n written,
-  so the worker knows their keys.
+  its record), created by its first write. A run numbers them without gaps; `stepItems` on the hot item
+  counts those of the runs that ended at a boundary, and `stepsOpen` says a run may have written more
+  (`load` then looks past the count up to the first slot not written).
 
 Why this split: DynamoDB bills a write on the larger of the item before and after it, so a progress,
 lease or status write on one item holding a 64 KB argument and 60 KB of records cost 124 WRU; on the
@@ -27,15 +28,16 @@ as at step 1 (`bench/capacity.py` measures both). `tasks/get` reads the hot item
 GetItem, at most 1 RRU); the worker reads the hot item and its two parts with one consistent
 BatchGetItem, then the step items the work part does not stand for, 100 a request (`load`): a task
 whose records fit on the work part is read in one request. The table keeps its partition-only key
-(no sort key, so no table replacement): the parts' keys are derived from the task id and the count,
-never listed. A step costs two writes of its own item (its running mark, then its record there or on
-the work part) and two of the hot item before them (the status check, the lease, the token and effect
-they consume): the hot write goes first, so a step on a task that stopped working is refused before
-anything is recorded, and a crash between the two leaves a renewed lease and no record (the step runs
-again, as after any crash). The other writes of both items are ordered the same way, each saying why
-a crash between its two writes is harmless (`record_operation`, `mark_step`, `await_input`,
-`await_callback`, `complete_callback`), rather than transactions, which DynamoDB bills twice on both
-items.
+(no sort key, so no table replacement, and no Query of a task's items): the parts' keys are derived
+from the task id and the slot, never listed. A step is two writes, both of its own item: its running
+mark, then its record (there, or on the work part while the first small records fit), 1 WRU each
+for a small record; neither writes the hot item. The run's first write (`begin_run`) does what a hot
+write before each step did (the task works, its lease, the token and effect it consumes), the run
+looks at the task every `durable.STEP_STATUS_SECONDS` between steps (`keep_working`: a cancel is
+noticed there), and its boundary writes count the step items it wrote. The writes of two items that
+remain are ordered, each saying why a crash between them is harmless (`record_operation`,
+`mark_step`, `checkpoint`, `await_input`, `await_callback`, `complete_callback`), rather than
+transactions, which DynamoDB bills twice on both items.
 
 What stays on the hot item, because one conditional write must change it with the status or
 `tasks/get` must read it: the questions (at most 32 KB, only while the task waits for input, when
@@ -48,8 +50,8 @@ Rules every write follows:
   only a working task needs (`WORKING_PARTS`), so a settled item is small, and its write fits
   whatever the task carried; the parts expire with the task (TTL deletes are free; a delete is
   billed on the part's size), and a task without a TTL has them deleted (its step items too, 25 a
-  BatchWriteItem: `stepItems` stays on the settled hot item to say how many): nothing reads a
-  settled task's parts, and none grows;
+  BatchWriteItem: `stepItems` and `stepsOpen` stay on the settled hot item to say which): nothing
+  reads a settled task's parts, and none grows;
 - a create stores at most `limits.MAX_TASK_CREATED_BYTES` (counted as DynamoDB counts, `item_bytes`);
 - every write that leaves a task active renews its lease (`leaseExpiresAt` = now + the lease, rounded
   down to a tenth of it, in the same request, so no write is added for it; a write that parks the task
@@ -123,6 +125,8 @@ LOG_LINES = "logLines"
 # DynamoDB's most keys in one BatchGetItem, and items in one BatchWriteItem.
 BATCH_GET_KEYS: Final = 100
 BATCH_WRITE_ITEMS: Final = 25
+# The load's first look past the counted step items (while a run may have written more): this many keys.
+PROBE_FIRST_SLOTS: Final = 10
 
 # How long an active task may go without a write before the sweeper looks at its execution.
 DEFAULT_LEASE_SECONDS: Final = 600
@@ -199,6 +203,7 @@ class TaskStore(Protocol):
         scratch: Mapping[str, Any],
         task_token: str,
         parked_until: float | None = None,
+        step_items: int | None = None,
     ) -> AwaitOutcome: ...
 
     def replace_token(self, task_id: str, old_token: str | None, new_token: str) -> bool: ...
@@ -224,15 +229,29 @@ class TaskStore(Protocol):
         replace: bool = False,
         parked_until: float | None = None,
         slot: int | None = None,
+        expires_at: int | None = None,
+        step_items: int | None = None,
     ) -> dict[str, Any]: ...
 
+    def begin_run(self, task_id: str, run_id: str) -> None: ...
+
+    def keep_working(self, task_id: str) -> None: ...
+
     def mark_step(
-        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+        self,
+        task_id: str,
+        key: str,
+        mark: dict[str, Any],
+        now: float,
+        *,
+        slot: int | None = None,
+        expires_at: int | None = None,
+        opens: bool = False,
     ) -> dict[str, Any]: ...
 
     def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None: ...
 
-    def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None: ...
+    def checkpoint(self, task_id: str, scratch: Mapping[str, Any], step_items: int | None = None) -> None: ...
 
     def renew(self, task_id: str, current_execution: str, next_execution: str) -> TaskRecord: ...
 
@@ -487,6 +506,7 @@ def from_item(item: Item, call: Item | None = None, work: Item | None = None) ->
         steps=steps_of(parts),
         result_ref=_loads(item.get("resultRef")),
         step_items=number(schema.STEP_ITEMS_ATTRIBUTE) or 0,
+        steps_open=schema.STEPS_OPEN_ATTRIBUTE in item,
     )
 
 
@@ -671,26 +691,56 @@ class DynamoTaskStore:
     @traced("TaskStore.load")
     def load(self, task_id: str) -> TaskRecord:
         """The worker's read: the hot item and its parts in one consistent BatchGetItem, then the step
-        items the work part does not stand for (`stepItems` on the hot item says how many there are),
-        100 a request. A task whose records all fit on the work part is read in one request."""
+        items the work part does not stand for, 100 a request: the slots `stepItems` counts, and while a
+        run may have written more (`stepsOpen`), the slots after them up to the first one missing (a run
+        numbers its operations without gaps). A task whose records all fit on the work part, read after a
+        run that ended at a boundary, is read in one request."""
         items = self._batch_get([task_key(task_id), *(part_key(task_id, part) for part in _PARTS)])
         hot = items.get(schema.TASK_KEY_PREFIX + task_id)
         call, work = (items.get(schema.part_key_value(task_id, part)) for part in _PARTS)
         record = self._visible(hot, None, call, work)
         on_work_part = {entry["n"] for entry in record.steps.values() if isinstance(entry.get("n"), int)}
-        wanted = [slot for slot in range(record.step_items) if slot not in on_work_part]
-        if not wanted:
+        counted = [slot for slot in range(record.step_items) if slot not in on_work_part]
+        probe_from = record.step_items if record.steps_open else None
+        found = self._step_items(task_id, counted, probe_from, on_work_part)
+        if not found:
             return record
         steps, slots = dict(record.steps), dict[str, int]()
-        for first in range(0, len(wanted), BATCH_GET_KEYS):
-            found = self._batch_get([step_key(task_id, slot) for slot in wanted[first : first + BATCH_GET_KEYS]])
-            for slot in wanted[first : first + BATCH_GET_KEYS]:
-                key, entry = step_item_entry(found.get(schema.step_key_value(task_id, slot))) or ("", None)
-                if entry is None:
-                    continue  # never written, or a mark taken back
-                if key not in steps or _is_mark(steps[key]):  # the work part's record, if any, came first
-                    steps[key], slots[key] = entry, slot
+        for slot, item in found:
+            key, entry = step_item_entry(item) or ("", None)
+            if entry is None:
+                continue  # a mark taken back
+            if key not in steps or _is_mark(steps[key]):  # the work part's record, if any, came first
+                steps[key], slots[key] = entry, slot
         return dataclasses.replace(record, steps=steps, step_slots=slots)
+
+    def _step_items(
+        self, task_id: str, counted: list[int], probe_from: int | None, skip: set[int] | frozenset[int] = frozenset()
+    ) -> list[tuple[int, Item]]:
+        """(slot, item) of the step items there are of the slots `counted`, and (from `probe_from`, None:
+        none) of the slots after them, up to the first slot neither in `skip` nor there; 100 keys a
+        request, the looks past the count PROBE_FIRST_SLOTS keys, then twice as many each time (a run
+        that ended without counting its step items usually left few)."""
+        found: list[tuple[int, Item]] = []
+        rest, window = list(counted), PROBE_FIRST_SLOTS
+        while rest or probe_from is not None:
+            batch, rest = rest[:BATCH_GET_KEYS], rest[BATCH_GET_KEYS:]
+            probed: list[int] = []
+            if probe_from is not None and not rest:
+                while len(batch) + len(probed) < BATCH_GET_KEYS and len(probed) < window:
+                    if probe_from not in skip:
+                        probed.append(probe_from)
+                    probe_from += 1
+            got = self._batch_get([step_key(task_id, slot) for slot in batch + probed])
+            found.extend((slot, got[key]) for slot in batch if (key := schema.step_key_value(task_id, slot)) in got)
+            for slot in probed:
+                item = got.get(schema.step_key_value(task_id, slot))
+                if item is None:  # the first slot no run wrote: what is after it, a run of another order wrote
+                    probe_from = None
+                    break
+                found.append((slot, item))
+            window = min(BATCH_GET_KEYS, 2 * window)  # a key asked for and not found is billed too
+        return found
 
     def _batch_get(self, keys: list[dict[str, dict[str, str]]]) -> dict[str, Item]:
         """The items of `keys` (at most 100) that exist, by partition key value (what DynamoDB left
@@ -777,19 +827,21 @@ class DynamoTaskStore:
                 continue  # never written (or not ours): nothing to take back
 
     def _end_parts(self, settled: TaskRecord) -> None:
-        """A settled task's parts: nothing reads them again, and they do not grow (a part write follows a
-        hot write that requires the task working, so only one racing the settle lands, within the
-        part's bounds). They expire with the task, as TTL deletes are free (a delete is billed like a
-        write of the whole part); a task without a TTL has them deleted, its step items too (the
-        settled hot item still says how many: `stepItems`)."""
+        """A settled task's parts: nothing reads them again, and they do not grow. They expire with the
+        task, as TTL deletes are free (a delete is billed like a write of the whole part); a task without
+        a TTL has them deleted, its step items too: the slots the settled hot item counts (`stepItems`),
+        and while a run may have written more (`stepsOpen`), those found after them."""
         if settled.expires_at is None:
-            self._delete_parts(settled.task_id, settled.step_items)
+            probe_from = settled.step_items if settled.steps_open else None
+            later = [slot for slot, _ in self._step_items(settled.task_id, [], probe_from)]
+            self._delete_parts(settled.task_id, [*range(settled.step_items), *later])
 
-    def _delete_parts(self, task_id: str, step_items: int) -> None:
+    def _delete_parts(self, task_id: str, slots: Sequence[int]) -> None:
         """BatchWriteItem, 25 deletes a request. A delete that fails leaves the item behind: nothing reads
-        it, and it does not grow. (A step write that raced the settle, its hot write passed just before
-        it, may put one step item back after this: the same holds for it.)"""
-        keys = [*(part_key(task_id, part) for part in _PARTS), *(step_key(task_id, n) for n in range(step_items))]
+        it, and it does not grow. (A run that began before the settle may still write a step or two until
+        it notices, `durable.STEP_STATUS_SECONDS`, putting a step item back after this: the same holds for
+        it.)"""
+        keys = [*(part_key(task_id, part) for part in _PARTS), *(step_key(task_id, n) for n in slots)]
         for first in range(0, len(keys), BATCH_WRITE_ITEMS):
             request: dict[str, Any] = {
                 self.table_name: [{"DeleteRequest": {"Key": key}} for key in keys[first : first + BATCH_WRITE_ITEMS]]
@@ -970,10 +1022,13 @@ class DynamoTaskStore:
         scratch: Mapping[str, Any],
         task_token: str,
         parked_until: float | None = None,
+        step_items: int | None = None,
     ) -> AwaitOutcome:
         """working -> input_required, with the requests and the task token that resumes the execution;
         then the scratch on the work part (the resumed run reads it). `parked_until`: when the
-        execution's wait for the answers times out (its lease runs to then).
+        execution's wait for the answers times out (its lease runs to then). `step_items`: the step
+        items the run that asked wrote (`stepItems` at least that, the step items closed; None from an
+        execution started before the count was handed over: left as they are).
 
         The hot write goes first, so only the write that moved the task on keeps its scratch (a late
         attempt of an older round fails on the version and writes nothing). A crash between the two
@@ -997,6 +1052,11 @@ class DynamoTaskStore:
         expression.bump_version()
         expression.require_equals("status", {"S": WORKING})
         expression.require_equals("version", {"N": str(expected_version)})
+        if step_items is not None:
+            count, value = expression.name(schema.STEP_ITEMS_ATTRIBUTE), expression.value({"N": str(step_items)})
+            expression.sets.append(f"{count} = {value}")
+            expression.require(f"(attribute_not_exists({count}) OR {count} <= {value})")
+            expression.remove(schema.STEPS_OPEN_ATTRIBUTE)
         try:
             record = self._update(task_id, expression)
             applied = True
@@ -1004,6 +1064,11 @@ class DynamoTaskStore:
             if failure.record is None:
                 raise TaskNotFound("Task not found") from None
             record = failure.record
+            if (record.status, record.version) == (WORKING, expected_version) and step_items is not None:
+                # Another run counted more step items (the count only grows): the write without the count.
+                return self.await_input(
+                    task_id, expected_version, input_requests, issued_keys, scratch, task_token, parked_until
+                )
             applied = bool(issued_keys) and record.issued_keys[: len(issued_keys)] == tuple(issued_keys)
         if applied and record.status == INPUT_REQUIRED:
             self._keep_scratch(task_id, scratch)
@@ -1033,9 +1098,38 @@ class DynamoTaskStore:
         return True
 
     # ---- durable operations (mcp_runtime.tasks.durable) -------------------------------------------
-    # Each writes the hot item first (the task works; its lease, token and effect; `stepItems`), then
-    # the operation's entry: on the work part (`slot` None) or on its own step item (`slot` n), whose
-    # write costs what that one entry weighs, whatever the task recorded before it.
+    # A step's running mark and its record are one write each, of the step's own item (the record: or of
+    # the work part, while the first small records fit there), and leave the hot item alone: a step costs
+    # what its record weighs, at step 1,000 as at step 1. What the hot write before each gave is had
+    # otherwise: the run's first write (`begin_run`) consumes the token and the effect, renews the lease
+    # and opens the step items for the worker's read (`stepsOpen`); the run looks at the task's status
+    # (and renews the lease when it runs low) every `durable.STEP_STATUS_SECONDS` at a step boundary
+    # (`keep_working`), so a cancel is noticed there; and a step's write that lands after the task
+    # settled is harmless: nothing reads a settled task's step items, they expire with it (or, without a
+    # TTL, are deleted with what the settle finds), and a step item only ever holds one small entry.
+    # A wait's or a callback's record keeps its hot write first (the lease parked to its deadline, the
+    # count of step items, and the step items closed: the run ends there).
+    @traced("TaskStore.begin_run")
+    def begin_run(self, task_id: str, run_id: str) -> None:
+        """A run of the tool begins: consume the token and the effect that started or resumed it, renew
+        the lease, and open the step items (`stepsOpen` = `run_id`: the run may write step items past
+        `stepItems`). TaskConflict once the task does not work."""
+        self._step_hot_write(task_id, None, opens=run_id)
+
+    @traced("TaskStore.keep_working")
+    def keep_working(self, task_id: str) -> None:
+        """A running tool's look at its task between steps: one consistent GetItem of the hot item;
+        TaskConflict once it does not work (cancelled, settled, expired). When less than half the lease
+        is left, the lease is renewed (a running tool's write) instead of the sweeper asking about it."""
+        response = self._call("get_item", TableName=self.table_name, Key=task_key(task_id), ConsistentRead=True)
+        item = response.get("Item")
+        now = self._clock()
+        if not item or item["status"]["S"] != WORKING or from_item(item).is_expired(now):
+            raise TaskConflict(f"task {task_id} is no longer working")
+        lease = int((item.get(schema.LEASE_ATTRIBUTE) or {}).get("N") or 0)
+        if lease - now < self.lease_seconds / 2:
+            self._update_while_working(task_id, self._running_tool_write(_Expression()))
+
     @traced("TaskStore.record_operation")
     def record_operation(
         self,
@@ -1047,20 +1141,30 @@ class DynamoTaskStore:
         replace: bool = False,
         parked_until: float | None = None,
         slot: int | None = None,
+        expires_at: int | None = None,
+        step_items: int | None = None,
     ) -> dict[str, Any]:
         """A step's, wait's or callback's record; the first writer wins (a callback that was never
-        awaited is replaced). Raises TaskConflict once the task stopped working. `parked_until`: when a
-        wait this record starts ends (the task's lease runs to then). `scratch` (None: left as it is)
-        is kept on the work part: in the same write, or, for a record on a step item, in the write after.
+        awaited is replaced). Raises TaskConflict when the task is known to have stopped working.
+        `parked_until`: when a wait this record starts ends (the task's lease runs to then). `scratch`
+        (None: left as it is) is kept on the work part: in the same write, or, for a record on a step
+        item, in the write after. `expires_at`: the task's TTL, for a step item this write creates.
 
-        The hot write goes first (the task works; its lease, token and effect): a crash before the
-        record is written leaves a task whose run records the operation again, as after any crash. A
+        A step's record is one write (`_is_step`): it takes the place of a running mark (any run's: the
+        first value wins) or of nothing, so a run whose mark was taken over, or that records after the
+        task settled, writes a value no run reads twice (the settled task's items are not read at all).
+        A wait's or callback's record has a hot write first (the task works; its lease, parked to the
+        wait's deadline; `stepItems` to `step_items`, or to `slot` + 1, closing the step items): a crash
+        before its record leaves a task whose run records the operation again, as after any crash. A
         crash between a step item's record and the scratch that follows it loses that scratch, as a
         checkpoint that fails does (the run that follows goes on with the scratch kept before)."""
         place = _Place(task_id, key, slot)
-        hot = self._step_hot_write(task_id, slot, parked_until)
+        if not _is_step(key):
+            count = step_items if step_items is not None else (None if slot is None else slot + 1)
+            hot = self._step_hot_write(task_id, count, parked_until, closes=step_items is not None)
+            expires_at = hot.expires_at
         expression = _Expression()
-        place.set_entry(expression, record, hot.expires_at)
+        place.set_entry(expression, record, expires_at)
         if scratch is not None and slot is None:
             expression.set("scratch", _json(dict(scratch)))
         path = place.path(expression)
@@ -1085,20 +1189,37 @@ class DynamoTaskStore:
 
     @traced("TaskStore.mark_step")
     def mark_step(
-        self, task_id: str, key: str, mark: dict[str, Any], now: float, *, slot: int | None = None
+        self,
+        task_id: str,
+        key: str,
+        mark: dict[str, Any],
+        now: float,
+        *,
+        slot: int | None = None,
+        expires_at: int | None = None,
+        opens: bool = False,
     ) -> dict[str, Any]:
         """Mark a step running (`durable.is_step_mark`) where nothing is, or only an expired mark; returns
-        the step's entry as it is after the write. Raises TaskConflict once the task stopped working.
-        The hot write (the task works) goes first, so a cancelled task's step never starts; a crash
-        between the two leaves a renewed lease and no mark (the step is marked again, as after any crash).
+        the step's entry as it is after the write. `expires_at`: the task's TTL, for the step item this
+        write creates.
 
-        On a step item (`slot`), a mark that took the place of another run's expired mark looks at the
-        work part too: that run may have kept its record there (`record_operation` with `slot` None)
-        before it died, and then this step is recorded, not to be run again."""
+        On a step item (`slot`) this is the step's one write before it runs: the mark names its run and
+        expires with the run's invocation, so a run that died leaves a mark another run takes over once
+        it expires, and a live one makes another run wait; a cancelled task's run notices at its next
+        look at the status (`keep_working`), and a mark it wrote meanwhile is never read. A mark that
+        took the place of another run's expired mark looks at the work part too: that run may have kept
+        its record there (`record_operation` with `slot` None) before it died, and then this step is
+        recorded, not to be run again.
+
+        On the work part (`slot` None: the run's own in-progress mark) the hot write goes first (the task
+        works, TaskConflict once not; with `opens`, it is the run's `begin_run` too), so a cancelled
+        task's run never marks itself; a crash between the two leaves a renewed lease and no mark, as
+        when the run died before it began."""
         place = _Place(task_id, key, slot)
-        hot = self._step_hot_write(task_id, slot)
+        if slot is None:
+            expires_at = self._step_hot_write(task_id, None, opens=mark.get("run") if opens else None).expires_at
         expression = _Expression()
-        place.set_entry(expression, mark, hot.expires_at)
+        place.set_entry(expression, mark, expires_at)
         path = place.path(expression)
         running = expression.value({"S": mark["state"]})
         expired = f"({path}.{expression.name('state')} = {running} AND {path}.{expression.name('expires')} < "
@@ -1123,49 +1244,63 @@ class DynamoTaskStore:
     @traced("TaskStore.unmark_step")
     def unmark_step(self, task_id: str, key: str, run_id: str, *, slot: int | None = None) -> None:
         """Remove this run's running mark of a step; anything else there stays. A settled task's work
-        part is gone (or going), so the write finds nothing and changes nothing; a step item holding the
-        mark is deleted (the load skips a missing one)."""
+        part is gone (or going), so the write finds nothing and changes nothing. A step item keeps its
+        key without an entry (the load skips it), so the slots a run wrote stay without gaps."""
         place = _Place(task_id, key, slot)
         expression = _Expression()
         path = place.path(expression)
         expression.require(f"{path}.{expression.name('run')} = {expression.value({'S': run_id})}")
+        expression.removes.append(path)
         with contextlib.suppress(_ConditionFailed):
             if slot is not None:
                 self._call(
-                    "delete_item",
+                    "update_item",
                     TableName=self.table_name,
                     Key=place.item_key,
-                    ConditionExpression=" AND ".join(expression.conditions),
-                    ExpressionAttributeNames=expression.names,
-                    ExpressionAttributeValues=expression.values,
+                    ReturnValuesOnConditionCheckFailure="NONE",
+                    **expression.request(),
                 )
                 return
-            expression.removes.append(path)
             self._update_part(place, expression)
 
-    def _step_hot_write(self, task_id: str, slot: int | None, parked_until: float | None = None) -> TaskRecord:
-        """The hot write before an operation's entry: the task works (TaskConflict once not), its lease,
-        token and effect; for an entry on step item `slot`, `stepItems` at least slot + 1, so the
-        worker's load reads that item (a number for a number: the item does not grow)."""
+    def _step_hot_write(
+        self,
+        task_id: str,
+        count: int | None,
+        parked_until: float | None = None,
+        *,
+        opens: str | None = None,
+        closes: bool = False,
+    ) -> TaskRecord:
+        """A hot write of the running tool (the task works, TaskConflict once not; its lease, token and
+        effect): with `count`, `stepItems` at least `count` (a number for a number: the item does not
+        grow), and with `closes` too, the step items closed (no run wrote past the count); with `opens`,
+        the step items opened by run `opens`."""
         expression = self._running_tool_write(_Expression())
         expression.parked_until = parked_until
-        if slot is not None:
-            count, value = expression.name(schema.STEP_ITEMS_ATTRIBUTE), expression.value({"N": str(slot + 1)})
-            expression.set(schema.STEP_ITEMS_ATTRIBUTE, {"N": str(slot + 1)})
-            expression.require(f"(attribute_not_exists({count}) OR {count} <= {value})")
+        if opens is not None:
+            expression.set(schema.STEPS_OPEN_ATTRIBUTE, {"S": opens})
+        if count is not None:
+            name, value = expression.name(schema.STEP_ITEMS_ATTRIBUTE), expression.value({"N": str(count)})
+            expression.set(schema.STEP_ITEMS_ATTRIBUTE, {"N": str(count)})
+            expression.require(f"(attribute_not_exists({name}) OR {name} <= {value})")
+            if closes:
+                expression.remove(schema.STEPS_OPEN_ATTRIBUTE)
         try:
             return self._update(task_id, expression)
         except _ConditionFailed as failure:
             seen = failure.record
-            if slot is None or seen is None or seen.status != WORKING or seen.step_items <= slot + 1:
+            if count is None or seen is None or seen.status != WORKING or seen.step_items <= count:
                 raise TaskConflict(f"task {task_id} is no longer working") from None
-        # Another run wrote a later step item already (the count only grows): the write without it.
-        return self._step_hot_write(task_id, None, parked_until)
+        # Another run counted more step items already (the count only grows): the write without it.
+        return self._step_hot_write(task_id, None, parked_until, opens=opens)
 
     @traced("TaskStore.checkpoint")
-    def checkpoint(self, task_id: str, scratch: Mapping[str, Any]) -> None:
-        """Keep the tool's `ctx.scratch` as the invocation ends at a step boundary; TaskConflict once not working."""
-        self._update_while_working(task_id, self._running_tool_write(_Expression()))
+    def checkpoint(self, task_id: str, scratch: Mapping[str, Any], step_items: int | None = None) -> None:
+        """Keep the tool's `ctx.scratch` as the invocation ends at a step boundary (and with `step_items`,
+        the count of the step items the run wrote, closing them); TaskConflict once not working. The hot
+        write goes first: a crash before the scratch is kept loses it, as a checkpoint that fails does."""
+        self._step_hot_write(task_id, step_items, closes=step_items is not None)
         expression = _Expression()
         expression.set("scratch", _json(dict(scratch)))
         try:
@@ -1481,8 +1616,8 @@ class DynamoTaskStore:
 
     def _update_part(self, place: _Place, expression: _Expression, returns: str = "ALL_NEW") -> Item:
         """One conditional UpdateItem of the item of `place`; returns it as written (`returns`: or as it
-        was). The work part must exist (a settled task's is gone); a step item is created by its first
-        write, and an entry is only ever written after a hot write that found the task working."""
+        was). The work part must exist (a settled task's without a TTL is gone); a step item is created by
+        its first write, by a run whose first write found the task working (`begin_run`)."""
         if place.slot is None:
             expression.require(f"attribute_exists({expression.name(schema.PARTITION_KEY)})")
         response = self._call(
@@ -1555,6 +1690,11 @@ def _resume_never_asked(record: TaskRecord, key: str) -> bool:
 
 def _is_mark(entry: Mapping[str, Any]) -> bool:
     return entry.get("state") == "running"
+
+
+def _is_step(key: str) -> bool:
+    """A step's record (`durable`'s keys begin with their kind): one write, no hot write before it."""
+    return key.startswith("step:")
 
 
 def _answers_bytes(responses: Mapping[str, Any], keys: tuple[str, ...]) -> int:

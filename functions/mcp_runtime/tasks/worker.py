@@ -349,6 +349,8 @@ class TaskWorker:
             callback_url=self.callback_url,
             max_operations=self.max_operations,
             step_slots=record.step_slots,
+            expires_at=record.expires_at,
+            step_items=record.step_items,
         )
         progress = ProgressReporter(
             self.store,
@@ -373,13 +375,12 @@ class TaskWorker:
             interrupted.in_step or interrupted.recorded_steps or spec.rerun_interrupted
         ):
             return self._fail_interrupted(record, spec, interrupted)
-        # Only a run the policy could refuse after it is cut short marks itself (two writes): a tool with
-        # recorded steps resumes after them, and one that allows it runs again.
-        if not spec.rerun_interrupted and not durable.recorded_steps():
-            try:
-                durable.mark_run(run_execution, round_number)
-            except TaskNoLongerRunning:
-                return _outcome(OUTCOME_OVERTAKEN)
+        # The run's first write; only a run the policy could refuse after it is cut short marks itself
+        # too (a second write): a tool with recorded steps resumes after them, and one that allows it runs again.
+        try:
+            durable.begin(run_execution, round_number, mark=not spec.rerun_interrupted and not durable.recorded_steps())
+        except TaskNoLongerRunning:
+            return _outcome(OUTCOME_OVERTAKEN)
         try:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
@@ -388,12 +389,12 @@ class TaskWorker:
         except InputNeeded as needed:
             task_log.flush()
             durable.unmark_run()
-            return self._ask(record, needed, ctx)
+            return self._ask(record, needed, ctx, durable.step_items)
         except ContinueLater:
             progress.flush()
             task_log.flush()
             durable.unmark_run()
-            return self._continue(record, ctx)
+            return self._continue(record, ctx, durable.step_items)
         except WaitFor as wait:
             progress.flush()
             task_log.flush()
@@ -483,7 +484,7 @@ class TaskWorker:
         log.error("task %s: result of %d bytes could not be stored (%s)", task_id, encoded_size(payload), failure)
         return None
 
-    def _ask(self, record: TaskRecord, needed: InputNeeded, ctx: ToolContext) -> dict[str, Any]:
+    def _ask(self, record: TaskRecord, needed: InputNeeded, ctx: ToolContext, step_items: int) -> dict[str, Any]:
         requests, issued = allocate_wire_keys(record.issued_keys, needed.requests)
         for what, value, limit in (
             ("questions", requests, MAX_INPUT_REQUESTS_BYTES),
@@ -499,6 +500,7 @@ class TaskWorker:
             "issuedKeys": [list(p) for p in issued],
             "state": ctx.scratch,  # the state machine's name for it
             "timeoutSeconds": self._token_wait_timeout(record),
+            "stepItems": step_items,  # the step items the run wrote: the questions' write counts them
         }
         return {**_outcome(OUTCOME_INPUT_REQUIRED), "tokenWait": token_wait}
 
@@ -511,13 +513,14 @@ class TaskWorker:
             token_wait["slot"] = waiting.slot  # its record is on that step item
         return {**_outcome(OUTCOME_CALLBACK), "tokenWait": token_wait}
 
-    def _continue(self, record: TaskRecord, ctx: ToolContext) -> dict[str, Any]:
-        """End this invocation at a step boundary; the next one picks up from the recorded steps."""
+    def _continue(self, record: TaskRecord, ctx: ToolContext, step_items: int) -> dict[str, Any]:
+        """End this invocation at a step boundary (counting the step items it wrote); the next one picks
+        up from the recorded steps."""
         size = encoded_size(ctx.scratch)
         if size > MAX_SCRATCH_BYTES:
             return self._settle(record, FAILED, too_large_error("scratch", size, MAX_SCRATCH_BYTES))
         try:
-            self.store.checkpoint(record.task_id, ctx.scratch)
+            self.store.checkpoint(record.task_id, ctx.scratch, step_items)
         except TaskConflict:
             return _outcome(OUTCOME_OVERTAKEN)  # cancelled or settled: noticed at this boundary
         except (TaskStoreUnavailable, TaskStoreRefused) as exc:
@@ -633,6 +636,7 @@ class TaskWorker:
                 token_wait.get("state") or {},
                 task_token,
                 parked_until=self._parked_until(token_wait),
+                step_items=None if token_wait.get("stepItems") is None else int(token_wait["stepItems"]),
             )
         except TaskNotFound:
             self._resume(task_token)  # the task is gone: end the wait
