@@ -18,7 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .catalog import Catalog
-    from .components import tool
+    from .components import (
+        ToolMode,  # noqa: F401 (deprecated: read through __getattr__, which warns)
+        tool,
+    )
     from .cursors import InvalidCursor
     from .errors import HandleConflict, HandleNotFound, InternalError, McpError, MissingRequiredClientCapability
     from .handles import Handle
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
         image,
         text,
     )
+    from .tools import Registry as ToolRegistry  # noqa: F401 (deprecated: read through __getattr__, which warns)
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
@@ -71,8 +75,9 @@ _EXPORTS: dict[str, str] = {
     "MissingRequiredClientCapability": ".errors",
 }
 
-# Removed names, and the module that says what to write instead (its `__getattr__` raises ImportError).
-_REMOVED: dict[str, str] = {"ToolMode": ".tools", "ToolRegistry": ".tools"}
+# Release 1.0.0's names, deprecated until 3.0.0: each read warns what to write instead
+# (`mcp_runtime.components.DEPRECATED_NAMES`), so they are never cached below.
+_DEPRECATED: tuple[str, ...] = ("ToolMode", "ToolRegistry")
 
 __all__ = [
     "Asker",
@@ -105,7 +110,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name) or _REMOVED.get(name)
+    if name in _DEPRECATED:
+        return import_module(".components", __name__).deprecated_name(__name__, name)
+    module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     value = getattr(import_module(module, __name__), name)

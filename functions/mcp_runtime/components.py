@@ -10,7 +10,11 @@ decorator the team used (as FastMCP's and the SDK's `from_function` do).
   and answers a model or a dict with readable JSON text.
 
 What a function's code uses that cannot work here (`ctx.sample`, session state, background work, the
-removed `ToolContext.*_async` forms) is refused at decoration, naming what to write instead.
+`ToolContext.*_async` twins on a `Context`) is refused at decoration, naming what to write instead.
+
+Release 1.0.0's forms (`ToolMode`, `@tool(mode=..., task_required=...)`, `ToolRegistry`, the `*_async` twins of
+`ToolContext`) are these under their old names, each warning (`DeprecationWarning`) what to write instead until
+they go in `GOES_AWAY_IN`.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import asyncio
 import base64
 import inspect
 import re
+import sys
 import typing
+import warnings
 from collections.abc import Callable
+from enum import StrEnum
 from functools import lru_cache
 from types import CodeType
 from typing import Any, Final, TypeVar
@@ -35,6 +42,7 @@ from .tools import (
     EMPTY_INPUT_SCHEMA,
     SPEC_ATTRIBUTE,
     KeywordCall,
+    Registry,
     ToolContext,
     ToolError,
     ToolFunction,
@@ -81,21 +89,20 @@ UNSUPPORTED: Final[dict[str, str]] = {
         "(task=True) and put the work in `await ctx.step(...)`"
     ),
 }
-# The awaitable twins `ToolContext` had until 1.1: a tool that still calls one is refused when it is
-# described, naming the `Context` method to await instead.
-REMOVED_ASYNC_FORMS: Final[dict[str, str]] = {
+# The awaitable twins `ToolContext` has had since 1.0.0 (deprecated): a `Context` never had them, so a tool
+# that calls one on a `ctx: Context` parameter is refused when it is described, naming the method to await.
+ASYNC_TWINS: Final[dict[str, str]] = {
     f"{name}_async": name for name in ("report_progress", "log", "elicit", "step", "wait", "wait_for_callback")
 }
-for _old, _new in REMOVED_ASYNC_FORMS.items():
-    UNSUPPORTED[f"ctx.{_old}"] = (
-        f"ctx.{_old} was removed: annotate the parameter `ctx: Context` (from mcp_runtime.fastmcp import "
-        f"Context) and write `await ctx.{_new}(...)`"
+for _twin, _method in ASYNC_TWINS.items():
+    UNSUPPORTED[f"ctx.{_twin}"] = (
+        f"ctx.{_twin} is ToolContext's deprecated twin, never Context's: write `await ctx.{_method}(...)`"
     )
 
 
 def refuse_unsupported_code(fn: Callable[..., Any], what: str) -> None:
     """Refuse, when the module loads, what a function's code uses that cannot work here: `ctx.sample`,
-    `ctx.get_state`/`set_state`, a removed `ctx.*_async` form on its context parameter, and
+    `ctx.get_state`/`set_state`, a `ToolContext.*_async` twin on a `Context` parameter, and
     `asyncio.create_task`/`ensure_future`."""
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -116,7 +123,7 @@ _CONTEXT_FEATURES: Final = {
     "sample": "ctx.sample",
     "get_state": "ctx.get_state",
     "set_state": "ctx.set_state",
-    **{old: f"ctx.{old}" for old in REMOVED_ASYNC_FORMS},
+    **{twin: f"ctx.{twin}" for twin in ASYNC_TWINS},
 }
 _BACKGROUND: Final = ("create_task", "ensure_future")
 
@@ -146,7 +153,7 @@ def _uses(code: CodeType, contexts: dict[str, bool], module_globals: dict[str, A
         if instruction.opname in ("LOAD_ATTR", "LOAD_METHOD") and previous is not None:
             loaded = previous.argval[-1] if isinstance(previous.argval, tuple) else previous.argval
             on_context = previous.opname.startswith(("LOAD_FAST", "LOAD_DEREF")) and loaded in contexts
-            if on_context and name in _CONTEXT_FEATURES and (name in REMOVED_ASYNC_FORMS or not contexts[loaded]):
+            if on_context and name in _CONTEXT_FEATURES and not contexts[loaded]:
                 used.append(_CONTEXT_FEATURES[name])
             if previous.opname == "LOAD_GLOBAL" and loaded == "asyncio" and name in _BACKGROUND:
                 used.append("asyncio.create_task")
@@ -293,12 +300,78 @@ def tool_from_function(
     )
 
 
-# What the native decorator took until 1.1, and what to write instead.
-REMOVED_TOOL_OPTIONS: Final[dict[str, str]] = {
-    "mode": "@tool(mode=...) was removed: task= is the one switch (mode=ToolMode.TASK: task=True; "
-    "the other modes changed nothing: drop mode=)",
-    "task_required": '@tool(task_required=True) was removed: write task="required"',
+# ---- release 1.0.0's forms: the builder and the registry under their old names, until GOES_AWAY_IN -------------
+GOES_AWAY_IN: Final = "3.0.0"
+
+
+class ToolMode(StrEnum):
+    """Release 1.0.0's "how a tool answers" (deprecated): only TASK changed anything, and `task=` says it now."""
+
+    PLAIN = "plain"
+    INPUT_REQUIRED = "input_required"
+    TASK = "task"
+    HANDLE = "handle"
+
+
+_TOOL_MODE_ADVICE: Final = (
+    'task= is the one switch for task behaviour (write @tool(task=True) for mode=ToolMode.TASK, @tool(task="required") '
+    "for task_required=True, and drop the other modes)"
+)
+# Each deprecated name a module may import, by the module it imports it from: what it is, what to write instead.
+DEPRECATED_NAMES: Final[dict[str, tuple[Callable[[], Any], str]]] = {
+    "ToolMode": (lambda: ToolMode, _TOOL_MODE_ADVICE),
+    "ToolRegistry": (
+        lambda: Registry,
+        "write Registry (from mcp_runtime import Registry), the one registry under its new name",
+    ),
+    "tool": (lambda: tool, "write from mcp_runtime import tool"),
 }
+TWIN_ADVICE: Final[dict[str, str]] = {
+    twin: (
+        "write `ctx.elicit(key, message, Model)` (not awaited: the same answer), or annotate the parameter "
+        "`ctx: Context` (from mcp_runtime.fastmcp import Context) and write `await ctx.elicit(message, Model)` "
+        "(its answer's `.data`)"
+        if method == "elicit"
+        else "annotate the parameter `ctx: Context` (from mcp_runtime.fastmcp import Context) and write "
+        f"`await ctx.{method}(...)`"
+    )
+    for twin, method in ASYNC_TWINS.items()
+}
+
+
+def deprecated(old: str, instead: str, *, stacklevel: int) -> None:
+    """Warn that `old` goes away in GOES_AWAY_IN and what to write instead, at the line `stacklevel` frames
+    above the caller (1: the caller's own line), which is the team's code."""
+    warnings.warn(
+        f"{old} is deprecated and goes away in {GOES_AWAY_IN}: {instead}", DeprecationWarning, stacklevel=stacklevel + 1
+    )
+
+
+def deprecated_name(module: str, name: str) -> Any:
+    """What a deprecated name `module.name` is, warned at the line that reads it: a module's `__getattr__`
+    returns it. `from package import name` asks twice (the import system's look first): only the second,
+    the statement's own, warns."""
+    value, advice = DEPRECATED_NAMES[name]
+    asking = sys._getframe(2)  # above this function and the module's __getattr__
+    if not asking.f_code.co_filename.startswith("<frozen importlib"):
+        deprecated(f"{module}.{name}", advice, stacklevel=3)
+    return value()
+
+
+def _task_of_deprecated(mode: ToolMode | str | None, task_required: bool | None, task: bool | str) -> bool | str:
+    """`task=` for 1.0.0's `mode=` and `task_required=`, warned at the decorator's line."""
+    given = [f"task={task!r}"] if task is not False else []
+    given += [f"mode=ToolMode.{ToolMode(mode).name}"] if mode is not None else []
+    given += [f"task_required={task_required!r}"] if task_required is not None else []
+    if task is not False:
+        raise TypeError(f"@tool({', '.join(given)}): keep task= alone (mode= is deprecated)")
+    is_task = mode is not None and ToolMode(mode) is ToolMode.TASK
+    answer: bool | str = "required" if task_required else is_task
+    instead = {True: "write @tool(task=True)", "required": 'write @tool(task="required")'}.get(answer)
+    if instead is None:
+        instead = "drop mode= (task= is the one switch for task behaviour; the other modes changed nothing)"
+    deprecated(f"@tool({', '.join(given)})", instead, stacklevel=3)
+    return answer
 
 
 def tool(
@@ -313,18 +386,18 @@ def tool(
     prepare: ToolFunction | None = None,
     asks: tuple[str, ...] = (),
     rerun_interrupted: bool = False,
-    **removed: Any,
+    mode: ToolMode | str | None = None,
+    task_required: bool | None = None,
 ) -> Callable[[F], F]:
     """Mark a function as a tool: `tool_from_function` under another name (the native decorator), for
     modules written before `mcp = FastMCP(...)`; a `Registry.include(module)` call serves it.
     `(args: Model, ctx: ToolContext)` reads one model of the arguments; keyword parameters work as in
     `@mcp.tool`. `output`: the model of the structured result. `asks`: what the tool may ask of the
     client mid-call ("elicitation", "sampling", "roots"); a call whose client did not declare one of
-    them is refused with -32021 before the tool runs or a task starts."""
-    for option in removed:
-        if option in REMOVED_TOOL_OPTIONS:
-            raise TypeError(REMOVED_TOOL_OPTIONS[option])
-        raise TypeError(f"@tool() got an unexpected keyword argument {option!r}")
+    them is refused with -32021 before the tool runs or a task starts. `mode` and `task_required`:
+    release 1.0.0's, deprecated (`task=` says it), each warning what to write instead."""
+    if mode is not None or task_required is not None:
+        task = _task_of_deprecated(mode, task_required, task)
 
     def mark(fn: F) -> F:
         def build() -> ToolSpec:

@@ -37,11 +37,12 @@ from ._value import ValueObject
 from .context import Principal, RequestMeta
 from .errors import HandleConflict, HandleNotFound, McpError
 from .limits import SYNC_WAIT_LIMIT_SECONDS
-from .mrtr import Asker, InputNeeded
+from .mrtr import Asker, Elicited, InputNeeded, ModelT
 from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
     from .components import PromptSpec, ResourceSpec
+    from .fastmcp import Context
     from .handles import CallerHandles, HandleStore
     from .observability import Telemetry
     from .tasks.durable import Callback, DurableRun
@@ -81,18 +82,19 @@ def task_support(task: Any) -> TaskSupport:
     return support
 
 
-# What this module defined until 1.1, and what to write instead.
+# What this module defined until 1.1 and no longer has, and what to write instead.
 REMOVED: Final[dict[str, str]] = {
-    "ToolMode": "was removed: task= is the one switch for task behaviour (mode=ToolMode.TASK: @tool(task=True); "
-    'task_required=True: task="required"; the other modes changed nothing: drop them)',
     "task_flags": "was removed: mcp_runtime.tools.task_support(task) says what task= means",
-    "tool": "moved: from mcp_runtime import tool (mcp_runtime.components, the one builder)",
-    "ToolRegistry": "was renamed Registry: the one registry serves tools, prompts and resources "
-    "(from mcp_runtime import Registry)",
 }
+# Release 1.0.0's names this module still gives, deprecated: `mcp_runtime.components.DEPRECATED_NAMES`.
+DEPRECATED: Final = ("ToolMode", "ToolRegistry", "tool")
 
 
 def __getattr__(name: str) -> Any:
+    if name in DEPRECATED:
+        from .components import deprecated_name
+
+        return deprecated_name(__name__, name)
     if name in REMOVED:
         raise ImportError(f"mcp_runtime.tools.{name} {REMOVED[name]}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
@@ -318,6 +320,48 @@ class ToolContext(Asker, _Injectable):
     def injected(cls, ctx: ToolContext) -> ToolContext:
         """What a parameter annotated with this class receives (keyword-signature tools)."""
         return ctx
+
+    # ---- release 1.0.0's awaitable twins, deprecated: each warns what to write instead ------------------------
+    async def report_progress_async(
+        self, progress: float, total: float | None = None, message: str | None = None
+    ) -> None:
+        _twin_deprecated("report_progress_async")
+        self.report_progress(progress, total, message)
+
+    async def log_async(self, level: str, data: Any) -> None:
+        _twin_deprecated("log_async")
+        self.log(level, data)
+
+    async def elicit_async(self, key: str, message: str, schema: type[ModelT]) -> Elicited[ModelT]:
+        _twin_deprecated("elicit_async")
+        return self.elicit(key, message, schema)
+
+    async def step_async(self, name: str, fn: Callable[[], Any]) -> Any:
+        _twin_deprecated("step_async")
+        return await self._awaitable().step(name, fn)
+
+    async def wait_async(self, seconds: float) -> None:
+        _twin_deprecated("wait_async")
+        await self._awaitable().wait(seconds)
+
+    async def wait_for_callback_async(
+        self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None
+    ) -> Any:
+        _twin_deprecated("wait_for_callback_async")
+        return self.wait_for_callback(name, submit, timeout_seconds)
+
+    def _awaitable(self) -> Context:
+        """This context as a `ctx: Context` parameter receives it: the twins' awaitable operations are its."""
+        from .fastmcp import Context
+
+        return Context(self)
+
+
+def _twin_deprecated(twin: str) -> None:
+    """Warn, at the tool's line that awaits it, that a `ToolContext.*_async` twin goes and what to write."""
+    from .components import TWIN_ADVICE, deprecated
+
+    deprecated(f"ToolContext.{twin}", TWIN_ADVICE[twin], stacklevel=3)
 
 
 def _dumpable(value: Any) -> Any:

@@ -301,26 +301,7 @@ def test_only_task_tools_take_a_prepare_step() -> None:
     assert registry.get("t") is not None
 
 
-# ---- removed forms: refused where the module is imported, saying what to write instead -------------------------------
-def test_a_module_importing_tool_mode_fails_at_import_saying_task_is_the_one_switch() -> None:
-    with pytest.raises(ImportError) as refused:
-        exec("from mcp_runtime import ToolMode", {})
-    assert str(refused.value) == (
-        "mcp_runtime.tools.ToolMode was removed: task= is the one switch for task behaviour "
-        '(mode=ToolMode.TASK: @tool(task=True); task_required=True: task="required"; '
-        "the other modes changed nothing: drop them)"
-    )
-
-
-def test_a_module_importing_tool_registry_fails_at_import_naming_the_one_registry() -> None:
-    with pytest.raises(ImportError) as refused:
-        exec("from mcp_runtime import ToolRegistry", {})
-    assert str(refused.value) == (
-        "mcp_runtime.tools.ToolRegistry was renamed Registry: the one registry serves tools, prompts and "
-        "resources (from mcp_runtime import Registry)"
-    )
-
-
+# ---- one registry, one builder (release 1.0.0's forms under their old names: test_deprecated_authoring.py) -----
 def test_the_runtime_has_one_registry_and_one_builder() -> None:
     runtime = REPO / "functions" / "mcp_runtime"
     sources = {path: path.read_text(encoding="utf-8") for path in runtime.rglob("*.py")}
@@ -340,40 +321,6 @@ def test_the_runtime_has_one_registry_and_one_builder() -> None:
         "components.py:resource_from_function",
         "components.py:tool_from_function",
     ]
-
-
-@pytest.mark.parametrize(
-    ("option", "advice"),
-    [
-        (
-            "mode",
-            "@tool(mode=...) was removed: task= is the one switch (mode=ToolMode.TASK: task=True; "
-            "the other modes changed nothing: drop mode=)",
-        ),
-        ("task_required", '@tool(task_required=True) was removed: write task="required"'),
-    ],
-)
-def test_a_tool_decorated_with_a_removed_option_fails_at_import_with_what_to_write_instead(
-    option: str, advice: str
-) -> None:
-    with pytest.raises(TypeError) as refused:
-        tool(description="Old.", **{option: True})
-    assert str(refused.value) == advice
-
-
-def test_a_tool_calling_a_removed_async_twin_fails_at_import_naming_the_context_method_to_await() -> None:
-    source = (
-        "from mcp_runtime import ToolContext, tool\n"
-        "@tool(description='Old async tool.')\n"
-        "async def old(n: int, ctx: ToolContext) -> int:\n"
-        "    return await ctx.step_async('double', lambda: n * 2)\n"
-    )
-    with pytest.raises(NotImplementedError) as refused:
-        exec(compile(source, "old_tools.py", "exec"), {"__name__": "old_tools"})
-    assert str(refused.value) == (
-        "old: ctx.step_async was removed: annotate the parameter `ctx: Context` "
-        "(from mcp_runtime.fastmcp import Context) and write `await ctx.step(...)`"
-    )
 
 
 def test_a_module_written_with_the_native_keyword_form_and_task_still_works() -> None:
