@@ -95,9 +95,12 @@ class UntilArgs(BaseModel):
 def time_until(args: UntilArgs, ctx: ToolContext) -> str:
     return humanize.naturaldelta(datetime.timedelta(days=args.days))
 '''
-NATIVE_MODE_LINE = NATIVE_MODULE.splitlines().index(
-    '@tool(description="How long until a number of days from now, in words.", mode=ToolMode.PLAIN)'
-) + 1
+NATIVE_MODE_LINE = (
+    NATIVE_MODULE.splitlines().index(
+        '@tool(description="How long until a number of days from now, in words.", mode=ToolMode.PLAIN)'
+    )
+    + 1
+)
 DEPRECATED_MODE = (
     "@tool(mode=ToolMode.PLAIN) is deprecated and goes away in 3.0.0: drop mode= (task= is the one switch for task "
     "behaviour; the other modes changed nothing)"
@@ -432,7 +435,8 @@ def test_the_updated_copy_keeps_its_lint_its_own_tests_and_the_platforms_tests_i
     passed = set(re.findall(r"^PASSED (\S+)$", tests.stdout, flags=re.MULTILINE))
     assert {f"tests/tools/test_time_until.py::{name}" for name in TEAM_TESTS} <= passed, tests.stdout[-3000:]
     # The native module's 1.0.0 form is shown to the team (a warning naming what to write), never a failure.
-    assert f"time_until.py:{NATIVE_MODE_LINE}: DeprecationWarning: {DEPRECATED_MODE}" in tests.stdout, tests.stdout[-3000:]
+    shown = f"time_until.py:{NATIVE_MODE_LINE}: DeprecationWarning: {DEPRECATED_MODE}"
+    assert shown in tests.stdout, tests.stdout[-3000:]
 
 
 def copier_config() -> str:
