@@ -14,7 +14,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, SweeperEndpoint, WorkerEndpoint
-from mcp_runtime.catalog import Catalog
+from mcp_runtime.catalog import Catalog, declared_kinds
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
@@ -50,7 +50,9 @@ def build_catalog(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Ca
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
-    catalog = Catalog(Registry(telemetry))  # its telemetry names what it leaves out (ComponentsLeftOut)
+    # Its telemetry names what it leaves out (ComponentsLeftOut); a cold server/discover advertises the
+    # prompts and resources the packages' sources declare, importing none of them.
+    catalog = Catalog(Registry(telemetry, declared=lambda: declared_kinds(settings.tool_package_names)))
     table_backed = bool(settings.task_table_name)
 
     def register_tool_packages() -> None:

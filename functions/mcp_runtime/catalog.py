@@ -7,9 +7,11 @@ serves a module's tools, prompts and resources; `catalog.prompts.prompt(...)` an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import re
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
 from .components import (
     Completer,
@@ -20,6 +22,7 @@ from .components import (
     prompt_from_function,
     resource_from_function,
 )
+from .settings import on_import_path
 from .tools import Registry, Undescribable
 
 
@@ -143,6 +146,36 @@ class Catalog:
         """`tools.include(module)`: a tool package's `register` written for a tool registry (a project's
         `functions/tools/__init__.py` from before MCP_TOOL_PACKAGES) is given the catalog and still works."""
         self.tools.include(module)
+
+
+# The kind of component each declaration declares, by its attribute's name: FastMCP's `@mcp.prompt` and
+# `@mcp.resource(...)`, the catalog's `@catalog.prompts.prompt(...)`, `@catalog.resources.resource(...)` and
+# `.template(...)`.
+DECLARING: Final[dict[bytes, str]] = {b"prompt": "prompt", b"resource": "resource", b"template": "resource"}
+# A line that declares one: a decorator (`@<any>.prompt`, called or not), or a call of one at the module's
+# top level (`mcp.prompt(fn)`). Read as text: a cold start parses no module.
+_DECLARATION: Final = re.compile(rb"^(?:[ \t]*@[ \t]*)?[A-Za-z_][\w.]*\.(prompt|resource|template)\b", re.MULTILINE)
+
+
+def declared_kinds(packages: Iterable[str]) -> frozenset[str]:
+    """The kinds of component ("prompt", "resource") the tool packages' sources declare (`_DECLARATION`),
+    read without importing them, so that a cold server/discover advertises them."""
+    found: set[str] = set()
+    for path in _package_sources(packages):
+        found.update(DECLARING[match[1]] for match in _DECLARATION.finditer(path.read_bytes()))
+    return frozenset(found)
+
+
+def _package_sources(packages: Iterable[str]) -> Iterator[Path]:
+    """The source files of each named package (its folder's, at any depth) or module, where the import
+    would find them."""
+    for package in packages:
+        *parents, last = package.split(".")
+        folder = on_import_path(*parents, last)
+        if folder is not None and folder.is_dir():
+            yield from sorted(path for path in folder.rglob("*.py") if "__pycache__" not in path.parts)
+        elif (module := on_import_path(*parents, f"{last}.py")) is not None:
+            yield module
 
 
 def undescribable(package: str = "tools") -> list[Undescribable]:

@@ -163,12 +163,12 @@ class McpServer:
         capabilities: dict[str, Any] = {}
         if self.tools.declares_tools():
             capabilities["tools"] = {}
-        # Without loading the deferred tool modules (a cold server/discover never imports them): the
-        # prompts and resources of ported modules count once those are loaded (docs/fastmcp.md).
-        if self.prompts.known():
+        # Without loading the deferred tool modules (a cold server/discover never imports them): their
+        # prompts and resources as their sources declare them (docs/fastmcp.md).
+        if self.tools.declares("prompt"):
             capabilities["prompts"] = {}
             capabilities["completions"] = {}
-        if self.resources.known():
+        if self.tools.declares("resource"):
             capabilities["resources"] = {}
         if self.tasks is not None:
             capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}

@@ -854,7 +854,9 @@ class Registry:
     """The one registry: every tool, prompt and resource a server offers, described by the one builder
     (`mcp_runtime.components`), whichever decorator was used. `Catalog` reads its prompts and resources."""
 
-    def __init__(self, telemetry: Telemetry | None = None) -> None:
+    def __init__(
+        self, telemetry: Telemetry | None = None, declared: Callable[[], frozenset[str]] | None = None
+    ) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._prompts: dict[str, PromptSpec] = {}
         self._resources: dict[str, ResourceSpec] = {}
@@ -869,6 +871,10 @@ class Registry:
         self.telemetry = telemetry
         # Server objects (mcp_runtime.fastmcp) already included.
         self._servers: set[int] = set()
+        # The kinds of component ("prompt", "resource") the deferred modules' sources declare, read once
+        # without importing them (`mcp_runtime.catalog.declared_kinds`): what a cold server/discover says.
+        self._declared = declared
+        self._declared_kinds: frozenset[str] | None = None
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """Register tools later: `loader` runs once, before the first lookup or listing."""
@@ -992,6 +998,17 @@ class Registry:
     def resources(self) -> list[ResourceSpec]:
         self._load()
         return list(self._resources.values())
+
+    def declares(self, kind: Literal["prompt", "resource"]) -> bool:
+        """Whether this registry serves prompts (or resources), without loading the deferred modules:
+        those registered so far, or, while modules wait to be loaded, what their sources declare."""
+        if self._prompts if kind == "prompt" else self._resources:
+            return True
+        if not self._loaders or self._declared is None:
+            return False
+        if self._declared_kinds is None:
+            self._declared_kinds = self._declared()
+        return kind in self._declared_kinds
 
     def prompts_known(self) -> int:
         """How many prompts are registered so far, without loading deferred modules (server/discover)."""
