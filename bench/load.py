@@ -39,7 +39,6 @@ import ast
 import json
 import os
 import re
-import socket
 import statistics
 import subprocess
 import sys
@@ -50,6 +49,7 @@ from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from local_stack.processes import stop_process
 
@@ -265,14 +265,11 @@ def environments_per_function(cores: int | None = None) -> int:
 
 
 def _start_stack() -> tuple[subprocess.Popen[bytes], str, Any, int]:
-    """`python -m local_stack` on a free loopback port, in its own process (its own GIL): the clients'
+    """`python -m local_stack` on a loopback port of its choice, in its own process (its own GIL): the clients'
     threads here do not slow the server down. Its output goes to a temp file."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = int(sock.getsockname()[1])
     env = {
         **os.environ,
-        "PORT": str(port),
+        "PORT": "0",  # the stack's choice, held from its first step
         "PYTHONPATH": f"{FUNCTIONS}{os.pathsep}{REPO}",
         "MCP_TOOL_PACKAGES": "fixtures.patterns,fixtures.lifecycle",
         "LOCAL_LAMBDA_CONCURRENCY": str(environments_per_function()),
@@ -284,8 +281,10 @@ def _start_stack() -> tuple[subprocess.Popen[bytes], str, Any, int]:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         log.seek(0)
-        if b"MCP endpoint:" in log.read():
-            return server, f"http://127.0.0.1:{port}/mcp", log, port
+        announced = [line for line in log.read().decode().splitlines() if line.startswith("MCP endpoint: ")]
+        if announced:
+            url = announced[0].split()[2]
+            return server, url, log, int(urlsplit(url).port or 0)
         if server.poll() is not None:
             log.seek(0)
             raise RuntimeError(f"local stack exited: {log.read()[-2000:]!r}")

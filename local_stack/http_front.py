@@ -17,6 +17,7 @@ import base64
 import json
 import logging
 import re
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -369,5 +370,22 @@ class LocalHttpServer(ThreadingHTTPServer):
     daemon_threads = True
 
 
-def make_server(front: ApiGatewayFront, host: str = "127.0.0.1", port: int = 3000) -> ThreadingHTTPServer:
-    return LocalHttpServer((host, port), make_request_handler(front))
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to host:port (0: a free port) and listening, as LocalHttpServer's own would be."""
+    listener = socket.socket()
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # HTTPServer.allow_reuse_address
+        listener.bind((host, port))
+        listener.listen(LocalHttpServer.request_queue_size)
+    except BaseException:
+        listener.close()
+        raise
+    return listener
+
+
+def make_server(front: ApiGatewayFront, listener: socket.socket) -> ThreadingHTTPServer:
+    """The front served on a socket already listening (listening_socket): the port was never let go."""
+    server = LocalHttpServer(listener.getsockname()[:2], make_request_handler(front), bind_and_activate=False)
+    server.socket.close()
+    server.socket = listener
+    return server

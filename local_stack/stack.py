@@ -75,7 +75,14 @@ from local_stack.aws import (
 from local_stack.clients import aws_client
 from local_stack.code import FunctionCode, build_function_code
 from local_stack.event_delivery import EventDelivery, StatusEventDrops
-from local_stack.http_front import DEV_TOKEN_PREFIX, ApiGatewayFront, DevTokenAuthorizer, ExchangeLog, make_server
+from local_stack.http_front import (
+    DEV_TOKEN_PREFIX,
+    ApiGatewayFront,
+    DevTokenAuthorizer,
+    ExchangeLog,
+    listening_socket,
+    make_server,
+)
 from local_stack.oauth import LocalAuthorizationServer, start_provider
 from local_stack.private_files import NotPrivate, private_directory, write_private
 from local_stack.provision import ProvisionedStack, provision, serve_bridge_at
@@ -346,19 +353,18 @@ class StartRefused(Exception):
     """`make run` cannot start; the message says why, and what to do about it."""
 
 
-def check_port(port: int) -> None:
-    """Refuse a port another process listens on, before spending seconds on synthesis."""
-    with socket.socket() as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP server binds
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError as error:
-            if error.errno != errno.EADDRINUSE:
-                raise
-            raise StartRefused(
-                f"port {port} is in use (another `make run`?): stop that one, or pick another port, "
-                f"e.g. `PORT={port + 1} make run`"
-            ) from error
+def listen_on(port: int) -> socket.socket:
+    """The front's socket, listening from the stack's first step: the template names its port, and a port
+    let go until synthesis is over can be taken meanwhile. Refuses a port another process listens on."""
+    try:
+        return listening_socket("127.0.0.1", port)
+    except OSError as error:
+        if error.errno != errno.EADDRINUSE:
+            raise
+        raise StartRefused(
+            f"port {port} is in use (another `make run`?): stop that one, or pick another port, "
+            f"e.g. `PORT={port + 1} make run`"
+        ) from error
 
 
 def lock_state_dir(state_dir: Path, port: int) -> IO[str]:
@@ -408,10 +414,17 @@ def check_tools_import(code: FunctionCode, source: Path = REPO / "functions", la
 
 def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStack:
     options = options or Options.from_environ()
+    listener = listen_on(options.port)
+    try:
+        return _start(options, listener, out)
+    except BaseException:
+        listener.close()
+        raise
+
+
+def _start(options: Options, listener: socket.socket, out: TextIO) -> LocalStack:
     started = time.monotonic()
-    if options.port:
-        check_port(options.port)
-    port = options.port or _free_port()  # known before synthesis: the resource URI names it
+    port = int(listener.getsockname()[1])
     try:
         private_directory(state_file(port).parent)  # the run file's (administrator keys): its user's only
     except NotPrivate as refused:
@@ -507,7 +520,7 @@ def start(options: Options | None = None, out: TextIO = sys.stdout) -> LocalStac
         drops=StatusEventDrops(options.drop_status_events),
         give_up_stream_batches=options.give_up_stream_batches,
     )
-    http = make_server(front, "127.0.0.1", port)
+    http = make_server(front, listener)
     # shutdown() waits for serve_forever to look again: every 50 ms, not its default 500 ms.
     thread = threading.Thread(
         target=http.serve_forever, kwargs={"poll_interval": 0.05}, name="local-api-gateway", daemon=True
@@ -648,14 +661,6 @@ def reload(stack: LocalStack, paths: list[str], out: TextIO, layers: Sequence[Pa
         f"{checked - started:.1f} s, asset built in {built - checked:.1f} s\n"
     )
     out.flush()
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _stack_name_of(directory: Path) -> str:

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from local_stack.clients import aws_client
 from local_stack.processes import start_announced, stop_process
@@ -76,10 +77,9 @@ def local_stack_process(
     (LOCAL_DEFAULT_USER); otherwise each request needs `Authorization: Bearer dev:<user>`.
     `root`: the project it runs (by default the checkout testkit/ is in).
     """
-    port = free_port()
     env = {
         **os.environ,
-        "PORT": str(port),
+        "PORT": "0",  # the stack's choice, held from its first step (a port chosen here could be taken meanwhile)
         "PYTHONPATH": f"{root / 'functions'}{os.pathsep}{root}",
         **(extra_env or {}),
         "MCP_TOOL_PACKAGES": tool_packages,
@@ -93,6 +93,7 @@ def local_stack_process(
     if url is None:
         tail = "\n".join(output[-60:])
         raise RuntimeError(f"local stack did not start:\n{tail}")
+    port = urlsplit(url).port
     state_file = root / "build" / "local-stack" / "run" / f"{port}.json"
     running = RunningStack(url, process, output, json.loads(state_file.read_text()))
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import io
 import json
@@ -21,6 +22,7 @@ from infra.packaging import LAMBDA_TARGET, host_target, installed_dependencies
 from local_stack.code import CODE_ROOT, FunctionCode, build_function_code, runtime_provided
 from local_stack.stack import LogSink, StartRefused, check_tools_import
 
+from local_stack import stack as stack_module
 from tests.local_stack.conftest import descendants, still_running
 from tests.local_stack.embedded_moto import eventually
 from tests.support import REPO, local_stack_process, serve_only
@@ -62,6 +64,37 @@ def test_a_port_in_use_is_refused_naming_the_port_and_how_to_pick_another() -> N
     else:
         assert f"), not the Lambda runtime's {LAMBDA_TARGET.python_version}" in said
     assert "Traceback" not in done.stdout + done.stderr
+
+
+def test_the_stack_holds_its_port_from_its_first_step_so_nothing_takes_it_during_synthesis(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # A port looked at, let go and bound only after the seconds of synthesis was taken meanwhile by a
+    # parallel test's server: "local stack did not start: OSError: [Errno 98] Address already in use".
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    attempts: list[str] = []
+
+    class SynthesisReached(Exception):
+        pass
+
+    def another_server_binds_the_port() -> FunctionCode:
+        with socket.socket() as other:
+            other.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                other.bind(("127.0.0.1", port))
+                attempts.append("bound")
+            except OSError as error:
+                attempts.append(errno.errorcode[error.errno])
+        raise SynthesisReached
+
+    monkeypatch.setattr(stack_module, "build_function_code", another_server_binds_the_port)
+    with pytest.raises(SynthesisReached):
+        stack_module.start(stack_module.Options(port=port), out=io.StringIO())
+    assert attempts == ["EADDRINUSE"]
+    with socket.socket() as after:  # given back once the start failed
+        after.bind(("127.0.0.1", port))
 
 
 def test_a_second_stack_on_a_state_directory_in_use_is_refused_naming_it(tmp_path: Path) -> None:
@@ -187,13 +220,8 @@ def test_make_run_refuses_a_tool_importing_pytest_naming_the_package_and_the_com
     tools = project / "functions" / "tools"
     (tools / "uses_pytest.py").write_text('"""Reads a test helper."""\n\nimport pytest\n')
     serve_only(tools, "uses_pytest")
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "MAKE")) and k != "PYTHONPATH"}
-    done = subprocess.run(
-        ["make", "run", f"PORT={port}"], cwd=project, env=env, capture_output=True, text=True, timeout=300
-    )
+    done = subprocess.run(["make", "run", "PORT=0"], cwd=project, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     refusal = done.stderr[done.stderr.index("make run: ") :].splitlines()
     assert refusal[:2] == [
