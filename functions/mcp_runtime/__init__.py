@@ -75,7 +75,7 @@ _EXPORTS: dict[str, str] = {
     "MissingRequiredClientCapability": ".errors",
 }
 
-# Release 1.0.0's names, deprecated until 3.0.0: each read warns what to write instead
+# Releases 1.0.0's and 2.0.0's names, deprecated until 3.0.0: each read warns what to write instead
 # (`mcp_runtime.components.DEPRECATED_NAMES`), so they are never cached below.
 _DEPRECATED: tuple[str, ...] = ("ToolMode", "ToolRegistry")
 

@@ -12,9 +12,9 @@ decorator the team used (as FastMCP's and the SDK's `from_function` do).
 What a function's code uses that cannot work here (`ctx.sample`, session state, background work, the
 `ToolContext.*_async` twins on a `Context`) is refused at decoration, naming what to write instead.
 
-Release 1.0.0's forms (`ToolMode`, `@tool(mode=..., task_required=...)`, `ToolRegistry`, the `*_async` twins of
-`ToolContext`) are these under their old names, each warning (`DeprecationWarning`) what to write instead until
-they go in `GOES_AWAY_IN`.
+The forms of releases 1.0.0 and 2.0.0 (`ToolMode`, `@tool(mode=..., task_required=...)`, `ToolRegistry`, the
+`*_async` twins of `ToolContext`) are these under their old names, each warning (`DeprecationWarning`) what to
+write instead until they go in `GOES_AWAY_IN`.
 """
 
 from __future__ import annotations
@@ -300,12 +300,13 @@ def tool_from_function(
     )
 
 
-# ---- release 1.0.0's forms: the builder and the registry under their old names, until GOES_AWAY_IN -------------
+# ---- the forms of releases 1.0.0 and 2.0.0: the builder and the registry under old names, until GOES_AWAY_IN
 GOES_AWAY_IN: Final = "3.0.0"
 
 
 class ToolMode(StrEnum):
-    """Release 1.0.0's "how a tool answers" (deprecated): only TASK changed anything, and `task=` says it now."""
+    """Releases 1.0.0's and 2.0.0's "how a tool answers" (deprecated): only TASK changed anything, and `task=`
+    says it now."""
 
     PLAIN = "plain"
     INPUT_REQUIRED = "input_required"
@@ -395,7 +396,7 @@ def tool(
     `@mcp.tool`. `output`: the model of the structured result. `asks`: what the tool may ask of the
     client mid-call ("elicitation", "sampling", "roots"); a call whose client did not declare one of
     them is refused with -32021 before the tool runs or a task starts. `mode` and `task_required`:
-    release 1.0.0's, deprecated (`task=` says it), each warning what to write instead."""
+    releases 1.0.0's and 2.0.0's, deprecated (`task=` says it), each warning what to write instead."""
     if mode is not None or task_required is not None:
         task = _task_of_deprecated(mode, task_required, task)
 

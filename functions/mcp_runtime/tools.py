@@ -86,7 +86,7 @@ def task_support(task: Any) -> TaskSupport:
 REMOVED: Final[dict[str, str]] = {
     "task_flags": "was removed: mcp_runtime.tools.task_support(task) says what task= means",
 }
-# Release 1.0.0's names this module still gives, deprecated: `mcp_runtime.components.DEPRECATED_NAMES`.
+# Releases 1.0.0's and 2.0.0's names this module still gives, deprecated: `mcp_runtime.components.DEPRECATED_NAMES`.
 DEPRECATED: Final = ("ToolMode", "ToolRegistry", "tool")
 
 
@@ -321,7 +321,7 @@ class ToolContext(Asker, _Injectable):
         """What a parameter annotated with this class receives (keyword-signature tools)."""
         return ctx
 
-    # ---- release 1.0.0's awaitable twins, deprecated: each warns what to write instead ------------------------
+    # ---- the awaitable twins of releases 1.0.0 and 2.0.0, deprecated: each warns what to write instead
     async def report_progress_async(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
