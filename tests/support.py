@@ -13,11 +13,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 import testkit
 from testkit import REPO, RunningStack
+
+if TYPE_CHECKING:
+    from mcp_runtime import Catalog
 
 # README.md is the template's own where copier.yml is (this repository); in a project made from it, it is the
 # team's, which the platform's tests never read.
@@ -51,14 +54,19 @@ PORTED_TOOLS = [
 ]
 
 
-def project_tools(*, table_backed: bool = True) -> list[str]:
-    """The tools functions/tools registers (whatever the project has there), sorted: what a deployment serves."""
+def project_catalog(*, table_backed: bool = True) -> Catalog:
+    """What functions/tools registers (whatever the project has there): what a deployment serves."""
     import tools
     from mcp_runtime import Catalog
 
     catalog = Catalog()
     tools.register(catalog, table_backed=table_backed)
-    return sorted(spec.name for spec in catalog.tools)
+    return catalog
+
+
+def project_tools(*, table_backed: bool = True) -> list[str]:
+    """The tools functions/tools registers, sorted."""
+    return sorted(spec.name for spec in project_catalog(table_backed=table_backed).tools)
 
 
 def deployed_server_name(root: Path = REPO) -> str:

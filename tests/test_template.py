@@ -4,7 +4,8 @@ A scratch template repository holds two releases: the newest release tag of this
 clone has no tag, the working tree as it is, nothing committed) and a next release made of the working tree
 plus platform changes of every kind (the runtime, `infra/`, the Makefile, the platform's pins, cdk.json's
 platform part). `copier copy` makes a project from the first; the project has a team's first week (every
-example deleted, a FastMCP module with a prompt and a resource and a module in the native form, a dependency
+example deleted, a FastMCP module with a prompt and a resource and a module in the native form as release
+1.0.0 wrote it (`ToolMode`, `mode=`: deprecated since, still served), a dependency
 with `make add-dependency`, every cdk.json tool key, a test of its own), committed; `copier update` takes the
 next release. No conflict, every team change kept, every platform change arrived, the lock holds both, and the
 copy's lint, its own tests and the platform's tests its room reaches pass (the whole `make test` there by hand).
@@ -73,6 +74,7 @@ def rota() -> str:
     """Who is on call this week."""
     return "alice, bob"
 '''
+# Written as release 1.0.0 taught (ToolMode, mode=): deprecated since, it keeps working after the update.
 NATIVE_MODULE = '''"""Days until a date, humanized: a tool in the native form, with the team's own dependency."""
 
 from __future__ import annotations
@@ -93,6 +95,16 @@ class UntilArgs(BaseModel):
 def time_until(args: UntilArgs, ctx: ToolContext) -> str:
     return humanize.naturaldelta(datetime.timedelta(days=args.days))
 '''
+NATIVE_MODE_LINE = (
+    NATIVE_MODULE.splitlines().index(
+        '@tool(description="How long until a number of days from now, in words.", mode=ToolMode.PLAIN)'
+    )
+    + 1
+)
+DEPRECATED_MODE = (
+    "@tool(mode=ToolMode.PLAIN) is deprecated and goes away in 3.0.0: drop mode= (task= is the one switch for task "
+    "behaviour; the other modes changed nothing)"
+)
 TEAM_INIT = '''"""Our tools: one module a line."""
 
 from __future__ import annotations
@@ -422,6 +434,9 @@ def test_the_updated_copy_keeps_its_lint_its_own_tests_and_the_platforms_tests_i
     assert re.search(r"\b\d+ passed\b", summary) and "failed" not in summary, tests.stdout[-500:]
     passed = set(re.findall(r"^PASSED (\S+)$", tests.stdout, flags=re.MULTILINE))
     assert {f"tests/tools/test_time_until.py::{name}" for name in TEAM_TESTS} <= passed, tests.stdout[-3000:]
+    # The native module's 1.0.0 form is shown to the team (a warning naming what to write), never a failure.
+    shown = f"time_until.py:{NATIVE_MODE_LINE}: DeprecationWarning: {DEPRECATED_MODE}"
+    assert shown in tests.stdout, tests.stdout[-3000:]
 
 
 def copier_config() -> str:

@@ -14,13 +14,13 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from app.endpoints import ApiEndpoint, CallbackEndpoint, SupervisorEndpoint, SweeperEndpoint, WorkerEndpoint
-from mcp_runtime.catalog import Catalog
+from mcp_runtime.catalog import Catalog, declared_kinds
 from mcp_runtime.observability import NO_TELEMETRY, Telemetry
 from mcp_runtime.sealing import SealingKey, StateSealer
 from mcp_runtime.server import McpServer, TaskOperations
 from mcp_runtime.settings import DEV_STATE_KEY, Settings
 from mcp_runtime.tool_secrets import ToolSecrets
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime.tools import Registry
 
 if TYPE_CHECKING:
     from app.telemetry import PowertoolsTelemetry
@@ -50,7 +50,9 @@ def build_catalog(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Ca
 
     Tools that keep state in the task table are served wherever the table is configured.
     """
-    catalog = Catalog(ToolRegistry(telemetry))  # its telemetry names what it leaves out (ComponentsLeftOut)
+    # Its telemetry names what it leaves out (ComponentsLeftOut); a cold server/discover advertises the
+    # prompts and resources the packages' sources declare, importing none of them.
+    catalog = Catalog(Registry(telemetry, declared=lambda: declared_kinds(settings.tool_package_names)))
     table_backed = bool(settings.task_table_name)
 
     def register_tool_packages() -> None:
@@ -172,7 +174,9 @@ class LazyTaskService(LazyService["TaskService"]):
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
         return self.service().get(task_id, ctx)
 
-    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    def follow(
+        self, task_id: str, ctx: RequestContext
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], tuple[float, float | None] | None]:
         return self.service().follow(task_id, ctx)
 
     def update(self, task_id: str, input_responses: dict[str, Any], ctx: RequestContext) -> None:
@@ -256,8 +260,6 @@ def build_server(settings: Settings, telemetry: Telemetry = NO_TELEMETRY) -> Mcp
         settings,
         StateSealer(sealing_keys(settings), lifetime_seconds=settings.state_lifetime_seconds),
         tools=catalog.tools,
-        prompts=catalog.prompts,
-        resources=catalog.resources,
         tasks=tasks,
         handles=handles,
         history=history,

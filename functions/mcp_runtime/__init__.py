@@ -1,6 +1,7 @@
 """The tool-authoring API: everything a tool, prompt or resource module imports.
 
-    from mcp_runtime import ToolContext, ToolError, ToolMode, tool
+    from mcp_runtime.fastmcp import Context, FastMCP   # the way this template teaches (docs/fastmcp.md)
+    from mcp_runtime import ToolContext, ToolError, tool  # the native decorator: the same builder
 
 The rest of the package (transport, server, sealing, the task side, the AWS helpers) is the runtime
 itself; its modules may change without notice.
@@ -17,33 +18,35 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .catalog import Catalog
+    from .components import (
+        ToolMode,  # noqa: F401 (deprecated: read through __getattr__, which warns)
+        tool,
+    )
     from .cursors import InvalidCursor
     from .errors import HandleConflict, HandleNotFound, InternalError, McpError, MissingRequiredClientCapability
     from .handles import Handle
     from .mrtr import Asker, Elicited, InputRequest, elicitation_request, roots_request, sampling_request
     from .tasks.durable import Callback, CallbackFailed, CallbackTimedOut
     from .tools import (
+        Registry,
         ToolContext,
         ToolError,
-        ToolMode,
-        ToolRegistry,
         ToolResult,
         audio,
         embedded_text,
         image,
         text,
-        tool,
     )
+    from .tools import Registry as ToolRegistry  # noqa: F401 (deprecated: read through __getattr__, which warns)
 
 # name -> the module that defines it
 _EXPORTS: dict[str, str] = {
-    # a tool: the decorator, how it answers (its mode), what it receives and returns
-    "tool": ".tools",
-    "ToolMode": ".tools",
+    # a tool: the decorator (mcp_runtime.components, the one builder), what it receives and returns
+    "tool": ".components",
     "ToolContext": ".tools",
     "ToolError": ".tools",
     "ToolResult": ".tools",
-    "ToolRegistry": ".tools",
+    "Registry": ".tools",
     "text": ".tools",
     "image": ".tools",
     "audio": ".tools",
@@ -72,6 +75,10 @@ _EXPORTS: dict[str, str] = {
     "MissingRequiredClientCapability": ".errors",
 }
 
+# Releases 1.0.0's and 2.0.0's names, deprecated until 3.0.0: each read warns what to write instead
+# (`mcp_runtime.components.DEPRECATED_NAMES`), so they are never cached below.
+_DEPRECATED: tuple[str, ...] = ("ToolMode", "ToolRegistry")
+
 __all__ = [
     "Asker",
     "Callback",
@@ -87,10 +94,9 @@ __all__ = [
     "InvalidCursor",
     "McpError",
     "MissingRequiredClientCapability",
+    "Registry",
     "ToolContext",
     "ToolError",
-    "ToolMode",
-    "ToolRegistry",
     "ToolResult",
     "audio",
     "elicitation_request",
@@ -104,6 +110,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
+    if name in _DEPRECATED:
+        return import_module(".components", __name__).deprecated_name(__name__, name)
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,116 +1,38 @@
-"""Prompts and resources: registered like tools, served by the same dispatch."""
+"""What a server offers: its tools, prompts and resources, in one registry (`mcp_runtime.tools.Registry`).
+
+`Catalog` is what a tool package's `register(catalog, *, table_backed)` is given: `catalog.tools.include`
+serves a module's tools, prompts and resources; `catalog.prompts.prompt(...)` and
+`catalog.resources.resource(...)` describe one more with the one builder (`mcp_runtime.components`).
+"""
 
 from __future__ import annotations
 
-import base64
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, Final
 
-from .mrtr import Asker
-from .tools import ToolRegistry, Undescribable
-
-PromptFunction = Callable[[dict[str, str], Asker], list[dict[str, Any]]]
-ResourceFunction = Callable[[dict[str, str], Asker], "str | bytes"]
-Completer = Callable[[str, dict[str, str]], list[str]]
-
-
-def _nothing() -> None:
-    return None
-
-
-class PromptSpec:
-    """A registered prompt: its wire description, its function and the completers of its arguments."""
-
-    __slots__ = ("arguments", "completers", "description", "fn", "name")
-    name: str
-    description: str
-    fn: PromptFunction
-    arguments: list[dict[str, Any]]
-    completers: dict[str, Completer]
-
-    def __init__(
-        self,
-        name: str,
-        description: str,
-        fn: PromptFunction,
-        arguments: list[dict[str, Any]] | None = None,
-        completers: dict[str, Completer] | None = None,
-    ) -> None:
-        self.name = name
-        self.description = description
-        self.fn = fn
-        self.arguments = [] if arguments is None else arguments
-        self.completers = {} if completers is None else completers
-
-    def to_wire(self) -> dict[str, Any]:
-        prompt: dict[str, Any] = {"name": self.name, "description": self.description}
-        if self.arguments:
-            prompt["arguments"] = self.arguments
-        return prompt
+from .components import (
+    Completer,
+    PromptFunction,
+    PromptSpec,
+    ResourceFunction,
+    ResourceSpec,
+    prompt_from_function,
+    resource_from_function,
+)
+from .settings import on_import_path
+from .tools import Registry, Undescribable
 
 
-class ResourceSpec:
-    """A registered resource, or a resource template (`template`) matched against a URI."""
+class Prompts:
+    """The registry's prompts, as the server reads them and a package registers one more."""
 
-    __slots__ = ("_pattern", "description", "fn", "mime_type", "name", "template", "uri")
-    uri: str
-    name: str
-    mime_type: str
-    fn: ResourceFunction
-    description: str | None
-    template: bool
-    _pattern: re.Pattern[str] | None
+    __slots__ = ("_registry",)
 
-    def __init__(
-        self,
-        uri: str,
-        name: str,
-        mime_type: str,
-        fn: ResourceFunction,
-        description: str | None = None,
-        template: bool = False,
-    ) -> None:
-        self.uri = uri
-        self.name = name
-        self.mime_type = mime_type
-        self.fn = fn
-        self.description = description
-        self.template = template
-        self._pattern = None
-        if template:
-            parts = re.split(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri)
-            regex = "".join(
-                re.escape(part) if index % 2 == 0 else f"(?P<{part}>[^/]+)" for index, part in enumerate(parts)
-            )
-            self._pattern = re.compile(f"^{regex}$")
-
-    def match(self, uri: str) -> dict[str, str] | None:
-        if not self.template:
-            return {} if uri == self.uri else None
-        assert self._pattern is not None
-        found = self._pattern.match(uri)
-        return found.groupdict() if found else None
-
-    def to_wire(self) -> dict[str, Any]:
-        key = "uriTemplate" if self.template else "uri"
-        entry: dict[str, Any] = {key: self.uri, "name": self.name, "mimeType": self.mime_type}
-        if self.description:
-            entry["description"] = self.description
-        return entry
-
-    def contents(self, uri: str, body: str | bytes) -> dict[str, Any]:
-        if isinstance(body, bytes):
-            return {"uri": uri, "mimeType": self.mime_type, "blob": base64.b64encode(body).decode("ascii")}
-        return {"uri": uri, "mimeType": self.mime_type, "text": body}
-
-
-class PromptRegistry:
-    def __init__(self) -> None:
-        self._prompts: dict[str, PromptSpec] = {}
-        # Runs before every lookup: the catalog's deferred tool modules may hold ported prompts.
-        self.before: Callable[[], None] = _nothing
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
 
     def prompt(
         self,
@@ -120,71 +42,76 @@ class PromptRegistry:
         arguments: list[dict[str, Any]] | None = None,
         completers: dict[str, Completer] | None = None,
     ) -> Callable[[PromptFunction], PromptFunction]:
+        """`fn(values, asker)`, its arguments declared: described by `prompt_from_function`."""
+
         def register(fn: PromptFunction) -> PromptFunction:
-            self.add(PromptSpec(name or fn.__name__, description, fn, arguments or [], completers or {}))
+            self._registry.add_prompt(
+                prompt_from_function(
+                    fn, name=name, description=description, arguments=arguments or [], completers=completers
+                )
+            )
             return fn
 
         return register
 
     def add(self, spec: PromptSpec) -> None:
-        if spec.name in self._prompts:
-            raise ValueError(f"prompt {spec.name!r} is registered twice")
-        self._prompts[spec.name] = spec
+        self._registry.add_prompt(spec)
 
     def get(self, name: str) -> PromptSpec | None:
-        self.before()
-        return self._prompts.get(name)
+        return self._registry.prompt(name)
 
     def __iter__(self) -> Iterator[PromptSpec]:
-        self.before()
-        return iter(sorted(self._prompts.values(), key=lambda spec: spec.name))
+        return iter(self._registry.prompts())
 
     def __len__(self) -> int:
-        self.before()
-        return len(self._prompts)
+        return len(self._registry.prompts())
 
     def known(self) -> int:
         """How many are registered so far, without loading deferred modules (server/discover)."""
-        return len(self._prompts)
+        return self._registry.prompts_known()
 
 
-class ResourceRegistry:
-    def __init__(self) -> None:
-        self._resources: list[ResourceSpec] = []
-        # Runs before every lookup: the catalog's deferred tool modules may hold ported resources.
-        self.before: Callable[[], None] = _nothing
+class Resources:
+    """The registry's resources and resource templates, as the server reads them and a package
+    registers one more."""
+
+    __slots__ = ("_registry",)
+
+    def __init__(self, registry: Registry) -> None:
+        self._registry = registry
 
     def resource(
         self, uri: str, *, name: str, mime_type: str = "text/plain", description: str | None = None
     ) -> Callable[[ResourceFunction], ResourceFunction]:
-        return self._register(uri, name, mime_type, description, template=False)
+        return self._register(uri, name, mime_type, description)
 
     def template(
         self, uri_template: str, *, name: str, mime_type: str = "text/plain", description: str | None = None
     ) -> Callable[[ResourceFunction], ResourceFunction]:
-        return self._register(uri_template, name, mime_type, description, template=True)
+        return self._register(uri_template, name, mime_type, description)
 
     def _register(
-        self, uri: str, name: str, mime_type: str, description: str | None, *, template: bool
+        self, uri: str, name: str, mime_type: str, description: str | None
     ) -> Callable[[ResourceFunction], ResourceFunction]:
+        """`fn(variables, asker)`: described by `resource_from_function`."""
+
         def register(fn: ResourceFunction) -> ResourceFunction:
-            self.add(ResourceSpec(uri, name, mime_type, fn, description, template))
+            spec = resource_from_function(
+                fn, uri, name=name, description=description, mime_type=mime_type, reads_variables=True
+            )
+            self._registry.add_resource(spec)
             return fn
 
         return register
 
     def add(self, spec: ResourceSpec) -> None:
-        if any(existing.uri == spec.uri for existing in self._resources):
-            raise ValueError(f"resource {spec.uri!r} is registered twice")
-        self._resources.append(spec)
+        self._registry.add_resource(spec)
 
     def static(self) -> list[ResourceSpec]:
-        self.before()
-        return sorted((r for r in self._resources if not r.template), key=lambda r: r.uri)
+        return sorted((r for r in self._registry.resources() if not r.template), key=lambda r: r.uri)
 
     def templates(self) -> list[ResourceSpec]:
-        self.before()
-        return sorted((r for r in self._resources if r.template), key=lambda r: r.uri)
+        return sorted((r for r in self._registry.resources() if r.template), key=lambda r: r.uri)
 
     def resolve(self, uri: str) -> tuple[ResourceSpec, dict[str, str]] | None:
         for spec in self.static() + self.templates():
@@ -194,49 +121,61 @@ class ResourceRegistry:
         return None
 
     def __len__(self) -> int:
-        self.before()
-        return len(self._resources)
+        return len(self._registry.resources())
 
     def known(self) -> int:
         """How many are registered so far, without loading deferred modules (server/discover)."""
-        return len(self._resources)
+        return self._registry.resources_known()
 
 
 class Catalog:
-    """What a server offers: its tools, prompts and resources. The API serves all three; the worker
-    runs the same tools (one `build_catalog` in the composition root builds it for both)."""
+    """What a server offers: one registry of its tools, prompts and resources. The API serves all three;
+    the worker runs the same tools (one `build_catalog` in the composition root builds it for both)."""
 
     __slots__ = ("prompts", "resources", "tools")
-    tools: ToolRegistry
-    prompts: PromptRegistry
-    resources: ResourceRegistry
+    tools: Registry
+    prompts: Prompts
+    resources: Resources
 
-    def __init__(
-        self,
-        tools: ToolRegistry | None = None,
-        prompts: PromptRegistry | None = None,
-        resources: ResourceRegistry | None = None,
-    ) -> None:
-        self.tools = ToolRegistry() if tools is None else tools
-        self.prompts = PromptRegistry() if prompts is None else prompts
-        self.resources = ResourceRegistry() if resources is None else resources
-        # Ported server objects (mcp_runtime.fastmcp) found among the tools put their prompts and
-        # resources here; asking for a prompt or a resource loads the tools' deferred modules first.
-        self.tools.companions = self
-        self.prompts.before = self.tools.load
-        self.resources.before = self.tools.load
+    def __init__(self, tools: Registry | None = None) -> None:
+        self.tools = Registry() if tools is None else tools
+        self.prompts = Prompts(self.tools)
+        self.resources = Resources(self.tools)
 
     def include(self, module: ModuleType) -> None:
         """`tools.include(module)`: a tool package's `register` written for a tool registry (a project's
         `functions/tools/__init__.py` from before MCP_TOOL_PACKAGES) is given the catalog and still works."""
         self.tools.include(module)
 
-    def add(self, component: PromptSpec | ResourceSpec) -> None:
-        """A prompt or a resource of a tool module (ToolRegistry.include admits tools itself)."""
-        if isinstance(component, PromptSpec):
-            self.prompts.add(component)
-        else:
-            self.resources.add(component)
+
+# The kind of component each declaration declares, by its attribute's name: FastMCP's `@mcp.prompt` and
+# `@mcp.resource(...)`, the catalog's `@catalog.prompts.prompt(...)`, `@catalog.resources.resource(...)` and
+# `.template(...)`.
+DECLARING: Final[dict[bytes, str]] = {b"prompt": "prompt", b"resource": "resource", b"template": "resource"}
+# A line that declares one: a decorator (`@<any>.prompt`, called or not), or a call of one at the module's
+# top level (`mcp.prompt(fn)`). Read as text: a cold start parses no module.
+_DECLARATION: Final = re.compile(rb"^(?:[ \t]*@[ \t]*)?[A-Za-z_][\w.]*\.(prompt|resource|template)\b", re.MULTILINE)
+
+
+def declared_kinds(packages: Iterable[str]) -> frozenset[str]:
+    """The kinds of component ("prompt", "resource") the tool packages' sources declare (`_DECLARATION`),
+    read without importing them, so that a cold server/discover advertises them."""
+    found: set[str] = set()
+    for path in _package_sources(packages):
+        found.update(DECLARING[match[1]] for match in _DECLARATION.finditer(path.read_bytes()))
+    return frozenset(found)
+
+
+def _package_sources(packages: Iterable[str]) -> Iterator[Path]:
+    """The source files of each named package (its folder's, at any depth) or module, where the import
+    would find them."""
+    for package in packages:
+        *parents, last = package.split(".")
+        folder = on_import_path(*parents, last)
+        if folder is not None and folder.is_dir():
+            yield from sorted(path for path in folder.rglob("*.py") if "__pycache__" not in path.parts)
+        elif (module := on_import_path(*parents, f"{last}.py")) is not None:
+            yield module
 
 
 def undescribable(package: str = "tools") -> list[Undescribable]:

@@ -15,7 +15,7 @@ from . import wire
 from ._aws import seconds_left
 from ._deadline import DeadlinePassed, ToolDeadline
 from ._value import ValueObject
-from .catalog import PromptRegistry, ResourceRegistry
+from .catalog import Prompts, Resources
 from .context import RequestContext
 from .cursors import InvalidCursor, decode_cursor, encode_cursor
 from .errors import HeaderMismatch, InvalidParams, MissingRequiredClientCapability
@@ -37,7 +37,7 @@ from .params import (
 from .sealing import Binding, StateSealer
 from .settings import Settings
 from .tool_secrets import NO_SECRETS, ToolSecrets
-from .tools import ASKABLE, ToolContext, ToolError, ToolMode, ToolRegistry, ToolResult, ToolSpec, text
+from .tools import ASKABLE, Registry, ToolContext, ToolError, ToolResult, ToolSpec, text
 
 if TYPE_CHECKING:  # loaded only where the task table is configured
     from .handles import HandleStore
@@ -83,7 +83,9 @@ class TaskOperations(Protocol):
 
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]: ...
 
-    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
+    def follow(
+        self, task_id: str, ctx: RequestContext
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], tuple[float, float | None] | None]:
         """`get`'s answer and the tool's latest `ctx.log` lines (`{seq, level, data, logger}`), from one read."""
         ...
 
@@ -110,9 +112,9 @@ class McpServer:
     )
     settings: Settings
     sealer: StateSealer
-    tools: ToolRegistry
-    prompts: PromptRegistry
-    resources: ResourceRegistry
+    tools: Registry
+    prompts: Prompts
+    resources: Resources
     tasks: TaskOperations | None
     handles: HandleStore | None
     history: TaskHistory | None
@@ -124,9 +126,7 @@ class McpServer:
         self,
         settings: Settings,
         sealer: StateSealer,
-        tools: ToolRegistry | None = None,
-        prompts: PromptRegistry | None = None,
-        resources: ResourceRegistry | None = None,
+        tools: Registry | None = None,
         tasks: TaskOperations | None = None,
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
@@ -135,9 +135,9 @@ class McpServer:
     ) -> None:
         self.settings = settings
         self.sealer = sealer
-        self.tools = ToolRegistry() if tools is None else tools
-        self.prompts = PromptRegistry() if prompts is None else prompts
-        self.resources = ResourceRegistry() if resources is None else resources
+        self.tools = Registry() if tools is None else tools
+        self.prompts = Prompts(self.tools)  # views of the one registry
+        self.resources = Resources(self.tools)
         self.tasks = tasks
         self.handles = handles
         self.history = history
@@ -163,12 +163,12 @@ class McpServer:
         capabilities: dict[str, Any] = {}
         if self.tools.declares_tools():
             capabilities["tools"] = {}
-        # Without loading the deferred tool modules (a cold server/discover never imports them): the
-        # prompts and resources of ported modules count once those are loaded (docs/fastmcp.md).
-        if self.prompts.known():
+        # Without loading the deferred tool modules (a cold server/discover never imports them): their
+        # prompts and resources as their sources declare them (docs/fastmcp.md).
+        if self.tools.declares("prompt"):
             capabilities["prompts"] = {}
             capabilities["completions"] = {}
-        if self.resources.known():
+        if self.tools.declares("resource"):
             capabilities["resources"] = {}
         if self.tasks is not None:
             capabilities["extensions"] = {wire.TASKS_EXTENSION: {}}
@@ -295,7 +295,7 @@ class McpServer:
                 f"Tool {spec.name} may {asked}", {capability: {} for capability in missing}
             )
         wants_task = (
-            spec.mode is ToolMode.TASK
+            spec.is_task
             and (ctx.meta.declares_extension(wire.TASKS_EXTENSION) or ctx.task_stream)
             and self.tasks is not None
         )
@@ -306,7 +306,7 @@ class McpServer:
         try:
             args = spec.parse_arguments(arguments)
         except ToolError as exc:
-            return ToolResult([text(str(exc))], is_error=True).to_wire()
+            return spec.answer_for(exc).to_wire()
         binding = Binding(ctx.principal.id, "tools/call", spec.name, arguments)
         answers, state = self._open_round(params, binding)
         tool_ctx = ToolContext(
@@ -333,8 +333,8 @@ class McpServer:
             return spec.run(args, tool_ctx).to_wire()
         except InputNeeded as needed:
             return self._input_required(needed, tool_ctx, tool_ctx.scratch, binding, {"tool": spec.name})
-        except ToolError as exc:  # raised by a prepare step
-            return ToolResult([text(str(exc))], is_error=True).to_wire()
+        except ToolError as exc:  # raised by a prepare step (the run answers for itself)
+            return spec.answer_for(exc).to_wire()
 
     def _check_header_params(self, spec: ToolSpec, arguments: dict[str, Any], ctx: RequestContext) -> None:
         for header, prop in spec.header_params.items():

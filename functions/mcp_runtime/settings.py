@@ -6,11 +6,14 @@ import json
 import os
 from collections.abc import Mapping
 from functools import cached_property, lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from .limits import MAX_OPERATIONS, MAX_OPERATIONS_CEILING, MAX_TASK_TTL_MS  # MAX_TASK_TTL_MS: a task's ttlMs at most
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # Environment spellings of "no TTL" (the wire's null): the task stays retrievable until it is deleted.
 _NULL_SPELLINGS = frozenset({"", "null", "none"})
@@ -165,6 +168,48 @@ class Settings(BaseModel):
         return cls.model_validate(values)
 
 
+# The team's room names its server: this file beside the first tool package's modules
+# (functions/tools/server.json), `{"name": ..., "instructions": ...}`, each key optional.
+SERVER_DESCRIPTION_FILE = "server.json"
+
+
+class BadServerDescription(ValueError):
+    """The room's server.json is not an object of a non-empty `name` and `instructions` strings."""
+
+
+def on_import_path(*parts: str) -> Path | None:
+    """The first file or folder `parts` names under an entry of the import path (`sys.path`), as the
+    import would find it, without importing anything: looked for as files, never through the import
+    system (whose finders may do more than find: a layer's finder that serves a package's modules is
+    left for the import)."""
+    import sys
+    from pathlib import Path
+
+    return next((found for entry in sys.path if entry and (found := Path(entry, *parts)).exists()), None)
+
+
+def with_room_description(settings: Settings) -> Settings:
+    """`settings` with the server's name and instructions the team's room gives (`server.json` in the
+    first tool package): each given there wins over MCP_SERVER_NAME and MCP_INSTRUCTIONS (the
+    deployment's defaults, from cdk.json's projectName). Read once per container, without importing the
+    package's modules, so a cold server/discover and initialize report them."""
+    packages = settings.tool_package_names
+    path = on_import_path(*packages[0].split("."), SERVER_DESCRIPTION_FILE) if packages else None
+    if path is None or not path.is_file():
+        return settings
+    try:
+        described = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise BadServerDescription(f"{path}: not JSON ({error})") from None
+    allowed = {"name": "server_name", "instructions": "instructions"}
+    if not isinstance(described, dict) or set(described) - set(allowed):
+        raise BadServerDescription(f"{path}: an object of {' and '.join(allowed)} (each optional), nothing else")
+    for key, value in described.items():
+        if not isinstance(value, str) or not value.strip():
+            raise BadServerDescription(f"{path}: {key!r} must be a non-empty string")
+    return settings.model_copy(update={allowed[key]: value for key, value in described.items()})
+
+
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:
-    return Settings.from_environ()
+    return with_room_description(Settings.from_environ())

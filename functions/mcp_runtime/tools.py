@@ -1,18 +1,17 @@
 """The tool authoring API: one decorated function per tool.
 
-    @tool(description="Say hello.", mode=ToolMode.PLAIN)
-    def greet(args: GreetArgs, ctx: ToolContext) -> str:
-        return f"Hello, {args.name}!"
-
     @tool(description="Say hello.")
-    async def greet(name: str, ctx: ToolContext) -> str:  # keyword parameters: the model is made from them
+    async def greet(name: str, ctx: Context) -> str:  # keyword parameters: the model is made from them
         return f"Hello, {name}!"
 
+    @tool(description="Say hello.")
+    def greet(args: GreetArgs, ctx: ToolContext) -> str:  # one pydantic model of the arguments
+        return f"Hello, {args.name}!"
+
 The decorator reads the pydantic input model from the first parameter's annotation (`args: Model`),
-or makes one from the keyword parameters, and publishes its JSON schema as `inputSchema`. `mode`
-states, in one place, which of the four patterns of the decision order the tool uses to answer; the
-runtime does the protocol for it. An `async def` tool runs on the process's one event loop
-(`mcp_runtime._loop`).
+or makes one from the keyword parameters, and publishes its JSON schema as `inputSchema`. `task=`
+(FastMCP's switch) is the one thing that changes how a tool answers; the runtime does the protocol
+for it. An `async def` tool runs on the process's one event loop (`mcp_runtime._loop`).
 """
 
 from __future__ import annotations
@@ -27,8 +26,6 @@ import threading
 import time
 import typing
 from collections.abc import Callable, Mapping
-from enum import StrEnum
-from functools import lru_cache
 from types import ModuleType
 from types import UnionType as _UnionType
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -38,12 +35,14 @@ from pydantic import BaseModel, ValidationError
 from . import _json, wire
 from ._value import ValueObject
 from .context import Principal, RequestMeta
-from .errors import HandleConflict, HandleNotFound
+from .errors import HandleConflict, HandleNotFound, McpError
 from .limits import SYNC_WAIT_LIMIT_SECONDS
-from .mrtr import Asker, Elicited, ModelT
+from .mrtr import Asker, Elicited, InputNeeded, ModelT
 from .tool_secrets import NO_SECRETS, ToolSecrets
 
 if TYPE_CHECKING:  # the handle store, task history and durable runs load only where they are used
+    from .components import PromptSpec, ResourceSpec
+    from .fastmcp import Context
     from .handles import CallerHandles, HandleStore
     from .observability import Telemetry
     from .tasks.durable import Callback, DurableRun
@@ -60,21 +59,13 @@ ASKABLE: Final[dict[str, str]] = {
 EMPTY_INPUT_SCHEMA: Final[dict[str, Any]] = {"type": "object", "additionalProperties": False}
 
 
-class ToolMode(StrEnum):
-    """How a tool answers, in the decision order: pick the first pattern that fits the tool."""
-
-    PLAIN = "plain"  # finishes well inside one request
-    INPUT_REQUIRED = "input_required"  # needs a short answer from the client first (MRTR)
-    TASK = "task"  # may outlive a request, needs input mid-flight, or must be cancellable
-    HANDLE = "handle"  # hands out server-minted handles for cross-call application state
-
-
 TaskSupport = Literal["forbidden", "optional", "required"]
-# FastMCP's `task=` in this API's terms, the one place it is said: `mode=ToolMode.TASK` with
-# `task_required` False is an optional task tool (a task for a client that declared the tasks
-# extension; otherwise it runs inline, under the request's deadline); with True, a required one
-# (-32021 for any other client). Not a task tool: forbidden.
-TASK_SUPPORT: Final[dict[bool | str, TaskSupport]] = {
+# FastMCP's `task=`, the one switch for task behaviour, the one place it is said: True or "optional" is
+# an optional task tool (a task for a client that declared the tasks extension; otherwise it runs
+# inline, under the request's deadline); "required" refuses any other client with -32021; False (or
+# None, or "forbidden") is not a task tool.
+TASK_SUPPORT: Final[dict[bool | str | None, TaskSupport]] = {
+    None: "forbidden",
     False: "forbidden",
     True: "optional",
     "forbidden": "forbidden",
@@ -83,12 +74,30 @@ TASK_SUPPORT: Final[dict[bool | str, TaskSupport]] = {
 }
 
 
-def task_flags(task: bool | str) -> tuple[bool, bool]:
-    """(is a task tool, requires a task) for FastMCP's `task=True | "optional" | "required" | False`."""
-    support = TASK_SUPPORT.get(task)
+def task_support(task: Any) -> TaskSupport:
+    """What FastMCP's `task=True | "optional" | "required" | False` (or a TaskConfig's `mode`) means here."""
+    support = TASK_SUPPORT.get(getattr(task, "mode", task))
     if support is None:
         raise ValueError(f"task= takes True, False, 'optional' or 'required', not {task!r}")
-    return support != "forbidden", support == "required"
+    return support
+
+
+# What this module defined until 1.1 and no longer has, and what to write instead.
+REMOVED: Final[dict[str, str]] = {
+    "task_flags": "was removed: mcp_runtime.tools.task_support(task) says what task= means",
+}
+# Releases 1.0.0's and 2.0.0's names this module still gives, deprecated: `mcp_runtime.components.DEPRECATED_NAMES`.
+DEPRECATED: Final = ("ToolMode", "ToolRegistry", "tool")
+
+
+def __getattr__(name: str) -> Any:
+    if name in DEPRECATED:
+        from .components import deprecated_name
+
+        return deprecated_name(__name__, name)
+    if name in REMOVED:
+        raise ImportError(f"mcp_runtime.tools.{name} {REMOVED[name]}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class ToolError(Exception):
@@ -125,6 +134,11 @@ class ToolResult(ValueObject):
         if self.meta:
             result["_meta"] = self.meta
         return result
+
+
+class Unportable(NotImplementedError):
+    """What a module's code uses that cannot work here (or an authoring form that was removed), with what
+    to write instead: raised where the module is imported, never left for a call to find."""
 
 
 class Undescribable(ValueObject):
@@ -250,6 +264,11 @@ class ToolContext(Asker, _Injectable):
             self._progress(progress, total, message)
 
     # ---- durable operations (named after AWS Lambda durable functions' SDK) ---------------------
+    @property
+    def durable_run(self) -> DurableRun | None:
+        """The task's durable run (None outside a task): what `Context`'s awaitable operations use."""
+        return self._durable
+
     def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run `fn()` once for the task and return its JSON value; on every later run of the tool the
         recorded value comes back without calling `fn`. Outside a task, `fn()` simply runs."""
@@ -302,41 +321,47 @@ class ToolContext(Asker, _Injectable):
         """What a parameter annotated with this class receives (keyword-signature tools)."""
         return ctx
 
-    # ---- awaitable forms, for `async def` tools ------------------------------------------------
+    # ---- the awaitable twins of releases 1.0.0 and 2.0.0, deprecated: each warns what to write instead
     async def report_progress_async(
         self, progress: float, total: float | None = None, message: str | None = None
     ) -> None:
+        _twin_deprecated("report_progress_async")
         self.report_progress(progress, total, message)
 
     async def log_async(self, level: str, data: Any) -> None:
+        _twin_deprecated("log_async")
         self.log(level, data)
 
     async def elicit_async(self, key: str, message: str, schema: type[ModelT]) -> Elicited[ModelT]:
+        _twin_deprecated("elicit_async")
         return self.elicit(key, message, schema)
 
     async def step_async(self, name: str, fn: Callable[[], Any]) -> Any:
-        """`step` for async tools: `fn` may be a plain function or an async one."""
-        if self._durable is None:
-            produced = fn()
-            if inspect.isawaitable(produced):
-                produced = await produced
-            return json.loads(json.dumps(_dumpable(produced), ensure_ascii=False))
-        return await self._durable.step_async(name, fn)
+        _twin_deprecated("step_async")
+        return await self._awaitable().step(name, fn)
 
     async def wait_async(self, seconds: float) -> None:
-        if self._durable is not None:
-            self._durable.wait(seconds)
-            return
-        if seconds > SYNC_WAIT_LIMIT_SECONDS:
-            self.wait(seconds)  # refused as in the sync form
-        import asyncio
-
-        await asyncio.sleep(max(0.0, seconds))
+        _twin_deprecated("wait_async")
+        await self._awaitable().wait(seconds)
 
     async def wait_for_callback_async(
         self, name: str, submit: Callable[[Callback], Any], timeout_seconds: float | None = None
     ) -> Any:
+        _twin_deprecated("wait_for_callback_async")
         return self.wait_for_callback(name, submit, timeout_seconds)
+
+    def _awaitable(self) -> Context:
+        """This context as a `ctx: Context` parameter receives it: the twins' awaitable operations are its."""
+        from .fastmcp import Context
+
+        return Context(self)
+
+
+def _twin_deprecated(twin: str) -> None:
+    """Warn, at the tool's line that awaits it, that a `ToolContext.*_async` twin goes and what to write."""
+    from .components import TWIN_ADVICE, deprecated
+
+    deprecated(f"ToolContext.{twin}", TWIN_ADVICE[twin], stacklevel=3)
 
 
 def _dumpable(value: Any) -> Any:
@@ -348,7 +373,8 @@ ToolFunction = Callable[[Any, ToolContext], Any]
 
 
 class ToolSpec:
-    """A registered tool: its wire description, how it answers, and the function that does the work."""
+    """A registered tool: its wire description, how it answers, and the function that does the work.
+    Made by one builder, `mcp_runtime.components.tool_from_function`, whichever decorator was used."""
 
     __slots__ = (
         "annotations",
@@ -358,23 +384,24 @@ class ToolSpec:
         "header_params",
         "input_model",
         "input_schema",
-        "mode",
+        "meta",
         "name",
-        "output_model",
+        "output_schema",
         "prepare",
         "rerun_interrupted",
+        "shape",
         "show_error_details",
-        "task_required",
+        "task_support",
         "title",
+        "wraps",
     )
     name: str
     description: str
     fn: ToolFunction
     input_model: type[BaseModel] | None
     input_schema: dict[str, Any]
-    mode: ToolMode
-    task_required: bool
-    output_model: type[BaseModel] | None
+    task_support: TaskSupport
+    output_schema: dict[str, Any] | None
     title: str | None
     annotations: dict[str, Any] | None
     prepare: ToolFunction | None
@@ -382,6 +409,9 @@ class ToolSpec:
     asks: tuple[str, ...]
     rerun_interrupted: bool
     show_error_details: bool
+    meta: dict[str, Any] | None
+    wraps: bool
+    shape: Callable[[Any, dict[str, Any] | None, bool], ToolResult] | None
 
     def __init__(
         self,
@@ -390,9 +420,8 @@ class ToolSpec:
         fn: ToolFunction,
         input_model: type[BaseModel] | None,
         input_schema: dict[str, Any],
-        mode: ToolMode = ToolMode.PLAIN,
-        task_required: bool = False,
-        output_model: type[BaseModel] | None = None,
+        task_support: TaskSupport = "forbidden",
+        output_schema: dict[str, Any] | None = None,
         title: str | None = None,
         annotations: dict[str, Any] | None = None,
         prepare: ToolFunction | None = None,
@@ -400,15 +429,18 @@ class ToolSpec:
         asks: tuple[str, ...] = (),
         rerun_interrupted: bool = False,
         show_error_details: bool = False,
+        meta: dict[str, Any] | None = None,
+        wraps: bool = False,
+        shape: Callable[[Any, dict[str, Any] | None, bool], ToolResult] | None = None,
     ) -> None:
         self.name = name
         self.description = description
         self.fn = fn
         self.input_model = input_model
         self.input_schema = input_schema
-        self.mode = mode
-        self.task_required = task_required
-        self.output_model = output_model
+        # How this tool runs for a client without the tasks extension (see TASK_SUPPORT).
+        self.task_support = task_support
+        self.output_schema = output_schema
         self.title = title
         self.annotations = annotations
         # Task tools only: an MRTR step run synchronously before the task is created.
@@ -422,22 +454,28 @@ class ToolSpec:
         # Whether an exception's text reaches the client (FastMCP's `mask_error_details=False`); the log
         # and the operator's view of a task get it either way.
         self.show_error_details = show_error_details
+        self.meta = meta
+        # The output schema wraps a non-object result in `result` (FastMCP's rule).
+        self.wraps = wraps
+        # How a returned value becomes the result: FastMCP's shaping (`content.shape_result`, compact JSON
+        # text, given by the builder); None: as the `(args: Model)` form always has (readable JSON text,
+        # a list taken as content blocks).
+        self.shape = shape
 
     @property
-    def task_support(self) -> TaskSupport:
-        """How this tool runs for a client without the tasks extension (see TASK_SUPPORT)."""
-        if self.mode is not ToolMode.TASK:
-            return "forbidden"
-        return "required" if self.task_required else "optional"
+    def is_task(self) -> bool:
+        return self.task_support != "forbidden"
 
     def to_wire(self) -> dict[str, Any]:
         tool: dict[str, Any] = {"name": self.name, "description": self.description, "inputSchema": self.input_schema}
         if self.title:
             tool["title"] = self.title
-        if self.output_model is not None:
-            tool["outputSchema"] = _output_schema(self.output_model)
+        if self.output_schema is not None:
+            tool["outputSchema"] = self.output_schema
         if self.annotations:
             tool["annotations"] = self.annotations
+        if self.meta:
+            tool["_meta"] = self.meta
         return tool
 
     def parse_arguments(self, arguments: Mapping[str, Any]) -> Any:
@@ -456,22 +494,31 @@ class ToolSpec:
                 from . import _loop  # asyncio loads with the first async tool, never on a cold discover
 
                 produced = _loop.run(produced, f"tool {self.name}")
-        except ToolError as exc:
-            return ToolResult([text(str(exc))], is_error=True)
-        except HandleNotFound:
+        except Exception as exc:
+            return self.answer_for(exc)
+        return self.to_result(produced)
+
+    def answer_for(self, error: Exception) -> ToolResult:
+        """What the client is answered when this tool's arguments, its prepare step or its run raised
+        `error`: the one place a tool's exceptions become answers. `ToolError` and handle errors are an
+        `isError` result; what asks the client (MRTR) or is a protocol error goes on, re-raised; anything
+        else is the generic -32603 (re-raised), or its text when the server says `mask_error_details=False`."""
+        if isinstance(error, ToolError):
+            return ToolResult([text(str(error))], is_error=True)
+        if isinstance(error, HandleNotFound):
             return ToolResult([text("Unknown or expired handle.")], is_error=True)
-        except HandleConflict:
+        if isinstance(error, HandleConflict):
             return ToolResult(
                 [text("The handle was changed by another call at the same time; try again.")], is_error=True
             )
-        except Exception as exc:
-            if not self.show_error_details:
-                raise  # a generic -32603 for the client; the server logs everything
-            log.error("tool %s raised: %s", self.name, exc, exc_info=exc)
-            return ToolResult([text(f"Error calling tool {self.name!r}: {exc}")], is_error=True)
-        return self.to_result(produced)
+        if isinstance(error, InputNeeded | McpError) or not self.show_error_details:
+            raise error  # a generic -32603 for the client; the server logs everything
+        log.error("tool %s raised: %s", self.name, error, exc_info=error)
+        return ToolResult([text(f"Error calling tool {self.name!r}: {error}")], is_error=True)
 
     def to_result(self, produced: Any) -> ToolResult:
+        if self.shape is not None:
+            return self.shape(produced, self.output_schema, self.wraps)
         if isinstance(produced, ToolResult):
             return produced
         if isinstance(produced, str):
@@ -783,111 +830,9 @@ def _header_params(schema: dict[str, Any]) -> dict[str, str]:
     return found
 
 
-@lru_cache(maxsize=256)
-def _output_schema(model: type[BaseModel]) -> dict[str, Any]:
-    """Generated once per model and shared, like `inputSchema` (bench/README.md: the warm path)."""
-    return model.model_json_schema()
-
-
-def _schema_of(model: type[BaseModel] | None) -> dict[str, Any]:
-    if model is None:
-        return dict(EMPTY_INPUT_SCHEMA)
-    schema = model.model_json_schema()
-    schema.setdefault("type", "object")
-    return schema
-
-
-def _build_spec(
-    fn: ToolFunction,
-    *,
-    description: str,
-    name: str | None,
-    mode: ToolMode,
-    task_required: bool,
-    output: type[BaseModel] | None,
-    title: str | None,
-    annotations: dict[str, Any] | None,
-    input_schema: dict[str, Any] | None,
-    prepare: ToolFunction | None,
-    asks: tuple[str, ...] = (),
-    rerun_interrupted: bool = False,
-) -> ToolSpec:
-    unknown = [capability for capability in asks if capability not in ASKABLE]
-    if unknown:
-        raise ValueError(
-            f"tool {name or fn.__name__!r} asks for {unknown}; a client can be asked for {sorted(ASKABLE)}"
-        )
-    call: ToolFunction = fn
-    if takes_model(fn):
-        model = _input_model_of(fn)
-        schema = input_schema if input_schema is not None else _schema_of(model)
-    else:  # keyword parameters: the model is made from them
-        model, call, generated = signature_model(fn, name or fn.__name__)
-        schema = input_schema if input_schema is not None else generated
-    return ToolSpec(
-        name=name or fn.__name__,
-        description=description,
-        fn=call,
-        input_model=model,
-        input_schema=schema,
-        mode=mode,
-        task_required=task_required,
-        output_model=output,
-        title=title,
-        annotations=annotations,
-        prepare=prepare,
-        header_params=_header_params(schema),
-        asks=tuple(asks),
-        rerun_interrupted=rerun_interrupted,
-    )
-
-
 SPEC_ATTRIBUTE: Final = "__mcp_tool__"
 # A server object's method that gives its components, each with its function: `[(component, fn), ...]`.
 REGISTER_ATTRIBUTE: Final = "__mcp_register__"
-
-
-def tool(
-    *,
-    description: str,
-    name: str | None = None,
-    mode: ToolMode = ToolMode.PLAIN,
-    task_required: bool = False,
-    output: type[BaseModel] | None = None,
-    title: str | None = None,
-    annotations: dict[str, Any] | None = None,
-    input_schema: dict[str, Any] | None = None,
-    prepare: ToolFunction | None = None,
-    asks: tuple[str, ...] = (),
-    rerun_interrupted: bool = False,
-) -> Callable[[ToolFunction], ToolFunction]:
-    """Mark a function as a tool; a `ToolRegistry.include(module)` call serves it.
-
-    `asks`: what the tool may ask of the client mid-call ("elicitation", "sampling", "roots"); a call
-    whose client did not declare one of them is refused with -32021 before the tool runs or a task starts.
-    """
-
-    def mark(fn: ToolFunction) -> ToolFunction:
-        setattr(fn, SPEC_ATTRIBUTE, described("tool", name or fn.__name__, fn, lambda: _native_spec(fn)))
-        return fn
-
-    def _native_spec(fn: ToolFunction) -> ToolSpec:
-        return _build_spec(
-            fn,
-            description=description,
-            name=name,
-            mode=mode,
-            task_required=task_required,
-            output=output,
-            title=title,
-            annotations=annotations,
-            input_schema=input_schema,
-            prepare=prepare,
-            asks=asks,
-            rerun_interrupted=rerun_interrupted,
-        )
-
-    return mark
 
 
 C = typing.TypeVar("C")
@@ -899,13 +844,22 @@ def described(kind: str, name: str, fn: Any, build: Callable[[], C]) -> C | Unde
     the catalog's test and the asset build refuse it)."""
     try:
         return build()
+    except Unportable:
+        raise  # refused at import, as FastMCP refuses it, saying what to write instead
     except Exception as error:
         return Undescribable.of(kind, name, fn, error)
 
 
-class ToolRegistry:
-    def __init__(self, telemetry: Telemetry | None = None) -> None:
+class Registry:
+    """The one registry: every tool, prompt and resource a server offers, described by the one builder
+    (`mcp_runtime.components`), whichever decorator was used. `Catalog` reads its prompts and resources."""
+
+    def __init__(
+        self, telemetry: Telemetry | None = None, declared: Callable[[], frozenset[str]] | None = None
+    ) -> None:
         self._tools: dict[str, ToolSpec] = {}
+        self._prompts: dict[str, PromptSpec] = {}
+        self._resources: dict[str, ResourceSpec] = {}
         # Deferred registrations: importing tool modules (and building their pydantic models) is
         # left to the first request that needs a tool; discover and task polls never pay for it.
         self._loaders: list[Callable[[], None]] = []
@@ -915,10 +869,12 @@ class ToolRegistry:
         # never an outage of the server). Logged and counted here; refused before a deploy.
         self.left_out: list[Undescribable] = []
         self.telemetry = telemetry
-        # Server objects (mcp_runtime.fastmcp) already included, and the catalog, where their prompts
-        # and resources go (None outside a catalog: tools only).
+        # Server objects (mcp_runtime.fastmcp) already included.
         self._servers: set[int] = set()
-        self.companions: Any = None
+        # The kinds of component ("prompt", "resource") the deferred modules' sources declare, read once
+        # without importing them (`mcp_runtime.catalog.declared_kinds`): what a cold server/discover says.
+        self._declared = declared
+        self._declared_kinds: frozenset[str] | None = None
 
     def add_loader(self, loader: Callable[[], None]) -> None:
         """Register tools later: `loader` runs once, before the first lookup or listing."""
@@ -941,13 +897,15 @@ class ToolRegistry:
             self._loader_thread = threading.get_ident()
             try:
                 while self._loaders:
-                    before = set(self._tools)
+                    kinds: tuple[dict[str, Any], ...] = (self._tools, self._prompts, self._resources)
+                    before = [set(kind) for kind in kinds]
                     try:
                         self._loaders[0]()
                     except BaseException:
                         # Undo what this loader registered, so retrying it next time starts clean.
-                        for name in set(self._tools) - before:
-                            del self._tools[name]
+                        for kind, had in zip(kinds, before, strict=True):
+                            for name in set(kind) - had:
+                                del kind[name]
                         raise
                     self._loaders.pop(0)
             finally:
@@ -964,6 +922,14 @@ class ToolRegistry:
             register = getattr(type(value), REGISTER_ATTRIBUTE, None)
             if callable(register) and id(value) not in self._servers:
                 self._servers.add(id(value))  # one server object imported by two modules is served once
+                if getattr(value, "instructions", None):
+                    log.warning(
+                        "%s.%s sets instructions=, which a cold server/discover cannot read without importing "
+                        "every tool module: the server's name and instructions come from server.json in the "
+                        "tool package (functions/tools/server.json); put them there",
+                        module.__name__,
+                        type(value).__name__,
+                    )
                 for component, fn in register(value):
                     self.admit(component, fn)
 
@@ -976,8 +942,10 @@ class ToolRegistry:
         try:
             if isinstance(component, ToolSpec):
                 self.add(component)
-            elif self.companions is not None:
-                self.companions.add(component)
+            elif hasattr(component, "uri"):
+                self.add_resource(component)
+            else:
+                self.add_prompt(component)
         except ValueError as error:
             kind = "tool" if isinstance(component, ToolSpec) else type(component).__name__.removesuffix("Spec").lower()
             name = str(getattr(component, "name", None) or getattr(component, "uri", "?"))
@@ -1001,15 +969,54 @@ class ToolRegistry:
             raise ValueError(f"tool name {spec.name!r} must match {TOOL_NAME_PATTERN.pattern}")
         if spec.name in self._tools:
             raise ValueError(f"tool {spec.name!r} is registered twice")
-        if spec.task_required and spec.mode is not ToolMode.TASK:
-            raise ValueError(f"tool {spec.name!r}: only task tools can require a task")
-        if spec.prepare is not None and spec.mode is not ToolMode.TASK:
+        if spec.prepare is not None and not spec.is_task:
             raise ValueError(f"tool {spec.name!r}: only task tools take a prepare step")
         self._tools[spec.name] = spec
+
+    def add_prompt(self, spec: PromptSpec) -> None:
+        if spec.name in self._prompts:
+            raise ValueError(f"prompt {spec.name!r} is registered twice")
+        self._prompts[spec.name] = spec
+
+    def add_resource(self, spec: ResourceSpec) -> None:
+        if spec.uri in self._resources:
+            raise ValueError(f"resource {spec.uri!r} is registered twice")
+        self._resources[spec.uri] = spec
 
     def get(self, name: str) -> ToolSpec | None:
         self._load()
         return self._tools.get(name)
+
+    def prompt(self, name: str) -> PromptSpec | None:
+        self._load()
+        return self._prompts.get(name)
+
+    def prompts(self) -> list[PromptSpec]:
+        self._load()
+        return sorted(self._prompts.values(), key=lambda spec: spec.name)
+
+    def resources(self) -> list[ResourceSpec]:
+        self._load()
+        return list(self._resources.values())
+
+    def declares(self, kind: Literal["prompt", "resource"]) -> bool:
+        """Whether this registry serves prompts (or resources), without loading the deferred modules:
+        those registered so far, or, while modules wait to be loaded, what their sources declare."""
+        if self._prompts if kind == "prompt" else self._resources:
+            return True
+        if not self._loaders or self._declared is None:
+            return False
+        if self._declared_kinds is None:
+            self._declared_kinds = self._declared()
+        return kind in self._declared_kinds
+
+    def prompts_known(self) -> int:
+        """How many prompts are registered so far, without loading deferred modules (server/discover)."""
+        return len(self._prompts)
+
+    def resources_known(self) -> int:
+        """How many resources are registered so far, without loading deferred modules."""
+        return len(self._resources)
 
     def __iter__(self) -> typing.Iterator[ToolSpec]:
         self._load()

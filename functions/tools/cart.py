@@ -6,16 +6,19 @@ unguessable id owned by the caller that expires after an hour. `cart_add` and `c
 it back. The runtime stores the state durably (DynamoDB, the task table), checks the owner on
 every use, and answers an unknown, expired or someone else's handle with the same tool error, so a
 handle cannot be used to probe for others. Updates are conditional on the version read, so two
-concurrent calls cannot lose an item.
+concurrent calls cannot lose an item. (Module-level state, a dict here, would be split across the
+Lambda environments that serve the calls: keep state that spans calls in a handle.)
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
-from mcp_runtime import ToolContext, ToolError, ToolMode, tool
+from mcp_runtime.fastmcp import Context, FastMCP, ToolError
+
+mcp = FastMCP("cart")
 
 CART = "cart"
 CART_LIFETIME_SECONDS = 3600
@@ -24,19 +27,7 @@ MAX_LINES = 50
 # A stand-in catalogue; a real template user looks prices up in their own system.
 PRICES_CENTS: dict[str, int] = {"apple": 50, "bread": 325, "coffee": 899, "milk": 149}
 
-
-class CartOpenArgs(BaseModel):
-    pass
-
-
-class CartAddArgs(BaseModel):
-    cart: str = Field(description="The cart handle returned by cart_open.", max_length=128)
-    sku: str = Field(description=f"What to add: one of {', '.join(sorted(PRICES_CENTS))}.", max_length=64)
-    quantity: int = Field(1, description="How many.", ge=1, le=99)
-
-
-class CartCheckoutArgs(BaseModel):
-    cart: str = Field(description="The cart handle returned by cart_open.", max_length=128)
+CartHandle = Annotated[str, Field(description="The cart handle returned by cart_open.", max_length=128)]
 
 
 def _total_cents(lines: dict[str, int]) -> int:
@@ -48,28 +39,36 @@ def _describe(lines: dict[str, Any]) -> str:
     return f"{items}; total ${_total_cents(lines) / 100:.2f}"
 
 
-@tool(description="Open a new shopping cart and return its handle.", mode=ToolMode.HANDLE)
-def cart_open(args: CartOpenArgs, ctx: ToolContext) -> str:
+@mcp.tool
+def cart_open(ctx: Context) -> str:
+    """Open a new shopping cart and return its handle."""
     handle = ctx.handles.mint(CART, {"lines": {}}, CART_LIFETIME_SECONDS)
     return f"Opened cart {handle.handle_id}. It expires in one hour."
 
 
-@tool(description="Add an item to a cart opened with cart_open.", mode=ToolMode.HANDLE)
-def cart_add(args: CartAddArgs, ctx: ToolContext) -> str:
-    if args.sku not in PRICES_CENTS:
-        raise ToolError(f"Unknown item '{args.sku}'. Available: {', '.join(sorted(PRICES_CENTS))}.")
-    handle = ctx.handles.resolve(CART, args.cart)
+@mcp.tool
+def cart_add(
+    cart: CartHandle,
+    sku: Annotated[str, Field(description=f"What to add: one of {', '.join(sorted(PRICES_CENTS))}.", max_length=64)],
+    ctx: Context,
+    quantity: Annotated[int, Field(description="How many.", ge=1, le=99)] = 1,
+) -> str:
+    """Add an item to a cart opened with cart_open."""
+    if sku not in PRICES_CENTS:
+        raise ToolError(f"Unknown item '{sku}'. Available: {', '.join(sorted(PRICES_CENTS))}.")
+    handle = ctx.handles.resolve(CART, cart)
     lines: dict[str, int] = dict(handle.data["lines"])
-    if args.sku not in lines and len(lines) >= MAX_LINES:
+    if sku not in lines and len(lines) >= MAX_LINES:
         raise ToolError(f"A cart holds at most {MAX_LINES} different items.")
-    lines[args.sku] = lines.get(args.sku, 0) + args.quantity
+    lines[sku] = lines.get(sku, 0) + quantity
     ctx.handles.update(handle, {"lines": lines})
     return f"Cart now holds {_describe(lines)}."
 
 
-@tool(description="Check out a cart: returns the order summary and closes the cart.", mode=ToolMode.HANDLE)
-def cart_checkout(args: CartCheckoutArgs, ctx: ToolContext) -> str:
-    handle = ctx.handles.resolve(CART, args.cart)
+@mcp.tool
+def cart_checkout(cart: CartHandle, ctx: Context) -> str:
+    """Check out a cart: returns the order summary and closes the cart."""
+    handle = ctx.handles.resolve(CART, cart)
     lines: dict[str, int] = handle.data["lines"]
     if not lines:
         raise ToolError("The cart is empty; add items with cart_add first.")

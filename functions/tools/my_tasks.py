@@ -7,14 +7,14 @@ the previous answer to get the next page.
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from pydantic import BaseModel, Field
 
-from mcp_runtime import ToolContext, ToolError, ToolMode, tool
+from mcp_runtime import InvalidCursor
+from mcp_runtime.fastmcp import Context, FastMCP, ToolError
 
-
-class ListMyTasksArgs(BaseModel):
-    limit: int = Field(20, description="How many tasks per page.", ge=1, le=50)
-    cursor: str | None = Field(None, description="nextCursor from the previous page.", max_length=512)
+mcp = FastMCP("my-tasks")
 
 
 class TaskEntry(BaseModel):
@@ -31,17 +31,15 @@ class TaskHistoryPage(BaseModel):
     nextCursor: str | None = None
 
 
-@tool(
-    description="List the tasks you started, newest first, with their status. Pages with nextCursor.",
-    mode=ToolMode.PLAIN,
-    output=TaskHistoryPage,
-    annotations={"readOnlyHint": True, "openWorldHint": False},
-)
-def list_my_tasks(args: ListMyTasksArgs, ctx: ToolContext) -> TaskHistoryPage:
-    from mcp_runtime import InvalidCursor
-
+@mcp.tool(annotations={"readOnlyHint": True, "openWorldHint": False})
+def list_my_tasks(
+    ctx: Context,
+    limit: Annotated[int, Field(description="How many tasks per page.", ge=1, le=50)] = 20,
+    cursor: Annotated[str | None, Field(description="nextCursor from the previous page.", max_length=512)] = None,
+) -> TaskHistoryPage:
+    """List the tasks you started, newest first, with their status. Pages with nextCursor."""
     try:
-        page = ctx.task_history.page(args.limit, args.cursor)
+        page = ctx.task_history.page(limit, cursor)
     except InvalidCursor:
         raise ToolError("Invalid cursor: pass nextCursor from the previous page unchanged.") from None
     return TaskHistoryPage(

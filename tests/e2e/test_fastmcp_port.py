@@ -150,3 +150,4 @@ def test_the_mcp_1_30_0_client_on_the_2025_leg_answers_elicitation_and_sees_the_
     assert forecast == {"texts": ["bergen: sunny, 23.0 C"], "isError": False}
     # The task's progress, relayed on the 2025 stream (the worker writes at most one report a second).
     assert report["progress"][0] == "batch 1 of 2"
+    assert report["figures"][0] == [1, 2]  # the tool's own figures, its total with them

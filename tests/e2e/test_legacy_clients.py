@@ -94,6 +94,7 @@ def test_the_python_sdk_1_client_completes_every_example_tool(stack: RunningStac
         pytest.fail("the mcp 1.x client is not installed: run `make install`")
     report = run_client([str(MCP1_PYTHON), str(PY_CLIENT), stack.url, json.dumps(SCRIPT)])
     assert_every_example_tool_completed(report)
+    assert report["figures"][0] == [0, 4]  # deploy_release's first report as it made it: (0, 4), never renumbered
 
 
 def test_the_inspector_cli_in_its_default_legacy_mode_lists_and_calls_tools(

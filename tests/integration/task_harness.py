@@ -32,7 +32,7 @@ from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.supervisor import TaskSupervisor
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime.tools import Registry
 
 ALICE = Principal("test:alice", "test")
 MALLORY = Principal("test:mallory", "test")
@@ -98,7 +98,7 @@ class TaskEnvironment:
     resources: TaskResources
     dynamodb: Any
     stepfunctions: Any
-    tools: ToolRegistry = field(default_factory=ToolRegistry)
+    tools: Registry = field(default_factory=Registry)
     clock: Callable[[], float] = time.time
     rounds_per_execution: int = 1000
     progress_interval_seconds: float = 0.0  # every report written; the deployed default is 1 s

@@ -17,7 +17,7 @@ from local_stack.aws import DUMMY_CREDENTIALS, REGION, register_function
 from local_stack.clients import aws_client
 from pydantic import BaseModel
 
-from mcp_runtime import ToolContext, ToolMode, tool, wire
+from mcp_runtime import ToolContext, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS, invocation_deadline
 from mcp_runtime.limits import MAX_OPERATION_NAME_BYTES, MAX_OPERATIONS, MAX_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
 from mcp_runtime.tasks import schema
@@ -381,7 +381,7 @@ class FlakyArgs(BaseModel):
     ledger: str
 
 
-@tool(description="A step that fails its first run; the tool waits a second and tries again.", mode=ToolMode.TASK)
+@tool(description="A step that fails its first run; the tool waits a second and tries again.", task=True)
 def flaky_step_job(args: FlakyArgs, ctx: ToolContext) -> str:
     def attempt() -> str:
         with open(args.ledger, "a", encoding="utf-8") as ledger:
@@ -418,7 +418,7 @@ class ManyStepsArgs(BaseModel):
     name_chars: int = 4
 
 
-@tool(description="Many small steps.", mode=ToolMode.TASK)
+@tool(description="Many small steps.", task=True)
 def many_steps_job(args: ManyStepsArgs, ctx: ToolContext) -> str:
     total = 0
     for n in range(args.steps):

@@ -16,7 +16,7 @@ import pytest
 from fixtures import lifecycle
 from pydantic import BaseModel
 
-from mcp_runtime import Callback, ToolContext, ToolMode, tool, wire
+from mcp_runtime import Callback, ToolContext, tool, wire
 from mcp_runtime._aws import MAX_ATTEMPTS
 from mcp_runtime.errors import InternalError
 from mcp_runtime.limits import MAX_INLINE_RECORD_BYTES, MAX_INLINE_RESULT_BYTES, MAX_SETTLE_RESULT_BYTES
@@ -40,7 +40,7 @@ class Go(BaseModel):
     go: bool
 
 
-@tool(description="A step too large for the item, then a question, then the step's size.", mode=ToolMode.TASK)
+@tool(description="A step too large for the item, then a question, then the step's size.", task=True)
 def large_step_then_question(args: Empty, ctx: ToolContext) -> str:
     value = ctx.step("large", lambda: "x" * (MAX_INLINE_RECORD_BYTES + 1024))
     ctx.elicit("go", "Go on?", Go)
@@ -51,7 +51,7 @@ class Inbox(BaseModel):
     inbox: str
 
 
-@tool(description="Waits for a callback, then asks a question, then tells the callback's size.", mode=ToolMode.TASK)
+@tool(description="Waits for a callback, then asks a question, then tells the callback's size.", task=True)
 def callback_then_question(args: Inbox, ctx: ToolContext) -> str:
     def submit(callback: Callback) -> None:
         Path(args.inbox).write_text(json.dumps({"token": callback.token}), encoding="utf-8")

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mcp_runtime import ToolContext, ToolMode, tool, wire
+from mcp_runtime import ToolContext, tool, wire
 from mcp_runtime.legacy._leg import LegacyLeg
 from mcp_runtime.legacy._store import DynamoLegacyStore
 from mcp_runtime.sealing import SealingKey, StateSealer
@@ -43,9 +43,7 @@ def shard_work(task_id: str, shard: int) -> int:
     return shard
 
 
-@tool(
-    description="Works shard by shard, reporting each; waits after the second (a new invocation).", mode=ToolMode.TASK
-)
+@tool(description="Works shard by shard, reporting each; waits after the second (a new invocation).", task=True)
 def sharded(args: NoArgs, ctx: ToolContext) -> str:
     for shard in range(SHARDS):
         ctx.step(f"shard-{shard}", partial(shard_work, str(ctx.task_id), shard))

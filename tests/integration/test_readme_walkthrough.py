@@ -20,12 +20,23 @@ from tests.support import REPO
 TERMINAL = {"completed", "failed", "cancelled"}
 
 
-def walkthrough_module(tmp_path: Path) -> ModuleType:
+def walkthrough_code() -> str:
     readme = (REPO / "README.md").read_text()
     block = re.search(r"<!-- walkthrough:start -->\n```python\n(.*?)```\n<!-- walkthrough:end -->", readme, re.DOTALL)
     assert block, "the README lost its walkthrough code block"
+    return block.group(1)
+
+
+def question_key() -> str:
+    """The key the walkthrough's question is answered by: FastMCP's first question (`elicit-1`), or the key a
+    walkthrough in the native form names (`ctx.elicit("big_export", ...)`, as a README of 1.0.0 has it)."""
+    native = re.search(r'ctx\.elicit\(\s*"([^"]+)"', walkthrough_code())
+    return native.group(1) if native else "elicit-1"
+
+
+def walkthrough_module(tmp_path: Path) -> ModuleType:
     path = tmp_path / "export_dataset.py"
-    path.write_text(block.group(1))
+    path.write_text(walkthrough_code())
     spec = importlib.util.spec_from_file_location("export_dataset", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
@@ -86,11 +97,11 @@ def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(
 ) -> None:
     task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
     waiting = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
-    service.update(task_id, {"big_export": {"action": "accept", "content": {"proceed": True}}}, request_context())
+    service.update(task_id, {question_key(): {"action": "accept", "content": {"proceed": True}}}, request_context())
     done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
 
     assert waiting["status"] == INPUT_REQUIRED
-    assert waiting["inputRequests"]["big_export"]["params"]["message"] == "events has 2000000 rows. Export anyway?"
+    assert waiting["inputRequests"][question_key()]["params"]["message"] == "events has 2000000 rows. Export anyway?"
     assert (done["status"], done["result"]["content"]) == (
         COMPLETED,
         [{"type": "text", "text": "Exported 2000000 rows of events to events.csv."}],
@@ -100,7 +111,7 @@ def test_a_big_export_asks_first_and_finishes_once_the_user_agrees(
 def test_a_declined_big_export_completes_as_a_tool_error(service: TaskService, task_env: TaskEnvironment) -> None:
     task_id = start(service, task_env, {"dataset": "events", "rows": 2_000_000})
     wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] != "working")
-    service.update(task_id, {"big_export": {"action": "decline"}}, request_context())
+    service.update(task_id, {question_key(): {"action": "decline"}}, request_context())
     done = wait_until(lambda: service.get(task_id, request_context()), lambda t: t["status"] in TERMINAL)
     assert (done["status"], done["result"]["isError"], done["result"]["content"][0]["text"]) == (
         COMPLETED,

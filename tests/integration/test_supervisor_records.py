@@ -21,7 +21,7 @@ from mcp_runtime.tasks.executor import StepFunctionsExecutor
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.supervisor import TaskSupervisor
-from mcp_runtime.tools import ToolRegistry
+from mcp_runtime.tools import Registry
 from tests.integration.task_harness import TaskResources, request_context
 from tests.telemetry_support import RecordingTelemetry
 
@@ -32,7 +32,7 @@ class Tasks:
         self.resources = TaskResources.of(deployed)
         self.dynamodb = aws.client("dynamodb")
         self.stepfunctions = aws.client("stepfunctions")
-        self.tools = ToolRegistry()
+        self.tools = Registry()
         self.tools.include(conformance_tasks)
         self.service = TaskService(self.store(), ttl_ms=60_000, poll_interval_ms=500)
         self._sequence = 1000

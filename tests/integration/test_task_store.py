@@ -1037,11 +1037,11 @@ def test_the_fail_of_an_execution_the_task_moved_on_from_leaves_the_task_to_the_
     store: DynamoTaskStore, clock: Clock, task_env: TaskEnvironment
 ) -> None:
     from mcp_runtime.tasks.worker import TaskWorker
-    from mcp_runtime.tools import ToolRegistry
+    from mcp_runtime.tools import Registry
 
     task_id = create(store, clock).task_id
     store.renew(task_id, task_id, f"{task_id}.2")  # the task continues in a new execution
-    worker = TaskWorker(store, task_env.executor(), ToolRegistry())
+    worker = TaskWorker(store, task_env.executor(), Registry())
 
     stale = worker.handle({"action": "fail", "taskId": task_id, "executionName": task_id, "failure": {}})
 

@@ -13,6 +13,7 @@ import pytest
 from fixtures import conformance_tasks
 from pydantic import BaseModel
 
+from mcp_runtime import tool
 from mcp_runtime.observability import (
     TASKS_CANCELLED,
     TASKS_COMPLETED,
@@ -26,7 +27,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, INPUT_REQUIRE
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import ToolContext, ToolMode, tool
+from mcp_runtime.tools import ToolContext
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 from tests.telemetry_support import RecordingTelemetry, Sample
 
@@ -37,7 +38,7 @@ class NoArgs(BaseModel):
     pass
 
 
-@tool(description="Crashes with an exception that is neither a tool error nor a protocol error.", mode=ToolMode.TASK)
+@tool(description="Crashes with an exception that is neither a tool error nor a protocol error.", task=True)
 def crash_for_metrics(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("disk on fire")
 

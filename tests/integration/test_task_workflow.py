@@ -12,7 +12,7 @@ import pytest
 from fixtures import conformance_tasks
 from pydantic import BaseModel
 
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
 from mcp_runtime.observability import TOOL_EXCEPTIONS
 from mcp_runtime.tasks.models import (
     CANCELLED,
@@ -23,7 +23,7 @@ from mcp_runtime.tasks.models import (
     WORKING,
 )
 from mcp_runtime.tasks.service import TaskService
-from mcp_runtime.tools import ToolContext, ToolMode, tool
+from mcp_runtime.tools import ToolContext
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 from tests.telemetry_support import RecordingTelemetry
 
@@ -38,12 +38,12 @@ class Approval(BaseModel):
     approve: bool
 
 
-@tool(description="Crashes with an exception that is not a tool or protocol error.", mode=ToolMode.TASK)
+@tool(description="Crashes with an exception that is not a tool or protocol error.", task=True)
 def crash(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("disk on fire")
 
 
-@tool(description="Reports progress, then waits a little, then finishes.", mode=ToolMode.TASK)
+@tool(description="Reports progress, then waits a little, then finishes.", task=True)
 def report_then_finish(args: NoArgs, ctx: ToolContext) -> str:
     ctx.report_progress(1, 2, "step 1 of 2: copying")
     deadline = time.monotonic() + 1.0
@@ -52,7 +52,7 @@ def report_then_finish(args: NoArgs, ctx: ToolContext) -> str:
     return "copied"
 
 
-@tool(description="Asks for approval; re-asks until the answer is well-formed.", mode=ToolMode.TASK)
+@tool(description="Asks for approval; re-asks until the answer is well-formed.", task=True)
 def needs_approval(args: NoArgs, ctx: ToolContext) -> str:
     answer = ctx.elicit("approval", "Approve?", Approval)
     return f"approved={answer.content.approve if answer.content else None}"

@@ -15,9 +15,10 @@ from local_stack.aws import LambdaThrottled, in_process, register_invoker
 from local_stack.synth import Assembly, synthesize
 from pydantic import BaseModel
 
+from mcp_runtime import tool
 from mcp_runtime.tasks.executor import execution_arn
 from mcp_runtime.tasks.models import COMPLETED, EXECUTION_FAILED_ERROR, FAILED, TaskRecord
-from mcp_runtime.tools import ToolContext, ToolMode, tool
+from mcp_runtime.tools import ToolContext
 from tests.integration.task_harness import TaskEnvironment, request_context, wait_until
 
 THROTTLE = "Lambda.TooManyRequestsException"
@@ -29,12 +30,12 @@ class NoArgs(BaseModel):
     pass
 
 
-@tool(description="Answers at once.", mode=ToolMode.TASK)
+@tool(description="Answers at once.", task=True)
 def quick(args: NoArgs, ctx: ToolContext) -> str:
     return "done"
 
 
-@tool(description="Waits one second durably (a second round), then answers.", mode=ToolMode.TASK)
+@tool(description="Waits one second durably (a second round), then answers.", task=True)
 def two_rounds(args: NoArgs, ctx: ToolContext) -> str:
     ctx.wait(1)
     return "done"

@@ -14,7 +14,7 @@ RELEASE = {"service": "billing", "version": "1.4.2", "seconds_per_stage": 0}
 
 
 def test_an_approved_release_goes_live_in_production() -> None:
-    text = ToolClient().call_text("deploy_release", RELEASE, answers={"promote": APPROVE})
+    text = ToolClient().call_text("deploy_release", RELEASE, answers={"elicit-1": APPROVE})
     assert text == "billing 1.4.2 is live in production."
 
 
@@ -27,7 +27,7 @@ def test_the_approval_question_names_the_release_and_a_decline_stays_on_staging(
         asked.append(params["message"])
         return {"action": "decline"}
 
-    text = ToolClient().call_text("deploy_release", RELEASE, answers={"promote": decline})
+    text = ToolClient().call_text("deploy_release", RELEASE, answers={"elicit-1": decline})
     assert asked == ["billing 1.4.2 passed staging. Promote to production?"]
     assert text == "billing 1.4.2 stays on staging; production was not changed."
 
@@ -39,7 +39,7 @@ def stack() -> Iterator[StackClient]:
 
 
 def test_as_a_task_on_the_state_machine_it_waits_for_approval_then_completes(stack: StackClient) -> None:
-    task = stack.run_task("deploy_release", RELEASE, answers={"promote": APPROVE})
+    task = stack.run_task("deploy_release", RELEASE, answers={"elicit-1": APPROVE})
     assert (task["status"], task["result"]["content"]) == (
         "completed",
         [{"type": "text", "text": "billing 1.4.2 is live in production."}],

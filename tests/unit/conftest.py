@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -157,6 +159,27 @@ def client(server: McpServer) -> Client:
     return Client(McpHttpTransport(server))
 
 
+@contextmanager
+def loggers_kept() -> Iterator[None]:
+    """Every logger as it was before, after the block: a container's telemetry (`app.handlers`) puts its
+    log handler on the runtime's and the tool packages' loggers, sets their level and stops their records
+    there (no propagation), which would hide them from a later test's `caplog` on the same worker."""
+    from app.telemetry import RUNTIME_LOGGERS
+
+    for name in RUNTIME_LOGGERS:
+        logging.getLogger(name)
+    loggers = [logger for logger in logging.Logger.manager.loggerDict.values() if isinstance(logger, logging.Logger)]
+    kept = [(logger, logger.propagate, list(logger.handlers), logger.level) for logger in loggers]
+    try:
+        yield
+    finally:
+        for logger, propagate, handlers, level in kept:
+            logger.propagate, logger.handlers[:], logger.level = propagate, handlers, level
+        for logger in set(logging.Logger.manager.loggerDict.values()) - set(loggers):
+            if isinstance(logger, logging.Logger):
+                logger.propagate, logger.handlers[:], logger.level = True, [], logging.NOTSET
+
+
 @pytest.fixture
 def configure_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., None]]:
     """Configure `app.handlers` from a clean environment: configure_app(DEV_AUTH="1", ...)."""
@@ -171,5 +194,6 @@ def configure_app(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., Non
             monkeypatch.setenv(name, value)
         handlers.reset()
 
-    yield configure
-    handlers.reset()
+    with loggers_kept():
+        yield configure
+        handlers.reset()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
 from mcp_runtime.server import McpServer
 from mcp_runtime.tasks.durable import (
     STEP_STATUS_SECONDS,
@@ -18,7 +18,7 @@ from mcp_runtime.tasks.durable import (
     token_hash,
 )
 from mcp_runtime.tasks.errors import TaskConflict, TaskNoLongerRunning
-from mcp_runtime.tools import ToolContext, ToolMode, tool
+from mcp_runtime.tools import ToolContext
 from mcp_runtime.transport import McpHttpTransport
 from tests.unit.conftest import Client, error_of, result_of
 
@@ -32,7 +32,7 @@ class Point(BaseModel):
     y: int
 
 
-@tool(description="Two steps, one returning a model, and a short wait; may run synchronously.", mode=ToolMode.TASK)
+@tool(description="Two steps, one returning a model, and a short wait; may run synchronously.", task=True)
 def steps_anywhere(args: NoArgs, ctx: ToolContext) -> str:
     point = ctx.step("point", lambda: Point(x=1, y=2))
     numbers = ctx.step("numbers", lambda: (1, 2, 3))
@@ -40,7 +40,7 @@ def steps_anywhere(args: NoArgs, ctx: ToolContext) -> str:
     return f"{point} {numbers} {len(ctx.idempotency_key('point'))}"
 
 
-@tool(description="Waits for an external system.", mode=ToolMode.TASK)
+@tool(description="Waits for an external system.", task=True)
 def needs_a_callback(args: NoArgs, ctx: ToolContext) -> str:
     return str(ctx.wait_for_callback("ci", lambda callback: None))
 
@@ -77,7 +77,7 @@ def test_a_callback_token_names_its_task_and_record_and_carries_a_secret_only_it
         assert decode_callback_token(broken) is None
 
 
-@tool(description="Waits an hour; may run synchronously.", mode=ToolMode.TASK)
+@tool(description="Waits an hour; may run synchronously.", task=True)
 def waits_an_hour(args: NoArgs, ctx: ToolContext) -> str:
     ctx.wait(3600)
     return "waited"

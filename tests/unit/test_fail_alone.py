@@ -18,7 +18,7 @@ from mcp_runtime import ToolContext
 from mcp_runtime import tool as native_tool
 from mcp_runtime.catalog import Catalog, undescribable
 from mcp_runtime.observability import COMPONENTS_LEFT_OUT
-from mcp_runtime.tools import ToolRegistry, Undescribable
+from mcp_runtime.tools import Registry, Undescribable
 from tests.support import project_tools
 
 # threading.Lock as pydantic names it: a function on 3.11 (allocate_lock), a class on 3.13 (_thread.lock).
@@ -123,7 +123,7 @@ def test_a_tool_left_out_is_logged_by_name_and_counted_and_the_others_are_listed
         def count(self, metric: str, value: float = 1, **dimensions: str) -> None:
             counted.append((metric, dimensions))
 
-    registry = ToolRegistry(Recorder())  # type: ignore[arg-type]
+    registry = Registry(Recorder())  # type: ignore[arg-type]
     with caplog.at_level(logging.ERROR, logger="mcp_runtime.tools"):
         registry.include(module)
 

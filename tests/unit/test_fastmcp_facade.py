@@ -19,8 +19,7 @@ from testkit import api_event, rpc
 
 from mcp_runtime import ToolContext, wire
 from mcp_runtime import tool as native_tool
-from mcp_runtime.fastmcp import FastMCP, task_mode
-from mcp_runtime.tools import ToolMode
+from mcp_runtime.fastmcp import FastMCP
 from mcp_runtime.transport import McpHttpTransport, sse_messages
 from tests.support import REPO
 from tests.unit.conftest import Client, error_of, make_server, result_of
@@ -387,17 +386,18 @@ def test_what_does_not_port_fails_at_import_naming_the_feature_and_what_to_do(so
 
 
 @pytest.mark.parametrize(
-    ("task", "mode"),
-    [
-        (True, (ToolMode.TASK, False)),
-        ("optional", (ToolMode.TASK, False)),
-        ("required", (ToolMode.TASK, True)),
-        (False, (ToolMode.PLAIN, False)),
-        (None, (ToolMode.PLAIN, False)),
-    ],
+    ("task", "support"),
+    [(True, "optional"), ("optional", "optional"), ("required", "required"), (False, "forbidden"), (None, "forbidden")],
 )
-def test_task_options_map_onto_the_native_task_modes(task: Any, mode: tuple[ToolMode, bool]) -> None:
-    assert task_mode(task) == mode
+def test_task_options_are_the_one_switch_for_task_behaviour(task: Any, support: str) -> None:
+    mcp = FastMCP("t")
+
+    @mcp.tool(task=task)
+    def job() -> str:
+        return "done"
+
+    ((spec, _),) = mcp.__mcp_register__()
+    assert spec.task_support == support  # type: ignore[union-attr]
 
 
 def test_a_ported_module_is_served_by_the_project_registry_with_its_resources_and_prompts() -> None:
@@ -481,16 +481,19 @@ def test_a_tool_that_leaves_tasks_pending_on_the_loop_is_warned_about_in_the_log
 
 
 # ---- the README ---------------------------------------------------------------------------------------------------
-def test_the_readmes_fastmcp_style_count_words_answers_and_publishes_as_its_native_one() -> None:
+def test_the_readmes_count_words_answers_and_publishes_as_the_native_fixture_of_the_same_tool() -> None:
+    """The README's block written FastMCP's way (a team's README, 1.0.0's among them, may also show the
+    native form: it is the same tool)."""
     blocks = re.findall(r"```python\n(.*?)```", (REPO / "README.md").read_text(encoding="utf-8"), re.DOTALL)
-    (ported_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" in block]
-    (native_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" not in block]
-    ported = served(load(ported_source, "readme_count_words_ported"))
-    native = served(load(native_source, "readme_count_words_native"))
+    (readme_source,) = [block for block in blocks if "def count_words(" in block and "mcp_runtime.fastmcp" in block]
+    import fixtures.patterns as native_patterns
 
-    answers = [result_of(client.call_tool("count_words", {"text": "two words"})) for client in (ported, native)]
+    readme = served(load(readme_source, "readme_count_words"))
+    native = served(native_patterns)
+
+    answers = [result_of(client.call_tool("count_words", {"text": "two words"})) for client in (readme, native)]
     assert [answer["structuredContent"] for answer in answers] == [{"words": 2, "characters": 9}] * 2
-    schemas = [listed(client)["count_words"] for client in (ported, native)]
+    schemas = [listed(client)["count_words"] for client in (readme, native)]
     # FastMCP closes the arguments object; the native model leaves that to its own config.
     assert without_titles(schemas[0]["inputSchema"]) == {
         **without_titles(schemas[1]["inputSchema"]),

@@ -105,10 +105,10 @@ async def rollback(regions: int, ctx: Context) -> str:
 
 
 def test_a_fastmcp_4_1_4_task_module_keeps_its_tasks_extension_lines_and_its_task_tool_is_served() -> None:
-    from mcp_runtime.tools import ToolRegistry
+    from mcp_runtime.tools import Registry
 
     module = load(ONCALL_TASKS, "oncall_tasks")
-    registry = ToolRegistry()
+    registry = Registry()
     registry.include(module)
     client = served(module)
 

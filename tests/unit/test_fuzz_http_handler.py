@@ -28,6 +28,7 @@ from mcp_runtime.legacy._leg import SESSION_NOT_FOUND
 from mcp_runtime.limits import MAX_JSON_COLLECTION_ITEMS, MAX_JSON_DEPTH, MAX_JSON_STRING_CHARS
 from mcp_runtime.settings import Settings
 from mcp_runtime.transport import PROTECTED_RESOURCE_PATH
+from tests.unit.conftest import loggers_kept
 
 FUZZ = settings(
     derandomize=True,
@@ -48,7 +49,7 @@ ABSENT = object()
 def handler() -> Iterator[Any]:
     from app import handlers
 
-    with pytest.MonkeyPatch.context() as patch:
+    with pytest.MonkeyPatch.context() as patch, loggers_kept():
         for model_field in Settings.model_fields.values():
             if model_field.alias:
                 patch.delenv(model_field.alias, raising=False)

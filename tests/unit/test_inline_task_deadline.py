@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
 from mcp_runtime._aws import ANSWER_RESERVE_SECONDS, invocation_deadline
 from mcp_runtime.context import Principal
 from mcp_runtime.legacy import build_legacy_leg
 from mcp_runtime.limits import INLINE_TASK_MARGIN_SECONDS
 from mcp_runtime.server import INLINE_TASK_TIMED_OUT
-from mcp_runtime.tools import ToolContext, ToolMode, task_flags, tool
+from mcp_runtime.tools import ToolContext, task_support
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
 from tests.unit.conftest import error_of, make_server, make_settings, result_of
 from tests.unit.test_tool_authoring import client_for, module_with, spec_of
@@ -44,7 +44,7 @@ def timed_out(response: Any) -> None:
     assert result["content"] == [{"type": "text", "text": INLINE_TASK_TIMED_OUT}]
 
 
-@tool(description="Sleeps.", mode=ToolMode.TASK)
+@tool(description="Sleeps.", task=True)
 def sleeps(args: None, ctx: ToolContext) -> str:
     time.sleep(LONGER_THAN_THE_DEADLINE)
     return "slept"
@@ -60,7 +60,7 @@ def test_an_optional_task_tool_that_outlives_the_inline_deadline_ends_with_a_too
 
 
 def test_the_inline_deadline_ends_a_busy_loop_that_swallows_every_exception() -> None:
-    @tool(description="Spins.", mode=ToolMode.TASK)
+    @tool(description="Spins.", task=True)
     def spins(args: None, ctx: ToolContext) -> str:
         ends = time.monotonic() + LONGER_THAN_THE_DEADLINE
         while time.monotonic() < ends:
@@ -75,7 +75,7 @@ def test_the_inline_deadline_ends_a_busy_loop_that_swallows_every_exception() ->
 
 
 def test_an_optional_task_tool_that_finishes_in_time_answers_as_usual() -> None:
-    @tool(description="Quick.", mode=ToolMode.TASK)
+    @tool(description="Quick.", task=True)
     def quick(args: None, ctx: ToolContext) -> str:
         return "quick"
 
@@ -88,7 +88,7 @@ def test_an_optional_task_tool_that_finishes_in_time_answers_as_usual() -> None:
 def test_with_no_time_left_for_the_margin_an_optional_task_tool_does_not_start() -> None:
     ran: list[str] = []
 
-    @tool(description="Records.", mode=ToolMode.TASK)
+    @tool(description="Records.", task=True)
     def records(args: None, ctx: ToolContext) -> str:
         ran.append("ran")
         return "ran"
@@ -109,7 +109,10 @@ def test_a_plain_tool_gets_no_inline_deadline() -> None:
 
 
 def test_a_required_task_tool_is_refused_with_minus_32021_before_it_runs() -> None:
-    @tool(description="Only a task.", mode=ToolMode.TASK, task_required=True)
+    @tool(
+        description="Only a task.",
+        task="required",
+    )
     def only_task(args: None, ctx: ToolContext) -> str:
         raise AssertionError("never runs")
 
@@ -143,7 +146,7 @@ def test_an_async_task_tool_is_cancelled_at_the_inline_deadline_and_unwinds() ->
             unwound.append("finally")
         return "done"
 
-    @tool(description="Awaits.", mode=ToolMode.TASK)
+    @tool(description="Awaits.", task=True)
     def awaits(args: None, ctx: ToolContext) -> str:
         return str(run_on_a_loop(work()))
 
@@ -157,7 +160,7 @@ def test_an_async_task_tool_blocking_its_loop_is_ended_after_the_grace() -> None
         time.sleep(LONGER_THAN_THE_DEADLINE)  # a blocking call: the cancel cannot reach it
         return "done"
 
-    @tool(description="Blocks its loop.", mode=ToolMode.TASK)
+    @tool(description="Blocks its loop.", task=True)
     def blocking(args: None, ctx: ToolContext) -> str:
         return str(run_on_a_loop(blocks()))
 
@@ -197,21 +200,13 @@ def test_a_2025_client_without_event_streams_gets_the_inline_deadline_tool_error
 
 # ---- the one place a tool's task support is stated, for FastMCP's `task=` ----------------------------------------
 @pytest.mark.parametrize(
-    ("task", "flags", "support"),
-    [
-        (True, (True, False), "optional"),
-        ("optional", (True, False), "optional"),
-        ("required", (True, True), "required"),
-        (False, (False, False), "forbidden"),
-    ],
+    ("task", "support"),
+    [(True, "optional"), ("optional", "optional"), ("required", "required"), (False, "forbidden"), (None, "forbidden")],
 )
-def test_fastmcps_task_argument_maps_onto_mode_and_task_required(
-    task: bool | str, flags: tuple[bool, bool], support: str
-) -> None:
-    assert task_flags(task) == flags
-    is_task, required = flags
+def test_fastmcps_task_argument_is_the_one_switch_for_task_behaviour(task: bool | str | None, support: str) -> None:
+    assert task_support(task) == support
 
-    @tool(description="T.", mode=ToolMode.TASK if is_task else ToolMode.PLAIN, task_required=required)
+    @tool(description="T.", task=task)  # type: ignore[arg-type]
     def mapped(args: None, ctx: ToolContext) -> str:
         return "t"
 
@@ -220,4 +215,4 @@ def test_fastmcps_task_argument_maps_onto_mode_and_task_required(
 
 def test_an_unknown_task_argument_is_refused_naming_the_allowed_values() -> None:
     with pytest.raises(ValueError, match=r"task= takes True, False, 'optional' or 'required', not 'sometimes'"):
-        task_flags("sometimes")
+        task_support("sometimes")

@@ -22,7 +22,7 @@ from testkit import api_event, rpc
 
 from app import handlers
 from app.telemetry import RUNTIME_LOGGERS, PowertoolsTelemetry, tracing_enabled
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
 from mcp_runtime.context import Principal, RequestContext, RequestMeta
 from mcp_runtime.errors import InternalError, InvalidParams
 from mcp_runtime.observability import (
@@ -48,7 +48,7 @@ from mcp_runtime.tasks.models import CANCELLED, COMPLETED, FAILED, TaskRecord, i
 from mcp_runtime.tasks.service import TaskService
 from mcp_runtime.tasks.store import AnswerOutcome, AwaitOutcome, CancelOutcome, DynamoTaskStore
 from mcp_runtime.tasks.worker import TaskWorker
-from mcp_runtime.tools import ToolContext, ToolMode, ToolRegistry, tool
+from mcp_runtime.tools import Registry, ToolContext
 from mcp_runtime.transport import McpHttpTransport
 from tests.support import REPO
 from tests.telemetry_support import RecordingTelemetry, Sample
@@ -66,7 +66,7 @@ def explode(args: NoArgs, ctx: ToolContext) -> str:
     raise RuntimeError("boom")
 
 
-@tool(description="Long work, run as a task.", mode=ToolMode.TASK)
+@tool(description="Long work, run as a task.", task=True)
 def slow_job(args: NoArgs, ctx: ToolContext) -> str:
     return "done"
 
@@ -232,7 +232,9 @@ class MemoryTaskStore:
     def answer(self, task_id: str, owner: str, responses: Mapping[str, Any]) -> AnswerOutcome:
         raise NotImplementedError
 
-    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
+    def set_status_message(
+        self, task_id: str, message: str, progress: float | None = None, total: float | None = None
+    ) -> None:
         raise NotImplementedError
 
     def await_input(
@@ -284,7 +286,7 @@ def _service(clock: FakeClock, recorder: RecordingTelemetry, store: MemoryTaskSt
 
 
 def _slow_job_spec() -> Any:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.include(sys.modules[__name__])
     spec = registry.get("slow_job")
     assert spec is not None
@@ -542,7 +544,7 @@ def test_the_worker_adapter_logs_with_task_id_and_execution_name(capsys: pytest.
         telemetry.install_log_handler()
         service = _service(FakeClock(), RecordingTelemetry())
         task_id = service.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
-        worker = TaskWorker(service.store, FakeExecutor(), ToolRegistry(), telemetry=telemetry)
+        worker = TaskWorker(service.store, FakeExecutor(), Registry(), telemetry=telemetry)
         with telemetry.invocation():
             failure = {"Error": "States.Timeout", "Cause": ""}
             outcome = worker.handle({"action": "fail", "taskId": task_id, "failure": failure})  # logs an error
@@ -672,7 +674,7 @@ def test_every_sample_the_runtime_reports_has_a_declared_metric_and_dimension_se
     service.cancel("task-0000000000000001", _ctx())
     failing = _service(clock, recorder)
     failed = failing.create(_slow_job_spec(), {}, _ctx(), None)["taskId"]
-    worker = TaskWorker(failing.store, FakeExecutor(), ToolRegistry(), telemetry=recorder)
+    worker = TaskWorker(failing.store, FakeExecutor(), Registry(), telemetry=recorder)
     worker.fail(failed, {"Error": "States.Timeout"})
 
     reported = {(s.metric, tuple(sorted(s.dimensions))) for s in recorder.samples}

@@ -20,9 +20,13 @@ class RecordingStore:
 
     def __init__(self) -> None:
         self.written: list[tuple[str, float | None]] = []
+        self.totals: list[float | None] = []
 
-    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
+    def set_status_message(
+        self, task_id: str, message: str, progress: float | None = None, total: float | None = None
+    ) -> None:
         self.written.append((message, progress))
+        self.totals.append(total)
 
     def begin_run(self, task_id: str, run_id: str) -> None:
         pass
@@ -58,6 +62,14 @@ def durable(store: RecordingStore, records: dict[str, dict[str, Any]], left: flo
         callback_url="",
         time_left=lambda: left,  # type: ignore[arg-type]
     )
+
+
+def test_a_report_is_written_with_its_total_as_the_tool_gave_it() -> None:
+    store = RecordingStore()
+    report = ProgressReporter(store, "t1", 0.0, FakeClock())  # type: ignore[arg-type]
+    report(0, 3, "batch 1 of 3")
+    report(1, None, "one more")
+    assert (store.written, store.totals) == ([("batch 1 of 3", 0.0), ("one more", 1.0)], [3.0, None])
 
 
 def test_reports_at_or_below_the_recorded_progress_are_never_written() -> None:

@@ -3,28 +3,31 @@
 from __future__ import annotations
 
 import json
+import re
 import types
+from pathlib import Path
 from typing import Any
 
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 from testkit import meta
 
-from mcp_runtime import wire
+from mcp_runtime import tool, wire
+from mcp_runtime.fastmcp import Context
 from mcp_runtime.tools import (
     EMPTY_INPUT_SCHEMA,
     SPEC_ATTRIBUTE,
+    Registry,
     ToolContext,
     ToolError,
-    ToolMode,
-    ToolRegistry,
     ToolResult,
     ToolSpec,
     text,
-    tool,
 )
 from mcp_runtime.transport import McpHttpTransport
 from tests.unit.conftest import ALICE, Client, error_of, make_server, result_of
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 # Input models live at module level: the decorator resolves annotations through the function's globals.
@@ -270,7 +273,7 @@ def _spec(name: str, **overrides: Any) -> ToolSpec:
 
 
 def test_a_second_tool_with_the_same_name_is_refused() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.add(_spec("twice"))
     with pytest.raises(ValueError):
         registry.add(_spec("twice"))
@@ -280,36 +283,56 @@ def test_a_second_tool_with_the_same_name_is_refused() -> None:
 @pytest.mark.parametrize("name", ["", "has space", "a" * 65, "slash/name", "caf\u00e9", "semi;colon", "new\nline"])
 def test_a_tool_name_outside_the_allowed_alphabet_or_length_is_refused(name: str) -> None:
     with pytest.raises(ValueError):
-        ToolRegistry().add(_spec(name))
+        Registry().add(_spec(name))
 
 
 @pytest.mark.parametrize("name", ["a", "a" * 64, "Search.v2-beta_1", "0"])
 def test_tool_names_from_the_allowed_alphabet_are_accepted(name: str) -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.add(_spec(name))
     assert registry.get(name) is not None
 
 
-@pytest.mark.parametrize("mode", [ToolMode.PLAIN, ToolMode.INPUT_REQUIRED, ToolMode.HANDLE])
-def test_only_task_tools_can_require_a_task(mode: ToolMode) -> None:
-    with pytest.raises(ValueError):
-        ToolRegistry().add(_spec("t", mode=mode, task_required=True))
-
-
-def test_a_task_tool_can_require_a_task() -> None:
-    registry = ToolRegistry()
-    registry.add(_spec("t", mode=ToolMode.TASK, task_required=True))
+def test_only_task_tools_take_a_prepare_step() -> None:
+    with pytest.raises(ValueError, match="only task tools take a prepare step"):
+        Registry().add(_spec("t", prepare=lambda args, ctx: None))
+    registry = Registry()
+    registry.add(_spec("t", task_support="optional", prepare=lambda args, ctx: None))
     assert registry.get("t") is not None
 
 
-@pytest.mark.parametrize("mode", [ToolMode.PLAIN, ToolMode.INPUT_REQUIRED])
-def test_only_task_tools_take_a_prepare_step(mode: ToolMode) -> None:
-    with pytest.raises(ValueError):
-        ToolRegistry().add(_spec("t", mode=mode, prepare=lambda args, ctx: None))
+# ---- one registry, one builder (release 1.0.0's forms under their old names: test_deprecated_authoring.py) -----
+def test_the_runtime_has_one_registry_and_one_builder() -> None:
+    runtime = REPO / "functions" / "mcp_runtime"
+    sources = {path: path.read_text(encoding="utf-8") for path in runtime.rglob("*.py")}
+    registries = sorted(
+        f"{path.relative_to(runtime)}:{name}"
+        for path, source in sources.items()
+        for name in re.findall(r"^class (\w*Registry)\b", source, re.MULTILINE)
+    )
+    builders = sorted(
+        f"{path.relative_to(runtime)}:{name}"
+        for path, source in sources.items()
+        for name in re.findall(r"^def (\w+_from_function)\(", source, re.MULTILINE)
+    )
+    assert registries == ["tools.py:Registry"]
+    assert builders == [
+        "components.py:prompt_from_function",
+        "components.py:resource_from_function",
+        "components.py:tool_from_function",
+    ]
+
+
+def test_a_module_written_with_the_native_keyword_form_and_task_still_works() -> None:
+    @tool(description="Long job.", task="required")
+    def long_job(args: None, ctx: ToolContext) -> str:
+        return "done"
+
+    assert spec_of(long_job).task_support == "required"
 
 
 def test_a_task_required_tool_called_by_a_client_without_the_tasks_extension_needs_that_capability() -> None:
-    @tool(description="Long job.", mode=ToolMode.TASK, task_required=True)
+    @tool(description="Long job.", task="required")
     def long_job(args: None, ctx: ToolContext) -> str:
         return "done"
 
@@ -321,7 +344,7 @@ def test_a_task_required_tool_called_by_a_client_without_the_tasks_extension_nee
 
 
 def test_an_optional_task_tool_runs_inline_for_a_client_without_the_tasks_extension() -> None:
-    @tool(description="Maybe long.", mode=ToolMode.TASK)
+    @tool(description="Maybe long.", task=True)
     def maybe_long(args: None, ctx: ToolContext) -> str:
         return "inline"
 
@@ -343,7 +366,7 @@ def test_include_serves_only_the_tools_defined_in_that_module_in_name_order() ->
 
     module = module_with(bravo, alpha)
     setattr(module, "foreign", foreign)  # noqa: B010 - defined in another module: only re-exported here
-    registry = ToolRegistry()
+    registry = Registry()
     registry.include(module)
     assert [spec.name for spec in registry] == ["alpha", "bravo"]
 
@@ -377,9 +400,9 @@ def test_deploy_release_with_a_stage_length_that_repeats_a_progress_value_runs_s
 # ---- keyword signatures, async tools and dict results ------------------------------------------------------------
 def test_a_keyword_signature_async_tool_gets_a_model_made_from_its_parameters_and_may_return_a_dict() -> None:
     @tool(description="Scale a vector.")
-    async def scale(vector: list[float], ctx: ToolContext, factor: float = Field(2.0, gt=0)) -> dict[str, Any]:
-        await ctx.report_progress_async(1, 1, "scaled")
-        doubled = await ctx.step_async("scale", lambda: [value * factor for value in vector])
+    async def scale(vector: list[float], ctx: Context, factor: float = Field(2.0, gt=0)) -> dict[str, Any]:
+        await ctx.report_progress(1, 1, "scaled")
+        doubled = await ctx.step("scale", lambda: [value * factor for value in vector])
         return {"vector": doubled}
 
     client = client_for(scale)

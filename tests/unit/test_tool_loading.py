@@ -5,11 +5,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from mcp_runtime.tools import ToolContext, ToolRegistry, tool
+from mcp_runtime import tool
+from mcp_runtime.tools import Registry, ToolContext
 
 
 class EchoArgs(BaseModel):
@@ -21,7 +23,7 @@ def echo(args: EchoArgs, ctx: ToolContext) -> str:
     return args.text
 
 
-def slow_loader(registry: ToolRegistry, started: threading.Event, release: threading.Event) -> Callable[[], None]:
+def slow_loader(registry: Registry, started: threading.Event, release: threading.Event) -> Callable[[], None]:
     def load() -> None:
         started.set()
         release.wait(timeout=5)
@@ -31,7 +33,7 @@ def slow_loader(registry: ToolRegistry, started: threading.Event, release: threa
 
 
 def test_a_registry_with_a_pending_loader_declares_tools_without_loading_them() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     calls: list[str] = []
     registry.add_loader(lambda: calls.append("loaded"))
     assert registry.declares_tools() is True
@@ -39,7 +41,7 @@ def test_a_registry_with_a_pending_loader_declares_tools_without_loading_them() 
 
 
 def test_concurrent_first_lookups_wait_for_the_loader_and_all_find_the_tool() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     started, release = threading.Event(), threading.Event()
     registry.add_loader(slow_loader(registry, started, release))
     found: list[object] = []
@@ -63,7 +65,7 @@ def test_concurrent_first_lookups_wait_for_the_loader_and_all_find_the_tool() ->
 
 
 def test_a_loader_that_fails_is_tried_again_on_the_next_lookup() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     attempts: list[int] = []
 
     def flaky() -> None:
@@ -80,7 +82,7 @@ def test_a_loader_that_fails_is_tried_again_on_the_next_lookup() -> None:
 
 
 def test_a_loader_may_look_up_tools_while_it_registers_them() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
 
     def reentrant() -> None:
         registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
@@ -92,7 +94,7 @@ def test_a_loader_may_look_up_tools_while_it_registers_them() -> None:
 
 def test_a_loader_that_fails_part_way_is_retried_from_scratch_at_the_next_lookup() -> None:
     """It used to leave its first tools registered, so every retry died on "registered twice"."""
-    registry = ToolRegistry()
+    registry = Registry()
     attempts: list[int] = []
 
     def flaky_loader() -> None:
@@ -160,7 +162,7 @@ def test_mcp_tool_packages_refuses_what_is_not_a_module_name() -> None:
 
 
 def test_two_project_tools_of_one_name_are_still_refused() -> None:
-    registry = ToolRegistry()
+    registry = Registry()
     registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="tool 'echo' is registered twice"):
         registry.add(echo.__mcp_tool__)  # type: ignore[attr-defined]
@@ -186,3 +188,136 @@ def test_a_tool_package_whose_register_was_written_for_a_tool_registry_still_ser
     catalog = build_catalog(Settings(MCP_TOOL_PACKAGES="old_style_tools"))
     fresh = build_catalog(Settings(MCP_TOOL_PACKAGES="fixtures.lifecycle"))
     assert [spec.name for spec in catalog.tools] == [spec.name for spec in fresh.tools] != []
+
+
+# ---- a cold server/discover advertises what the deferred packages declare, importing none of them ---------------
+PORTED_INIT = '''"""A ported team's tools."""
+
+from importlib import import_module
+
+from mcp_runtime import Catalog
+
+
+def register(catalog: Catalog, *, table_backed: bool) -> None:
+    catalog.tools.include(import_module(f"{__name__}.oncall"))
+'''
+PORTED_MODULE = '''"""Ported from FastMCP by its import line."""
+
+from mcp_runtime.fastmcp import FastMCP
+
+mcp = FastMCP("oncall")
+
+
+@mcp.tool
+def page(service: str) -> str:
+    """Page the engineer on call."""
+    return f"paged {service}"
+
+
+@mcp.prompt
+def incident_summary(service: str) -> str:
+    """Ask for an incident summary."""
+    return f"Summarize the incidents of {service}."
+
+
+@mcp.resource("oncall://rota")
+def rota() -> str:
+    """Who is on call."""
+    return "alice"
+'''
+TOOLS_ONLY_MODULE = '''"""Tools only: a prompt in a tool's text is not a prompt of the server."""
+
+from mcp_runtime.fastmcp import FastMCP
+
+mcp = FastMCP("oncall")
+
+
+@mcp.tool
+def page(service: str) -> str:
+    """Page the engineer on call (the prompt and resource words in a docstring are not components)."""
+    return "prompt resource"
+'''
+
+
+@pytest.fixture
+def deferred_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[str, str], Any]:
+    """A server whose catalog defers the tool package `name` (its module `oncall` written as given)."""
+    from app.composition import build_server
+    from mcp_runtime.settings import Settings
+    from mcp_runtime.transport import McpHttpTransport
+    from tests.unit.conftest import Client
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def serve(name: str, module: str) -> Any:
+        package = tmp_path / name
+        package.mkdir()
+        (package / "__init__.py").write_text(PORTED_INIT, encoding="utf-8")
+        (package / "oncall.py").write_text(module, encoding="utf-8")
+        settings = Settings(MCP_TOOL_PACKAGES=name, MCP_STATE_KEY="test-only-requestState-key-0123456789abcdef")
+        return Client(McpHttpTransport(build_server(settings)))
+
+    return serve
+
+
+def test_a_cold_discover_advertises_a_ported_modules_prompts_and_resources_without_importing_it(
+    deferred_package: Callable[[str, str], Any],
+) -> None:
+    import sys
+
+    from tests.unit.conftest import result_of
+
+    client = deferred_package("cold_ported", PORTED_MODULE)
+    discovered = result_of(client.request("server/discover", request_id=1))
+
+    assert discovered["capabilities"] == {"tools": {}, "prompts": {}, "completions": {}, "resources": {}}
+    assert "cold_ported" not in sys.modules and "cold_ported.oncall" not in sys.modules
+    prompts = result_of(client.request("prompts/list", request_id=2))["prompts"]
+    assert [prompt["name"] for prompt in prompts] == ["incident_summary"]
+    resources = result_of(client.request("resources/list", request_id=3))["resources"]
+    assert [resource["uri"] for resource in resources] == ["oncall://rota"]
+    assert result_of(client.request("server/discover", request_id=4))["capabilities"] == discovered["capabilities"]
+
+
+def test_a_cold_discover_of_tools_only_advertises_tools_only_before_and_after_they_load(
+    deferred_package: Callable[[str, str], Any],
+) -> None:
+    import sys
+
+    from tests.unit.conftest import result_of
+
+    client = deferred_package("cold_tools_only", TOOLS_ONLY_MODULE)
+    cold = result_of(client.request("server/discover", request_id=1))["capabilities"]
+    assert "cold_tools_only" not in sys.modules
+    result_of(client.request("tools/list", request_id=2))
+    warm = result_of(client.request("server/discover", request_id=3))["capabilities"]
+    assert cold == warm == {"tools": {}}
+
+
+@pytest.mark.parametrize(
+    ("source", "kinds"),
+    [
+        ("@mcp.prompt\ndef p() -> str:\n    return ''\n", {"prompt"}),
+        ("@mcp.prompt(name='p')\ndef p() -> str:\n    return ''\n", {"prompt"}),
+        ("@mcp.resource('data://x')\ndef r() -> str:\n    return ''\n", {"resource"}),
+        (
+            "def register(catalog):\n    @catalog.prompts.prompt(description='P.')\n    def p(values, asker):\n",
+            {"prompt"},
+        ),
+        (
+            "def register(catalog):\n    @catalog.resources.template('x://{a}', name='t')\n    def t(v, asker):\n",
+            {"resource"},
+        ),
+        ("def p() -> str:\n    return ''\n\n\nmcp.prompt(p)\n", {"prompt"}),
+        ("def answer(ctx):\n    return ctx.prompt('not a component')\n", set()),
+        ("HELP = 'use mcp.prompt to add a prompt'\n", set()),
+    ],
+)
+def test_the_sources_declarations_are_read_as_text_without_importing_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, kinds: set[str]
+) -> None:
+    from mcp_runtime.catalog import declared_kinds
+
+    (tmp_path / "declaring.py").write_text("raise AssertionError('never imported')\n" + source, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert declared_kinds(["declaring"]) == kinds

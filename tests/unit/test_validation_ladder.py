@@ -15,7 +15,7 @@ from mcp_runtime.lambda_http import request_from_event
 from mcp_runtime.server import McpServer
 from mcp_runtime.tools import ToolSpec
 from mcp_runtime.transport import HttpRequest, McpHttpTransport
-from tests.support import project_tools
+from tests.support import project_catalog
 from tests.unit.conftest import ALICE, Client, make_server, make_settings, result_of
 
 TASKS_CAPS: dict[str, Any] = {"extensions": {wire.TASKS_EXTENSION: {}}}
@@ -689,8 +689,13 @@ def test_the_composition_root_serves_the_projects_tools_and_no_fixtures() -> Non
     from app import composition
 
     server = composition.build_server(make_settings())
-    assert "prompts" not in server.capabilities()
-    assert sorted(spec.name for spec in server.tools) == project_tools(table_backed=False)
+    cold = server.capabilities()  # before the tool modules load: what their sources declare
+    project = project_catalog(table_backed=False)
+
+    assert sorted(spec.name for spec in server.tools) == sorted(spec.name for spec in project.tools)
+    assert [spec.name for spec in server.prompts] == [spec.name for spec in project.prompts]
+    assert [spec.uri for spec in server.tools.resources()] == [spec.uri for spec in project.tools.resources()]
+    assert ("prompts" in cold, "resources" in cold) == (len(project.prompts) > 0, len(project.resources) > 0)
 
 
 # ---- one endpoint path, and who answers (issue 15, defect 10) ----------------------------------------------------
@@ -734,13 +739,14 @@ def test_a_tool_that_may_ask_for_elicitation_is_refused_before_any_work_without_
 
 
 def test_a_tool_may_declare_only_what_a_client_can_be_asked() -> None:
-    from mcp_runtime.tools import ToolRegistry, tool
+    from mcp_runtime import tool
+    from mcp_runtime.tools import Registry
 
     @tool(description="x", asks=("telepathy",))
     def odd(args: None, ctx: Any) -> str:
         return ""
 
-    registry = ToolRegistry()
+    registry = Registry()
     registry.admit(odd.__mcp_tool__, odd)  # type: ignore[attr-defined]
     assert len(registry) == 0
     (problem,) = registry.left_out

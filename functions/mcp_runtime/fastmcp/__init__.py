@@ -10,8 +10,9 @@ docs/fastmcp.md.
 
 from __future__ import annotations
 
+from ..components import NotSet
+from ..content import Audio, File, Image
 from ..tools import ToolError, ToolResult
-from ._content import Audio, File, Image
 from ._context import (
     AcceptedElicitation,
     CancelledElicitation,
@@ -19,7 +20,7 @@ from ._context import (
     DeclinedElicitation,
     ElicitationResult,
 )
-from ._server import FastMCP, MCPServer, NotSet, TasksExtension, task_mode
+from ._server import FastMCP, MCPServer, TasksExtension
 
 __all__ = [
     "AcceptedElicitation",
@@ -36,5 +37,4 @@ __all__ = [
     "TasksExtension",
     "ToolError",
     "ToolResult",
-    "task_mode",
 ]

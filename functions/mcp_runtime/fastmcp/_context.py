@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import enum
+import inspect
+import json
 import logging
 import typing
 from collections.abc import Callable, Mapping
 from typing import Any, Generic, Literal, TypeVar
 
+from pydantic_core import to_jsonable_python
+
+from ..components import UNSUPPORTED
 from ..context import LOG_LEVELS, PYTHON_LOG_LEVELS
+from ..limits import SYNC_WAIT_LIMIT_SECONDS
 from ..tools import ToolContext, _Injectable
 
 T = TypeVar("T")
@@ -222,17 +229,26 @@ class Context(_Injectable):
     async def step(self, name: str, fn: Callable[[], Any]) -> Any:
         """Run `fn` (sync or async) once for the task and return its JSON value; every later run of the
         tool gets the recorded value back. Outside a task, `fn` simply runs."""
-        return await self._ctx.step_async(name, fn)
+        durable = self._ctx.durable_run
+        if durable is not None:
+            return await durable.step_async(name, fn)
+        produced = fn()
+        if inspect.isawaitable(produced):
+            produced = await produced
+        return json.loads(json.dumps(to_jsonable_python(produced), ensure_ascii=False))
 
     async def wait(self, seconds: float) -> None:
         """Wait durably inside a task (no Lambda runs meanwhile); a few seconds at most in a call."""
-        await self._ctx.wait_async(seconds)
+        if self._ctx.durable_run is not None or seconds > SYNC_WAIT_LIMIT_SECONDS:
+            self._ctx.wait(seconds)  # durable in a task; refused, naming why, in a call
+            return
+        await asyncio.sleep(max(0.0, seconds))
 
     async def wait_for_callback(
         self, name: str, submit: Callable[[Any], Any], timeout_seconds: float | None = None
     ) -> Any:
         """Hand an external system a single-use callback through `submit` and hold the task until it answers."""
-        return await self._ctx.wait_for_callback_async(name, submit, timeout_seconds)
+        return self._ctx.wait_for_callback(name, submit, timeout_seconds)
 
     def idempotency_key(self, name: str) -> str:
         return self._ctx.idempotency_key(name)
@@ -246,6 +262,11 @@ class Context(_Injectable):
         """The caller's server-minted handles: state that outlives a call, whichever environment serves it."""
         return self._ctx.handles
 
+    @property
+    def task_history(self) -> Any:
+        """The caller's own tasks, newest first (what the protocol offers instead of tasks/list)."""
+        return self._ctx.task_history
+
     # ---- what does not port ---------------------------------------------------------------------------
     async def sample(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(UNSUPPORTED["ctx.sample"])
@@ -255,25 +276,3 @@ class Context(_Injectable):
 
     async def set_state(self, *args: Any, **kwargs: Any) -> Any:
         raise NotImplementedError(UNSUPPORTED["ctx.set_state"])
-
-
-# What a ported tool may not use, and what to do instead: refused when the tool is registered.
-UNSUPPORTED: dict[str, str] = {
-    "ctx.sample": (
-        "ctx.sample (asking the client's model) does not port: the runtime asks with MRTR; use the native "
-        "ToolContext.sample(key, prompt) through ctx.tool_context"
-    ),
-    "ctx.get_state": (
-        "ctx.get_state/set_state (session state) does not port: calls are stateless; keep state in a handle "
-        "(ctx.tool_context.handles) or, inside a task, in ctx.step"
-    ),
-    "ctx.set_state": (
-        "ctx.get_state/set_state (session state) does not port: calls are stateless; keep state in a handle "
-        "(ctx.tool_context.handles) or, inside a task, in ctx.step"
-    ),
-    "asyncio.create_task": (
-        "background work (asyncio.create_task, ensure_future) does not port: nothing a tool starts survives "
-        "the invocation that started it; await the work before returning, or make the tool a task "
-        "(task=True) and put the work in `await ctx.step(...)`"
-    ),
-}

@@ -470,12 +470,16 @@ class LegacyLeg:
         assert self.store is not None and self.server.tasks is not None and record.task_id is not None
         ctx = self._context(session, state, principal, record.request_id, record.method, record.params, headers)
         lines: tuple[dict[str, Any], ...] = ()
+        reported: tuple[float, float | None] | None = None
         try:
-            task, lines = self.server.tasks.follow(record.task_id, ctx)
+            task, lines, reported = self.server.tasks.follow(record.task_id, ctx)
         except McpError as exc:
             task = {"status": "failed", "error": exc.to_error_object()}
         status, message = str(task.get("status")), task.get("statusMessage")
-        fingerprint = f"{status}|{message or ''}"
+        # The progress value last relayed rides on the fingerprint: a notification never repeats it.
+        relayed = "" if reported is None else repr(reported[0])
+        fingerprint = f"{status}|{message or ''}|{relayed}"
+        relayed_before = record.last_status.rsplit("|", 1)[-1] if record.last_status else ""
         fresh = [line for line in lines if int(line.get("seq") or 0) > record.log_seq]
         log_seq = max([record.log_seq, *(int(line["seq"]) for line in fresh)])
         events: list[Any] = [_log_message(line) for line in fresh if _wanted(line, ctx.meta.log_level)]
@@ -489,9 +493,16 @@ class LegacyLeg:
             and token is not None
             and status in ("working", "input_required")
         ):
-            progress += 1
-            params = {"progressToken": token, "progress": progress, "message": message}
-            events.append({"jsonrpc": wire.JSONRPC_VERSION, "method": wire.NOTIFICATION_PROGRESS, "params": params})
+            params: dict[str, Any] | None = None
+            if reported is None:  # a count of the messages relayed
+                progress += 1
+                params = {"progressToken": token, "progress": progress, "message": message}
+            elif relayed != relayed_before:  # the tool's own figures, as it reported them
+                params = {"progressToken": token, "progress": _number(reported[0]), "message": message}
+                if reported[1] is not None:
+                    params["total"] = _number(reported[1])
+            if params is not None:
+                events.append({"jsonrpc": wire.JSONRPC_VERSION, "method": wire.NOTIFICATION_PROGRESS, "params": params})
         if status == "input_required":
             for key, request in (task.get("inputRequests") or {}).items():
                 if key not in pending:
@@ -659,3 +670,8 @@ def _tool_answer(request: dict[str, Any], answer: Any) -> Any:
     if isinstance(answer, dict) and "error" in answer and request.get("method") == wire.INPUT_METHOD_ELICIT:
         return {"action": "cancel"}
     return answer
+
+
+def _number(value: float) -> int | float:
+    """A reported figure as the tool wrote it: 3, not 3.0 (the task item keeps numbers as floats)."""
+    return int(value) if value.is_integer() else value

@@ -122,6 +122,8 @@ class TaskRecord:
     # The progress value of the report `status_message` came from: a later run of the tool writes
     # only reports above it (its replayed reports never are).
     progress: float | None = None
+    # The total that report gave, if any: a 2025 client following the task gets both, as reported.
+    progress_total: float | None = None
     # The latest `ctx.log` lines of the tool (`{"seq", "level", "data", "logger"}`), kept for clients
     # that follow the task on a 2025 event stream (`tasks.worker.TaskLog`).
     log_lines: tuple[dict[str, Any], ...] = ()

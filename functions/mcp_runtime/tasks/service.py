@@ -173,8 +173,11 @@ class TaskService:
     def get(self, task_id: str, ctx: RequestContext) -> dict[str, Any]:
         return self.follow(task_id, ctx)[0]
 
-    def follow(self, task_id: str, ctx: RequestContext) -> tuple[dict[str, Any], tuple[dict[str, Any], ...]]:
-        """`tasks/get`'s answer and the tool's latest log lines, from one read (a 2025 task stream relays both)."""
+    def follow(
+        self, task_id: str, ctx: RequestContext
+    ) -> tuple[dict[str, Any], tuple[dict[str, Any], ...], tuple[float, float | None] | None]:
+        """`tasks/get`'s answer, the tool's latest log lines and its latest progress report (its value and
+        total, as reported), from one read: a 2025 task stream relays all three."""
         self.telemetry.correlate(task_id=task_id)
         try:
             record = self.store.get(task_id, ctx.principal.id)
@@ -191,7 +194,8 @@ class TaskService:
             except (TaskStoreUnavailable, TaskStoreRefused) as exc:
                 raise InternalError("Failed to retrieve task") from exc
         try:
-            return get_task_result(record, result), record.log_lines
+            reported = None if record.progress is None else (record.progress, record.progress_total)
+            return get_task_result(record, result), record.log_lines, reported
         except BrokenTaskRecord as exc:  # never answer with an invented result
             raise InternalError("Failed to retrieve task") from exc
 

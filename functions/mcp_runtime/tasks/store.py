@@ -118,6 +118,8 @@ _PARTS: Final = (schema.CALL_PART, schema.WORK_PART)
 ANSWERS_BYTES = "answersBytes"
 # The progress value of the report the statusMessage came from (`TaskRecord.progress`).
 PROGRESS = "progress"
+# The total the same report gave (`TaskRecord.progress_total`), when it gave one.
+PROGRESS_TOTAL = "progressTotal"
 LOG_LINES = "logLines"
 
 # DynamoDB's most keys in one BatchGetItem, and items in one BatchWriteItem.
@@ -186,7 +188,9 @@ class TaskStore(Protocol):
 
     def cancel(self, task_id: str, owner: str) -> CancelOutcome: ...
 
-    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None: ...
+    def set_status_message(
+        self, task_id: str, message: str, progress: float | None = None, total: float | None = None
+    ) -> None: ...
 
     def set_log_lines(self, task_id: str, lines: Sequence[dict[str, Any]]) -> None: ...
 
@@ -399,6 +403,8 @@ def to_item(record: TaskRecord) -> Item:
         item["statusMessage"] = {"S": record.status_message}
     if record.progress is not None:
         item[PROGRESS] = {"N": repr(float(record.progress))}
+    if record.progress_total is not None:
+        item[PROGRESS_TOTAL] = {"N": repr(float(record.progress_total))}
     if record.log_lines:
         item[LOG_LINES] = _json(list(record.log_lines))
     if record.task_token is not None:
@@ -482,6 +488,7 @@ def from_item(item: Item, call: Item | None = None, work: Item | None = None) ->
         poll_interval_ms=number("pollIntervalMs"),
         status_message=text("statusMessage"),
         progress=float(item[PROGRESS]["N"]) if PROGRESS in item and "N" in item[PROGRESS] else None,
+        progress_total=float(item[PROGRESS_TOTAL]["N"]) if "N" in item.get(PROGRESS_TOTAL, {}) else None,
         log_lines=tuple(_loads(item.get(LOG_LINES), [])),
         input_requests={k: json.loads(v["S"]) for k, v in (item.get("inputRequests") or {}).get("M", {}).items()},
         answers={k: json.loads(v["S"]) for k, v in (item.get("answers") or {}).get("M", {}).items()},
@@ -984,14 +991,18 @@ class DynamoTaskStore:
 
     # ---- writes from the worker -----------------------------------------------------------------
     @traced("TaskStore.set_status_message")
-    def set_status_message(self, task_id: str, message: str, progress: float | None = None) -> None:
-        """Progress from a running tool (and the progress value its message reports); raises TaskConflict
+    def set_status_message(
+        self, task_id: str, message: str, progress: float | None = None, total: float | None = None
+    ) -> None:
+        """Progress from a running tool (and the progress value and total its message reports); raises TaskConflict
         once the task stopped working. Like every write of a running tool, it consumes the token and the
         effect that started or resumed it."""
         expression = _Expression()
         expression.set("statusMessage", {"S": message})
         if progress is not None:
             expression.set(PROGRESS, {"N": repr(float(progress))})
+        if total is not None:
+            expression.set(PROGRESS_TOTAL, {"N": repr(float(total))})
         self._update_while_working(task_id, self._running_tool_write(expression))
 
     @traced("TaskStore.set_log_lines")

@@ -59,7 +59,7 @@ from ..limits import (
 from ..mrtr import InputNeeded, InputRequest
 from ..observability import NO_TELEMETRY, TASK_WRITES_REFUSED, TOOL_EXCEPTIONS, Telemetry
 from ..tool_secrets import NO_SECRETS, ToolSecrets
-from ..tools import ToolContext, ToolError, ToolRegistry, ToolResult, ToolSpec, text
+from ..tools import Registry, ToolContext, ToolError, ToolSpec
 from ..wire import (
     LEGACY_PROTOCOL_VERSIONS,
     OUTCOME_AWAITING,
@@ -165,14 +165,14 @@ class ProgressReporter:
         self._durable = durable
         self._last_write: float | None = None
         self._recorded = recorded
-        self._pending: tuple[float, str] | None = None
+        self._pending: tuple[float, str, float | None] | None = None
         if durable is not None:
             durable.on_live = self.flush
 
     def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         if message is None:
             message = f"{progress:g}/{total:g}" if total is not None else f"{progress:g}"
-        report = (float(progress), message)
+        report = (float(progress), message, None if total is None else float(total))
         if not math.isfinite(report[0]) or (self._recorded is not None and report[0] <= self._recorded):
             return  # not an increase: replayed, or out of order
         self._pending = report
@@ -192,11 +192,11 @@ class ProgressReporter:
 
     def _write(self, *, raise_on_conflict: bool) -> None:
         assert self._pending is not None
-        progress, message = self._pending
+        progress, message, total = self._pending
         self._pending = None
         self._last_write = self._clock()
         try:
-            self._store.set_status_message(self._task_id, message, progress)
+            self._store.set_status_message(self._task_id, message, progress, total)
         except TaskConflict:
             if raise_on_conflict:
                 raise TaskNoLongerRunning(self._task_id) from None
@@ -270,7 +270,7 @@ class TaskWorker:
         self,
         store: TaskStore,
         executor: TaskExecutor,
-        tools: ToolRegistry,
+        tools: Registry,
         *,
         handles: HandleStore | None = None,
         history: TaskHistory | None = None,
@@ -385,7 +385,7 @@ class TaskWorker:
             args = spec.parse_arguments(record.arguments)
             result = spec.run(args, ctx)
         except ToolError as exc:  # arguments that no longer validate
-            result = ToolResult([text(str(exc))], is_error=True)
+            result = spec.answer_for(exc)
         except InputNeeded as needed:
             task_log.flush()
             durable.unmark_run()

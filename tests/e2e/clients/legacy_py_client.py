@@ -18,7 +18,14 @@ from mcp.client.streamable_http import streamablehttp_client
 
 async def main(url: str, script: dict[str, Any]) -> dict[str, Any]:
     answers = list(script.get("answers") or [])
-    report: dict[str, Any] = {"tools": [], "calls": [], "asked": [], "progress": [], "protocolVersion": None}
+    report: dict[str, Any] = {
+        "tools": [],
+        "calls": [],
+        "asked": [],
+        "progress": [],
+        "figures": [],
+        "protocolVersion": None,
+    }
 
     async def elicit(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         report["asked"].append(params.message)
@@ -29,6 +36,7 @@ async def main(url: str, script: dict[str, Any]) -> dict[str, Any]:
 
     async def progress(value: float, total: float | None, message: str | None) -> None:
         report["progress"].append(message if message is not None else str(value))
+        report["figures"].append([value, total])
 
     async with (
         streamablehttp_client(url) as (read, write, _),

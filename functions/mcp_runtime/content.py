@@ -9,7 +9,7 @@ import mimetypes
 from pathlib import Path
 from typing import Any, Final
 
-from ..tools import ToolResult, audio, embedded_text, image, text
+from .tools import ToolResult, audio, embedded_text, image, text
 
 WRAP_KEY: Final = "x-fastmcp-wrap-result"
 WRAP_META: Final = {"fastmcp": {"wrap_result": True}}
@@ -128,14 +128,16 @@ def shape_result(produced: Any, output_schema: dict[str, Any] | None, wraps: boo
     tool has an output schema or returned an object); `wraps`: the output schema wraps it in `result`."""
     if isinstance(produced, ToolResult):
         return produced
-    content = _content_of(produced)
+    blocks = isinstance(produced, list | tuple) and any(_is_content_block(item) for item in produced)
+    if produced is None or isinstance(produced, str) or _is_content_block(produced) or blocks:
+        content = _content_of(produced)
+        if wraps:
+            return ToolResult(content, structured={"result": jsonable(produced)}, meta=dict(WRAP_META))
+        return ToolResult(content)
+    value = jsonable(produced)  # once: the text and the structured content are the same JSON
+    content = [text(_compact_json(value))]
     if wraps:
-        return ToolResult(content, structured={"result": jsonable(produced)}, meta=dict(WRAP_META))
-    if produced is None or isinstance(produced, str) or _is_content_block(produced):
-        return ToolResult(content)
-    if isinstance(produced, list) and any(_is_content_block(item) for item in produced):
-        return ToolResult(content)
-    value = jsonable(produced)
+        return ToolResult(content, structured={"result": value}, meta=dict(WRAP_META))
     if isinstance(value, dict) and (output_schema is not None or _is_object_value(produced)):
         return ToolResult(content, structured=value)
     return ToolResult(content)
