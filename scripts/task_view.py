@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # local_stack, for
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "functions"))  # the table's schema
 
 from mcp_runtime.tasks import schema
+from mcp_runtime.tasks.models import OPERATOR_REASON
 
 STATUSES: Final = ("working", "input_required", "completed", "failed", "cancelled")
 WORKING: Final = "working"
@@ -256,6 +257,9 @@ def show_task(target: Target, task_id: str, out: TextIO) -> int:
         return 1
     for name in sorted(item):
         out.write(f"{name}: {_shortened(_plain(item[name]))}\n")
+    reason = _failure_reason(item)
+    if reason:
+        out.write(f"reason: {reason}\n")  # whole: it is what the operator came for
     row = TaskRow.of(item)
     if not row.execution_name:
         out.write("execution: none recorded\n")
@@ -273,6 +277,16 @@ def show_task(target: Target, task_id: str, out: TextIO) -> int:
         about = f" {_shortened(json.dumps(details, default=str), 160)}" if details else ""
         out.write(f"  {_iso(event['timestamp'])} #{event['id']} {event['type']}{about}\n")
     return 0
+
+
+def _failure_reason(item: dict[str, Any]) -> str | None:
+    """A failed task's reason, kept on its item for the operator (never sent to the client)."""
+    try:
+        error = json.loads(_plain(item["error"])) if "error" in item else None
+    except (TypeError, ValueError):
+        return None
+    reason = error.get(OPERATOR_REASON) if isinstance(error, dict) else None
+    return reason if isinstance(reason, str) else None
 
 
 def _iso(moment: Any) -> str:

@@ -251,7 +251,7 @@ SHARED_STACKS: dict[str, SharedStack] = {
     # fixtures; and the tools configured from cdk.json (TOOL_CONTEXT) with the fixtures that use it.
     "short_timeout_stack": SharedStack(
         {
-            "fixtures": "conformance,lifecycle,configuration",
+            "fixtures": "conformance,lifecycle,configuration,oncall",
             "extra_env": {"LOCAL_CDK_CONTEXT": json.dumps({**SHORT_TIMEOUT_CONTEXT, **TOOL_CONTEXT})},
         },
         (

@@ -8,6 +8,11 @@ worker that could not start in AWS: nothing here shares a process or an environm
 
 from __future__ import annotations
 
+import os
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
 import pytest
 from testkit import TASKS, StackClient
 
@@ -17,6 +22,8 @@ from mcp_runtime.tasks import schema
 from mcp_runtime.tasks.models import EXECUTION_FAILED_ERROR
 from mcp_runtime.tasks.service import answers_full_message
 from mcp_runtime.tasks.store import task_key
+from tests.local_stack.test_long_work import lambda_runs_between
+from tests.support import REPO
 
 pytestmark = pytest.mark.e2e
 
@@ -105,6 +112,63 @@ def test_a_worker_past_its_template_timeout_is_killed_and_fails_the_task(lifecyc
     # The killed environment is replaced: the next task runs.
     after = lifecycle_stack.settled(lifecycle_stack.start("hold_worker", {"seconds": 0}))
     assert (after["status"], after["result"]["content"][0]["text"]) == ("completed", "held for 0s")
+
+
+def make_task(stack: StackClient, task_id: str) -> list[str]:
+    """What `make task ID=` prints for the task (the operator's view of its item and execution)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    port = urlsplit(stack.running.url).port
+    shown = subprocess.run(
+        ["make", "--no-print-directory", "-s", "task", f"ID={task_id}", f"PORT={port}"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    return shown.stdout.splitlines()
+
+
+def regions_written(ledger: Path) -> list[str]:
+    return ledger.read_text(encoding="utf-8").splitlines() if ledger.exists() else []
+
+
+def test_the_ported_oncall_rollback_cut_short_by_the_workers_timeout_fails_naming_why_and_rolls_no_region_back_twice(
+    lifecycle_stack: StackClient, tmp_path: Path
+) -> None:
+    # The module as it runs on FastMCP, no steps: 2 s regions against this stack's 5 s worker (the
+    # issue's 4 s regions against 10 s, halved), so the timeout falls inside the third region.
+    ledger = tmp_path / "rollback.txt"
+    task_id = lifecycle_stack.start("rollback", {"regions": 3, "seconds": 2, "ledger": str(ledger)})
+    task = lifecycle_stack.settled(task_id, timeout=60)
+    assert (task["status"], task["error"]) == ("failed", EXECUTION_FAILED_ERROR)
+    written = regions_written(ledger)
+    assert written == [f"region {region}" for region in range(len(written))] and len(written) < 3, written
+    reason = f"the run of tool 'rollback' {CUT_SHORT}; running it again from the top would repeat what it already did."
+    assert any(line.startswith(f"reason: {reason}") for line in make_task(lifecycle_stack, task_id))
+
+
+def test_the_ported_oncall_rollback_in_steps_outlives_the_workers_timeout_rolling_each_region_back_once(
+    lifecycle_stack: StackClient, tmp_path: Path
+) -> None:
+    ledger = tmp_path / "rollback_in_steps.txt"
+    task_id = lifecycle_stack.start("rollback_in_steps", {"regions": 3, "seconds": 2, "ledger": str(ledger)})
+    task = lifecycle_stack.settled(task_id, timeout=60)
+    assert (task["status"], task["result"]["content"]) == (
+        "completed",
+        [{"type": "text", "text": "rolled back 3 regions"}],
+    )
+    # 6 s of regions against a 5 s worker: the run went on in another invocation after a recorded step
+    # (or after a kill; then a region is written again only by the step cut short between its write and
+    # its record, a few milliseconds of 2 s: never one a finished step recorded).
+    assert lambda_runs_between(lifecycle_stack, task_id, 0, float("inf")) >= 2
+    written = regions_written(ledger)
+    assert [line for index, line in enumerate(written) if index == 0 or written[index - 1] != line] == [
+        "region 0",
+        "region 1",
+        "region 2",
+    ], written
 
 
 def task_id_of(task: dict[str, object]) -> str:
