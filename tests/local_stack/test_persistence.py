@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import signal
 import ssl
 import stat
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ def test_a_restarted_stack_still_has_the_tasks_handles_bridge_keys_secrets_and_o
     """What the last run stored is served again: its tasks and handles, the OAuth bridge's items (its signing
     keys are binary), a secret made as `make secret` makes it, an object. A task whose execution did not
     survive (it was awaiting input when the stack stopped) is settled failed as a lost execution. The stop
-    is a SIGTERM while the worker runs a task: no interpreter of the stack outlives it.
+    is a Ctrl-C (SIGINT) while the worker runs a task: no interpreter of the stack outlives it.
 
     A person signed in through the bridge before the stop (Cognito's managed login: the stand-in): the KMS
     keys (the one that signs access tokens, the one that seals the bridge's form keys) and the user pool's
@@ -72,6 +73,8 @@ def run_twice_with_a_sign_in(tmp_path: Path, env: dict[str, str], cognito: Cogni
         busy_id = client.start("slow_compute", {"seconds": 120, "label": "busy at the stop"})
         client.wait_for(busy_id, lambda task: task["status"] == "working" and "statusMessage" in task)
         interpreters = descendants(first.process.pid)
+        first.process.send_signal(signal.SIGINT)  # Ctrl-C in `make run`'s terminal
+        first.process.wait(timeout=60)
     assert first.printed("state: 0 items restored")
     assert still_running(interpreters) == {}  # the busy worker's too (started in sessions of their own)
     snapshot = tmp_path / "state"
