@@ -116,6 +116,11 @@ def run_twice_with_a_sign_in(tmp_path: Path, env: dict[str, str], cognito: Cogni
         assert (kept["Body"].read(), kept["ContentType"]) == (b"\x00\xff", "x/y")
         busy = client.settled(busy_id)
         assert busy["status"] == "failed", busy
+        # This run is stopped with SIGTERM (the test kit's stop) while the worker is busy again.
+        busy_again = client.start("slow_compute", {"seconds": 120, "label": "busy at the SIGTERM"})
+        client.wait_for(busy_again, lambda task: task["status"] == "working" and "statusMessage" in task)
+        interpreters = descendants(second.process.pid)
+    assert still_running(interpreters) == {}
     assert second.printed("items restored from")
     assert not second.printed("state: 0 items restored")
     assert second.printed(f"state: the execution of task {parked_id} did not survive the restart: reported ABORTED")
