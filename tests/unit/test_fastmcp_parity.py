@@ -5,14 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import subprocess
-from pathlib import Path
 
-import pytest
-from infra.packaging import find_interpreter
-
-from tests.support import REPO
 from tests.unit.conftest import result_of
 from tests.unit.test_fastmcp_facade import listed, load, served, without_titles
 
@@ -79,82 +72,6 @@ def test_an_mcpserver_module_returning_a_typing_typeddict_is_listed_and_called_a
     real_result = asyncio.run(real.call_tool("sdk_ticket", {"title": "disk"}))
     assert result["structuredContent"] == real_result.structured_content == {"id": "T-4", "priority": 2}
     assert json.loads(result["content"][0]["text"]) == {"id": "T-4", "priority": 2}
-
-
-# On Python 3.11, as a venv made where no CPython 3.13 is at hand runs: the module in a team's tools package,
-# listed and called through testkit's ToolClient (the API function's own server), and under the real mcp 2.3.0.
-ON_OLDEST_PYTHON = """\
-import asyncio, json, sys
-
-from testkit import ToolClient
-
-import sdk_tools.tickets_real as real
-
-client = ToolClient("sdk_tools")
-theirs = {tool.name: tool.model_dump(mode="json", by_alias=True, exclude_none=True)
-          for tool in asyncio.run(real.mcp.list_tools())}
-called = asyncio.run(real.mcp.call_tool("sdk_ticket", {"title": "disk"}))
-print(json.dumps({
-    "python": sys.version_info[:2],
-    "ours": client.list_tools(),
-    "called": client.call("sdk_ticket", {"title": "disk"}),
-    "theirs": theirs["sdk_ticket"],
-    "theirs_called": called.structured_content,
-}))
-"""
-# What the script imports, at the lock's pins (the lock is the same on 3.11 and 3.13: tests/test_dependencies.py).
-OLDEST_PYTHON_PACKAGES = ("pydantic", "aws-lambda-powertools", "publicsuffixlist", "mcp", "boto3", "httpx", "pyjwt")
-
-
-@pytest.fixture(scope="module")
-def oldest_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv on CPython 3.11 with the runtime's dependencies and mcp 2.3.0, installed by the pinned uv."""
-    interpreter = find_interpreter("3.11")
-    if interpreter is None:
-        pytest.skip("needs CPython 3.11 here")
-    (uv,) = sorted((REPO / ".tools").glob("uv-*/bin/uv"))
-    venv = tmp_path_factory.mktemp("python3.11") / "venv"
-    environment = {**os.environ, "UV_COMPILE_BYTECODE": "0"}
-    environment.pop("VIRTUAL_ENV", None)
-    subprocess.run([uv, "venv", "--quiet", "--python", interpreter.executable, venv], check=True, env=environment)
-    constraints = ["--constraint", REPO / "requirements-dev.lock"]
-    install = [uv, "pip", "install", "--quiet", "--python", venv / "bin" / "python", *constraints]
-    subprocess.run([*install, *OLDEST_PYTHON_PACKAGES], check=True, env=environment)
-    return venv / "bin" / "python"
-
-
-def test_the_mcpserver_module_returning_a_typing_typeddict_is_listed_and_called_on_python_3_11_too(
-    oldest_python: Path, tmp_path: Path
-) -> None:
-    package = tmp_path / "sdk_tools"
-    package.mkdir()
-    (package / "tickets.py").write_text(
-        SDK_TICKETS.replace("from mcp.server.mcpserver import", "from mcp_runtime.fastmcp import"), encoding="utf-8"
-    )
-    (package / "tickets_real.py").write_text(SDK_TICKETS, encoding="utf-8")
-    (package / "__init__.py").write_text(
-        "from mcp_runtime import Catalog\n\nfrom . import tickets\n\n\n"
-        "def register(catalog: Catalog, *, table_backed: bool) -> None:\n"
-        "    catalog.tools.include(tickets)\n",
-        encoding="utf-8",
-    )
-    path = os.pathsep.join([str(REPO / "functions"), str(REPO), str(tmp_path)])
-    ran = subprocess.run(
-        [oldest_python, "-c", ON_OLDEST_PYTHON],
-        capture_output=True,
-        text=True,
-        env={"PATH": os.environ["PATH"], "PYTHONPATH": path, "HOME": str(tmp_path)},
-        cwd=tmp_path,
-    )
-    assert ran.returncode == 0, ran.stderr[-3000:]
-    seen = json.loads(ran.stdout)
-
-    assert seen["python"] == [3, 11]
-    (tool,) = seen["ours"]
-    assert tool["name"] == "sdk_ticket"
-    assert without_titles(tool["outputSchema"]) == without_titles(seen["theirs"]["outputSchema"])
-    assert tool["outputSchema"]["properties"] == {"id": {"type": "string"}, "priority": {"type": "integer"}}
-    assert seen["called"]["structuredContent"] == seen["theirs_called"] == {"id": "T-4", "priority": 2}
 
 
 def test_typing_typeddict_arguments_nested_and_not_required_keys_validate_on_this_python() -> None:
