@@ -186,6 +186,27 @@ def run(command: list[str], cwd: Path, timeout: float = 900) -> subprocess.Compl
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def share_bytecode(source_venv: Path, venv: Path) -> int:
+    """Give `venv` the bytecode `source_venv` compiled for the same files (uv links both venvs' files to its
+    cache: one inode, so one mtime and size, which is what a .pyc is checked against): the copy's venv as
+    `make install` leaves it, compiled, without compiling it again. How many .pyc files it linked."""
+    (source_site,) = source_venv.glob("lib/python3.*/site-packages")
+    (site,) = venv.glob("lib/python3.*/site-packages")
+    linked = 0
+    for compiled in source_site.rglob("__pycache__/*.pyc"):
+        folder = compiled.parent.parent.relative_to(source_site)
+        module = compiled.name.split(".", 1)[0] + ".py"
+        target = site / folder / module
+        if not target.is_file() or not os.path.samefile(target, source_site / folder / module):
+            continue
+        destination = site / folder / "__pycache__" / compiled.name
+        destination.parent.mkdir(exist_ok=True)
+        if not destination.exists():
+            os.link(compiled, destination)
+            linked += 1
+    return linked
+
+
 def version_of(root: Path) -> tuple[int, int, int]:
     version = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["version"]
     major, minor, patch = (int(part) for part in version.split("."))
@@ -301,6 +322,8 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
     git("add", "-A", cwd=template)
     git("commit", "-q", "-m", f"release {following}", cwd=template)
     git("tag", following, cwd=template)
+    # Packed, as a published template's clone is: copier walks the clone's .git too, a path at a time.
+    git("repack", "-a", "-d", "-q", cwd=template)
 
     project = scratch / PROJECT_NAME
     copied = run(
@@ -354,6 +377,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Rehearsal:
     team_files = team_room_files(project)
 
     update = run(["make", "update", f"VERSION={following}"], project)
+    assert share_bytecode(REPO / ".venv", project / ".venv") > 1000
     changed = [line[3:] for line in git("status", "--porcelain", "--untracked-files=all", cwd=project).splitlines()]
     return Rehearsal(template, project, first, following, team_files, config["context"], update, changed)
 
