@@ -16,6 +16,7 @@ the same bytes for the same sources and compiler.
 from __future__ import annotations
 
 import ast
+import fcntl
 import functools
 import glob
 import hashlib
@@ -142,7 +143,19 @@ def _constraints(lock: Path) -> list[str]:
 def install_dependencies(
     target_dir: Path, target: Target, requirements: Sequence[str], wheelhouse: Path, *, lock: Path = LOCK_FILE
 ) -> None:
-    """pip install for `target` into `target_dir`, from the wheelhouse; fill the wheelhouse on a miss."""
+    """pip install for `target` into `target_dir`, from the wheelhouse; fill the wheelhouse on a miss.
+
+    One process at a time per wheelhouse (a lock file beside it): two `pip download`s into one folder delete
+    each other's half-written wheels, and an install may read one."""
+    wheelhouse.mkdir(parents=True, exist_ok=True)
+    with open(wheelhouse.parent / f"{wheelhouse.name}.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # released when the file closes
+        _install_from_wheelhouse(target_dir, target, requirements, wheelhouse, lock)
+
+
+def _install_from_wheelhouse(
+    target_dir: Path, target: Target, requirements: Sequence[str], wheelhouse: Path, lock: Path
+) -> None:
     install = [
         "install",
         "--quiet",
@@ -156,7 +169,6 @@ def install_dependencies(
         *_constraints(lock),
         *requirements,
     ]
-    wheelhouse.mkdir(parents=True, exist_ok=True)
     if _pip(*install).returncode == 0:
         return
     download = _pip(
