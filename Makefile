@@ -176,10 +176,6 @@ PYTEST_PARALLEL := -n $(TEST_WORKERS) --dist loadscope
 # The suite synthesizes a dozen configurations of the app: one warm process does them all (about 1 CPU-second
 # each instead of 8 in a new process: local_stack/_warm_synth.py), stopped when the run ends.
 WARM_SYNTH := LOCAL_SYNTH_WARM=1
-# The suite's interpreters (its workers, each stack's, the scripts it runs, a copy's venv) keep the bytecode they
-# compile, whatever the shell says: with PYTHONDONTWRITEBYTECODE set, each compiles the same modules again (a
-# fresh clone's make test: 905 CPU-seconds with it set, 868 without). __pycache__ is ignored by git and the assets.
-KEEP_BYTECODE := PYTHONDONTWRITEBYTECODE=
 # The tiers that start no stack and synthesize nothing with the CDK: in-process code, and moto.
 FAST_TIERS := tests/unit tests/integration tests/test_readme.py tests/test_rename.py tests/test_tiers.py
 
@@ -190,16 +186,16 @@ test:
 	@$(MAKE) --no-print-directory -j2 lint test-suite
 
 test-suite: $(INSTALLED)
-	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(KEEP_BYTECODE) $(PY) -m pytest -q $(PYTEST_PARALLEL)
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(PY) -m pytest -q $(PYTEST_PARALLEL)
 
 test-unit: $(VENV)/.installed
-	$(KEEP_BYTECODE) $(PY) -m pytest -q $(PYTEST_PARALLEL) tests/unit
+	$(PY) -m pytest -q $(PYTEST_PARALLEL) tests/unit
 
 test-fast: $(VENV)/.installed
-	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(KEEP_BYTECODE) $(PY) -m pytest -q $(PYTEST_PARALLEL) $(FAST_TIERS)
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(PY) -m pytest -q $(PYTEST_PARALLEL) $(FAST_TIERS)
 
 conformance: install
-	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(KEEP_BYTECODE) $(PY) -m pytest -q -m conformance
+	PATH="$(CURDIR)/$(NODE_BIN):$$PATH" $(WARM_SYNTH) $(PY) -m pytest -q -m conformance
 
 # The project's name (cdk.json's projectName; `copier copy` asks for it): the stack, server and metrics are
 # named after it at synth.
