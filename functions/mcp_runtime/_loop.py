@@ -12,11 +12,13 @@ logged as a warning, never silently kept.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    import asyncio
 
 T = TypeVar("T")
 log = logging.getLogger(__name__)
@@ -29,6 +31,8 @@ def process_loop() -> asyncio.AbstractEventLoop:
     """The process's event loop, made on first use (and again only if something closed it)."""
     global _loop
     if _loop is None or _loop.is_closed():
+        import asyncio  # imported by the first async tool's call, never by a cold start that has none
+
         _loop = asyncio.new_event_loop()
     return _loop
 
@@ -44,7 +48,7 @@ def run(coroutine: Coroutine[Any, Any, T], owner: str) -> T:
         try:
             return loop.run_until_complete(coroutine)
         finally:
-            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+            pending = [task for task in _all_tasks(loop) if not task.done()]
             if pending:
                 log.warning(
                     "%s left %d asyncio task(s) pending when it returned (%s); work started in the background "
@@ -53,3 +57,9 @@ def run(coroutine: Coroutine[Any, Any, T], owner: str) -> T:
                     len(pending),
                     ", ".join(sorted(task.get_name() for task in pending)),
                 )
+
+
+def _all_tasks(loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
+    import asyncio
+
+    return asyncio.all_tasks(loop)

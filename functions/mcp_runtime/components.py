@@ -19,7 +19,6 @@ write instead until they go in `GOES_AWAY_IN`.
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import inspect
 import re
@@ -143,8 +142,9 @@ def _context_parameters(fn: Callable[..., Any]) -> dict[str, bool]:
 
 def _uses(code: CodeType, contexts: dict[str, bool], module_globals: dict[str, Any]) -> list[str]:
     """The unsupported features a function's bytecode (and its nested functions') uses."""
-    import asyncio
     import dis
+
+    asyncio = sys.modules.get("asyncio")  # not imported by anyone: no module holds its create_task
 
     used: list[str] = []
     previous: dis.Instruction | None = None
@@ -158,7 +158,7 @@ def _uses(code: CodeType, contexts: dict[str, bool], module_globals: dict[str, A
             if previous.opname == "LOAD_GLOBAL" and loaded == "asyncio" and name in _BACKGROUND:
                 used.append("asyncio.create_task")
         imported = instruction.opname == "LOAD_GLOBAL" and name in _BACKGROUND
-        if imported and module_globals.get(name) is getattr(asyncio, name):
+        if imported and asyncio is not None and module_globals.get(name) is getattr(asyncio, name):
             used.append("asyncio.create_task")
         previous = instruction
     for constant in code.co_consts:
@@ -479,6 +479,8 @@ class _TimedCall:
         return produced
 
     async def _bounded(self, coroutine: Any) -> Any:
+        import asyncio  # only an async tool's call needs it: a cold discover imports none of it
+
         try:
             return await asyncio.wait_for(coroutine, self.timeout)
         except TimeoutError:

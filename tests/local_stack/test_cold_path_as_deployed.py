@@ -1,5 +1,6 @@
 """A cold start as deployed: the API function, with the environment the synthesized template gives it,
-answers a first request with a bearer token and makes no dataclass of ours (`mcp_runtime/_value.py`).
+answers a first request with a bearer token, makes no dataclass of ours (`mcp_runtime/_value.py`) and
+imports no asyncio (only an `async def` tool's call needs it: a cold discover with it is about 20 ms slower).
 
 It synthesizes the CDK app (`local_stack.synth`, cached), so it lives here and not in the unit tier.
 """
@@ -12,6 +13,7 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
 from local_stack.sam_env import function_environments
 from local_stack.synth import synthesize
 from local_stack.template import DeployedTemplate
@@ -42,7 +44,8 @@ class Context:
 from app.handlers import api_handler
 response = api_handler(json.loads(sys.argv[1]), Context())
 ours = [name for name in made if name.split(".")[0] in ("app", "mcp_runtime", "fixtures", "tools")]
-print(json.dumps({"status": response["statusCode"], "ours": ours, "made": len(made)}))
+seen = {"status": response["statusCode"], "ours": ours, "made": len(made), "asyncio": "asyncio" in sys.modules}
+print(json.dumps(seen))
 """
 
 
@@ -73,7 +76,8 @@ def deployed_api_environment(issuer: Any) -> dict[str, str]:
     }
 
 
-def test_a_first_request_with_a_bearer_token_makes_no_dataclass_of_ours() -> None:
+@pytest.fixture(scope="module")
+def first_request() -> dict[str, Any]:
     with serve_issuer() as issuer:
         environment = deployed_api_environment(issuer)
         done = subprocess.run(
@@ -84,7 +88,15 @@ def test_a_first_request_with_a_bearer_token_makes_no_dataclass_of_ours() -> Non
             check=False,
         )
     assert done.returncode == 0, done.stderr[-3000:]
-    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    seen: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["status"] == 200
-    assert seen["ours"] == []
-    assert seen["made"] > 0  # the probe does see the dataclasses of the libraries
+    return seen
+
+
+def test_a_first_request_with_a_bearer_token_makes_no_dataclass_of_ours(first_request: dict[str, Any]) -> None:
+    assert first_request["ours"] == []
+    assert first_request["made"] > 0  # the probe does see the dataclasses of the libraries
+
+
+def test_a_first_server_discover_imports_no_asyncio(first_request: dict[str, Any]) -> None:
+    assert first_request["asyncio"] is False
