@@ -40,6 +40,8 @@ def process_loop() -> asyncio.AbstractEventLoop:
 def run(coroutine: Coroutine[Any, Any, T], owner: str) -> T:
     """Run a tool's coroutine to its end on the process's loop; `owner` names the tool in the warning
     about tasks it left pending."""
+    import asyncio  # only an async tool's call gets here (a cold start with none imports no asyncio)
+
     with _running:
         loop = process_loop()
         if loop.is_running():  # only reachable from inside this loop: a sync call nested in an async tool
@@ -48,7 +50,7 @@ def run(coroutine: Coroutine[Any, Any, T], owner: str) -> T:
         try:
             return loop.run_until_complete(coroutine)
         finally:
-            pending = [task for task in _all_tasks(loop) if not task.done()]
+            pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
             if pending:
                 log.warning(
                     "%s left %d asyncio task(s) pending when it returned (%s); work started in the background "
@@ -57,9 +59,3 @@ def run(coroutine: Coroutine[Any, Any, T], owner: str) -> T:
                     len(pending),
                     ", ".join(sorted(task.get_name() for task in pending)),
                 )
-
-
-def _all_tasks(loop: asyncio.AbstractEventLoop) -> set[asyncio.Task[Any]]:
-    import asyncio
-
-    return asyncio.all_tasks(loop)
